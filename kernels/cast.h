@@ -1,0 +1,19 @@
+/* cast.h — host launchers of kernels/cast.cu (C linkage, callable from C).
+ * defines: mnt_cuda_cast (types as mnt_dtype: 0 fp32, 1 bf16, 2 fp16; one side must be fp32;
+ *          returns 0, -1 for an unsupported pair, -2 for a launch error),
+ *          mnt_cuda_device_count (0 when there is no usable GPU or driver). */
+#ifndef MNT_CAST_H
+#define MNT_CAST_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+int mnt_cuda_cast(int from, int to, const void *in, void *out, size_t n, void *stream);
+int mnt_cuda_device_count(void);
+#ifdef __cplusplus
+}
+#endif
+
+#endif

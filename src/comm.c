@@ -1,0 +1,28 @@
+/* comm.c — backend selection; see comm.h. */
+#include "comm.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "log.h"
+
+int mnt_topology_parse(const char *s, mnt_topology *t) {
+  if (!strcasecmp(s, "flat")) *t = MNT_TOPO_FLAT;
+  else if (!strcasecmp(s, "hier")) *t = MNT_TOPO_HIER;
+  else return -1;
+  return 0;
+}
+
+const char *mnt_topology_name(mnt_topology t) { return t == MNT_TOPO_HIER ? "hier" : "flat"; }
+
+int mnt_comm_create(mnt_world *w, const char *backend, mnt_topology topo, mnt_comm **out) {
+  *out = NULL;
+  if (!backend || !strcmp(backend, "auto") || !strcmp(backend, "cpu"))
+    return mnt_comm_cpu_create(w, topo, out);
+  MNT_ERR("unknown communicator backend '%s' (this build has: cpu)", backend);
+  return MNT_EARG;
+}
+
+void mnt_comm_destroy(mnt_comm *c) {
+  if (c) c->ops->destroy(c);
+}

@@ -1,0 +1,64 @@
+/* comm.h — the communicator: collectives over all ranks of the world, one backend at a time.
+ * defines: mnt_comm, mnt_comm_ops, mnt_comm_req, mnt_topology, mnt_comm_create,
+ *          mnt_comm_destroy, mnt_topology_parse/name and inline wrappers mnt_allreduce, ...
+ * Every call is in place, collective (all ranks, same order, same sizes) and has a deadline:
+ * MNT_COMM_TIMEOUT seconds (default 300) without progress fail the call, naming the peer that
+ * was waited for; a dead peer fails it within about a second. On failure the caller (main)
+ * takes the job down with mnt_world_abort so that no rank is left waiting. */
+#ifndef MNT_COMM_H
+#define MNT_COMM_H
+
+#include <stddef.h>
+
+#include "dtype.h"
+#include "world.h"
+
+typedef enum { MNT_TOPO_FLAT = 0, MNT_TOPO_HIER = 1 } mnt_topology;
+int mnt_topology_parse(const char *s, mnt_topology *t);
+const char *mnt_topology_name(mnt_topology t);
+
+typedef struct mnt_comm mnt_comm;
+typedef struct mnt_comm_req mnt_comm_req;
+
+typedef struct mnt_comm_ops {
+  const char *name;
+  /* buf[0..count) of every rank = sum (or average) over ranks; stream: a cudaStream_t for nccl */
+  int (*allreduce)(mnt_comm *c, void *buf, size_t count, mnt_dtype t, mnt_redop op, void *stream);
+  /* Start an allreduce and return at once; mnt_comm_wait completes it. Requests complete in
+   * the order they were started. */
+  int (*iallreduce)(mnt_comm *c, void *buf, size_t count, mnt_dtype t, mnt_redop op, void *stream,
+                    mnt_comm_req **req);
+  int (*wait)(mnt_comm *c, mnt_comm_req *req);
+  int (*broadcast)(mnt_comm *c, void *buf, size_t bytes, int root, void *stream);
+  /* recv[r*bytes ..] = send of rank r */
+  int (*allgather)(mnt_comm *c, const void *send, void *recv, size_t bytes, void *stream);
+  int (*barrier)(mnt_comm *c);
+  void (*destroy)(mnt_comm *c);
+} mnt_comm_ops;
+
+struct mnt_comm {
+  const mnt_comm_ops *ops;
+  mnt_world *world;
+  mnt_topology topology; /* what is used: hier falls back to flat when nodes differ in size */
+  double timeout_s;
+  void *impl;
+};
+
+/* backend: "cpu" (the only one without a GPU) or "auto". Collective: all ranks call it. */
+int mnt_comm_create(mnt_world *w, const char *backend, mnt_topology topo, mnt_comm **out);
+void mnt_comm_destroy(mnt_comm *c);
+/* The CPU backend (ring over shared memory within a node, TCP between nodes). */
+int mnt_comm_cpu_create(mnt_world *w, mnt_topology topo, mnt_comm **out);
+
+static inline int mnt_allreduce(mnt_comm *c, void *buf, size_t n, mnt_dtype t, mnt_redop op) {
+  return c->ops->allreduce(c, buf, n, t, op, NULL);
+}
+static inline int mnt_broadcast(mnt_comm *c, void *buf, size_t bytes, int root) {
+  return c->ops->broadcast(c, buf, bytes, root, NULL);
+}
+static inline int mnt_allgather(mnt_comm *c, const void *send, void *recv, size_t bytes) {
+  return c->ops->allgather(c, send, recv, bytes, NULL);
+}
+static inline int mnt_barrier(mnt_comm *c) { return c->ops->barrier(c); }
+
+#endif

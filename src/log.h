@@ -1,0 +1,48 @@
+/* log.h — status codes and breadcrumbs.
+ * defines: mnt_status, mnt_log_set_identity, mnt_log_at, mnt_last_error, mnt_now,
+ *          MNT_ERR, MNT_WARN, MNT_INFO, MNT_DBG (printf-style, carry rank, node, file:line).
+ * Library code (src/, io/) logs where a failure happens and returns a status; only main exits. */
+#ifndef MNT_LOG_H
+#define MNT_LOG_H
+
+#include <stdarg.h>
+
+typedef enum {
+  MNT_OK = 0,
+  MNT_EARG = 2,      /* bad user input (flag, file, value): exit code 2 */
+  MNT_ESYS = 3,      /* a system call failed */
+  MNT_EPMIX = 4,     /* PMIx refused or failed */
+  MNT_EPEER = 5,     /* a peer died, closed its connection, or misbehaved */
+  MNT_ETIMEOUT = 6,  /* a deadline passed */
+  MNT_EAUTH = 7,     /* a connection without the job secret */
+  MNT_ENOMEM = 8,
+  MNT_EDATA = 9      /* wrong results or corrupt data */
+} mnt_status;
+
+enum { MNT_LOG_ERROR = 0, MNT_LOG_WARN = 1, MNT_LOG_INFO = 2, MNT_LOG_DEBUG = 3 };
+
+/* Set once the world is known: every later line says "rank R on NODE". */
+void mnt_log_set_identity(int rank, const char *node);
+/* Verbosity from MNT_LOG_LEVEL (error|warn|info|debug, default info). */
+int mnt_log_level(void);
+void mnt_log_at(int level, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The text of the newest error logged by this process ("" when none). */
+const char *mnt_last_error(void);
+/* Monotonic seconds. */
+double mnt_now(void);
+const char *mnt_status_str(int st);
+
+#define MNT_ERR(...) mnt_log_at(MNT_LOG_ERROR, __FILE__, __LINE__, __VA_ARGS__)
+#define MNT_WARN(...) mnt_log_at(MNT_LOG_WARN, __FILE__, __LINE__, __VA_ARGS__)
+#define MNT_INFO(...) mnt_log_at(MNT_LOG_INFO, __FILE__, __LINE__, __VA_ARGS__)
+#define MNT_DBG(...) mnt_log_at(MNT_LOG_DEBUG, __FILE__, __LINE__, __VA_ARGS__)
+
+/* Propagate a failing status: CHECK(call) returns its status from the caller. */
+#define MNT_CHECK(call)                 \
+  do {                                  \
+    int mnt_rc_ = (call);               \
+    if (mnt_rc_ != MNT_OK) return mnt_rc_; \
+  } while (0)
+
+#endif

@@ -1,0 +1,285 @@
+/* world.c — PMIx client; see world.h. Every PMIx call follows OpenPMIx's pattern:
+ * if (PMIX_SUCCESS != (rc = ...)) { breadcrumb; goto done; } */
+#include "world.h"
+
+#include <pmix.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static pmix_proc_t g_me;
+
+double mnt_world_timeout(void) {
+  const char *e = getenv("MNT_COMM_TIMEOUT");
+  if (e && *e) {
+    char *end;
+    double v = strtod(e, &end);
+    if (*end == '\0' && v > 0) return v;
+    MNT_WARN("MNT_COMM_TIMEOUT='%s' is not a positive number of seconds; using 300", e);
+  }
+  return 300.0;
+}
+
+/* Any integer-typed PMIx value as a long; -1 when absent or not an integer. */
+static long get_long(const pmix_proc_t *proc, const char *key) {
+  pmix_value_t *v = NULL;
+  long out = -1;
+  if (PMIX_SUCCESS != PMIx_Get(proc, key, NULL, 0, &v) || !v) return -1;
+  switch (v->type) {
+    case PMIX_UINT32: out = (long)v->data.uint32; break;
+    case PMIX_UINT16: out = (long)v->data.uint16; break;
+    case PMIX_UINT8: out = (long)v->data.uint8; break;
+    case PMIX_INT: out = (long)v->data.integer; break;
+    case PMIX_INT32: out = (long)v->data.int32; break;
+    case PMIX_UINT: out = (long)v->data.uint; break;
+    case PMIX_UINT64: out = (long)v->data.uint64; break;
+    case PMIX_SIZE: out = (long)v->data.size; break;
+    case PMIX_PROC_RANK: out = (long)v->data.rank; break;
+    default: break;
+  }
+  PMIX_VALUE_RELEASE(v);
+  return out;
+}
+
+static int get_string(const pmix_proc_t *proc, const char *key, char *out, size_t n) {
+  pmix_value_t *v = NULL;
+  int ok = 0;
+  if (PMIX_SUCCESS != PMIx_Get(proc, key, NULL, 0, &v) || !v) return 0;
+  if (v->type == PMIX_STRING && v->data.string) {
+    snprintf(out, n, "%s", v->data.string);
+    ok = 1;
+  }
+  PMIX_VALUE_RELEASE(v);
+  return ok;
+}
+
+/* Slurm names the namespace "slurm.pmix.<jobid>.<stepid>". */
+static void jobid_from_nspace(const char *ns, char *out, size_t n) {
+  const char *p = strncmp(ns, "slurm.pmix.", 11) == 0 ? ns + 11 : ns;
+  size_t len = strcspn(p, ".");
+  if (len >= n) len = n - 1;
+  memcpy(out, p, len);
+  out[len] = '\0';
+}
+
+static int fence(mnt_world *w, int collect) {
+  pmix_info_t info[2];
+  bool flag = collect ? true : false;
+  int tmo = (int)(w->timeout_s + 0.5);
+  PMIx_Info_load(&info[0], PMIX_COLLECT_DATA, &flag, PMIX_BOOL);
+  PMIx_Info_load(&info[1], PMIX_TIMEOUT, &tmo, PMIX_INT);
+  pmix_status_t rc = PMIx_Fence(NULL, 0, info, 2);
+  PMIX_INFO_DESTRUCT(&info[0]);
+  PMIX_INFO_DESTRUCT(&info[1]);
+  if (rc != PMIX_SUCCESS) {
+    MNT_ERR("PMIx_Fence failed: %s (a rank died or did not arrive within %.0f s)",
+            PMIx_Error_string(rc), w->timeout_s);
+    return MNT_EPMIX;
+  }
+  return MNT_OK;
+}
+
+typedef struct {
+  int32_t node_id, local_rank;
+  char host[MNT_NODENAME_MAX];
+} ident;
+
+int mnt_world_init(mnt_world *w) {
+  memset(w, 0, sizeof *w);
+  w->timeout_s = mnt_world_timeout();
+  pmix_status_t rc = PMIx_Init(&g_me, NULL, 0);
+  if (rc != PMIX_SUCCESS) {
+    /* UNREACHABLE: not started by a PMIx server (e.g. not under srun --mpi=pmix): run alone. */
+    if (getenv("PMIX_NAMESPACE") || getenv("PMIX_SERVER_URI41") || getenv("PMIX_SERVER_URI4")) {
+      MNT_ERR("PMIx_Init failed: %s, although a PMIx server was announced in the environment",
+              PMIx_Error_string(rc));
+      return MNT_EPMIX;
+    }
+    w->rank = 0;
+    w->size = w->local_size = w->nnodes = 1;
+    if (gethostname(w->hostname, sizeof w->hostname) != 0) snprintf(w->hostname, sizeof w->hostname, "localhost");
+    w->hostname[sizeof w->hostname - 1] = '\0';
+    snprintf(w->nspace, sizeof w->nspace, "single-%ld", (long)getpid());
+    snprintf(w->jobid, sizeof w->jobid, "%s", "");
+    w->node_of = calloc(1, sizeof *w->node_of);
+    w->local_of = calloc(1, sizeof *w->local_of);
+    w->node_name = calloc(1, sizeof *w->node_name);
+    if (!w->node_of || !w->local_of || !w->node_name) return MNT_ENOMEM;
+    memcpy(w->node_name[0], w->hostname, MNT_NODENAME_MAX);
+    if (mnt_log_level() >= MNT_LOG_INFO && !getenv("MNT_QUIET_SINGLE"))
+      fprintf(stderr, "mntrain: no PMIx server (%s): running as a single process, rank 0 of 1\n",
+              PMIx_Error_string(rc));
+    return MNT_OK;
+  }
+  w->have_pmix = 1;
+  w->rank = (int)g_me.rank;
+  snprintf(w->nspace, sizeof w->nspace, "%s", g_me.nspace);
+  jobid_from_nspace(w->nspace, w->jobid, sizeof w->jobid);
+
+  pmix_proc_t wild;
+  PMIX_LOAD_PROCID(&wild, g_me.nspace, PMIX_RANK_WILDCARD);
+  long v;
+  if ((v = get_long(&wild, PMIX_JOB_SIZE)) <= 0) {
+    MNT_ERR("PMIx did not report %s for namespace %s", PMIX_JOB_SIZE, g_me.nspace);
+    return MNT_EPMIX;
+  }
+  w->size = (int)v;
+  w->local_rank = (int)get_long(&g_me, PMIX_LOCAL_RANK);
+  w->local_size = (int)get_long(&wild, PMIX_LOCAL_SIZE);
+  long node_id = get_long(&g_me, PMIX_NODEID);
+  if (!get_string(&g_me, PMIX_HOSTNAME, w->hostname, sizeof w->hostname) &&
+      gethostname(w->hostname, sizeof w->hostname) != 0)
+    snprintf(w->hostname, sizeof w->hostname, "unknown");
+  w->hostname[sizeof w->hostname - 1] = '\0';
+  if (w->local_rank < 0 || w->local_size <= 0) {
+    MNT_ERR("PMIx did not report %s/%s (rank %d of %s)", PMIX_LOCAL_RANK, PMIX_LOCAL_SIZE, w->rank,
+            g_me.nspace);
+    return MNT_EPMIX;
+  }
+  mnt_log_set_identity(w->rank, w->hostname);
+
+  /* One exchange gives every rank the node and local rank of all others. */
+  w->node_of = calloc((size_t)w->size, sizeof *w->node_of);
+  w->local_of = calloc((size_t)w->size, sizeof *w->local_of);
+  w->node_name = calloc((size_t)w->size, sizeof *w->node_name);
+  ident *all = calloc((size_t)w->size, sizeof *all);
+  ident me = {.node_id = (int32_t)node_id, .local_rank = w->local_rank};
+  memcpy(me.host, w->hostname, sizeof me.host);
+  int st = MNT_ENOMEM;
+  if (!w->node_of || !w->local_of || !w->node_name || !all) goto done;
+  if ((st = mnt_world_allgather(w, &me, sizeof me, all)) != MNT_OK) goto done;
+  /* Nodes are numbered 0..nnodes-1 in order of first appearance by rank. The key is PMIx's node
+   * id; only when a server does not give one do we fall back to the host name. */
+  w->nnodes = 0;
+  for (int r = 0; r < w->size; r++) {
+    int found = -1;
+    for (int q = 0; q < r && found < 0; q++) {
+      int same = all[r].node_id >= 0 ? all[q].node_id == all[r].node_id
+                                     : strcmp(all[q].host, all[r].host) == 0;
+      if (same) found = w->node_of[q];
+    }
+    w->node_of[r] = found >= 0 ? found : w->nnodes++;
+    w->local_of[r] = all[r].local_rank;
+    memcpy(w->node_name[w->node_of[r]], all[r].host, MNT_NODENAME_MAX);
+  }
+  w->node_rank = w->node_of[w->rank];
+  st = MNT_OK;
+done:
+  free(all);
+  return st;
+}
+
+int mnt_world_allgather(mnt_world *w, const void *mine, size_t bytes, void *all) {
+  if (!w->have_pmix) {
+    memcpy(all, mine, bytes);
+    return MNT_OK;
+  }
+  char key[64];
+  snprintf(key, sizeof key, "mnt.x.%u", w->seq++);
+  pmix_value_t val;
+  PMIX_VALUE_CONSTRUCT(&val);
+  val.type = PMIX_BYTE_OBJECT;
+  val.data.bo.bytes = (char *)mine;
+  val.data.bo.size = bytes;
+  pmix_status_t rc;
+  if (PMIX_SUCCESS != (rc = PMIx_Put(PMIX_GLOBAL, key, &val))) {
+    MNT_ERR("PMIx_Put(%s) failed: %s", key, PMIx_Error_string(rc));
+    return MNT_EPMIX;
+  }
+  if (PMIX_SUCCESS != (rc = PMIx_Commit())) {
+    MNT_ERR("PMIx_Commit failed: %s", PMIx_Error_string(rc));
+    return MNT_EPMIX;
+  }
+  MNT_CHECK(fence(w, 1));
+  for (int r = 0; r < w->size; r++) {
+    pmix_proc_t p;
+    pmix_value_t *v = NULL;
+    PMIX_LOAD_PROCID(&p, g_me.nspace, (pmix_rank_t)r);
+    if (PMIX_SUCCESS != (rc = PMIx_Get(&p, key, NULL, 0, &v)) || !v) {
+      MNT_ERR("PMIx_Get(%s) from rank %d failed: %s", key, r, PMIx_Error_string(rc));
+      return MNT_EPMIX;
+    }
+    int ok = v->type == PMIX_BYTE_OBJECT && v->data.bo.size == bytes;
+    if (ok) memcpy((char *)all + (size_t)r * bytes, v->data.bo.bytes, bytes);
+    PMIX_VALUE_RELEASE(v);
+    if (!ok) {
+      MNT_ERR("rank %d published %s with a different size than %zu bytes", r, key, bytes);
+      return MNT_EPMIX;
+    }
+  }
+  return MNT_OK;
+}
+
+int mnt_world_bcast(mnt_world *w, void *buf, size_t bytes, int root) {
+  if (!w->have_pmix) return MNT_OK;
+  if (root < 0 || root >= w->size) {
+    MNT_ERR("broadcast root %d is not a rank (size %d)", root, w->size);
+    return MNT_EARG;
+  }
+  /* Only the root's value travels: the others publish nothing. */
+  char key[64];
+  snprintf(key, sizeof key, "mnt.b.%u", w->seq++);
+  pmix_status_t rc;
+  if (w->rank == root) {
+    pmix_value_t val;
+    PMIX_VALUE_CONSTRUCT(&val);
+    val.type = PMIX_BYTE_OBJECT;
+    val.data.bo.bytes = buf;
+    val.data.bo.size = bytes;
+    if (PMIX_SUCCESS != (rc = PMIx_Put(PMIX_GLOBAL, key, &val)) ||
+        PMIX_SUCCESS != (rc = PMIx_Commit())) {
+      MNT_ERR("PMIx_Put/Commit(%s) failed: %s", key, PMIx_Error_string(rc));
+      return MNT_EPMIX;
+    }
+  }
+  MNT_CHECK(fence(w, 1));
+  if (w->rank == root) return MNT_OK;
+  pmix_proc_t p;
+  pmix_value_t *v = NULL;
+  PMIX_LOAD_PROCID(&p, g_me.nspace, (pmix_rank_t)root);
+  if (PMIX_SUCCESS != (rc = PMIx_Get(&p, key, NULL, 0, &v)) || !v) {
+    MNT_ERR("PMIx_Get(%s) from root %d failed: %s", key, root, PMIx_Error_string(rc));
+    return MNT_EPMIX;
+  }
+  int ok = v->type == PMIX_BYTE_OBJECT && v->data.bo.size == bytes;
+  if (ok) memcpy(buf, v->data.bo.bytes, bytes);
+  PMIX_VALUE_RELEASE(v);
+  if (!ok) {
+    MNT_ERR("root %d broadcast %s with a different size than %zu bytes", root, key, bytes);
+    return MNT_EPMIX;
+  }
+  return MNT_OK;
+}
+
+int mnt_world_barrier(mnt_world *w) {
+  if (!w->have_pmix) return MNT_OK;
+  return fence(w, 0);
+}
+
+void mnt_world_abort(mnt_world *w, int status, const char *msg) {
+  if (status == 0) status = 1;
+  fprintf(stderr, "mntrain: rank %d on %s: aborting the job: %s\n", w ? w->rank : 0,
+          w ? w->hostname : "?", msg);
+  fflush(stderr);
+  if (w && w->have_pmix) {
+    PMIx_Abort(status, msg, NULL, 0);
+    /* PMIx_Abort returns once the server has the request; the server kills the job. */
+  }
+  _exit(status);
+}
+
+void mnt_world_finalize(mnt_world *w) {
+  if (w->have_pmix) {
+    PMIx_Finalize(NULL, 0);
+    w->have_pmix = 0;
+  }
+  free(w->node_of);
+  free(w->local_of);
+  free(w->node_name);
+  w->node_of = w->local_of = NULL;
+  w->node_name = NULL;
+}
