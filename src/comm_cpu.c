@@ -38,7 +38,7 @@
 #include "transport.h"
 
 #define PIECE (256u << 10)      /* bytes reduced or copied before looking at the other side */
-#define TCP_STAGE (4u << 20)    /* receive staging ring per TCP link */
+#define TCP_STAGE (1u << 20)    /* receive staging ring per TCP link: small enough to stay in L2 */
 #define SPINS 64                /* idle iterations before sleeping */
 #define LIVENESS_S 0.1          /* how often shared-memory peers are checked while waiting */
 
@@ -157,7 +157,7 @@ static int run(cpu_comm *c, const plan *p) {
       size_t got;
       if (rs < p->reduce_steps) {
         const void *src;
-        MNT_CHECK(mnt_link_peek(r->recv, &src, &got, want));
+        MNT_CHECK(mnt_link_peek(r->recv, &src, &got, want, p->esize));
         got -= got % p->esize;
         if (got == 0) break;
         mnt_reduce(p->t, dst, src, got / p->esize, rs == p->reduce_steps - 1 ? p->div : 1.0f);
@@ -599,8 +599,9 @@ static int setup_tcp(cpu_comm *c, want *out, int nout, want *in, int nin) {
         mnt_link *l = new_link(c, MNT_LINK_TCP, from);
         l->fd = fd;
         l->stage_cap = TCP_STAGE;
-        l->stage = malloc(TCP_STAGE);
-        if (!l->stage) { st = MNT_ENOMEM; goto done; }
+        l->stage_mem = malloc(TCP_STAGE + 64);
+        if (!l->stage_mem) { st = MNT_ENOMEM; goto done; }
+        l->stage = l->stage_mem + 64;
         *in[i].slot = l;
         matched = 1;
       }

@@ -51,7 +51,24 @@ int mnt_link_send(mnt_link *l, const void *src, size_t n, size_t *moved) {
   return MNT_OK;
 }
 
-int mnt_link_peek(mnt_link *l, const void **ptr, size_t *avail, size_t max) {
+/* The readable run at the ring's tail. Elements never straddle the wrap within one collective,
+ * but a stream of odd-length fp16 messages followed by fp32 ones shifts the phase, so an element
+ * may: its first bytes are then copied into the 64 guard bytes below data[0]. */
+static void contiguous(uint8_t *data, size_t cap, uint64_t tail, size_t used, const void **ptr,
+                       size_t *avail, size_t max, size_t unit) {
+  size_t pos = (size_t)(tail & (cap - 1));
+  size_t k = used < cap - pos ? used : cap - pos;
+  if (k < unit && used >= unit) {
+    memcpy(data - k, data + pos, k);
+    *ptr = data - k;
+    k = used;
+  } else {
+    *ptr = data + pos;
+  }
+  *avail = k < max ? k : max;
+}
+
+int mnt_link_peek(mnt_link *l, const void **ptr, size_t *avail, size_t max, size_t unit) {
   *avail = 0;
   if (l->kind == MNT_LINK_TCP) {
     size_t cap = l->stage_cap;
@@ -68,21 +85,14 @@ int mnt_link_peek(mnt_link *l, const void **ptr, size_t *avail, size_t max) {
       used = (size_t)(l->stage_head - l->stage_tail);
     }
     if (used == 0 && l->eof) return tcp_error(l, "receive", 0);
-    size_t pos = (size_t)(l->stage_tail & (cap - 1));
-    size_t k = used < cap - pos ? used : cap - pos;
-    *ptr = l->stage + pos;
-    *avail = k < max ? k : max;
+    contiguous(l->stage, cap, l->stage_tail, used, ptr, avail, max, unit);
     return MNT_OK;
   }
   mnt_shm_fifo *f = l->fifo;
   size_t cap = l->shm->fifo_cap;
   uint64_t tail = atomic_load_explicit(&f->tail, memory_order_relaxed);
   uint64_t head = atomic_load_explicit(&f->head, memory_order_acquire);
-  size_t used = (size_t)(head - tail);
-  size_t pos = (size_t)(tail & (cap - 1));
-  size_t k = used < cap - pos ? used : cap - pos;
-  *ptr = f->data + pos;
-  *avail = k < max ? k : max;
+  contiguous(f->data, cap, tail, (size_t)(head - tail), ptr, avail, max, unit);
   return MNT_OK;
 }
 
@@ -111,7 +121,7 @@ int mnt_link_recv_into(mnt_link *l, void *dst, size_t n, size_t *moved) {
   }
   const void *p;
   size_t k;
-  MNT_CHECK(mnt_link_peek(l, &p, &k, n));
+  MNT_CHECK(mnt_link_peek(l, &p, &k, n, 1));
   memcpy(dst, p, k);
   mnt_link_consume(l, k);
   *moved = k;
@@ -120,7 +130,7 @@ int mnt_link_recv_into(mnt_link *l, void *dst, size_t n, size_t *moved) {
 
 void mnt_link_close(mnt_link *l) {
   if (l->kind == MNT_LINK_TCP && l->fd >= 0) close(l->fd);
-  free(l->stage);
+  free(l->stage_mem);
   memset(l, 0, sizeof *l);
   l->fd = -1;
 }

@@ -11,7 +11,7 @@
 
 /* Split count elements of esize bytes into n segments: off[k], len[k] in elements. Segments are
  * contiguous, in order, cover [0,count) exactly, start on MNT_RING_ALIGN-byte boundaries where
- * possible and differ in length by at most one alignment unit (trailing ones may be empty). */
+ * possible and differ in length by less than two alignment units (trailing ones may be empty). */
 void mnt_ring_segments(size_t count, size_t esize, int n, size_t *off, size_t *len);
 
 /* The pipelined ring: at step k position p sends segment (p + shift - k) mod n and receives

@@ -20,7 +20,8 @@ enum { MNT_LINK_SHM = 1, MNT_LINK_TCP = 2 };
 typedef struct mnt_shm_fifo {
   _Alignas(64) _Atomic uint64_t head; /* bytes written so far (producer) */
   _Alignas(64) _Atomic uint64_t tail; /* bytes consumed so far (consumer) */
-  _Alignas(64) uint8_t data[];        /* capacity bytes, a power of two */
+  _Alignas(64) uint8_t guard[64];     /* see mnt_link_peek: an element split by the wrap */
+  uint8_t data[];                     /* capacity bytes, a power of two */
 } mnt_shm_fifo;
 
 typedef struct mnt_shm_slot {        /* one per local rank, on its own cache line */
@@ -92,7 +93,8 @@ typedef struct mnt_link {
   int peer_local;
   /* tcp */
   int fd;
-  uint8_t *stage; /* receive staging ring (tcp) */
+  uint8_t *stage_mem; /* receive staging ring (tcp): 64 guard bytes, then stage */
+  uint8_t *stage;
   size_t stage_cap;
   uint64_t stage_head, stage_tail;
   int eof;
@@ -100,8 +102,10 @@ typedef struct mnt_link {
 
 /* Send up to n bytes; *moved says how many went. Returns MNT_OK or MNT_EPEER. */
 int mnt_link_send(mnt_link *l, const void *src, size_t n, size_t *moved);
-/* Contiguous received bytes ready to read in place (at most max). */
-int mnt_link_peek(mnt_link *l, const void **ptr, size_t *avail, size_t max);
+/* Contiguous received bytes ready to read in place (at most max). When fewer than `unit` bytes
+ * (an element, <= 64) are contiguous before the ring wraps, they are copied just below the start
+ * of the ring (a guard area) so that the element can be read whole. */
+int mnt_link_peek(mnt_link *l, const void **ptr, size_t *avail, size_t max, size_t unit);
 void mnt_link_consume(mnt_link *l, size_t n);
 /* Receive up to n bytes straight into dst. */
 int mnt_link_recv_into(mnt_link *l, void *dst, size_t n, size_t *moved);

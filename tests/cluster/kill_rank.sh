@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# kill_rank.sh — a rank killed with SIGKILL in the middle of an allreduce must take the job
+# down: every other rank exits non-zero within 30 s, the output names the dead rank, and no
+# process or shared-memory segment is left behind.
+#   kill_rank.sh PROGRAM   (test_comm_cluster)
+set -u
+prog=$1
+here=$(cd "$(dirname "$0")" && pwd)
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+victim=2
+start=$(date +%s.%N)
+# no --kill-on-bad-exit: the job must come down through mntrain's own detection and PMIx_Abort
+"$here/srun_test.sh" 90 -N2 -n4 --ntasks-per-node=2 -- "$prog" --kill-rank $victim --kill-after 1.0 >"$out" 2>&1
+rc=$?
+end=$(date +%s.%N)
+cat "$out"
+[ $rc -eq 77 ] && exit 77
+elapsed=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+echo "kill_rank: srun exit status $rc after ${elapsed}s"
+fail=0
+if [ $rc -eq 0 ]; then echo "FAIL: the job exited 0 although rank $victim was killed"; fail=1; fi
+if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "FAIL: the job hung (killed by timeout)"; fail=1; fi
+# the victim kills itself 1 s in; start-up takes a few seconds more
+if awk -v e="$elapsed" 'BEGIN { exit !(e > 30) }'; then echo "FAIL: took ${elapsed}s (> 30 s)"; fail=1; fi
+if ! grep -qE "rank $victim on node[0-9]+ (died|closed its connection)|lost rank $victim on" "$out"; then
+  echo "FAIL: no message names the dead rank $victim"; fail=1
+fi
+sleep 1
+if pgrep -f "$prog --kill-rank" >/dev/null; then
+  echo "FAIL: processes are left:"; pgrep -af "$prog --kill-rank"; fail=1
+fi
+if ls /dev/shm/mntrain-* >/dev/null 2>&1; then
+  echo "FAIL: shared memory left behind:"; ls -l /dev/shm/mntrain-*; fail=1
+fi
+[ $fail -eq 0 ] && echo "kill_rank: ok (the job failed in ${elapsed}s and named rank $victim)"
+exit $fail
