@@ -2,16 +2,19 @@
 # kill_rank.sh — a rank killed with SIGKILL in the middle of an allreduce must take the job
 # down: every other rank exits non-zero within 30 s, the output names the dead rank, and no
 # process or shared-memory segment is left behind.
-#   kill_rank.sh PROGRAM   (test_comm_cluster)
+#   kill_rank.sh PROGRAM [VICTIM SRUN_ARGS...]   (PROGRAM: test_comm_cluster)
+# Default: rank 2 of 4 on two nodes (found through TCP); with "1 -N1 -n2" the victim shares a
+# node with its peer, which finds out through the shared-memory liveness check.
 set -u
 prog=$1
+victim=${2:-2}
+if [ $# -gt 2 ]; then shift 2; srun_args=("$@"); else srun_args=(-N2 -n4 --ntasks-per-node=2); fi
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-victim=2
 start=$(date +%s.%N)
 # no --kill-on-bad-exit: the job must come down through mntrain's own detection and PMIx_Abort
-"$here/srun_test.sh" 90 -N2 -n4 --ntasks-per-node=2 -- "$prog" --kill-rank $victim --kill-after 1.0 >"$out" 2>&1
+"$here/srun_test.sh" 90 "${srun_args[@]}" -- "$prog" --kill-rank "$victim" --kill-after 1.0 >"$out" 2>&1
 rc=$?
 end=$(date +%s.%N)
 cat "$out"

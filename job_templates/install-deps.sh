@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# install-deps.sh — install what mntrain needs to build, test and run on Debian 12, as root.
+#   job_templates/install-deps.sh [--no-update]
+# Build: cmake, a C compiler, pkg-config, PMIx, HDF5, oneDNN, OpenBLAS, libjpeg-turbo, jansson.
+# Cluster: Slurm (slurm-wlm, with the PMIx plugin) and munge; iproute2/util-linux for the
+# local cluster's network and mount namespaces. Peers: PyTorch (python3-torch), h5py.
+# CUDA (nvcc, cuDNN, NCCL) is not a Debian package: it is used from /usr/local/cuda when present.
+set -euo pipefail
+[ "$(id -u)" -eq 0 ] || { echo "install-deps: run as root (apt-get install)" >&2; exit 1; }
+packages=(
+  build-essential cmake pkg-config
+  libpmix-dev libhdf5-dev hdf5-tools libdnnl-dev libopenblas-dev libturbojpeg0-dev libjansson-dev
+  slurm-wlm munge iproute2 util-linux procps
+  python3-torch python3-torchvision python3-h5py
+  shellcheck gdb
+)
+export DEBIAN_FRONTEND=noninteractive
+[ "${1:-}" = "--no-update" ] || apt-get update -q
+apt-get install -y -q --no-install-recommends "${packages[@]}"

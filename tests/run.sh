@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# run.sh — the test command: build mntrain, make sure a Slurm cluster is up, run every test.
+#   tests/run.sh [--install] [ctest options, e.g. -L unit]
+# --install  first install the Debian packages (job_templates/install-deps.sh; needs root)
+# If no cluster answers, it starts the local one (job_templates/local-cluster.sh up, as root)
+# and stops it again at the end, even when a test fails. Without root and without a cluster the
+# cluster tests report SKIPPED. Exit status: ctest's (non-zero when any test failed).
+# Environment: BUILD_DIR (default build), CI=true turns warnings into errors.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+build=${BUILD_DIR:-build}
+if [ "${1:-}" = "--install" ]; then
+  shift
+  job_templates/install-deps.sh
+fi
+werror=OFF
+[ "${CI:-}" = "true" ] && werror=ON
+cmake -S . -B "$build" -DMNT_WERROR=$werror
+cmake --build "$build" -j "$(nproc)"
+
+started=0
+cleanup() {
+  if [ $started -eq 1 ]; then job_templates/local-cluster.sh down || true; fi
+}
+trap cleanup EXIT
+if ! scontrol ping >/dev/null 2>&1; then
+  if [ "$(id -u)" -eq 0 ] && command -v slurmctld >/dev/null 2>&1; then
+    job_templates/local-cluster.sh up
+    started=1
+  else
+    echo "run.sh: no Slurm cluster and not root: the cluster tests will be skipped"
+  fi
+fi
+ctest --test-dir "$build" --output-on-failure "$@"
