@@ -7,6 +7,7 @@ Ranks meet through a file in a directory every node sees (default /tmp; --rendez
 busbw = algbw * 2(n-1)/n as in nccl-tests. Needs Debian's python3-torch.
 """
 import argparse
+import datetime
 import os
 import socket
 import time
@@ -34,7 +35,14 @@ def main():
     job = os.environ.get("SLURM_JOB_ID", "0") + "." + os.environ.get("SLURM_STEP_ID", "0")
     path = os.path.join(a.rendezvous, f"gloo-rendezvous-{job}")
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=size)
+    # gloo binds to the address the hostname resolves to; the local cluster's nodes share the
+    # hostname but not the network namespace, so name the node's own interface
+    if "GLOO_SOCKET_IFNAME" not in os.environ:
+        names = [n for _, n in socket.if_nameindex() if n != "lo"]
+        if names:
+            os.environ["GLOO_SOCKET_IFNAME"] = names[0]
+    dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=size,
+                            timeout=datetime.timedelta(seconds=120))
     if rank == 0:
         print(f"# gloo allreduce (PyTorch {torch.__version__}): {size} ranks on "
               f"{os.environ.get('SLURM_NNODES', '?')} nodes, float sum, iters {a.iters}, warm-up {a.warmup_iters}")
