@@ -234,11 +234,12 @@ cmd_down() {
   # wait for them, then make sure no step daemon is left
   local i
   for i in $(seq 1 50); do
-    pgrep -x 'slurmd|slurmctld' >/dev/null || break
+    pgrep -x slurmd >/dev/null || pgrep -x slurmctld >/dev/null || break
     sleep 0.2
   done
   pkill -9 -x slurmstepd 2>/dev/null || true
-  pkill -9 -x 'slurmd|slurmctld' 2>/dev/null || true
+  pkill -9 -x slurmd 2>/dev/null || true
+  pkill -9 -x slurmctld 2>/dev/null || true
   rm -f /run/slurmd-*.pid /run/slurmctld.pid
   if [ -f "$STATE/munged-ours" ] && pid_alive /run/munge/munged.pid; then
     kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true
