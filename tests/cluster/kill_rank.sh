@@ -2,10 +2,14 @@
 # kill_rank.sh — a rank killed with SIGKILL in the middle of an allreduce must take the job
 # down: every other rank exits non-zero within 30 s, the output names the dead rank, and no
 # process or shared-memory segment is left behind.
-#   kill_rank.sh PROGRAM [VICTIM SRUN_ARGS...]   (PROGRAM: test_comm_cluster)
+#   kill_rank.sh [--stop] PROGRAM [VICTIM SRUN_ARGS...]   (PROGRAM: test_comm_cluster)
 # Default: rank 2 of 4 on two nodes (found through TCP); with "1 -N1 -n2" the victim shares a
-# node with its peer, which finds out through the shared-memory liveness check.
+# node with its peer, which finds out through the shared-memory liveness check. With --stop the
+# victim hangs (SIGSTOP) instead of dying: its neighbour must give up after MNT_COMM_TIMEOUT
+# (3 s here) with a message naming it.
 set -u
+stop=()
+if [ "${1:-}" = "--stop" ]; then stop=(--stop); export MNT_COMM_TIMEOUT=3; shift; fi
 prog=$1
 victim=${2:-2}
 if [ $# -gt 2 ]; then shift 2; srun_args=("$@"); else srun_args=(-N2 -n4 --ntasks-per-node=2); fi
@@ -14,7 +18,7 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 start=$(date +%s.%N)
 # no --kill-on-bad-exit: the job must come down through mntrain's own detection and PMIx_Abort
-"$here/srun_test.sh" 90 "${srun_args[@]}" -- "$prog" --kill-rank "$victim" --kill-after 1.0 >"$out" 2>&1
+"$here/srun_test.sh" 90 "${srun_args[@]}" -- "$prog" --kill-rank "$victim" --kill-after 1.0 "${stop[@]}" >"$out" 2>&1
 rc=$?
 end=$(date +%s.%N)
 cat "$out"
@@ -26,7 +30,7 @@ if [ $rc -eq 0 ]; then echo "FAIL: the job exited 0 although rank $victim was ki
 if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "FAIL: the job hung (killed by timeout)"; fail=1; fi
 # the victim kills itself 1 s in; start-up takes a few seconds more
 if awk -v e="$elapsed" 'BEGIN { exit !(e > 30) }'; then echo "FAIL: took ${elapsed}s (> 30 s)"; fail=1; fi
-if ! grep -qE "rank $victim on node[0-9]+ (died|closed its connection)|lost rank $victim on" "$out"; then
+if ! grep -qE "rank $victim on node[0-9]+ (died|closed its connection)|lost rank $victim on|no progress for [0-9]+ s waiting for rank $victim on" "$out"; then
   echo "FAIL: no message names the dead rank $victim"; fail=1
 fi
 sleep 1

@@ -3,8 +3,9 @@
  *                                           1Mi+3 (and 64Mi with --big) against a reference
  *                                           computed locally; flat and hier; hier == flat on
  *                                           random data; broadcast, allgather, iallreduce
- *   srun ... test_comm_cluster --kill-rank R   rank R SIGKILLs itself mid-allreduce; the others
- *                                           must fail (the driver script checks how and when)
+ *   srun ... test_comm_cluster --kill-rank R [--stop]   rank R SIGKILLs (SIGSTOPs) itself
+ *                                           mid-allreduce; the others must fail (the driver script
+ *                                           checks how and when)
  *   srun ... test_comm_cluster --secret     a connection without the job secret is refused */
 #include <math.h>
 #include <pthread.h>
@@ -171,12 +172,14 @@ static int suite(int big) {
 }
 
 static double kill_after = 1.0;
+static int kill_signal = SIGKILL;
 static void *killer(void *arg) {
   struct timespec ts = {.tv_sec = (time_t)kill_after, .tv_nsec = (long)((kill_after - (double)(time_t)kill_after) * 1e9)};
   nanosleep(&ts, NULL);
-  fprintf(stderr, "test_comm_cluster: rank %d on %s kills itself (SIGKILL) now\n", w.rank, w.hostname);
+  fprintf(stderr, "test_comm_cluster: rank %d on %s %s now\n", w.rank, w.hostname,
+          kill_signal == SIGKILL ? "kills itself (SIGKILL)" : "stops itself (SIGSTOP): a hung peer");
   fflush(stderr);
-  raise(SIGKILL);
+  raise(kill_signal);
   return arg;
 }
 
@@ -244,9 +247,10 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--big")) big = 1;
     else if (!strcmp(argv[i], "--kill-rank") && i + 1 < argc) victim = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--kill-after") && i + 1 < argc) kill_after = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--stop")) kill_signal = SIGSTOP;
     else if (!strcmp(argv[i], "--secret")) secret = 1;
     else {
-      fprintf(stderr, "usage: test_comm_cluster [--big] [--kill-rank R [--kill-after S]] [--secret]\n");
+      fprintf(stderr, "usage: test_comm_cluster [--big] [--kill-rank R [--kill-after S] [--stop]] [--secret]\n");
       return 2;
     }
   }
