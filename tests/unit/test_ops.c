@@ -1,0 +1,225 @@
+/* test_ops.c — every backward of the CPU backend against central finite differences of its
+ * forward, on tiny shapes: loss = sum(y * r) for a fixed random r, so dL/dy = r. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "log.h"
+
+static int failures;
+static unsigned long long seed = 88172645463325252ull;
+static float frand(void) {
+  seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17;
+  return (float)((seed >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+static float *rnd(size_t n) {
+  float *p = malloc(n * sizeof *p);
+  for (size_t i = 0; i < n; i++) p[i] = frand();
+  return p;
+}
+static double dot(const float *a, const float *b, size_t n) {
+  double s = 0;
+  for (size_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+  return s;
+}
+
+typedef double (*lossfn)(void *ctx);
+/* compare analytic grad g of parameter p (n values) with finite differences of f */
+static void check(const char *what, lossfn f, void *ctx, float *p, const float *g, size_t n, double tol) {
+  double worst = 0;
+  size_t stride = n > 40 ? n / 40 : 1;
+  for (size_t i = 0; i < n; i += stride) {
+    float keep = p[i], h = 1e-2f * (fabsf(keep) > 1 ? fabsf(keep) : 1);
+    p[i] = keep + h;
+    double lp = f(ctx);
+    p[i] = keep - h;
+    double lm = f(ctx);
+    p[i] = keep;
+    double fd = (lp - lm) / (2.0 * h);
+    double err = fabs(fd - g[i]) / (fabs(fd) + fabs(g[i]) + 1e-2);
+    if (err > worst) worst = err;
+  }
+  if (worst > tol) {
+    failures++;
+    fprintf(stderr, "FAIL %s: finite differences disagree (relative error %.3g > %.3g)\n", what, worst, tol);
+  } else {
+    printf("  %-28s ok (worst relative error %.2g)\n", what, worst);
+  }
+}
+
+/* ---- conv ---- */
+typedef struct { mnt_conv *c; float *x, *w, *y, *r; size_t ny; } conv_ctx;
+static double conv_loss(void *v) {
+  conv_ctx *c = v;
+  mnt_conv_forward(c->c, c->x, c->w, c->y);
+  return dot(c->y, c->r, c->ny);
+}
+static void test_conv(mnt_backend *b, int s, int p, int R) {
+  int N = 2, C = 3, H = 7, W = 6, K = 4, OH, OW;
+  conv_ctx c;
+  if (mnt_conv_create(b, N, C, H, W, K, R, s, p, &c.c) != MNT_OK) { failures++; return; }
+  mnt_conv_out_hw(c.c, &OH, &OW);
+  size_t nx = (size_t)N * C * H * W, nw = (size_t)K * C * R * R;
+  c.ny = (size_t)N * K * OH * OW;
+  c.x = rnd(nx); c.w = rnd(nw); c.y = malloc(c.ny * 4); c.r = rnd(c.ny);
+  float *dx = malloc(nx * 4), *dw = malloc(nw * 4);
+  mnt_conv_forward(c.c, c.x, c.w, c.y);
+  mnt_conv_backward(c.c, c.x, c.w, c.r, dx, dw);
+  char name[64];
+  snprintf(name, sizeof name, "conv%dx%d/s%d/p%d dx", R, R, s, p);
+  check(name, conv_loss, &c, c.x, dx, nx, 2e-2);
+  snprintf(name, sizeof name, "conv%dx%d/s%d/p%d dw", R, R, s, p);
+  check(name, conv_loss, &c, c.w, dw, nw, 2e-2);
+  free(c.x); free(c.w); free(c.y); free(c.r); free(dx); free(dw);
+  mnt_conv_destroy(c.c);
+}
+
+/* ---- batch norm ---- */
+typedef struct { mnt_bn *bn; float *x, *g, *be, *y, *r, mean[8], var[8], rm[8], rv[8]; size_t n; } bn_ctx;
+static double bn_loss(void *v) {
+  bn_ctx *c = v;
+  mnt_bn_forward_train(c->bn, c->x, c->g, c->be, c->y, c->mean, c->var, c->rm, c->rv, 0.1f);
+  return dot(c->y, c->r, c->n);
+}
+static void test_bn(mnt_backend *b) {
+  int N = 3, C = 4, H = 3, W = 2;
+  bn_ctx c;
+  memset(&c, 0, sizeof c);
+  if (mnt_bn_create(b, N, C, H, W, 1e-5f, &c.bn) != MNT_OK) { failures++; return; }
+  c.n = (size_t)N * C * H * W;
+  c.x = rnd(c.n); c.g = rnd(C); c.be = rnd(C); c.y = malloc(c.n * 4); c.r = rnd(c.n);
+  float *dx = malloc(c.n * 4), dg[8], db[8];
+  bn_loss(&c);
+  mnt_bn_backward(c.bn, c.x, c.r, c.g, c.mean, c.var, dx, dg, db);
+  check("batchnorm dx", bn_loss, &c, c.x, dx, c.n, 2e-2);
+  check("batchnorm dgamma", bn_loss, &c, c.g, dg, (size_t)C, 2e-2);
+  check("batchnorm dbeta", bn_loss, &c, c.be, db, (size_t)C, 2e-2);
+  /* running statistics as PyTorch: mean and unbiased variance with momentum 0.1 */
+  float rm[4] = {0}, rv[4] = {1, 1, 1, 1};
+  mnt_bn_forward_train(c.bn, c.x, c.g, c.be, c.y, c.mean, c.var, rm, rv, 0.1f);
+  for (int ch = 0; ch < C; ch++) {
+    double s = 0, s2 = 0;
+    int m = N * H * W;
+    for (int n = 0; n < N; n++)
+      for (int i = 0; i < H * W; i++) {
+        double v = c.x[((size_t)n * C + ch) * H * W + i];
+        s += v; s2 += v * v;
+      }
+    double mean = s / m, uvar = (s2 - m * mean * mean) / (m - 1);
+    if (fabs(rm[ch] - 0.1 * mean) > 1e-5 || fabs(rv[ch] - (0.9 + 0.1 * uvar)) > 1e-4) {
+      failures++;
+      fprintf(stderr, "FAIL batchnorm running stats of channel %d: %g %g, want %g %g\n", ch, rm[ch], rv[ch],
+              0.1 * mean, 0.9 + 0.1 * uvar);
+    }
+  }
+  free(c.x); free(c.g); free(c.be); free(c.y); free(c.r); free(dx);
+  mnt_bn_destroy(c.bn);
+}
+
+/* ---- max pool ---- */
+typedef struct { mnt_pool *p; float *x, *y, *r; size_t ny; } pool_ctx;
+static double pool_loss(void *v) {
+  pool_ctx *c = v;
+  mnt_pool_forward(c->p, c->x, c->y);
+  return dot(c->y, c->r, c->ny);
+}
+static void test_pool(mnt_backend *b) {
+  int N = 2, C = 2, H = 7, W = 7, OH, OW;
+  pool_ctx c;
+  if (mnt_pool_create(b, N, C, H, W, 3, 2, 1, &c.p) != MNT_OK) { failures++; return; }
+  mnt_pool_out_hw(c.p, &OH, &OW);
+  size_t nx = (size_t)N * C * H * W;
+  c.ny = (size_t)N * C * OH * OW;
+  c.x = malloc(nx * 4);
+  for (size_t i = 0; i < nx; i++) c.x[i] = (float)((i * 37) % 101) / 10.0f; /* distinct: no ties */
+  c.y = malloc(c.ny * 4); c.r = rnd(c.ny);
+  float *dx = malloc(nx * 4);
+  pool_loss(&c);
+  mnt_pool_backward(c.p, c.r, dx);
+  check("maxpool3x3/s2/p1 dx", pool_loss, &c, c.x, dx, nx, 1e-3);
+  free(c.x); free(c.y); free(c.r); free(dx);
+  mnt_pool_destroy(c.p);
+}
+
+/* ---- fully connected, gap, relu, softmax ---- */
+typedef struct { float *x, *w, *bias, *y, *r; int N, I, O; } fc_ctx;
+static double fc_loss(void *v) {
+  fc_ctx *c = v;
+  mnt_fc_forward(c->x, c->w, c->bias, c->y, c->N, c->I, c->O);
+  return dot(c->y, c->r, (size_t)c->N * c->O);
+}
+static void test_fc(void) {
+  fc_ctx c = {.N = 3, .I = 5, .O = 4};
+  c.x = rnd(15); c.w = rnd(20); c.bias = rnd(4); c.y = malloc(12 * 4); c.r = rnd(12);
+  float dx[15], dw[20], db[4];
+  fc_loss(&c);
+  mnt_fc_backward(c.x, c.w, c.r, dx, dw, db, c.N, c.I, c.O);
+  check("fc dx", fc_loss, &c, c.x, dx, 15, 1e-3);
+  check("fc dw", fc_loss, &c, c.w, dw, 20, 1e-3);
+  check("fc dbias", fc_loss, &c, c.bias, db, 4, 1e-3);
+  free(c.x); free(c.w); free(c.bias); free(c.y); free(c.r);
+}
+
+typedef struct { float *x, *y, *r; int n; int kind; int32_t lab[3]; } ew_ctx;
+static double ew_loss(void *v) {
+  ew_ctx *c = v;
+  if (c->kind == 0) { mnt_relu_forward(c->x, c->y, (size_t)c->n); return dot(c->y, c->r, (size_t)c->n); }
+  if (c->kind == 1) { mnt_gap_forward(c->x, c->y, 2, 3, 4); return dot(c->y, c->r, 6); }
+  return mnt_softmax_xent(c->x, c->lab, NULL, 3, 4, NULL, NULL);
+}
+static void test_small(void) {
+  ew_ctx c = {.n = 24, .kind = 0};
+  c.x = rnd(24); c.y = malloc(24 * 4); c.r = rnd(24);
+  for (int i = 0; i < 24; i++) if (fabsf(c.x[i]) < 0.05f) c.x[i] = 0.3f; /* away from the kink */
+  float dx[24];
+  ew_loss(&c);
+  mnt_relu_backward(c.y, c.r, dx, 24);
+  check("relu dx", ew_loss, &c, c.x, dx, 24, 1e-3);
+  c.kind = 1;
+  mnt_gap_backward(c.r, dx, 2, 3, 4);
+  check("global avg pool dx", ew_loss, &c, c.x, dx, 24, 1e-3);
+  c.kind = 2;
+  c.lab[0] = 1; c.lab[1] = 3; c.lab[2] = 0;
+  int t1, t5;
+  mnt_softmax_xent(c.x, c.lab, dx, 3, 4, &t1, &t5);
+  check("softmax cross-entropy dlogits", ew_loss, &c, c.x, dx, 12, 1e-3);
+  if (t5 != 3) { failures++; fprintf(stderr, "FAIL top-5 of 4 classes must always hit (%d)\n", t5); }
+  int32_t bad[3] = {0, 4, 1};
+  if (!isnan(mnt_softmax_xent(c.x, bad, dx, 3, 4, &t1, &t5))) { failures++; fprintf(stderr, "FAIL label 4 of 4 classes accepted\n"); }
+  free(c.x); free(c.y); free(c.r);
+}
+
+static void test_sgd(void) {
+  /* PyTorch: first step m = g + wd*w; then m = mu*m + g + wd*w; w -= lr*m */
+  float w[2] = {1, -2}, g[2] = {0.5f, 0.25f}, m[2];
+  mnt_sgd_step(w, g, m, 2, 0.1f, 0.9f, 0.01f, 1);
+  float w1 = 1 - 0.1f * (0.5f + 0.01f * 1);
+  mnt_sgd_step(w, g, m, 2, 0.1f, 0.9f, 0.01f, 0);
+  float m2 = 0.9f * (0.5f + 0.01f) + 0.5f + 0.01f * w1;
+  float w2 = w1 - 0.1f * m2;
+  if (fabsf(w[0] - w2) > 1e-6f) { failures++; fprintf(stderr, "FAIL sgd: %g want %g\n", w[0], w2); }
+  else printf("  %-28s ok\n", "sgd momentum + weight decay");
+}
+
+int main(void) {
+  mnt_backend *b;
+  if (mnt_backend_create(&b) != MNT_OK) return 1;
+  test_conv(b, 1, 1, 3);
+  test_conv(b, 2, 1, 3);
+  test_conv(b, 2, 0, 1);
+  test_conv(b, 2, 3, 7);
+  test_bn(b);
+  test_pool(b);
+  test_fc();
+  test_small();
+  test_sgd();
+  mnt_backend_destroy(b);
+  if (failures) {
+    fprintf(stderr, "test_ops: %d failures\n", failures);
+    return 1;
+  }
+  printf("test_ops: ok\n");
+  return 0;
+}
