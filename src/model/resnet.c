@@ -1,0 +1,463 @@
+/* resnet.c — ResNet v1.5 as a table of layers built once; resnet_forward runs the table in order
+ * and resnet_backward in reverse (see resnet.h). Activations have their own buffers; a gradient
+ * that several layers contribute to (a block's input feeds its branch and its shortcut) is
+ * written by the first contributor and added to by the others. */
+#include "model/resnet.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+enum { OP_CONV, OP_BN, OP_RELU, OP_MAXPOOL, OP_ADD, OP_GAP, OP_FC };
+
+struct mnt_layer {
+  int kind;
+  int in, in2, out;   /* activation indices (in2: second input of OP_ADD) */
+  int p0, p1;         /* parameter indices: conv w; bn gamma, beta; fc w, b */
+  int s0, s1;         /* bn: running mean, running var (stat indices) */
+  size_t save;        /* bn: offset of its saved mean/var in bn_save */
+  int C, H, W;        /* output shape (per image) */
+  int inC, inH, inW;  /* input shape */
+  mnt_conv *conv;
+  mnt_bn *bnp;
+  mnt_pool *pool;
+};
+
+typedef struct builder {
+  mnt_resnet *r;
+  int cap_p, cap_s, cap_l, cap_a;
+  int (*shape)[3]; /* C, H, W of every activation */
+  size_t nsave;
+  int err;
+} builder;
+
+#define ALIGN_F 64 /* 256 bytes */
+
+static int grow(void **p, int *cap, int need, size_t elem) {
+  if (need <= *cap) return 0;
+  int nc = *cap ? *cap * 2 : 64;
+  while (nc < need) nc *= 2;
+  void *q = realloc(*p, (size_t)nc * elem);
+  if (!q) return -1;
+  *p = q;
+  *cap = nc;
+  return 0;
+}
+
+static int add_param(builder *b, const char *name, int ndims, const int *dims, int no_decay) {
+  mnt_resnet *r = b->r;
+  if (grow((void **)&r->params, &b->cap_p, r->nparams + 1, sizeof *r->params)) return b->err = MNT_ENOMEM, -1;
+  mnt_param *p = &r->params[r->nparams];
+  memset(p, 0, sizeof *p);
+  snprintf(p->name, sizeof p->name, "%s", name);
+  p->ndims = ndims;
+  p->n = 1;
+  for (int i = 0; i < ndims; i++) p->n *= (size_t)(p->dims[i] = dims[i]);
+  p->off = r->nw;
+  p->no_decay = no_decay;
+  r->nw += (p->n + ALIGN_F - 1) / ALIGN_F * ALIGN_F;
+  return r->nparams++;
+}
+
+static int add_stat(builder *b, const char *name, int C) {
+  mnt_resnet *r = b->r;
+  if (grow((void **)&r->stats, &b->cap_s, r->nstats + 1, sizeof *r->stats)) return b->err = MNT_ENOMEM, -1;
+  mnt_param *p = &r->stats[r->nstats];
+  memset(p, 0, sizeof *p);
+  snprintf(p->name, sizeof p->name, "%s", name);
+  p->ndims = 1;
+  p->dims[0] = C;
+  p->n = (size_t)C;
+  p->off = r->nbn;
+  r->nbn += (size_t)C;
+  return r->nstats++;
+}
+
+static int new_act(builder *b, int C, int H, int W) {
+  mnt_resnet *r = b->r;
+  if (grow((void **)&b->shape, &b->cap_a, r->nact + 1, sizeof *b->shape)) return b->err = MNT_ENOMEM, -1;
+  b->shape[r->nact][0] = C;
+  b->shape[r->nact][1] = H;
+  b->shape[r->nact][2] = W;
+  return r->nact++;
+}
+
+static mnt_layer *new_layer(builder *b, int kind, int in) {
+  mnt_resnet *r = b->r;
+  if (grow((void **)&r->layers, &b->cap_l, r->nlayers + 1, sizeof *r->layers)) {
+    b->err = MNT_ENOMEM;
+    return NULL;
+  }
+  mnt_layer *l = &r->layers[r->nlayers++];
+  memset(l, 0, sizeof *l);
+  l->kind = kind;
+  l->in = in;
+  l->in2 = -1;
+  l->inC = b->shape[in][0];
+  l->inH = b->shape[in][1];
+  l->inW = b->shape[in][2];
+  return l;
+}
+
+static int conv(builder *b, int in, const char *name, int K, int R, int s, int p) {
+  if (b->err) return -1;
+  mnt_layer *l = new_layer(b, OP_CONV, in);
+  if (!l) return -1;
+  int dims[4] = {K, l->inC, R, R}, OH, OW;
+  char full[96];
+  snprintf(full, sizeof full, "%s.weight", name);
+  l->p0 = add_param(b, full, 4, dims, 0);
+  int st = mnt_conv_create(b->r->be, b->r->batch, l->inC, l->inH, l->inW, K, R, s, p, &l->conv);
+  if (st) return b->err = st, -1;
+  mnt_conv_out_hw(l->conv, &OH, &OW);
+  l->C = K, l->H = OH, l->W = OW;
+  return l->out = new_act(b, K, OH, OW);
+}
+
+static int bn(builder *b, int in, const char *name) {
+  if (b->err) return -1;
+  mnt_layer *l = new_layer(b, OP_BN, in);
+  if (!l) return -1;
+  char full[96];
+  int C = l->inC;
+  snprintf(full, sizeof full, "%s.weight", name);
+  l->p0 = add_param(b, full, 1, &C, 1);
+  snprintf(full, sizeof full, "%s.bias", name);
+  l->p1 = add_param(b, full, 1, &C, 1);
+  snprintf(full, sizeof full, "%s.running_mean", name);
+  l->s0 = add_stat(b, full, C);
+  snprintf(full, sizeof full, "%s.running_var", name);
+  l->s1 = add_stat(b, full, C);
+  l->save = b->nsave;
+  b->nsave += 2 * (size_t)C;
+  int st = mnt_bn_create(b->r->be, b->r->batch, C, l->inH, l->inW, 1e-5f, &l->bnp);
+  if (st) return b->err = st, -1;
+  l->C = C, l->H = l->inH, l->W = l->inW;
+  return l->out = new_act(b, C, l->H, l->W);
+}
+
+static int simple(builder *b, int kind, int in, int in2) {
+  if (b->err) return -1;
+  mnt_layer *l = new_layer(b, kind, in);
+  if (!l) return -1;
+  l->in2 = in2;
+  l->C = l->inC, l->H = l->inH, l->W = l->inW;
+  if (kind == OP_GAP) l->H = l->W = 1;
+  return l->out = new_act(b, l->C, l->H, l->W);
+}
+
+static int maxpool(builder *b, int in) {
+  if (b->err) return -1;
+  mnt_layer *l = new_layer(b, OP_MAXPOOL, in);
+  if (!l) return -1;
+  int st = mnt_pool_create(b->r->be, b->r->batch, l->inC, l->inH, l->inW, 3, 2, 1, &l->pool);
+  if (st) return b->err = st, -1;
+  l->C = l->inC;
+  mnt_pool_out_hw(l->pool, &l->H, &l->W);
+  return l->out = new_act(b, l->C, l->H, l->W);
+}
+
+static int fc(builder *b, int in, int classes) {
+  if (b->err) return -1;
+  mnt_layer *l = new_layer(b, OP_FC, in);
+  if (!l) return -1;
+  int dw[2] = {classes, l->inC};
+  l->p0 = add_param(b, "fc.weight", 2, dw, 0);
+  l->p1 = add_param(b, "fc.bias", 1, &classes, 1);
+  l->C = classes, l->H = l->W = 1;
+  return l->out = new_act(b, classes, 1, 1);
+}
+
+/* torchvision BasicBlock / Bottleneck; the shortcut comes after the branch, as in state_dict */
+static int block(builder *b, int x, const char *name, int planes, int stride, int bottleneck, int *inplanes) {
+  char n[96];
+  int out_planes = bottleneck ? planes * 4 : planes;
+  int y;
+  if (bottleneck) {
+    snprintf(n, sizeof n, "%s.conv1", name); y = conv(b, x, n, planes, 1, 1, 0);
+    snprintf(n, sizeof n, "%s.bn1", name);   y = simple(b, OP_RELU, bn(b, y, n), -1);
+    snprintf(n, sizeof n, "%s.conv2", name); y = conv(b, y, n, planes, 3, stride, 1);
+    snprintf(n, sizeof n, "%s.bn2", name);   y = simple(b, OP_RELU, bn(b, y, n), -1);
+    snprintf(n, sizeof n, "%s.conv3", name); y = conv(b, y, n, out_planes, 1, 1, 0);
+    snprintf(n, sizeof n, "%s.bn3", name);   y = bn(b, y, n);
+  } else {
+    snprintf(n, sizeof n, "%s.conv1", name); y = conv(b, x, n, planes, 3, stride, 1);
+    snprintf(n, sizeof n, "%s.bn1", name);   y = simple(b, OP_RELU, bn(b, y, n), -1);
+    snprintf(n, sizeof n, "%s.conv2", name); y = conv(b, y, n, planes, 3, 1, 1);
+    snprintf(n, sizeof n, "%s.bn2", name);   y = bn(b, y, n);
+  }
+  int sc = x;
+  if (stride != 1 || *inplanes != out_planes) {
+    snprintf(n, sizeof n, "%s.downsample.0", name); sc = conv(b, x, n, out_planes, 1, stride, 0);
+    snprintf(n, sizeof n, "%s.downsample.1", name); sc = bn(b, sc, n);
+  }
+  *inplanes = out_planes;
+  return simple(b, OP_RELU, simple(b, OP_ADD, y, sc), -1);
+}
+
+typedef struct { const char *name; int small, bottleneck, blocks[4]; } archdef;
+static const archdef ARCHS[] = {
+    {"resnet8", 1, 0, {1, 1, 1, 0}},   {"resnet18", 0, 0, {2, 2, 2, 2}},  {"resnet34", 0, 0, {3, 4, 6, 3}},
+    {"resnet50", 0, 1, {3, 4, 6, 3}},  {"resnet101", 0, 1, {3, 4, 23, 3}},
+};
+
+static const archdef *find_arch(const char *a) {
+  for (size_t i = 0; i < sizeof ARCHS / sizeof *ARCHS; i++)
+    if (!strcmp(ARCHS[i].name, a)) return &ARCHS[i];
+  return NULL;
+}
+
+int mnt_resnet_arch_ok(const char *arch) { return find_arch(arch) ? 0 : -1; }
+
+/* reproducible normal and uniform numbers (splitmix64 + Box-Muller) */
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static double unif(uint64_t *s) { return ((double)(splitmix(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+static double normal(uint64_t *s) { return sqrt(-2.0 * log(unif(s))) * cos(6.283185307179586 * unif(s)); }
+
+static void init_weights(mnt_resnet *r, uint64_t seed, int zero_init_residual, int bottleneck) {
+  const char *last_bn = bottleneck ? ".bn3.weight" : ".bn2.weight"; /* the last BN of a branch */
+  for (int i = 0; i < r->nparams; i++) {
+    mnt_param *p = &r->params[i];
+    float *w = r->w + p->off;
+    uint64_t s = seed ^ (0x51ed270b27ull * (uint64_t)(i + 1)); /* per tensor: independent of order */
+    const char *leaf = strrchr(p->name, '.');
+    int is_bn = p->ndims == 1 && strcmp(p->name, "fc.bias") != 0;
+    if (p->ndims == 4) { /* conv: kaiming_normal_(mode="fan_out", nonlinearity="relu") */
+      double std = sqrt(2.0 / ((double)p->dims[0] * p->dims[2] * p->dims[3]));
+      for (size_t k = 0; k < p->n; k++) w[k] = (float)(std * normal(&s));
+    } else if (is_bn) {
+      float v = !strcmp(leaf, ".weight") ? 1.0f : 0.0f;
+      size_t nl = strlen(p->name), ll = strlen(last_bn);
+      if (zero_init_residual && !strncmp(p->name, "layer", 5) && nl > ll && !strcmp(p->name + nl - ll, last_bn))
+        v = 0.0f;
+      for (size_t k = 0; k < p->n; k++) w[k] = v;
+    } else { /* nn.Linear default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias */
+      int fan_in = r->params[!strcmp(leaf, ".bias") ? i - 1 : i].dims[1];
+      double bound = 1.0 / sqrt((double)fan_in);
+      for (size_t k = 0; k < p->n; k++) w[k] = (float)((2.0 * unif(&s) - 1.0) * bound);
+    }
+  }
+  for (int i = 0; i < r->nstats; i++) {
+    float v = strstr(r->stats[i].name, "running_var") ? 1.0f : 0.0f;
+    for (size_t k = 0; k < r->stats[i].n; k++) r->bn[r->stats[i].off + k] = v;
+  }
+}
+
+int mnt_resnet_create(mnt_backend *be, const char *arch, int classes, int size, int batch, uint64_t seed,
+                      int zero_init_residual, mnt_resnet **out) {
+  *out = NULL;
+  const archdef *a = find_arch(arch ? arch : "");
+  if (!a) {
+    MNT_ERR("unknown architecture '%s' (known: resnet8, resnet18, resnet34, resnet50, resnet101)", arch ? arch : "");
+    return MNT_EARG;
+  }
+  if (classes < 1 || batch < 1 || size < 1) {
+    MNT_ERR("%s needs classes >= 1, batch >= 1 and size >= 1 (got %d, %d, %d)", arch, classes, batch, size);
+    return MNT_EARG;
+  }
+  int min_size = a->small ? 4 : 32; /* the last stage must keep at least one pixel */
+  if (size < min_size) {
+    MNT_ERR("image size %d is too small for %s (at least %d px)", size, arch, min_size);
+    return MNT_EARG;
+  }
+  mnt_resnet *r = calloc(1, sizeof *r);
+  if (!r) return MNT_ENOMEM;
+  snprintf(r->arch, sizeof r->arch, "%s", arch);
+  r->classes = classes;
+  r->size = size;
+  r->batch = batch;
+  r->be = be;
+  builder b = {.r = r};
+  int x = new_act(&b, 3, size, size), y;
+  int inplanes;
+  if (a->small) {
+    y = simple(&b, OP_RELU, bn(&b, conv(&b, x, "conv1", 16, 3, 1, 1), "bn1"), -1);
+    inplanes = 16;
+  } else {
+    y = maxpool(&b, simple(&b, OP_RELU, bn(&b, conv(&b, x, "conv1", 64, 7, 2, 3), "bn1"), -1));
+    inplanes = 64;
+  }
+  int widths[4] = {64, 128, 256, 512}, small_w[3] = {16, 32, 64};
+  for (int st = 0; st < 4 && a->blocks[st]; st++)
+    for (int k = 0; k < a->blocks[st]; k++) {
+      char name[32];
+      snprintf(name, sizeof name, "layer%d.%d", st + 1, k);
+      y = block(&b, y, name, a->small ? small_w[st] : widths[st], k == 0 && st > 0 ? 2 : 1, a->bottleneck, &inplanes);
+    }
+  y = fc(&b, simple(&b, OP_GAP, y, -1), classes);
+  int st = b.err;
+  if (!st) {
+    r->act = calloc((size_t)r->nact, sizeof *r->act);
+    r->dact = calloc((size_t)r->nact, sizeof *r->dact);
+    r->act_n = calloc((size_t)r->nact, sizeof *r->act_n);
+    r->written = calloc((size_t)r->nact, sizeof *r->written);
+    r->labels = calloc((size_t)batch, sizeof *r->labels);
+    r->bn_save = calloc(b.nsave + 1, sizeof(float));
+    r->w = aligned_alloc(256, r->nw * sizeof(float));
+    r->g = aligned_alloc(256, r->nw * sizeof(float));
+    r->m = aligned_alloc(256, r->nw * sizeof(float));
+    r->bn = calloc(r->nbn + 1, sizeof(float));
+    if (!r->act || !r->dact || !r->act_n || !r->written || !r->labels || !r->bn_save || !r->w || !r->g || !r->m || !r->bn)
+      st = MNT_ENOMEM;
+  }
+  for (int i = 0; i < r->nact && !st; i++) {
+    r->act_n[i] = (size_t)batch * (size_t)b.shape[i][0] * (size_t)b.shape[i][1] * (size_t)b.shape[i][2];
+    if (r->act_n[i] > r->scratch_n) r->scratch_n = r->act_n[i];
+    if (i > 0 && !(r->act[i] = malloc(r->act_n[i] * sizeof(float)))) st = MNT_ENOMEM;
+    if (!st && !(r->dact[i] = malloc(r->act_n[i] * sizeof(float)))) st = MNT_ENOMEM;
+  }
+  if (!st && !(r->scratch = malloc(r->scratch_n * sizeof(float)))) st = MNT_ENOMEM;
+  free(b.shape);
+  if (st) {
+    if (st == MNT_ENOMEM) MNT_ERR("out of memory building %s for batch %d at %d px", arch, batch, size);
+    mnt_resnet_destroy(r);
+    return st;
+  }
+  memset(r->g, 0, r->nw * sizeof(float));
+  memset(r->m, 0, r->nw * sizeof(float));
+  memset(r->w, 0, r->nw * sizeof(float));
+  init_weights(r, seed, zero_init_residual, a->bottleneck);
+  *out = r;
+  return MNT_OK;
+}
+
+void mnt_resnet_destroy(mnt_resnet *r) {
+  if (!r) return;
+  for (int i = 0; i < r->nlayers; i++) {
+    mnt_conv_destroy(r->layers[i].conv);
+    mnt_bn_destroy(r->layers[i].bnp);
+    mnt_pool_destroy(r->layers[i].pool);
+  }
+  for (int i = 0; i < r->nact && r->act; i++) {
+    if (i > 0) free(r->act[i]);
+    if (r->dact) free(r->dact[i]);
+  }
+  free(r->act); free(r->dact); free(r->act_n); free(r->written); free(r->labels);
+  free(r->bn_save); free(r->w); free(r->g); free(r->m); free(r->bn); free(r->scratch);
+  free(r->layers); free(r->params); free(r->stats);
+  free(r);
+}
+
+int mnt_resnet_forward(mnt_resnet *r, const float *x, int train) {
+  r->act[0] = (float *)x;
+  for (int i = 0; i < r->nlayers; i++) {
+    mnt_layer *l = &r->layers[i];
+    const float *in = r->act[l->in];
+    float *out = r->act[l->out];
+    size_t n = r->act_n[l->out];
+    switch (l->kind) {
+      case OP_CONV: MNT_CHECK(mnt_conv_forward(l->conv, in, r->w + r->params[l->p0].off, out)); break;
+      case OP_BN: {
+        const float *gm = r->w + r->params[l->p0].off, *bt = r->w + r->params[l->p1].off;
+        float *rm = r->bn + r->stats[l->s0].off, *rv = r->bn + r->stats[l->s1].off;
+        if (train)
+          MNT_CHECK(mnt_bn_forward_train(l->bnp, in, gm, bt, out, r->bn_save + l->save, r->bn_save + l->save + l->C,
+                                         rm, rv, 0.1f));
+        else
+          MNT_CHECK(mnt_bn_forward_infer(l->bnp, in, gm, bt, out, rm, rv));
+        break;
+      }
+      case OP_RELU: mnt_relu_forward(in, out, n); break;
+      case OP_ADD: mnt_add_forward(in, r->act[l->in2], out, n); break;
+      case OP_MAXPOOL: MNT_CHECK(mnt_pool_forward(l->pool, in, out)); break;
+      case OP_GAP: mnt_gap_forward(in, out, r->batch, l->inC, l->inH * l->inW); break;
+      case OP_FC:
+        MNT_CHECK(mnt_fc_forward(in, r->w + r->params[l->p0].off, r->w + r->params[l->p1].off, out, r->batch, l->inC,
+                                 r->classes));
+        break;
+    }
+  }
+  return MNT_OK;
+}
+
+const float *mnt_resnet_logits(const mnt_resnet *r) { return r->act[r->nact - 1]; }
+
+float mnt_resnet_loss(mnt_resnet *r, const int32_t *labels, int *top1, int *top5) {
+  memcpy(r->labels, labels, (size_t)r->batch * sizeof *labels);
+  r->loss = mnt_softmax_xent(r->act[r->nact - 1], labels, r->dact[r->nact - 1], r->batch, r->classes, top1, top5);
+  return r->loss;
+}
+
+/* Where a layer writes its input gradient: straight into dact[in] when it is the first
+ * contributor this pass, otherwise into scratch, added afterwards by finish_dx. */
+static float *dx_target(mnt_resnet *r, int in) {
+  if (in == 0) return NULL; /* the input image needs no gradient */
+  return r->written[in] ? r->scratch : r->dact[in];
+}
+static void finish_dx(mnt_resnet *r, int in, float *t) {
+  if (!t) return;
+  if (t == r->scratch) {
+    float *d = r->dact[in];
+    for (size_t i = 0; i < r->act_n[in]; i++) d[i] += t[i];
+  }
+  r->written[in] = 1;
+}
+
+static void ready(mnt_resnet *r, int p) {
+  if (r->grad_ready) r->grad_ready(r->grad_ctx, r->params[p].off, r->params[p].n);
+}
+
+int mnt_resnet_backward(mnt_resnet *r) {
+  memset(r->written, 0, (size_t)r->nact * sizeof *r->written);
+  r->written[r->nact - 1] = 1;
+  for (int i = r->nlayers - 1; i >= 0; i--) {
+    mnt_layer *l = &r->layers[i];
+    const float *dy = r->dact[l->out];
+    float *dx = dx_target(r, l->in);
+    switch (l->kind) {
+      case OP_CONV:
+        MNT_CHECK(mnt_conv_backward(l->conv, r->act[l->in], r->w + r->params[l->p0].off, dy, dx,
+                                    r->g + r->params[l->p0].off));
+        ready(r, l->p0);
+        break;
+      case OP_BN:
+        MNT_CHECK(mnt_bn_backward(l->bnp, r->act[l->in], dy, r->w + r->params[l->p0].off, r->bn_save + l->save,
+                                  r->bn_save + l->save + l->C, dx ? dx : r->scratch, r->g + r->params[l->p0].off,
+                                  r->g + r->params[l->p1].off));
+        ready(r, l->p1);
+        ready(r, l->p0);
+        break;
+      case OP_RELU: if (dx) mnt_relu_backward(r->act[l->out], dy, dx, r->act_n[l->out]); break;
+      case OP_ADD: {
+        if (dx) memcpy(dx, dy, r->act_n[l->out] * sizeof(float));
+        finish_dx(r, l->in, dx);
+        float *dx2 = dx_target(r, l->in2);
+        if (dx2) memcpy(dx2, dy, r->act_n[l->out] * sizeof(float));
+        finish_dx(r, l->in2, dx2);
+        continue;
+      }
+      case OP_MAXPOOL: if (dx) MNT_CHECK(mnt_pool_backward(l->pool, dy, dx)); break;
+      case OP_GAP: if (dx) mnt_gap_backward(dy, dx, r->batch, l->inC, l->inH * l->inW); break;
+      case OP_FC:
+        MNT_CHECK(mnt_fc_backward(r->act[l->in], r->w + r->params[l->p0].off, dy, dx, r->g + r->params[l->p0].off,
+                                  r->g + r->params[l->p1].off, r->batch, l->inC, r->classes));
+        ready(r, l->p1);
+        ready(r, l->p0);
+        break;
+    }
+    finish_dx(r, l->in, dx);
+  }
+  return MNT_OK;
+}
+
+const mnt_param *mnt_resnet_find(const mnt_resnet *r, const char *name, int *is_stat) {
+  for (int i = 0; i < r->nparams; i++)
+    if (!strcmp(r->params[i].name, name)) {
+      if (is_stat) *is_stat = 0;
+      return &r->params[i];
+    }
+  for (int i = 0; i < r->nstats; i++)
+    if (!strcmp(r->stats[i].name, name)) {
+      if (is_stat) *is_stat = 1;
+      return &r->stats[i];
+    }
+  return NULL;
+}

@@ -1,0 +1,75 @@
+/* resnet.h — ResNet v1.5 (torchvision's architecture and parameter names) on the compute backend.
+ * defines: mnt_resnet, mnt_param, mnt_resnet_create / destroy / forward / loss / backward,
+ *          mnt_resnet_find, mnt_resnet_arch_ok.
+ * Architectures: resnet18, resnet34 (basic blocks), resnet50, resnet101 (bottlenecks, stride on
+ * the 3x3 conv), and resnet8, a small variant for tests and 28-64 px images (3x3 stem without
+ * max-pool, one basic block per stage, widths 16/32/64). Any input size that leaves at least one
+ * pixel after the stem, any class count.
+ * Memory: one slab of weights, one of gradients and one of momentum with the same layout (each
+ * view 256-byte aligned, in torchvision's state_dict order), BN running statistics apart. */
+#ifndef MNT_RESNET_H
+#define MNT_RESNET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+typedef struct mnt_param {
+  char name[128];  /* torchvision name: "layer1.0.conv1.weight", "fc.bias", "bn1.running_mean" */
+  size_t off, n;   /* elements, into the weight slab (or the BN-statistics buffer) */
+  int ndims, dims[4];
+  int no_decay;    /* BN weight/bias and biases: optionally excluded from weight decay */
+} mnt_param;
+
+typedef struct mnt_layer mnt_layer;
+
+typedef struct mnt_resnet {
+  char arch[16];
+  int classes, size, batch;
+  mnt_backend *be;
+  mnt_param *params;   /* in slab order */
+  int nparams;
+  float *w, *g, *m;    /* weights, gradients, momentum: nw elements each */
+  size_t nw;
+  mnt_param *stats;    /* BN running_mean / running_var, in buffer order */
+  int nstats;
+  float *bn;           /* nbn elements */
+  size_t nbn;
+  mnt_layer *layers;
+  int nlayers;
+  int nact;
+  float **act, **dact; /* activations and their gradients; act[0] is the input */
+  size_t *act_n;
+  int *written;        /* per backward pass: has dact[i] been written yet */
+  float *scratch;
+  size_t scratch_n;
+  float *bn_save;      /* per BN layer: batch mean and variance for backward */
+  float loss;
+  int32_t *labels;
+  /* called during backward, in decreasing slab offsets, once the gradient range
+   * [off, off + n) is final (the hook for overlapping allreduce with backward) */
+  void (*grad_ready)(void *ctx, size_t off, size_t n);
+  void *grad_ctx;
+} mnt_resnet;
+
+/* 0 when arch names a model this build knows */
+int mnt_resnet_arch_ok(const char *arch);
+/* Build the model and initialise it as torchvision does (Kaiming normal fan_out for conv,
+ * BN weight 1 / bias 0, Linear's default uniform), reproducibly from seed; zero_init_residual
+ * zeroes the last BN weight of each residual branch (Goyal et al.). Errors (unknown arch, image
+ * too small, classes or batch < 1) are MNT_EARG with a message. */
+int mnt_resnet_create(mnt_backend *be, const char *arch, int classes, int size, int batch, uint64_t seed,
+                      int zero_init_residual, mnt_resnet **out);
+void mnt_resnet_destroy(mnt_resnet *r);
+/* x: [batch, 3, size, size]. train: batch statistics (updating the running ones), else running. */
+int mnt_resnet_forward(mnt_resnet *r, const float *x, int train);
+const float *mnt_resnet_logits(const mnt_resnet *r);
+/* softmax cross-entropy of the last forward; keeps dlogits for backward */
+float mnt_resnet_loss(mnt_resnet *r, const int32_t *labels, int *top1, int *top5);
+/* gradients of every parameter into r->g (overwritten), in reverse layer order */
+int mnt_resnet_backward(mnt_resnet *r);
+/* the parameter (or BN statistic) of that name, NULL if none */
+const mnt_param *mnt_resnet_find(const mnt_resnet *r, const char *name, int *is_stat);
+
+#endif
