@@ -1,6 +1,8 @@
 /* backend.h — the compute operations every model layer goes through, with a fixed argument order
- * (inputs, parameters, outputs). All tensors are fp32; activations NCHW, conv weights OIHW,
- * fully-connected weights [out][in] (torchvision's layouts, so weights map 1:1).
+ * (inputs, parameters, outputs). All tensors are fp32. Parameters are in torchvision's layouts
+ * (conv weights OIHW, fully-connected [out][in]) so they map 1:1 onto a state_dict. Activations
+ * are in the backend's layout: NCHW for channel counts not divisible by mnt_act_block() (the
+ * input image), channel-blocked (nChw16c / nChw8c) otherwise; element-wise ops do not care.
  * defines: mnt_backend (engine + stream), mnt_conv / mnt_bn / mnt_pool (created once per layer
  *          shape, executed every step), and the element-wise ops: relu, add, global average
  *          pool, fully connected, softmax cross-entropy, SGD step.
@@ -48,11 +50,15 @@ int mnt_pool_forward(mnt_pool *pl, const float *x, float *y);
 int mnt_pool_backward(mnt_pool *pl, const float *dy, float *dx);
 void mnt_pool_destroy(mnt_pool *pl);
 
+/* channels per block of blocked activations (16 with AVX-512, else 8) */
+int mnt_act_block(void);
+
 /* element-wise and small ops */
 void mnt_relu_forward(const float *x, float *y, size_t n);
 void mnt_relu_backward(const float *y, const float *dy, float *dx, size_t n); /* uses the output */
 void mnt_add_forward(const float *a, const float *b, float *y, size_t n);
-void mnt_gap_forward(const float *x, float *y, int N, int C, int HW);       /* [N,C,HW] -> [N,C] */
+void mnt_acc(float *y, const float *x, size_t n); /* y += x */
+void mnt_gap_forward(const float *x, float *y, int N, int C, int HW); /* activation [N,C,HW] -> plain [N,C] */
 void mnt_gap_backward(const float *dy, float *dx, int N, int C, int HW);
 /* y[N,O] = x[N,I] w[O,I]^T + bias[O] */
 int mnt_fc_forward(const float *x, const float *w, const float *bias, float *y, int N, int I, int O);

@@ -14,6 +14,19 @@ struct mnt_backend {
   dnnl_stream_t strm;
 };
 
+/* Activations with a channel count divisible by the block are kept blocked (nChw16c on AVX-512,
+ * nChw8c otherwise), the layout oneDNN's direct convolutions run fastest on; the rest (the
+ * 3-channel input image) stay NCHW. */
+static int g_block;
+int mnt_act_block(void) {
+  if (!g_block) g_block = dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core ? 16 : 8;
+  return g_block;
+}
+static dnnl_format_tag_t act_tag(int C) {
+  int b = mnt_act_block();
+  return C % b ? dnnl_nchw : b == 16 ? dnnl_nChw16c : dnnl_nChw8c;
+}
+
 #define DNNL_TRY(call)                                                  \
   do {                                                                  \
     dnnl_status_t s_ = (call);                                          \
@@ -94,9 +107,28 @@ static int out_dim(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 
 struct mnt_conv {
   mnt_backend *b;
   int N, C, H, W, K, R, s, p, OH, OW;
-  dnnl_memory_desc_t x, w, y;
+  dnnl_memory_desc_t x, w, y;       /* x, y: activation layouts; w: OIHW (the slab) */
+  dnnl_memory_desc_t wf, wbd, dwb;  /* weights as forward / backward-data / backward-weights want them */
+  float *wf_buf, *wbd_buf, *dwb_buf; /* NULL where the format is OIHW itself */
   prim fwd, bwd_data, bwd_w;
+  prim to_wf, to_wbd, from_dwb;     /* reorders (unused where formats agree) */
 };
+
+static int make_reorder(mnt_backend *b, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, prim *out) {
+  DNNL_TRY(dnnl_reorder_primitive_desc_create(&out->pd, from, b->eng, to, b->eng, NULL));
+  DNNL_TRY(dnnl_primitive_create(&out->p, out->pd));
+  return MNT_OK;
+}
+
+/* the weights format a primitive wants; a buffer and a reorder when it is not OIHW */
+static int weights_view(mnt_conv *c, const prim *p, dnnl_query_t q, dnnl_memory_desc_t *md, float **buf,
+                        prim *re, int to_prim) {
+  *md = *dnnl_primitive_desc_query_md(p->pd, q, 0);
+  if (dnnl_memory_desc_equal(md, &c->w)) return MNT_OK;
+  *buf = aligned_alloc(64, (dnnl_memory_desc_get_size(md) + 63) / 64 * 64);
+  if (!*buf) return MNT_ENOMEM;
+  return to_prim ? make_reorder(c->b, &c->w, md, re) : make_reorder(c->b, md, &c->w, re);
+}
 
 int mnt_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, mnt_conv **out) {
   mnt_conv *c = calloc(1, sizeof *c);
@@ -113,20 +145,26 @@ int mnt_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, in
   dnnl_dims_t st = {s, s}, pl = {p, p};
   /* right padding as oneDNN wants it: what PyTorch's floor division implies */
   dnnl_dims_t pr = {(c->OH - 1) * s + R - H - p, (c->OW - 1) * s + R - W - p};
+  dnnl_memory_desc_t wany;
   int rc = MNT_ESYS;
-  if (dnnl_memory_desc_init_by_tag(&c->x, 4, xd, dnnl_f32, dnnl_nchw) ||
+  if (dnnl_memory_desc_init_by_tag(&c->x, 4, xd, dnnl_f32, act_tag(C)) ||
       dnnl_memory_desc_init_by_tag(&c->w, 4, wd, dnnl_f32, dnnl_oihw) ||
-      dnnl_memory_desc_init_by_tag(&c->y, 4, yd, dnnl_f32, dnnl_nchw))
+      dnnl_memory_desc_init_by_tag(&wany, 4, wd, dnnl_f32, dnnl_format_tag_any) ||
+      dnnl_memory_desc_init_by_tag(&c->y, 4, yd, dnnl_f32, act_tag(K)))
     goto fail;
   dnnl_convolution_desc_t fd, bd, bw;
-  if (dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &c->x, &c->w, NULL,
+  if (dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &c->x, &wany, NULL,
                                          &c->y, st, pl, pr) ||
-      dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &c->x, &c->w, &c->y, st, pl, pr) ||
-      dnnl_convolution_backward_weights_desc_init(&bw, dnnl_convolution_direct, &c->x, &c->w, NULL, &c->y, st, pl,
+      dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &c->x, &wany, &c->y, st, pl, pr) ||
+      dnnl_convolution_backward_weights_desc_init(&bw, dnnl_convolution_direct, &c->x, &wany, NULL, &c->y, st, pl,
                                                   pr))
     goto fail;
   if ((rc = prim_make(b, &fd, NULL, &c->fwd)) || (rc = prim_make(b, &bd, c->fwd.pd, &c->bwd_data)) ||
       (rc = prim_make(b, &bw, c->fwd.pd, &c->bwd_w)))
+    goto fail;
+  if ((rc = weights_view(c, &c->fwd, dnnl_query_weights_md, &c->wf, &c->wf_buf, &c->to_wf, 1)) ||
+      (rc = weights_view(c, &c->bwd_data, dnnl_query_weights_md, &c->wbd, &c->wbd_buf, &c->to_wbd, 1)) ||
+      (rc = weights_view(c, &c->bwd_w, dnnl_query_diff_weights_md, &c->dwb, &c->dwb_buf, &c->from_dwb, 0)))
     goto fail;
   *out = c;
   return MNT_OK;
@@ -141,16 +179,37 @@ void mnt_conv_out_hw(const mnt_conv *c, int *OH, int *OW) {
   *OW = c->OW;
 }
 
+static int reorder(mnt_backend *b, prim *re, const dnnl_memory_desc_t *from_md, const void *from,
+                   const dnnl_memory_desc_t *to_md, void *to) {
+  bind bs[] = {{DNNL_ARG_FROM, from_md, from}, {DNNL_ARG_TO, to_md, to}};
+  return run(b, re, 2, bs);
+}
+
 int mnt_conv_forward(mnt_conv *c, const float *x, const float *w, float *y) {
-  bind bs[] = {{DNNL_ARG_SRC, &c->x, x}, {DNNL_ARG_WEIGHTS, &c->w, w}, {DNNL_ARG_DST, &c->y, y}};
+  const float *wf = w;
+  if (c->wf_buf) {
+    MNT_CHECK(reorder(c->b, &c->to_wf, &c->w, w, &c->wf, c->wf_buf));
+    wf = c->wf_buf;
+  }
+  bind bs[] = {{DNNL_ARG_SRC, &c->x, x}, {DNNL_ARG_WEIGHTS, &c->wf, wf}, {DNNL_ARG_DST, &c->y, y}};
   return run(c->b, &c->fwd, 3, bs);
 }
 
 int mnt_conv_backward(mnt_conv *c, const float *x, const float *w, const float *dy, float *dx, float *dw) {
-  bind bw[] = {{DNNL_ARG_SRC, &c->x, x}, {DNNL_ARG_DIFF_DST, &c->y, dy}, {DNNL_ARG_DIFF_WEIGHTS, &c->w, dw}};
+  bind bw[] = {{DNNL_ARG_SRC, &c->x, x}, {DNNL_ARG_DIFF_DST, &c->y, dy},
+               {DNNL_ARG_DIFF_WEIGHTS, &c->dwb, c->dwb_buf ? c->dwb_buf : dw}};
   MNT_CHECK(run(c->b, &c->bwd_w, 3, bw));
+  if (c->dwb_buf) MNT_CHECK(reorder(c->b, &c->from_dwb, &c->dwb, c->dwb_buf, &c->w, dw));
   if (!dx) return MNT_OK;
-  bind bd[] = {{DNNL_ARG_DIFF_DST, &c->y, dy}, {DNNL_ARG_WEIGHTS, &c->w, w}, {DNNL_ARG_DIFF_SRC, &c->x, dx}};
+  const float *wb = w;
+  if (c->wbd_buf) { /* forward's reordered copy serves when the formats agree */
+    if (c->wf_buf && dnnl_memory_desc_equal(&c->wbd, &c->wf)) wb = c->wf_buf;
+    else {
+      MNT_CHECK(reorder(c->b, &c->to_wbd, &c->w, w, &c->wbd, c->wbd_buf));
+      wb = c->wbd_buf;
+    }
+  }
+  bind bd[] = {{DNNL_ARG_DIFF_DST, &c->y, dy}, {DNNL_ARG_WEIGHTS, &c->wbd, wb}, {DNNL_ARG_DIFF_SRC, &c->x, dx}};
   return run(c->b, &c->bwd_data, 3, bd);
 }
 
@@ -159,6 +218,12 @@ void mnt_conv_destroy(mnt_conv *c) {
   prim_free(&c->fwd);
   prim_free(&c->bwd_data);
   prim_free(&c->bwd_w);
+  prim_free(&c->to_wf);
+  prim_free(&c->to_wbd);
+  prim_free(&c->from_dwb);
+  free(c->wf_buf);
+  free(c->wbd_buf);
+  free(c->dwb_buf);
   free(c);
 }
 
@@ -179,7 +244,7 @@ int mnt_bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, mnt_bn 
   unsigned flags = dnnl_use_scale | dnnl_use_shift;
   dnnl_batch_normalization_desc_t fd, id, bd;
   int rc = MNT_ESYS;
-  if (dnnl_memory_desc_init_by_tag(&bn->x, 4, xd, dnnl_f32, dnnl_nchw) ||
+  if (dnnl_memory_desc_init_by_tag(&bn->x, 4, xd, dnnl_f32, act_tag(C)) ||
       dnnl_memory_desc_init_by_tag(&bn->c1, 1, cd, dnnl_f32, dnnl_a) ||
       dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, &bn->x, eps, flags) ||
       dnnl_batch_normalization_forward_desc_init(&id, dnnl_forward_inference, &bn->x, eps,
@@ -262,8 +327,8 @@ int mnt_pool_create(mnt_backend *b, int N, int C, int H, int W, int R, int s, in
   dnnl_dims_t pr = {(pl->OH - 1) * s + R - H - p, (pl->OW - 1) * s + R - W - p};
   dnnl_pooling_desc_t fd, bd;
   int rc = MNT_ESYS;
-  if (dnnl_memory_desc_init_by_tag(&pl->x, 4, xd, dnnl_f32, dnnl_nchw) ||
-      dnnl_memory_desc_init_by_tag(&pl->y, 4, yd, dnnl_f32, dnnl_nchw) ||
+  if (dnnl_memory_desc_init_by_tag(&pl->x, 4, xd, dnnl_f32, act_tag(C)) ||
+      dnnl_memory_desc_init_by_tag(&pl->y, 4, yd, dnnl_f32, act_tag(C)) ||
       dnnl_pooling_forward_desc_init(&fd, dnnl_forward_training, dnnl_pooling_max, &pl->x, &pl->y, st, k, pa, pr) ||
       dnnl_pooling_backward_desc_init(&bd, dnnl_pooling_max, &pl->x, &pl->y, st, k, pa, pr))
     goto fail;
@@ -308,31 +373,48 @@ void mnt_pool_destroy(mnt_pool *pl) {
 
 /* ---- element-wise and small ops ---------------------------------------------------------- */
 void mnt_relu_forward(const float *x, float *y, size_t n) {
+#pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0;
 }
 
 void mnt_relu_backward(const float *y, const float *dy, float *dx, size_t n) {
+#pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0 ? dy[i] : 0;
 }
 
 void mnt_add_forward(const float *a, const float *b, float *y, size_t n) {
+#pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
 
+void mnt_acc(float *y, const float *x, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+/* element (n, c, hw) of an activation with C channels, in its layout (see act_tag) */
+static size_t act_index(int n, int c, int hw, int C, int HW) {
+  int b = mnt_act_block();
+  if (C % b) return ((size_t)n * C + (size_t)c) * (size_t)HW + (size_t)hw;
+  return (((size_t)n * (size_t)(C / b) + (size_t)(c / b)) * (size_t)HW + (size_t)hw) * (size_t)b + (size_t)(c % b);
+}
+
 void mnt_gap_forward(const float *x, float *y, int N, int C, int HW) {
+#pragma omp parallel for schedule(static)
   for (int i = 0; i < N * C; i++) {
-    const float *p = x + (size_t)i * (size_t)HW;
+    int n = i / C, c = i % C;
     float s = 0;
-    for (int j = 0; j < HW; j++) s += p[j];
+    for (int j = 0; j < HW; j++) s += x[act_index(n, c, j, C, HW)];
     y[i] = s / (float)HW;
   }
 }
 
 void mnt_gap_backward(const float *dy, float *dx, int N, int C, int HW) {
+#pragma omp parallel for schedule(static)
   for (int i = 0; i < N * C; i++) {
+    int n = i / C, c = i % C;
     float g = dy[i] / (float)HW;
-    float *p = dx + (size_t)i * (size_t)HW;
-    for (int j = 0; j < HW; j++) p[j] = g;
+    for (int j = 0; j < HW; j++) dx[act_index(n, c, j, C, HW)] = g;
   }
 }
 
@@ -389,6 +471,7 @@ float mnt_softmax_xent(const float *logits, const int32_t *labels, float *dlogit
 }
 
 void mnt_sgd_step(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first) {
+#pragma omp parallel for simd schedule(static) if (n > 65536)
   for (size_t i = 0; i < n; i++) {
     float d = g[i] + wd * w[i];
     float v = first ? d : mu * m[i] + d;

@@ -20,6 +20,7 @@ static void usage(FILE *f) {
           "commands:\n"
           "  info              print what PMIx says about every rank (rank, node, local rank)\n"
           "  bench allreduce   measure the allreduce of the CPU communicator (nccl-tests style)\n"
+          "  bench step        training-step throughput of one process (img/s, memory per image)\n"
           "\n"
           "options:\n"
           "  -h, --help        show this help\n"
@@ -64,13 +65,18 @@ int main(int argc, char **argv) {
     fprintf(stderr, "mntrain: unknown command '%s' (see mntrain --help)\n", argv[1]);
     return 2;
   }
+  if (is_bench && argc >= 3 && !strcmp(argv[2], "step")) {
+    int st = mnt_bench_step(argc - 3, argv + 3);
+    return st == MNT_OK ? 0 : st == MNT_EARG ? 2 : 1;
+  }
   if (is_bench && (argc < 3 || strcmp(argv[2], "allreduce") != 0)) {
     if (argc >= 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
       printf("usage: mntrain bench <benchmark> [options]\n\nbenchmarks:\n"
-             "  allreduce   collective bandwidth of the communicator (nccl-tests columns)\n");
+             "  allreduce   collective bandwidth of the communicator (nccl-tests columns)\n"
+             "  step        training-step throughput of one process\n");
       return 0;
     }
-    fprintf(stderr, "mntrain bench: %s (available: allreduce)\n",
+    fprintf(stderr, "mntrain bench: %s (available: allreduce, step)\n",
             argc < 3 ? "which benchmark?" : "unknown benchmark");
     return 2;
   }

@@ -394,10 +394,7 @@ static float *dx_target(mnt_resnet *r, int in) {
 }
 static void finish_dx(mnt_resnet *r, int in, float *t) {
   if (!t) return;
-  if (t == r->scratch) {
-    float *d = r->dact[in];
-    for (size_t i = 0; i < r->act_n[in]; i++) d[i] += t[i];
-  }
+  if (t == r->scratch) mnt_acc(r->dact[in], t, r->act_n[in]);
   r->written[in] = 1;
 }
 

@@ -1,0 +1,101 @@
+/* bench_step.c — `mntrain bench step`: training-step throughput of one process on synthetic input
+ * (forward, softmax cross-entropy, backward, SGD update), like benchmarks/peer_step_torch.py. */
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "bench.h"
+#include "log.h"
+#include "model/resnet.h"
+#include "optim.h"
+
+static double peak_rss_mb(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  double kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "VmHWM:", 6)) kb = atof(line + 6);
+  if (f) fclose(f);
+  return kb / 1024.0;
+}
+
+int mnt_bench_step(int argc, char **argv) {
+  const char *arch = "resnet50";
+  int size = 224, batch = 16, steps = 5, threads = 0, classes = 1000, warmup = 1, help = 0, seed = 1;
+  const mnt_opt opts[] = {
+      {"arch", 0, MNT_OPT_STRING, &arch, "A", "resnet8, resnet18, resnet34, resnet50 or resnet101 (default resnet50)"},
+      {"size", 0, MNT_OPT_INT, &size, "S", "image size in pixels (default 224)"},
+      {"batch", 0, MNT_OPT_INT, &batch, "B", "images per step (default 16)"},
+      {"steps", 0, MNT_OPT_INT, &steps, "N", "timed steps (default 5)"},
+      {"warmup", 0, MNT_OPT_INT, &warmup, "N", "untimed steps first (default 1)"},
+      {"threads", 0, MNT_OPT_INT, &threads, "T", "compute threads (default: OpenMP's choice, all cores)"},
+      {"classes", 0, MNT_OPT_INT, &classes, "C", "output classes (default 1000)"},
+      {"seed", 0, MNT_OPT_INT, &seed, "N", "seed of weights and data (default 1)"},
+      {NULL, 0, 0, NULL, NULL, NULL}};
+  int st = mnt_parse_opts("bench step", opts, argc, argv, &help, 0);
+  if (st) return st;
+  if (help) {
+    mnt_print_help(stdout, "mntrain bench step [--arch A] [--size S] [--batch B] [--steps N] [--threads T]",
+                   "Training-step throughput on synthetic input: forward, softmax cross-entropy, backward\n"
+                   "and SGD update of one process; prints img/s and the peak memory per image.",
+                   opts);
+    return 0;
+  }
+  if (steps < 1 || warmup < 0 || threads < 0) {
+    fprintf(stderr, "mntrain bench step: --steps must be >= 1, --warmup and --threads >= 0\n");
+    return MNT_EARG;
+  }
+  if (mnt_resnet_arch_ok(arch) != 0) {
+    fprintf(stderr, "mntrain bench step: unknown --arch '%s' (resnet8, resnet18, resnet34, resnet50, resnet101)\n", arch);
+    return MNT_EARG;
+  }
+  if (threads > 0) omp_set_num_threads(threads);
+  mnt_backend *be;
+  mnt_resnet *r;
+  if ((st = mnt_backend_create(&be)) != MNT_OK) return st;
+  if ((st = mnt_resnet_create(be, arch, classes, size, batch, (uint64_t)seed, 0, &r)) != MNT_OK) {
+    mnt_backend_destroy(be);
+    return st; /* the message names the problem; MNT_EARG for bad shapes */
+  }
+  size_t nx = (size_t)batch * 3 * (size_t)size * (size_t)size;
+  float *x = malloc(nx * sizeof *x);
+  int32_t *y = malloc((size_t)batch * sizeof *y);
+  if (!x || !y) {
+    MNT_ERR("out of memory for a batch of %d images", batch);
+    st = MNT_ENOMEM;
+    goto done;
+  }
+  uint64_t s = (uint64_t)seed;
+  for (size_t i = 0; i < nx; i++) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x[i] = (float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+  }
+  for (int i = 0; i < batch; i++) y[i] = (int32_t)((unsigned)(i * 7919) % (unsigned)classes);
+  mnt_sgd_cfg cfg = {.base_lr = 0.1, .global_batch = batch, .epochs = 90, .momentum = 0.9, .weight_decay = 1e-4};
+  printf("# mntrain bench step: %s, %d px, batch %d, %d classes, %d threads, %.1f M parameters\n", arch, size, batch,
+         classes, threads > 0 ? threads : omp_get_max_threads(), (double)r->nw / 1e6);
+  double total = 0;
+  for (int k = 0; k < warmup + steps; k++) {
+    double t0 = mnt_now();
+    if ((st = mnt_resnet_forward(r, x, 1)) != MNT_OK) goto done;
+    float loss = mnt_resnet_loss(r, y, NULL, NULL);
+    if ((st = mnt_resnet_backward(r)) != MNT_OK) goto done;
+    mnt_sgd_update(r, &cfg, mnt_lr_at(&cfg, 10.0), k == 0);
+    double dt = mnt_now() - t0;
+    if (k >= warmup) total += dt;
+    printf("%s %d/%d: %.3f s, %.2f img/s, loss %.4f\n", k < warmup ? "warm-up" : "step", k < warmup ? k + 1 : k - warmup + 1,
+           k < warmup ? warmup : steps, dt, batch / dt, (double)loss);
+    fflush(stdout);
+  }
+  printf("%s %d px batch %d threads %d: %.2f img/s (mean of %d steps), peak memory %.1f MB per image\n", arch, size,
+         batch, threads > 0 ? threads : omp_get_max_threads(), batch * steps / total, steps, peak_rss_mb() / batch);
+done:
+  free(x);
+  free(y);
+  mnt_resnet_destroy(r);
+  mnt_backend_destroy(be);
+  return st;
+}
