@@ -56,8 +56,8 @@ static double conv_loss(void *v) {
   mnt_conv_forward(c->c, c->x, c->w, c->y);
   return dot(c->y, c->r, c->ny);
 }
-static void test_conv(mnt_backend *b, int s, int p, int R) {
-  int N = 2, C = 3, H = 7, W = 6, K = 4, OH, OW;
+static void test_conv(mnt_backend *b, int s, int p, int R, int C, int K) {
+  int N = 2, H = 7, W = 6, OH, OW;
   conv_ctx c;
   if (mnt_conv_create(b, N, C, H, W, K, R, s, p, &c.c) != MNT_OK) { failures++; return; }
   mnt_conv_out_hw(c.c, &OH, &OW);
@@ -68,9 +68,9 @@ static void test_conv(mnt_backend *b, int s, int p, int R) {
   mnt_conv_forward(c.c, c.x, c.w, c.y);
   mnt_conv_backward(c.c, c.x, c.w, c.r, dx, dw);
   char name[64];
-  snprintf(name, sizeof name, "conv%dx%d/s%d/p%d dx", R, R, s, p);
+  snprintf(name, sizeof name, "conv%dx%d/s%d/p%d %d->%d dx", R, R, s, p, C, K);
   check(name, conv_loss, &c, c.x, dx, nx, 2e-2);
-  snprintf(name, sizeof name, "conv%dx%d/s%d/p%d dw", R, R, s, p);
+  snprintf(name, sizeof name, "conv%dx%d/s%d/p%d %d->%d dw", R, R, s, p, C, K);
   check(name, conv_loss, &c, c.w, dw, nw, 2e-2);
   free(c.x); free(c.w); free(c.y); free(c.r); free(dx); free(dw);
   mnt_conv_destroy(c.c);
@@ -206,10 +206,13 @@ static void test_sgd(void) {
 int main(void) {
   mnt_backend *b;
   if (mnt_backend_create(&b) != MNT_OK) return 1;
-  test_conv(b, 1, 1, 3);
-  test_conv(b, 2, 1, 3);
-  test_conv(b, 2, 0, 1);
-  test_conv(b, 2, 3, 7);
+  test_conv(b, 1, 1, 3, 3, 4);
+  test_conv(b, 2, 1, 3, 3, 4);
+  test_conv(b, 2, 0, 1, 3, 4);
+  test_conv(b, 2, 3, 7, 3, 4);
+  test_conv(b, 1, 1, 3, 16, 16); /* blocked activations in and out */
+  test_conv(b, 2, 0, 1, 16, 32);
+  test_conv(b, 1, 1, 3, 3, 16);  /* plain in, blocked out: the stem */
   test_bn(b);
   test_pool(b);
   test_fc();
