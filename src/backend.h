@@ -31,10 +31,12 @@ int mnt_conv_forward(mnt_conv *c, const float *x, const float *w, float *y);
 int mnt_conv_backward(mnt_conv *c, const float *x, const float *w, const float *dy, float *dx, float *dw);
 void mnt_conv_destroy(mnt_conv *c);
 
-/* Batch normalization over N,H,W per channel. Training: normalizes with the batch statistics,
- * saves them (mean, var: biased, C each) for backward and updates the running statistics as
- * PyTorch does (momentum, unbiased variance). Inference: uses the running statistics. */
-int mnt_bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, mnt_bn **out);
+/* Batch normalization over N,H,W per channel, optionally followed by a fused ReLU (one pass
+ * forward and backward; the backward dy is then the gradient of the ReLU's output). Training:
+ * normalizes with the batch statistics, saves them (mean, var: biased, C each) for backward and
+ * updates the running statistics as PyTorch does (momentum, unbiased variance). Inference: uses
+ * the running statistics. */
+int mnt_bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, int fuse_relu, mnt_bn **out);
 int mnt_bn_forward_train(mnt_bn *bn, const float *x, const float *gamma, const float *beta, float *y,
                          float *save_mean, float *save_var, float *run_mean, float *run_var, float momentum);
 int mnt_bn_forward_infer(mnt_bn *bn, const float *x, const float *gamma, const float *beta, float *y,

@@ -232,16 +232,18 @@ struct mnt_bn {
   mnt_backend *b;
   int N, C, HW;
   float eps;
-  dnnl_memory_desc_t x, c1;
+  int relu;
+  dnnl_memory_desc_t x, c1, ws;
+  void *workspace; /* fused ReLU: which outputs were clipped, from forward to backward */
   prim fwd, infer, bwd;
 };
 
-int mnt_bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, mnt_bn **out) {
+int mnt_bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, int fuse_relu, mnt_bn **out) {
   mnt_bn *bn = calloc(1, sizeof *bn);
   if (!bn) return MNT_ENOMEM;
-  *bn = (mnt_bn){.b = b, .N = N, .C = C, .HW = H * W, .eps = eps};
+  *bn = (mnt_bn){.b = b, .N = N, .C = C, .HW = H * W, .eps = eps, .relu = fuse_relu};
   dnnl_dims_t xd = {N, C, H, W}, cd = {C};
-  unsigned flags = dnnl_use_scale | dnnl_use_shift;
+  unsigned flags = dnnl_use_scale | dnnl_use_shift | (fuse_relu ? dnnl_fuse_norm_relu : 0u);
   dnnl_batch_normalization_desc_t fd, id, bd;
   int rc = MNT_ESYS;
   if (dnnl_memory_desc_init_by_tag(&bn->x, 4, xd, dnnl_f32, act_tag(C)) ||
@@ -254,6 +256,13 @@ int mnt_bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, mnt_bn 
   if ((rc = prim_make(b, &fd, NULL, &bn->fwd)) || (rc = prim_make(b, &id, NULL, &bn->infer)) ||
       (rc = prim_make(b, &bd, bn->fwd.pd, &bn->bwd)))
     goto fail;
+  if (fuse_relu) {
+    bn->ws = *dnnl_primitive_desc_query_md(bn->fwd.pd, dnnl_query_workspace_md, 0);
+    if (!(bn->workspace = malloc(dnnl_memory_desc_get_size(&bn->ws) + 64))) {
+      rc = MNT_ENOMEM;
+      goto fail;
+    }
+  }
   *out = bn;
   return MNT_OK;
 fail:
@@ -266,8 +275,9 @@ int mnt_bn_forward_train(mnt_bn *bn, const float *x, const float *gamma, const f
                          float *save_mean, float *save_var, float *run_mean, float *run_var, float momentum) {
   bind bs[] = {{DNNL_ARG_SRC, &bn->x, x},         {DNNL_ARG_SCALE, &bn->c1, gamma},
                {DNNL_ARG_SHIFT, &bn->c1, beta},   {DNNL_ARG_DST, &bn->x, y},
-               {DNNL_ARG_MEAN, &bn->c1, save_mean}, {DNNL_ARG_VARIANCE, &bn->c1, save_var}};
-  MNT_CHECK(run(bn->b, &bn->fwd, 6, bs));
+               {DNNL_ARG_MEAN, &bn->c1, save_mean}, {DNNL_ARG_VARIANCE, &bn->c1, save_var},
+               {DNNL_ARG_WORKSPACE, &bn->ws, bn->workspace}};
+  MNT_CHECK(run(bn->b, &bn->fwd, bn->relu ? 7 : 6, bs));
   double m = (double)bn->N * bn->HW;
   float unbias = m > 1 ? (float)(m / (m - 1)) : 1.0f;
   for (int c = 0; c < bn->C; c++) {
@@ -291,8 +301,9 @@ int mnt_bn_backward(mnt_bn *bn, const float *x, const float *dy, const float *ga
                {DNNL_ARG_SCALE, &bn->c1, gamma},     {DNNL_ARG_SHIFT, &bn->c1, gamma}, /* 2.6 insists; unread */
                {DNNL_ARG_MEAN, &bn->c1, save_mean},
                {DNNL_ARG_VARIANCE, &bn->c1, save_var}, {DNNL_ARG_DIFF_SRC, &bn->x, dx},
-               {DNNL_ARG_DIFF_SCALE, &bn->c1, dgamma}, {DNNL_ARG_DIFF_SHIFT, &bn->c1, dbeta}};
-  return run(bn->b, &bn->bwd, 9, bs);
+               {DNNL_ARG_DIFF_SCALE, &bn->c1, dgamma}, {DNNL_ARG_DIFF_SHIFT, &bn->c1, dbeta},
+               {DNNL_ARG_WORKSPACE, &bn->ws, bn->workspace}};
+  return run(bn->b, &bn->bwd, bn->relu ? 10 : 9, bs);
 }
 
 void mnt_bn_destroy(mnt_bn *bn) {
@@ -300,6 +311,7 @@ void mnt_bn_destroy(mnt_bn *bn) {
   prim_free(&bn->fwd);
   prim_free(&bn->infer);
   prim_free(&bn->bwd);
+  free(bn->workspace);
   free(bn);
 }
 

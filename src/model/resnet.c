@@ -117,7 +117,7 @@ static int conv(builder *b, int in, const char *name, int K, int R, int s, int p
   return l->out = new_act(b, K, OH, OW);
 }
 
-static int bn(builder *b, int in, const char *name) {
+static int bn_act(builder *b, int in, const char *name, int relu) {
   if (b->err) return -1;
   mnt_layer *l = new_layer(b, OP_BN, in);
   if (!l) return -1;
@@ -133,11 +133,15 @@ static int bn(builder *b, int in, const char *name) {
   l->s1 = add_stat(b, full, C);
   l->save = b->nsave;
   b->nsave += 2 * (size_t)C;
-  int st = mnt_bn_create(b->r->be, b->r->batch, C, l->inH, l->inW, 1e-5f, &l->bnp);
+  int st = mnt_bn_create(b->r->be, b->r->batch, C, l->inH, l->inW, 1e-5f, relu, &l->bnp);
   if (st) return b->err = st, -1;
   l->C = C, l->H = l->inH, l->W = l->inW;
   return l->out = new_act(b, C, l->H, l->W);
 }
+
+static int bn(builder *b, int in, const char *name) { return bn_act(b, in, name, 0); }
+/* batch norm with the ReLU after it fused in (one pass each way) */
+static int bn_relu(builder *b, int in, const char *name) { return bn_act(b, in, name, 1); }
 
 static int simple(builder *b, int kind, int in, int in2) {
   if (b->err) return -1;
@@ -178,14 +182,14 @@ static int block(builder *b, int x, const char *name, int planes, int stride, in
   int y;
   if (bottleneck) {
     snprintf(n, sizeof n, "%s.conv1", name); y = conv(b, x, n, planes, 1, 1, 0);
-    snprintf(n, sizeof n, "%s.bn1", name);   y = simple(b, OP_RELU, bn(b, y, n), -1);
+    snprintf(n, sizeof n, "%s.bn1", name);   y = bn_relu(b, y, n);
     snprintf(n, sizeof n, "%s.conv2", name); y = conv(b, y, n, planes, 3, stride, 1);
-    snprintf(n, sizeof n, "%s.bn2", name);   y = simple(b, OP_RELU, bn(b, y, n), -1);
+    snprintf(n, sizeof n, "%s.bn2", name);   y = bn_relu(b, y, n);
     snprintf(n, sizeof n, "%s.conv3", name); y = conv(b, y, n, out_planes, 1, 1, 0);
     snprintf(n, sizeof n, "%s.bn3", name);   y = bn(b, y, n);
   } else {
     snprintf(n, sizeof n, "%s.conv1", name); y = conv(b, x, n, planes, 3, stride, 1);
-    snprintf(n, sizeof n, "%s.bn1", name);   y = simple(b, OP_RELU, bn(b, y, n), -1);
+    snprintf(n, sizeof n, "%s.bn1", name);   y = bn_relu(b, y, n);
     snprintf(n, sizeof n, "%s.conv2", name); y = conv(b, y, n, planes, 3, 1, 1);
     snprintf(n, sizeof n, "%s.bn2", name);   y = bn(b, y, n);
   }
@@ -279,10 +283,10 @@ int mnt_resnet_create(mnt_backend *be, const char *arch, int classes, int size, 
   int x = new_act(&b, 3, size, size), y;
   int inplanes;
   if (a->small) {
-    y = simple(&b, OP_RELU, bn(&b, conv(&b, x, "conv1", 16, 3, 1, 1), "bn1"), -1);
+    y = bn_relu(&b, conv(&b, x, "conv1", 16, 3, 1, 1), "bn1");
     inplanes = 16;
   } else {
-    y = maxpool(&b, simple(&b, OP_RELU, bn(&b, conv(&b, x, "conv1", 64, 7, 2, 3), "bn1"), -1));
+    y = maxpool(&b, bn_relu(&b, conv(&b, x, "conv1", 64, 7, 2, 3), "bn1"));
     inplanes = 64;
   }
   int widths[4] = {64, 128, 256, 512}, small_w[3] = {16, 32, 64};

@@ -83,19 +83,24 @@ static double bn_loss(void *v) {
   mnt_bn_forward_train(c->bn, c->x, c->g, c->be, c->y, c->mean, c->var, c->rm, c->rv, 0.1f);
   return dot(c->y, c->r, c->n);
 }
-static void test_bn(mnt_backend *b) {
+static void test_bn(mnt_backend *b, int relu) {
   int N = 3, C = 4, H = 3, W = 2;
   bn_ctx c;
   memset(&c, 0, sizeof c);
-  if (mnt_bn_create(b, N, C, H, W, 1e-5f, &c.bn) != MNT_OK) { failures++; return; }
+  if (mnt_bn_create(b, N, C, H, W, 1e-5f, relu, &c.bn) != MNT_OK) { failures++; return; }
   c.n = (size_t)N * C * H * W;
   c.x = rnd(c.n); c.g = rnd(C); c.be = rnd(C); c.y = malloc(c.n * 4); c.r = rnd(c.n);
   float *dx = malloc(c.n * 4), dg[8], db[8];
   bn_loss(&c);
   mnt_bn_backward(c.bn, c.x, c.r, c.g, c.mean, c.var, dx, dg, db);
-  check("batchnorm dx", bn_loss, &c, c.x, dx, c.n, 2e-2);
-  check("batchnorm dgamma", bn_loss, &c, c.g, dg, (size_t)C, 2e-2);
-  check("batchnorm dbeta", bn_loss, &c, c.be, db, (size_t)C, 2e-2);
+  check(relu ? "batchnorm+relu dx" : "batchnorm dx", bn_loss, &c, c.x, dx, c.n, 2e-2);
+  check(relu ? "batchnorm+relu dgamma" : "batchnorm dgamma", bn_loss, &c, c.g, dg, (size_t)C, 2e-2);
+  check(relu ? "batchnorm+relu dbeta" : "batchnorm dbeta", bn_loss, &c, c.be, db, (size_t)C, 2e-2);
+  if (relu) {
+    int clipped = 0;
+    for (size_t i = 0; i < c.n; i++) clipped += c.y[i] == 0.0f;
+    if (!clipped || clipped == (int)c.n) { failures++; fprintf(stderr, "FAIL batchnorm+relu: %d of %zu clipped\n", clipped, c.n); }
+  }
   /* running statistics as PyTorch: mean and unbiased variance with momentum 0.1 */
   float rm[4] = {0}, rv[4] = {1, 1, 1, 1};
   mnt_bn_forward_train(c.bn, c.x, c.g, c.be, c.y, c.mean, c.var, rm, rv, 0.1f);
@@ -213,7 +218,8 @@ int main(void) {
   test_conv(b, 1, 1, 3, 16, 16); /* blocked activations in and out */
   test_conv(b, 2, 0, 1, 16, 32);
   test_conv(b, 1, 1, 3, 3, 16);  /* plain in, blocked out: the stem */
-  test_bn(b);
+  test_bn(b, 0);
+  test_bn(b, 1);
   test_pool(b);
   test_fc();
   test_small();
