@@ -316,7 +316,7 @@ int mnt_resnet_create(mnt_backend *be, const char *arch, int classes, int size, 
     r->act_n[i] = (size_t)batch * (size_t)b.shape[i][0] * (size_t)b.shape[i][1] * (size_t)b.shape[i][2];
     if (r->act_n[i] > r->scratch_n) r->scratch_n = r->act_n[i];
     if (i > 0 && !(r->act[i] = malloc(r->act_n[i] * sizeof(float)))) st = MNT_ENOMEM;
-    if (!st && !(r->dact[i] = malloc(r->act_n[i] * sizeof(float)))) st = MNT_ENOMEM;
+    if (!st && i == r->nact - 1 && !(r->dact[i] = malloc(r->act_n[i] * sizeof(float)))) st = MNT_ENOMEM;
   }
   if (!st && !(r->scratch = malloc(r->scratch_n * sizeof(float)))) st = MNT_ENOMEM;
   free(b.shape);
@@ -340,10 +340,11 @@ void mnt_resnet_destroy(mnt_resnet *r) {
     mnt_bn_destroy(r->layers[i].bnp);
     mnt_pool_destroy(r->layers[i].pool);
   }
-  for (int i = 0; i < r->nact && r->act; i++) {
+  for (int i = 0; i < r->nact && r->act; i++)
     if (i > 0) free(r->act[i]);
-    if (r->dact) free(r->dact[i]);
-  }
+  if (r->dact) free(r->dact[r->nact - 1]);
+  for (int i = 0; i < r->npool; i++) free(r->pool[i].p);
+  free(r->pool);
   free(r->act); free(r->dact); free(r->act_n); free(r->written); free(r->labels);
   free(r->bn_save); free(r->w); free(r->g); free(r->m); free(r->bn); free(r->scratch);
   free(r->layers); free(r->params); free(r->stats);
@@ -390,11 +391,42 @@ float mnt_resnet_loss(mnt_resnet *r, const int32_t *labels, int *top1, int *top5
   return r->loss;
 }
 
-/* Where a layer writes its input gradient: straight into dact[in] when it is the first
- * contributor this pass, otherwise into scratch, added afterwards by finish_dx. */
+/* the smallest free pooled buffer of at least n floats (a new one if none) */
+static float *acquire(mnt_resnet *r, size_t n) {
+  int best = -1;
+  for (int i = 0; i < r->npool; i++)
+    if (!r->pool[i].used && r->pool[i].n >= n && (best < 0 || r->pool[i].n < r->pool[best].n)) best = i;
+  if (best < 0) {
+    if (r->npool == r->cap_pool) {
+      int nc = r->cap_pool ? 2 * r->cap_pool : 16;
+      struct mnt_gradbuf *q = realloc(r->pool, (size_t)nc * sizeof *q);
+      if (!q) return NULL;
+      r->pool = q;
+      r->cap_pool = nc;
+    }
+    float *p = malloc(n * sizeof(float));
+    if (!p) return NULL;
+    r->pool[r->npool] = (struct mnt_gradbuf){p, n, 0};
+    best = r->npool++;
+  }
+  r->pool[best].used = 1;
+  return r->pool[best].p;
+}
+
+static void release(mnt_resnet *r, int a) {
+  if (a == r->nact - 1 || !r->dact[a]) return; /* dlogits stays */
+  for (int i = 0; i < r->npool; i++)
+    if (r->pool[i].p == r->dact[a]) r->pool[i].used = 0;
+  r->dact[a] = NULL;
+}
+
+/* Where a layer writes its input gradient: straight into dact[in] (taken from the pool) when it
+ * is the first contributor this pass, otherwise into scratch, added afterwards by finish_dx. */
 static float *dx_target(mnt_resnet *r, int in) {
   if (in == 0) return NULL; /* the input image needs no gradient */
-  return r->written[in] ? r->scratch : r->dact[in];
+  if (r->written[in]) return r->scratch;
+  if (!r->dact[in]) r->dact[in] = acquire(r, r->act_n[in]);
+  return r->dact[in];
 }
 static void finish_dx(mnt_resnet *r, int in, float *t) {
   if (!t) return;
@@ -408,11 +440,16 @@ static void ready(mnt_resnet *r, int p) {
 
 int mnt_resnet_backward(mnt_resnet *r) {
   memset(r->written, 0, (size_t)r->nact * sizeof *r->written);
+  for (int a = 0; a < r->nact; a++) release(r, a);
   r->written[r->nact - 1] = 1;
   for (int i = r->nlayers - 1; i >= 0; i--) {
     mnt_layer *l = &r->layers[i];
     const float *dy = r->dact[l->out];
     float *dx = dx_target(r, l->in);
+    if (l->in != 0 && !dx) {
+      MNT_ERR("out of memory for a gradient of %zu floats", r->act_n[l->in]);
+      return MNT_ENOMEM;
+    }
     switch (l->kind) {
       case OP_CONV:
         MNT_CHECK(mnt_conv_backward(l->conv, r->act[l->in], r->w + r->params[l->p0].off, dy, dx,
@@ -433,6 +470,7 @@ int mnt_resnet_backward(mnt_resnet *r) {
         float *dx2 = dx_target(r, l->in2);
         if (dx2) memcpy(dx2, dy, r->act_n[l->out] * sizeof(float));
         finish_dx(r, l->in2, dx2);
+        release(r, l->out);
         continue;
       }
       case OP_MAXPOOL: if (dx) MNT_CHECK(mnt_pool_backward(l->pool, dy, dx)); break;
@@ -445,6 +483,7 @@ int mnt_resnet_backward(mnt_resnet *r) {
         break;
     }
     finish_dx(r, l->in, dx);
+    release(r, l->out); /* every consumer of this output came later in forward: all done */
   }
   return MNT_OK;
 }

@@ -42,6 +42,10 @@ typedef struct mnt_resnet {
   float **act, **dact; /* activations and their gradients; act[0] is the input */
   size_t *act_n;
   int *written;        /* per backward pass: has dact[i] been written yet */
+  /* gradient buffers live only from their first writer to their producer's backward; they
+   * come from this pool, kept across steps (no page faults after the first) */
+  struct mnt_gradbuf { float *p; size_t n; int used; } *pool;
+  int npool, cap_pool;
   float *scratch;
   size_t scratch_n;
   float *bn_save;      /* per BN layer: batch mean and variance for backward */
