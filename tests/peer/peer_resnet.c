@@ -80,6 +80,10 @@ int main(int argc, char **argv) {
   }
   int n1 = steps + 1;
   err |= put(f, "/losses", losses, 1, &n1);
+  /* inference mode after the steps: batch norm from the running statistics */
+  if (mnt_resnet_forward(r, x, 0)) return 1;
+  int ld[2] = {batch, classes};
+  err |= put(f, "/logits_eval", mnt_resnet_logits(r), 2, ld);
   for (int i = 0; i < r->nstats; i++) {
     snprintf(path, sizeof path, "/bn_after/%s", r->stats[i].name);
     err |= put(f, path, r->bn + r->stats[i].off, 1, r->stats[i].dims);

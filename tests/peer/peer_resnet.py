@@ -10,7 +10,7 @@ compares with PyTorch computing in float64. Errors are relative to the largest m
 reference tensor; each must be under the larger of a floor and 3x the error of PyTorch itself in
 float32 on the same tensor (and all within 3x that, at most 5% of them over 1x). Floors: logits 1e-4, loss 1e-5, every gradient 2e-3 (resnet50/101:
 5e-3), the 6 losses of an SGD run (lr 0.01, momentum 0.9, weight decay 1e-4) 1e-3, every
-running statistic after it 1e-3. Exit 0 when all hold, 1 otherwise, 77 when
+running statistic after it 1e-3, the logits in eval mode (running statistics) after it 1e-3. Exit 0 when all hold, 1 otherwise, 77 when
 torch is missing.
 """
 import os
@@ -150,11 +150,15 @@ def main():
                     out.append(l2.item())
                     l2.backward()
                     opt.step()
-                return out, model.state_dict()
+                model.eval()
+                with torch.no_grad():
+                    ev = model(xx).double().numpy()
+                return out, model.state_dict(), ev
 
             # the same SGD steps from the same start, on the same batch
-            losses, sd = sgd_run(build(arch, classes, f).double(), torch.float64)
-            losses32, sd32 = sgd_run(build(arch, classes, f), torch.float32)
+            losses, sd, ev = sgd_run(build(arch, classes, f).double(), torch.float64)
+            losses32, sd32, ev32 = sgd_run(build(arch, classes, f), torch.float32)
+            checks.append(("logits in eval mode after the steps",) + tol(1e-3, np.array(f["logits_eval"]), ev, ev32))
             checks.append(("losses of 6 SGD steps",) + tol(1e-3, np.array(f["losses"]), np.array(losses), np.array(losses32)))
             for k in f["bn_after"]:
                 checks.append((f"{k} after the steps",) + tol(1e-3, np.array(f["bn_after"][k]), sd[k].numpy(), sd32[k].numpy()))
