@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "convert.h"
 #include "comm.h"
 #include "log.h"
 #include "world.h"
@@ -19,6 +20,8 @@ static void usage(FILE *f) {
           "\n"
           "commands:\n"
           "  info              print what PMIx says about every rank (rank, node, local rank)\n"
+          "  convert           write a sharded HDF5 dataset (idx: Fashion-MNIST/MNIST, synth)\n"
+          "  inspect           shards, samples, classes, histogram of a dataset; reads every sample\n"
           "  bench allreduce   measure the allreduce of the CPU communicator (nccl-tests style)\n"
           "  bench step        training-step throughput of one process (img/s, memory per image)\n"
           "\n"
@@ -59,6 +62,8 @@ int main(int argc, char **argv) {
     printf("mntrain %s (CUDA parts: %s)\n", MNT_VERSION, MNT_HAVE_CUDA ? "yes" : "no");
     return 0;
   }
+  if (!strcmp(argv[1], "convert")) return mnt_convert_main(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "inspect")) return mnt_inspect_main(argc - 2, argv + 2);
   int is_info = !strcmp(argv[1], "info");
   int is_bench = !strcmp(argv[1], "bench");
   if (!is_info && !is_bench) {

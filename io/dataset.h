@@ -1,0 +1,62 @@
+/* dataset.h — the sharded HDF5 image dataset (DESIGN "Dataset").
+ * defines: mnt_dataset (index.json + shard files), mnt_dataset_open / close / read,
+ *          mnt_shard_writer (create a shard, append samples, close), mnt_index_write,
+ *          mnt_permutation (the seeded shuffles used by converters and the loader).
+ * A directory holds index.json (classes, shard list, sample counts, image size, channels,
+ * mean/std, seed) and shard-KKKKK-of-NNNNN.h5 files, each with `images` (uint8 N×H×W×C, one
+ * chunk per image), `labels` (int32 N), `source_index` (int64 N: where each sample came from)
+ * and attributes repeating the index (a lone shard describes itself). */
+#ifndef MNT_DATASET_H
+#define MNT_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MNT_DATASET_FORMAT "mntrain-shards"
+#define MNT_DATASET_VERSION 1
+
+typedef struct mnt_dataset {
+  char dir[1024];
+  int nclasses;
+  char **class_names;
+  int size, channels;      /* images are size × size × channels, uint8 */
+  float mean[3], std[3];   /* per channel, of pixel / 255 */
+  long long seed;
+  int nshards;
+  char **shard_path;
+  int64_t *shard_count, *shard_start; /* samples per shard, global index of its first sample */
+  int64_t total;
+  int64_t *hids;           /* per shard: file, images and labels handles (3 each), opened at open */
+} mnt_dataset;
+
+/* Open DIR/index.json and every shard; checks each shard against the index (shape, type,
+ * count, attributes). Errors name the file. */
+int mnt_dataset_open(const char *dir, mnt_dataset *d);
+void mnt_dataset_close(mnt_dataset *d);
+/* Sample g (0 <= g < total): its pixels (size*size*channels bytes) and label (checked against
+ * the class count: an error names the file and the sample). Thread-safe. */
+int mnt_dataset_read(mnt_dataset *d, int64_t g, uint8_t *pixels, int32_t *label);
+
+typedef struct mnt_shard_writer {
+  int64_t file, images, labels, source; /* HDF5 handles */
+  int64_t n, written;
+  int size, channels;
+  char path[1100];
+} mnt_shard_writer;
+
+/* a shard of exactly n samples; attrs repeat the index */
+int mnt_shard_create(mnt_shard_writer *w, const char *path, int64_t n, int size, int channels, int nclasses,
+                     int shard, int nshards, long long seed);
+int mnt_shard_append(mnt_shard_writer *w, const uint8_t *pixels, int32_t label, int64_t source_index);
+int mnt_shard_close(mnt_shard_writer *w); /* fails if fewer samples than announced were written */
+
+/* write DIR/index.json (atomically: tmp file, fsync, rename) */
+int mnt_index_write(const char *dir, int nclasses, char **class_names, int size, int channels, const float *mean,
+                    const float *std, long long seed, int nshards, const int64_t *shard_count);
+void mnt_shard_name(char *out, size_t n, int shard, int nshards);
+
+/* perm[0..n) = a permutation of 0..n-1 drawn from seed (Fisher-Yates, splitmix64) */
+void mnt_permutation(int64_t *perm, int64_t n, uint64_t seed);
+uint64_t mnt_mix(uint64_t a, uint64_t b);
+
+#endif
