@@ -1,0 +1,51 @@
+/* loader.h — this rank's slice of each global batch, read from the shards by prefetch threads
+ * and augmented, in a global order that does not depend on the number of ranks.
+ * defines: mnt_loader_cfg, mnt_batch, mnt_loader_open / next / position / close,
+ *          mnt_loader_batches_per_epoch.
+ * Order: epoch e visits the samples in a permutation of the whole dataset seeded by (seed, e);
+ * global batch k of the epoch is positions [k*B, (k+1)*B) of it, and rank r of R takes positions
+ * k*B + r*B/R ... (B must divide by R). The last total mod B samples of an epoch are dropped
+ * (drop-last; the next epoch's permutation is new). A position is (epoch, cursor = samples of the
+ * epoch already consumed), the same on any number of ranks, so a run resumes on a different rank
+ * count. Augmentation is seeded by (seed, epoch, sample): what a sample becomes does not depend
+ * on which rank reads it. Output: float32 NCHW, normalised with the index's mean/std. */
+#ifndef MNT_LOADER_H
+#define MNT_LOADER_H
+
+#include <stdint.h>
+
+#include "dataset.h"
+
+typedef struct mnt_loader_cfg {
+  int out_size;      /* training crop / validation crop in pixels */
+  int train;         /* 1: RandomResizedCrop(0.08-1, 3/4-4/3) + flip; 0: resize + centre crop */
+  int global_batch;  /* B, over all ranks */
+  int rank, nranks;
+  long long seed;
+  int threads;       /* prefetch threads (default 2) */
+  int depth;         /* batches read ahead (default 2 * threads) */
+  int out_channels;  /* 0: the dataset's; 3: grey images are repeated into 3 channels */
+} mnt_loader_cfg;
+
+typedef struct mnt_batch {
+  int n;             /* B / R images */
+  int channels, size;
+  float *images;     /* n × channels × size × size */
+  int32_t *labels;
+  int64_t *ids;      /* global sample indices */
+  int64_t epoch, cursor; /* position of this batch's global batch */
+} mnt_batch;
+
+typedef struct mnt_loader mnt_loader;
+
+int mnt_loader_open(mnt_loader **out, mnt_dataset *d, const mnt_loader_cfg *cfg, int64_t epoch, int64_t cursor);
+/* The next batch (valid until the next call); waits only if the prefetch threads are behind. */
+int mnt_loader_next(mnt_loader *l, const mnt_batch **b);
+/* where the next batch starts: what a checkpoint stores */
+void mnt_loader_position(const mnt_loader *l, int64_t *epoch, int64_t *cursor);
+int64_t mnt_loader_batches_per_epoch(const mnt_loader *l);
+/* seconds mnt_loader_next spent waiting so far */
+double mnt_loader_wait_s(const mnt_loader *l);
+void mnt_loader_close(mnt_loader *l);
+
+#endif

@@ -1,0 +1,166 @@
+/* test_loader.c — the distributed loader on a synthetic dataset made here: every sample exactly
+ * once per epoch over 1-4 ranks; the same global batches (ids and augmented pixels) on 1, 2 and 4
+ * ranks; resuming from a saved position continues the same stream, across an epoch boundary;
+ * a truncated shard and an out-of-range label are errors that name the file and the sample. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "convert.h"
+#include "dataset.h"
+#include "loader.h"
+#include "log.h"
+
+static int failures;
+#define EXPECT(c, ...) do { if (!(c)) { failures++; fprintf(stderr, "FAIL: " __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
+
+enum { N = 1000, B = 12, S = 16, OUT = 12 };
+
+/* global batch k of a run on R ranks, concatenated in rank order */
+static void global_batches(mnt_dataset *d, int R, int64_t epoch, int64_t cursor, int nb, int train, float *img,
+                           int64_t *ids) {
+  size_t per_img = 3 * OUT * OUT;
+  for (int r = 0; r < R; r++) {
+    mnt_loader_cfg c = {.out_size = OUT, .train = train, .global_batch = B, .rank = r, .nranks = R, .seed = 5,
+                        .threads = 1 + r % 3};
+    mnt_loader *l;
+    if (mnt_loader_open(&l, d, &c, epoch, cursor)) { failures++; return; }
+    for (int k = 0; k < nb; k++) {
+      const mnt_batch *b;
+      if (mnt_loader_next(l, &b)) { failures++; break; }
+      for (int i = 0; i < b->n; i++) {
+        size_t slot = (size_t)k * B + (size_t)r * (B / R) + (size_t)i;
+        ids[slot] = b->ids[i];
+        memcpy(img + slot * per_img, b->images + (size_t)i * per_img, per_img * sizeof(float));
+      }
+    }
+    mnt_loader_close(l);
+  }
+}
+
+int main(void) {
+  char dir[] = "/tmp/mntrain-test-loader-XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  char ds[600];
+  snprintf(ds, sizeof ds, "%s/synth", dir);
+  if (mnt_convert_synth(ds, 10, N, S, 3, 9)) return 1;
+  mnt_dataset d;
+  if (mnt_dataset_open(ds, &d)) return 1;
+  EXPECT(d.total == N && d.nshards == 3 && d.channels == 3 && d.size == S, "dataset shape");
+
+  /* exactly once per epoch, for 1..4 ranks; labels are the dataset's */
+  int64_t per_epoch = N / B * B;
+  for (int R = 1; R <= 4; R++) {
+    int *seen = calloc(N, sizeof *seen);
+    int64_t got = 0;
+    for (int r = 0; r < R; r++) {
+      mnt_loader_cfg c = {.out_size = OUT, .train = 1, .global_batch = B, .rank = r, .nranks = R, .seed = 5, .threads = 2};
+      mnt_loader *l;
+      if (mnt_loader_open(&l, &d, &c, 3, 0)) { failures++; continue; }
+      EXPECT(mnt_loader_batches_per_epoch(l) == N / B, "batches per epoch");
+      for (int64_t k = 0; k < N / B; k++) {
+        const mnt_batch *b;
+        if (mnt_loader_next(l, &b)) { failures++; break; }
+        EXPECT(b->epoch == 3 && b->cursor == k * B, "batch %lld at (%lld, %lld)", (long long)k, (long long)b->epoch, (long long)b->cursor);
+        for (int i = 0; i < b->n; i++) {
+          seen[b->ids[i]]++;
+          got++;
+          uint8_t px[S * S * 3];
+          int32_t lab;
+          mnt_dataset_read(&d, b->ids[i], px, &lab);
+          if (lab != b->labels[i]) { failures++; fprintf(stderr, "FAIL: label of sample %lld\n", (long long)b->ids[i]); }
+        }
+      }
+      int64_t e, cur;
+      mnt_loader_position(l, &e, &cur);
+      EXPECT(e == 4 && cur == 0, "after a whole epoch the position is (4, 0), not (%lld, %lld)", (long long)e, (long long)cur);
+      mnt_loader_close(l);
+    }
+    int dup = 0, missing = 0;
+    for (int i = 0; i < N; i++) { dup += seen[i] > 1; missing += seen[i] == 0; }
+    EXPECT(got == per_epoch && dup == 0 && missing == N - per_epoch,
+           "%d ranks: %lld samples, %d twice, %d missing (drop-last allows %lld)", R, (long long)got, dup, missing,
+           (long long)(N - per_epoch));
+    free(seen);
+  }
+
+  /* the same global batches on 1, 2 and 4 ranks: ids and augmented pixels */
+  int nb = 5;
+  size_t per_img = 3 * OUT * OUT, tot = (size_t)nb * B;
+  float *img1 = malloc(tot * per_img * sizeof(float)), *imgR = malloc(tot * per_img * sizeof(float));
+  int64_t *ids1 = malloc(tot * sizeof(int64_t)), *idsR = malloc(tot * sizeof(int64_t));
+  global_batches(&d, 1, 0, 24, nb, 1, img1, ids1);
+  for (int R = 2; R <= 4; R += 2) {
+    global_batches(&d, R, 0, 24, nb, 1, imgR, idsR);
+    EXPECT(!memcmp(ids1, idsR, tot * sizeof(int64_t)), "%d ranks read other samples than 1 rank", R);
+    EXPECT(!memcmp(img1, imgR, tot * per_img * sizeof(float)), "%d ranks augment differently from 1 rank", R);
+  }
+  /* resume: 5 batches from cursor 24 are batches 2..6 of a run from 0; across the epoch's end too */
+  float *img0 = malloc((tot + 2 * B) * per_img * sizeof(float));
+  int64_t *ids0 = malloc((tot + 2 * B) * sizeof(int64_t));
+  global_batches(&d, 2, 0, 0, nb + 2, 1, img0, ids0);
+  EXPECT(!memcmp(ids0 + 2 * B, ids1, tot * sizeof(int64_t)) && !memcmp(img0 + 2 * B * per_img, img1, tot * per_img * sizeof(float)),
+         "resuming at cursor 24 does not continue the stream");
+  global_batches(&d, 1, 0, per_epoch - 2 * B, 4, 1, img1, ids1);
+  global_batches(&d, 4, 1, 0, 2, 1, imgR, idsR);
+  EXPECT(!memcmp(ids1 + 2 * B, idsR, 2 * B * sizeof(int64_t)), "the stream does not continue into the next epoch");
+  /* validation: no randomness, epoch-independent pixels for a sample */
+  global_batches(&d, 1, 0, 0, 1, 0, img1, ids1);
+  EXPECT(img1[0] == img1[0], "validation output");
+  mnt_loader_cfg bad = {.out_size = OUT, .global_batch = 10, .rank = 0, .nranks = 4, .seed = 1};
+  mnt_loader *l;
+  EXPECT(mnt_loader_open(&l, &d, &bad, 0, 0) == MNT_EARG, "a global batch of 10 over 4 ranks must be refused");
+  bad.global_batch = 12;
+  EXPECT(mnt_loader_open(&l, &d, &bad, 0, 5) == MNT_EARG, "a cursor off a batch boundary must be refused");
+  mnt_dataset_close(&d);
+
+  /* a truncated shard: the error names it, at open */
+  char shard[700], cmd[1500];
+  snprintf(shard, sizeof shard, "%s/shard-00001-of-00003.h5", ds);
+  snprintf(cmd, sizeof cmd, "truncate -s 2000 %s", shard);
+  EXPECT(system(cmd) == 0, "truncate");
+  EXPECT(mnt_dataset_open(ds, &d) == MNT_EDATA && strstr(mnt_last_error(), "shard-00001-of-00003.h5"),
+         "a truncated shard must fail the open naming it (got: %s)", mnt_last_error());
+  /* a missing shard */
+  unlink(shard);
+  EXPECT(mnt_dataset_open(ds, &d) == MNT_EDATA && strstr(mnt_last_error(), "missing shard"),
+         "a missing shard must be named (got: %s)", mnt_last_error());
+
+  /* a label out of range: named with its file and sample, by the reader and by the loader */
+  char bd[600];
+  snprintf(bd, sizeof bd, "%s/badlabel", dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s", bd);
+  EXPECT(system(cmd) == 0, "mkdir");
+  mnt_shard_writer w;
+  char sp[800];
+  snprintf(sp, sizeof sp, "%s/shard-00000-of-00001.h5", bd);
+  uint8_t px[S * S * 3] = {0};
+  mnt_shard_create(&w, sp, 24, S, 3, 10, 0, 1, 1);
+  for (int i = 0; i < 24; i++) mnt_shard_append(&w, px, i == 17 ? 99 : i % 10, i);
+  mnt_shard_close(&w);
+  char *names[10] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+  float mean[3] = {0.5f, 0.5f, 0.5f}, sd[3] = {0.2f, 0.2f, 0.2f};
+  int64_t cnt = 24;
+  mnt_index_write(bd, 10, names, S, 3, mean, sd, 1, 1, &cnt);
+  EXPECT(mnt_dataset_open(bd, &d) == MNT_OK, "open the bad-label set");
+  int32_t lab;
+  EXPECT(mnt_dataset_read(&d, 17, px, &lab) == MNT_EDATA && strstr(mnt_last_error(), "sample 17 has label 99"),
+         "bad label not named: %s", mnt_last_error());
+  mnt_loader_cfg c = {.out_size = OUT, .train = 1, .global_batch = 24, .rank = 0, .nranks = 1, .seed = 1};
+  if (mnt_loader_open(&l, &d, &c, 0, 0) == MNT_OK) {
+    const mnt_batch *b;
+    EXPECT(mnt_loader_next(l, &b) == MNT_EDATA, "the loader must fail on the bad label");
+    mnt_loader_close(l);
+  }
+  mnt_dataset_close(&d);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  free(img0); free(ids0); free(img1); free(imgR); free(ids1); free(idsR);
+  if (failures) {
+    fprintf(stderr, "test_loader: %d failures\n", failures);
+    return 1;
+  }
+  printf("test_loader: ok\n");
+  return 0;
+}
