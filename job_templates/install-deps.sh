@@ -3,15 +3,16 @@
 #   job_templates/install-deps.sh [--no-update]
 # Build: cmake, a C compiler, pkg-config, PMIx, HDF5, oneDNN, OpenBLAS, libjpeg-turbo, jansson.
 # Cluster: Slurm (slurm-wlm, with the PMIx plugin) and munge; iproute2/util-linux for the
-# local cluster's network and mount namespaces. Peers: PyTorch (python3-torch), h5py.
+# local cluster's network and mount namespaces. Peers: PyTorch (python3-torch), h5py. Data:
+# Fashion-MNIST (dataset-fashion-mnist, IDX files under /usr/share/datasets/fashion-mnist).
 # CUDA (nvcc, cuDNN, NCCL) is not a Debian package: it is used from /usr/local/cuda when present.
 set -euo pipefail
 [ "$(id -u)" -eq 0 ] || { echo "install-deps: run as root (apt-get install)" >&2; exit 1; }
 packages=(
   build-essential cmake pkg-config
-  libpmix-dev libhdf5-dev hdf5-tools libdnnl-dev libopenblas-dev libturbojpeg0-dev libjansson-dev
+  libpmix-dev libhdf5-dev hdf5-tools libdnnl-dev libopenblas-dev libturbojpeg0-dev libjansson-dev zlib1g-dev
   slurm-wlm munge iproute2 util-linux procps
-  python3-torch python3-torchvision python3-h5py
+  python3-torch python3-torchvision python3-h5py python3-numpy dataset-fashion-mnist
   shellcheck gdb
 )
 export DEBIAN_FRONTEND=noninteractive
