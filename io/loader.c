@@ -64,29 +64,44 @@ static double uni(rng *r) {
   return (double)(r->s >> 11) / 9007199254740992.0;
 }
 
-/* crop box (x0, y0, w, h) of the S×S source resampled bilinearly to out×out, optional flip,
- * normalised, into CHW floats */
+/* crop box (x0, y0, w, h) of the S×S source resampled bilinearly (half-pixel centres, as
+ * torchvision without antialiasing) to out×out, optional flip, normalised, into CHW floats.
+ * Column taps and weights are computed once per image; rows are streamed. */
+#define MAX_OUT 4096
 static void crop_resize(const uint8_t *src, int S, int C, double x0, double y0, double w, double h, int flip,
                         int out, int outC, const float *mean, const float *std, float *dst) {
+  int xa[MAX_OUT], xb[MAX_OUT];
+  float wx[MAX_OUT];
   double sx = w / out, sy = h / out;
+  for (int ox = 0; ox < out; ox++) {
+    double fx = x0 + (ox + 0.5) * sx - 0.5;
+    if (fx < 0) fx = 0;
+    if (fx > S - 1) fx = S - 1;
+    int x1 = (int)fx, d = flip ? out - 1 - ox : ox;
+    xa[d] = x1 * C;
+    xb[d] = (x1 + 1 < S ? x1 + 1 : x1) * C;
+    wx[d] = (float)(fx - x1);
+  }
+  float scale[3], bias[3];
+  for (int c = 0; c < outC; c++) {
+    int sc = C == 1 ? 0 : c;
+    scale[c] = 1.0f / (255.0f * std[sc]);
+    bias[c] = -mean[sc] / std[sc];
+  }
   for (int oy = 0; oy < out; oy++) {
     double fy = y0 + (oy + 0.5) * sy - 0.5;
     if (fy < 0) fy = 0;
     if (fy > S - 1) fy = S - 1;
     int y1 = (int)fy, y2 = y1 + 1 < S ? y1 + 1 : y1;
-    double wy = fy - y1;
-    for (int ox = 0; ox < out; ox++) {
-      double fx = x0 + (ox + 0.5) * sx - 0.5;
-      if (fx < 0) fx = 0;
-      if (fx > S - 1) fx = S - 1;
-      int x1 = (int)fx, x2 = x1 + 1 < S ? x1 + 1 : x1;
-      double wx = fx - x1;
-      int dx = flip ? out - 1 - ox : ox;
-      for (int c = 0; c < outC; c++) {
-        int sc = C == 1 ? 0 : c;
-        double v = (1 - wy) * ((1 - wx) * src[((size_t)y1 * S + x1) * C + sc] + wx * src[((size_t)y1 * S + x2) * C + sc]) +
-                   wy * ((1 - wx) * src[((size_t)y2 * S + x1) * C + sc] + wx * src[((size_t)y2 * S + x2) * C + sc]);
-        dst[((size_t)c * out + oy) * out + dx] = (float)((v / 255.0 - mean[sc]) / std[sc]);
+    float wy = (float)(fy - y1);
+    const uint8_t *r1 = src + (size_t)y1 * S * C, *r2 = src + (size_t)y2 * S * C;
+    for (int c = 0; c < outC; c++) {
+      int sc = C == 1 ? 0 : c;
+      float *o = dst + ((size_t)c * out + oy) * out, k = scale[c], b = bias[c];
+      for (int ox = 0; ox < out; ox++) {
+        float a = r1[xa[ox] + sc] + wx[ox] * (float)(r1[xb[ox] + sc] - r1[xa[ox] + sc]);
+        float e = r2[xa[ox] + sc] + wx[ox] * (float)(r2[xb[ox] + sc] - r2[xa[ox] + sc]);
+        o[ox] = (a + wy * (e - a)) * k + b;
       }
     }
   }
@@ -172,7 +187,7 @@ int mnt_loader_open(mnt_loader **out, mnt_dataset *d, const mnt_loader_cfg *cfg,
     MNT_ERR("global batch %d cannot be split evenly over %d ranks (rank %d)", c.global_batch, c.nranks, c.rank);
     return MNT_EARG;
   }
-  if (c.out_size < 1 || (c.out_channels != 0 && c.out_channels != d->channels && !(d->channels == 1 && c.out_channels == 3))) {
+  if (c.out_size < 1 || c.out_size > MAX_OUT || (c.out_channels != 0 && c.out_channels != d->channels && !(d->channels == 1 && c.out_channels == 3))) {
     MNT_ERR("loader: bad output size %d or channels %d for a %d-channel dataset", c.out_size, c.out_channels, d->channels);
     return MNT_EARG;
   }

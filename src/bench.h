@@ -10,5 +10,7 @@
 int mnt_bench_allreduce(mnt_world *w, int argc, char **argv);
 /* `mntrain bench step`: one process, no communicator; 0, 2 (bad arguments) or an mnt_status */
 int mnt_bench_step(int argc, char **argv);
+/* `mntrain bench loader`: images/s of the loader; 0, 2 or an mnt_status */
+int mnt_bench_loader(int argc, char **argv);
 
 #endif

@@ -24,6 +24,7 @@ static void usage(FILE *f) {
           "  inspect           shards, samples, classes, histogram of a dataset; reads every sample\n"
           "  bench allreduce   measure the allreduce of the CPU communicator (nccl-tests style)\n"
           "  bench step        training-step throughput of one process (img/s, memory per image)\n"
+          "  bench loader      images per second the data loader delivers\n"
           "\n"
           "options:\n"
           "  -h, --help        show this help\n"
@@ -70,18 +71,19 @@ int main(int argc, char **argv) {
     fprintf(stderr, "mntrain: unknown command '%s' (see mntrain --help)\n", argv[1]);
     return 2;
   }
-  if (is_bench && argc >= 3 && !strcmp(argv[2], "step")) {
-    int st = mnt_bench_step(argc - 3, argv + 3);
+  if (is_bench && argc >= 3 && (!strcmp(argv[2], "step") || !strcmp(argv[2], "loader"))) {
+    int st = !strcmp(argv[2], "step") ? mnt_bench_step(argc - 3, argv + 3) : mnt_bench_loader(argc - 3, argv + 3);
     return st == MNT_OK ? 0 : st == MNT_EARG ? 2 : 1;
   }
   if (is_bench && (argc < 3 || strcmp(argv[2], "allreduce") != 0)) {
     if (argc >= 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
       printf("usage: mntrain bench <benchmark> [options]\n\nbenchmarks:\n"
              "  allreduce   collective bandwidth of the communicator (nccl-tests columns)\n"
-             "  step        training-step throughput of one process\n");
+             "  step        training-step throughput of one process\n"
+             "  loader      images per second of the data loader\n");
       return 0;
     }
-    fprintf(stderr, "mntrain bench: %s (available: allreduce, step)\n",
+    fprintf(stderr, "mntrain bench: %s (available: allreduce, step, loader)\n",
             argc < 3 ? "which benchmark?" : "unknown benchmark");
     return 2;
   }

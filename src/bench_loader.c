@@ -1,0 +1,65 @@
+/* bench_loader.c — `mntrain bench loader`: images per second the loader delivers (one rank),
+ * like benchmarks/peer_loader_torch.py does for a PyTorch DataLoader over the same shards. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "bench.h"
+#include "dataset.h"
+#include "loader.h"
+#include "log.h"
+
+int mnt_bench_loader(int argc, char **argv) {
+  const char *data = NULL;
+  int size = 224, threads = 1, batch = 64, batches = 0, val = 0, help = 0;
+  double seconds = 5;
+  const mnt_opt opts[] = {
+      {"data", 0, MNT_OPT_STRING, &data, "DIR", "dataset directory (mntrain convert)"},
+      {"size", 0, MNT_OPT_INT, &size, "S", "output crop in pixels (default 224)"},
+      {"threads", 0, MNT_OPT_INT, &threads, "T", "prefetch threads (default 1)"},
+      {"batch", 0, MNT_OPT_INT, &batch, "B", "images per batch (default 64)"},
+      {"batches", 0, MNT_OPT_INT, &batches, "N", "batches to time (default: as many as fit in --seconds)"},
+      {"seconds", 0, MNT_OPT_DOUBLE, &seconds, "S", "how long to run when --batches is not given (default 5)"},
+      {"val", 0, MNT_OPT_FLAG, &val, NULL, "validation transform (resize + centre crop) instead of training"},
+      {NULL, 0, 0, NULL, NULL, NULL}};
+  int st = mnt_parse_opts("bench loader", opts, argc, argv, &help, 0);
+  if (st) return st;
+  if (help || !data) {
+    mnt_print_help(help ? stdout : stderr, "mntrain bench loader --data DIR [--size S] [--threads T] [--batch B]",
+                   "Images per second delivered by the loader (read from the shards, RandomResizedCrop, flip,\n"
+                   "normalise to float32 NCHW) with T prefetch threads, and per thread.",
+                   opts);
+    return help ? 0 : MNT_EARG;
+  }
+  if (size < 1 || threads < 1 || batch < 1) {
+    fprintf(stderr, "mntrain bench loader: --size, --threads and --batch must be >= 1\n");
+    return MNT_EARG;
+  }
+  mnt_dataset d;
+  if ((st = mnt_dataset_open(data, &d)) != MNT_OK) return st;
+  mnt_loader_cfg c = {.out_size = size, .train = !val, .global_batch = batch, .rank = 0, .nranks = 1, .seed = 1,
+                      .threads = threads};
+  mnt_loader *l;
+  if ((st = mnt_loader_open(&l, &d, &c, 0, 0)) != MNT_OK) {
+    mnt_dataset_close(&d);
+    return st;
+  }
+  printf("# mntrain bench loader: %s (%dx%dx%d, %lld samples) -> %d px %s, batch %d, %d threads\n", data, d.size,
+         d.size, d.channels, (long long)d.total, size, val ? "validation" : "training", batch, threads);
+  const mnt_batch *b;
+  if ((st = mnt_loader_next(l, &b)) != MNT_OK) goto done; /* warm-up: the first batch */
+  double t0 = mnt_now();
+  int n = 0;
+  while (batches ? n < batches : mnt_now() - t0 < seconds) {
+    if ((st = mnt_loader_next(l, &b)) != MNT_OK) goto done;
+    n++;
+  }
+  double dt = mnt_now() - t0, rate = (double)n * batch / dt;
+  printf("loader %d px %s threads %d: %.1f img/s, %.1f img/s per thread (%d batches in %.2f s)\n", size,
+         val ? "validation" : "training", threads, rate, rate / threads, n, dt);
+done:
+  mnt_loader_close(l);
+  mnt_dataset_close(&d);
+  return st;
+}
