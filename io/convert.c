@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <hdf5.h>
 #include <zlib.h>
 
 #include "args.h"
@@ -19,13 +20,50 @@
 #include "log.h"
 
 /* a source of samples, in its own order */
+#define SKIP_SAMPLE (-1) /* get(): this input is unreadable; it was reported and is left out */
 typedef struct source {
   int64_t n;
   int size, channels, nclasses;
   char **class_names;
   void *ctx;
   int (*get)(void *ctx, int64_t i, uint8_t *pixels, int32_t *label);
+  /* optional: prepare samples ids[0..n) in parallel before they are asked for in that order */
+  void (*prefetch)(void *ctx, const int64_t *ids, int n);
 } source;
+
+enum { PREFETCH = 256 };
+
+/* Each shard keeps the sums of its pixels (/255) and of their squares per channel, so that the
+ * index's mean/std cover every shard, also when a resumed run wrote only some of them. */
+static int stats_attr(hid_t f, const char *name, double *v, int channels, int write) {
+  hsize_t d = (hsize_t)channels;
+  hid_t a;
+  if (write) {
+    hid_t sp = H5Screate_simple(1, &d, NULL);
+    a = H5Acreate2(f, name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    H5Sclose(sp);
+  } else {
+    a = H5Aexists(f, name) > 0 ? H5Aopen(f, name, H5P_DEFAULT) : -1;
+  }
+  herr_t e = a < 0 ? -1 : write ? H5Awrite(a, H5T_NATIVE_DOUBLE, v) : H5Aread(a, H5T_NATIVE_DOUBLE, v);
+  if (a >= 0) H5Aclose(a);
+  return e < 0 ? -1 : 0;
+}
+
+/* samples and pixel sums of a finished shard; -1 if it is not one */
+static long long shard_done(const char *path, double *sum, double *sum2, int channels) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  long long v = -1;
+  if (f < 0) return -1;
+  if (H5Aexists(f, "samples") > 0) {
+    hid_t a = H5Aopen(f, "samples", H5P_DEFAULT);
+    if (a < 0 || H5Aread(a, H5T_NATIVE_LLONG, &v) < 0) v = -1;
+    if (a >= 0) H5Aclose(a);
+  }
+  if (stats_attr(f, "pixel_sum", sum, channels, 0) || stats_attr(f, "pixel_sum2", sum2, channels, 0)) v = -1;
+  H5Fclose(f);
+  return v;
+}
 
 static int write_all(const source *src, const char *out, int nshards, long long seed) {
   if (nshards < 1 || nshards > 99999 || (int64_t)nshards > (src->n > 0 ? src->n : 1)) {
@@ -42,6 +80,7 @@ static int write_all(const source *src, const char *out, int nshards, long long 
   uint8_t *pix = malloc(px);
   double sum[3] = {0}, sum2[3] = {0};
   int st = MNT_OK, skipped = 0, tty = isatty(2);
+  int64_t bad_inputs = 0;
   if (!perm || !counts || !pix) { st = MNT_ENOMEM; goto done; }
   mnt_permutation(perm, src->n, mnt_mix((uint64_t)seed, 0x5ca1ab1eull));
   double t0 = mnt_now();
@@ -54,29 +93,58 @@ static int write_all(const source *src, const char *out, int nshards, long long 
     snprintf(path, sizeof path, "%s/%s", out, name);
     snprintf(tmp, sizeof tmp, "%s.partial", path);
     int exists = access(path, R_OK) == 0;
+    double ssum[3] = {0}, ssum2[3] = {0};
     mnt_shard_writer w;
     if (!exists && (st = mnt_shard_create(&w, tmp, b - a, src->size, src->channels, src->nclasses, k, nshards, seed)))
       break;
+    w.allow_short = src->prefetch != NULL; /* converters that may skip unreadable inputs */
     for (int64_t j = a; j < b; j++) {
       int32_t label;
-      if ((st = src->get(src->ctx, perm[j], pix, &label)) != MNT_OK) break;
+      if (src->prefetch && !exists && (j - a) % PREFETCH == 0)
+        src->prefetch(src->ctx, perm + j, (int)(b - j < PREFETCH ? b - j : PREFETCH));
+      if (exists) { /* finished by an earlier run: nothing to read */
+        done_samples++;
+        continue;
+      }
+      st = src->get(src->ctx, perm[j], pix, &label);
+      if (st == SKIP_SAMPLE) {
+        st = MNT_OK;
+        bad_inputs++;
+        continue;
+      }
+      if (st != MNT_OK) break;
       for (size_t p = 0; p < px; p++) { /* statistics for mean/std, over every sample */
         double v = pix[p] / 255.0;
-        sum[p % (size_t)src->channels] += v;
-        sum2[p % (size_t)src->channels] += v * v;
+        ssum[p % (size_t)src->channels] += v;
+        ssum2[p % (size_t)src->channels] += v * v;
       }
-      if (!exists && (st = mnt_shard_append(&w, pix, label, perm[j])) != MNT_OK) break;
+      if ((st = mnt_shard_append(&w, pix, label, perm[j])) != MNT_OK) break;
       done_samples++;
-      if (tty && (done_samples % 2000 == 0 || j == b - 1)) {
+      if (tty && (done_samples % 500 == 0 || j == b - 1)) {
         double el = mnt_now() - t0, rate = done_samples / (el > 0 ? el : 1e-9);
         fprintf(stderr, "\rconvert: shard %d/%d, %lld/%lld images, %.0f img/s, ETA %.0f s   ", k + 1, nshards,
                 (long long)done_samples, (long long)src->n, rate, (double)(src->n - done_samples) / rate);
       }
     }
-    if (exists) {
+    if (exists) { /* its samples count as written: read the count back from the shard */
       skipped++;
+      long long cnt = shard_done(path, ssum, ssum2, src->channels);
+      if (cnt < 0) {
+        MNT_ERR("%s exists but is not a finished shard; remove it and run again", path);
+        st = MNT_EDATA;
+        break;
+      }
+      counts[k] = cnt;
+      for (int c = 0; c < src->channels; c++) sum[c] += ssum[c], sum2[c] += ssum2[c];
       continue;
     }
+    counts[k] = w.written;
+    if (st == MNT_OK && (stats_attr(w.file, "pixel_sum", ssum, src->channels, 1) ||
+                         stats_attr(w.file, "pixel_sum2", ssum2, src->channels, 1))) {
+      MNT_ERR("%s: cannot write the pixel statistics", tmp);
+      st = MNT_ESYS;
+    }
+    for (int c = 0; c < src->channels; c++) sum[c] += ssum[c], sum2[c] += ssum2[c];
     int cst = mnt_shard_close(&w);
     if (st == MNT_OK) st = cst;
     if (st == MNT_OK && rename(tmp, path) != 0) {
@@ -88,7 +156,9 @@ static int write_all(const source *src, const char *out, int nshards, long long 
   if (tty) fprintf(stderr, "\n");
   if (st == MNT_OK) {
     float mean[3], std[3];
-    double m = (double)src->n * src->size * src->size;
+    int64_t written = 0;
+    for (int k = 0; k < nshards; k++) written += counts[k];
+    double m = (double)(written > 0 ? written : 1) * src->size * src->size;
     for (int c = 0; c < src->channels; c++) {
       mean[c] = (float)(sum[c] / m);
       double var = sum2[c] / m - (sum[c] / m) * (sum[c] / m);
@@ -97,9 +167,10 @@ static int write_all(const source *src, const char *out, int nshards, long long 
     st = mnt_index_write(out, src->nclasses, src->class_names, src->size, src->channels, mean, std, seed, nshards,
                          counts);
     if (st == MNT_OK)
-      printf("convert: %lld samples of %dx%dx%d, %d classes, into %d shards in %s (%d already there), %.1f s\n",
-             (long long)src->n, src->size, src->size, src->channels, src->nclasses, nshards, out, skipped,
-             mnt_now() - t0);
+      printf("convert: %lld samples of %dx%dx%d, %d classes, into %d shards in %s (%d already there), "
+             "%lld unreadable inputs skipped, %.1f s\n",
+             (long long)written, src->size, src->size, src->channels, src->nclasses, nshards, out,
+             skipped, (long long)bad_inputs, mnt_now() - t0);
   }
 done:
   free(perm);

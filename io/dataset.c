@@ -67,15 +67,19 @@ int mnt_shard_create(mnt_shard_writer *w, const char *path, int64_t n, int size,
   }
   hsize_t dims[4] = {(hsize_t)n, (hsize_t)size, (hsize_t)size, (hsize_t)channels};
   hsize_t chunk[4] = {1, (hsize_t)size, (hsize_t)size, (hsize_t)channels};
+  /* chunked (one image per chunk) so that a shard that skipped unreadable inputs can be shrunk */
   hid_t sp = H5Screate_simple(4, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
-  if (n > 0) H5Pset_chunk(dcpl, 4, chunk);
+  H5Pset_chunk(dcpl, 4, chunk);
   w->images = H5Dcreate2(w->file, "images", H5T_STD_U8LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
   H5Pclose(dcpl);
   H5Sclose(sp);
-  hsize_t d1 = (hsize_t)n;
+  hsize_t d1 = (hsize_t)n, c1 = n > 4096 ? 4096 : (hsize_t)(n > 0 ? n : 1);
   sp = H5Screate_simple(1, &d1, NULL);
-  w->labels = H5Dcreate2(w->file, "labels", H5T_STD_I32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-  w->source = H5Dcreate2(w->file, "source_index", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(dcpl, 1, &c1);
+  w->labels = H5Dcreate2(w->file, "labels", H5T_STD_I32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  w->source = H5Dcreate2(w->file, "source_index", H5T_STD_I64LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  H5Pclose(dcpl);
   H5Sclose(sp);
   if (w->images < 0 || w->labels < 0 || w->source < 0 || attr_int(w->file, "samples", n) ||
       attr_int(w->file, "image_size", size) || attr_int(w->file, "channels", channels) ||
@@ -118,9 +122,20 @@ int mnt_shard_append(mnt_shard_writer *w, const uint8_t *pixels, int32_t label, 
 
 int mnt_shard_close(mnt_shard_writer *w) {
   int st = MNT_OK;
-  if (w->file > 0 && w->written != w->n) {
+  if (w->file > 0 && w->written != w->n && !w->allow_short) {
     MNT_ERR("%s: %lld of %lld samples written", w->path, (long long)w->written, (long long)w->n);
     st = MNT_EDATA;
+  } else if (w->file > 0 && w->written != w->n) { /* inputs were skipped: shrink to what is there */
+    hsize_t d4[4] = {(hsize_t)w->written, (hsize_t)w->size, (hsize_t)w->size, (hsize_t)w->channels};
+    hsize_t d1 = (hsize_t)w->written;
+    long long v = w->written;
+    hid_t a = H5Aopen(w->file, "samples", H5P_DEFAULT);
+    if (H5Dset_extent(w->images, d4) < 0 || H5Dset_extent(w->labels, &d1) < 0 || H5Dset_extent(w->source, &d1) < 0 ||
+        a < 0 || H5Awrite(a, H5T_NATIVE_LLONG, &v) < 0) {
+      MNT_ERR("%s: cannot shrink the shard to %lld samples", w->path, v);
+      st = MNT_ESYS;
+    }
+    if (a >= 0) H5Aclose(a);
   }
   if (w->images > 0) H5Dclose(w->images);
   if (w->labels > 0) H5Dclose(w->labels);

@@ -41,6 +41,7 @@ typedef struct mnt_shard_writer {
   int64_t file, images, labels, source; /* HDF5 handles */
   int64_t n, written;
   int size, channels;
+  int allow_short; /* close shrinks a shard with fewer samples than announced (skipped inputs) */
   char path[1100];
 } mnt_shard_writer;
 
@@ -48,7 +49,8 @@ typedef struct mnt_shard_writer {
 int mnt_shard_create(mnt_shard_writer *w, const char *path, int64_t n, int size, int channels, int nclasses,
                      int shard, int nshards, long long seed);
 int mnt_shard_append(mnt_shard_writer *w, const uint8_t *pixels, int32_t label, int64_t source_index);
-int mnt_shard_close(mnt_shard_writer *w); /* fails if fewer samples than announced were written */
+/* fails if fewer samples than announced were written, unless allow_short */
+int mnt_shard_close(mnt_shard_writer *w);
 
 /* write DIR/index.json (atomically: tmp file, fsync, rename) */
 int mnt_index_write(const char *dir, int nclasses, char **class_names, int size, int channels, const float *mean,

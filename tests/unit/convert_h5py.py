@@ -69,6 +69,9 @@ def main():
         r = subprocess.run([mntrain, "convert", "idx", img, lab, out, "--shards", "3", "--seed", "7"], capture_output=True, text=True)
         if r.returncode != 0 or "(3 already there)" not in r.stdout:
             fails.append(f"a rerun did not skip the finished shards: {r.stdout}")
+        again = json.load(open(os.path.join(out, "index.json")))
+        if again != index:
+            fails.append(f"a rerun changed index.json: {again} vs {index}")
     for f in fails:
         print("FAIL:", f)
     print(f"convert_h5py: {len(fails)} failures")
