@@ -16,22 +16,11 @@
 #include <zlib.h>
 
 #include "args.h"
+#include "convert_internal.h"
 #include "dataset.h"
 #include "log.h"
 
-/* a source of samples, in its own order */
-#define SKIP_SAMPLE (-1) /* get(): this input is unreadable; it was reported and is left out */
-typedef struct source {
-  int64_t n;
-  int size, channels, nclasses;
-  char **class_names;
-  void *ctx;
-  int (*get)(void *ctx, int64_t i, uint8_t *pixels, int32_t *label);
-  /* optional: prepare samples ids[0..n) in parallel before they are asked for in that order */
-  void (*prefetch)(void *ctx, const int64_t *ids, int n);
-} source;
 
-enum { PREFETCH = 256 };
 
 /* Each shard keeps the sums of its pixels (/255) and of their squares per channel, so that the
  * index's mean/std cover every shard, also when a resumed run wrote only some of them. */
@@ -65,7 +54,7 @@ static long long shard_done(const char *path, double *sum, double *sum2, int cha
   return v;
 }
 
-static int write_all(const source *src, const char *out, int nshards, long long seed) {
+int mnt_convert_write(const source *src, const char *out, int nshards, long long seed) {
   if (nshards < 1 || nshards > 99999 || (int64_t)nshards > (src->n > 0 ? src->n : 1)) {
     MNT_ERR("--shards %d: need 1..%lld shards for %lld samples", nshards, (long long)src->n, (long long)src->n);
     return MNT_EARG;
@@ -260,7 +249,7 @@ int mnt_convert_idx(const char *images, const char *labels, const char *out, int
     }
     source src = {.n = d.n, .size = d.rows, .channels = 1, .nclasses = nclasses, .class_names = names, .ctx = &d,
                   .get = idx_get};
-    st = write_all(&src, out, nshards, seed);
+    st = mnt_convert_write(&src, out, nshards, seed);
     for (int c = 0; c < nclasses; c++) free(names[c]);
     free(names);
   }
@@ -308,7 +297,7 @@ int mnt_convert_synth(const char *out, int classes, int64_t n, int size, int nsh
   }
   source src = {.n = n, .size = size, .channels = 3, .nclasses = classes, .class_names = names, .ctx = &s,
                 .get = synth_get};
-  int st = write_all(&src, out, nshards, seed);
+  int st = mnt_convert_write(&src, out, nshards, seed);
   for (int c = 0; c < classes; c++) free(names[c]);
   free(names);
   return st;
@@ -371,26 +360,35 @@ static int positional(int argc, char **argv, int want, const char *usage) {
 
 int mnt_convert_main(int argc, char **argv) {
   static const char *usage_idx = "mntrain convert idx IMAGES LABELS OUT [--shards N] [--seed S]";
+  static const char *usage_inet =
+      "mntrain convert imagenet SRC OUT --size S [--shards N] [--val [--labels FILE]] [--seed S]";
   static const char *usage_synth =
       "mntrain convert synth OUT --classes C --images N --size S [--shards K] [--seed S]";
   if (argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
-    printf("usage: %s\n       %s\n\n"
+    printf("usage: %s\n       %s\n       %s\n\n"
            "Write a sharded HDF5 dataset (index.json + shard-KKKKK-of-NNNNN.h5) in a seeded random order.\n"
+           "  imagenet  JPEG class folders SRC/<wnid>/*.JPEG (labels in sorted wnid order, as torchvision's\n"
+           "            ImageFolder), or with --val --labels FILE a flat folder and \"FILE WNID\" lines;\n"
+           "            shorter side resized to S (area filter), centre S×S kept; grayscale and CMYK\n"
+           "            JPEGs are converted to RGB, unreadable files are reported and skipped\n"
            "  idx    MNIST / Fashion-MNIST IDX files, gzip or plain (Debian: dataset-fashion-mnist,\n"
            "         /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ...)\n"
            "  synth  a learnable synthetic set (class-dependent stripes and colours, noise), any size\n"
            "A run restarted with the same arguments keeps the shards it finished.\n",
-           usage_idx, usage_synth);
+           usage_inet, usage_idx, usage_synth);
     return argc < 1 ? 2 : 0;
   }
-  int shards = 4, classes = 0, images = 0, size = 0, help = 0;
+  int shards = 4, classes = 0, images = 0, size = 0, help = 0, val = 0;
+  const char *labels = NULL;
   long long seed = 0;
   int seed_i = 1;
   mnt_opt opts[] = {{"shards", 0, MNT_OPT_INT, &shards, "N", "number of shard files (default 4)"},
                     {"seed", 0, MNT_OPT_INT, &seed_i, "S", "seed of the sample order (default 1)"},
                     {"classes", 0, MNT_OPT_INT, &classes, "C", "synth: classes"},
                     {"images", 0, MNT_OPT_INT, &images, "N", "synth: samples"},
-                    {"size", 0, MNT_OPT_INT, &size, "S", "synth: image size in pixels"},
+                    {"size", 0, MNT_OPT_INT, &size, "S", "image size in pixels (imagenet: 256 is usual)"},
+                    {"val", 0, MNT_OPT_FLAG, &val, NULL, "imagenet: the validation split"},
+                    {"labels", 0, MNT_OPT_STRING, &labels, "FILE", "imagenet --val: \"FILE WNID\" lines for a flat folder"},
                     {NULL, 0, 0, NULL, NULL, NULL}};
   int st;
   if (!strcmp(argv[0], "idx")) {
@@ -399,6 +397,15 @@ int mnt_convert_main(int argc, char **argv) {
     if ((st = mnt_parse_opts("convert idx", opts, argc - 1 - np, argv + 1 + np, &help, 0))) return st;
     seed = seed_i;
     st = mnt_convert_idx(argv[1], argv[2], argv[3], shards, seed);
+  } else if (!strcmp(argv[0], "imagenet")) {
+    int np = positional(argc - 1, argv + 1, 2, usage_inet);
+    if (np < 0) return 2;
+    if ((st = mnt_parse_opts("convert imagenet", opts, argc - 1 - np, argv + 1 + np, &help, 0))) return st;
+    if (labels && !val) {
+      fprintf(stderr, "mntrain convert imagenet: --labels is for the validation split (--val)\n");
+      return 2;
+    }
+    st = mnt_convert_imagenet(argv[1], argv[2], shards, size, labels, seed_i);
   } else if (!strcmp(argv[0], "synth")) {
     int np = positional(argc - 1, argv + 1, 1, usage_synth);
     if (np < 0) return 2;
@@ -406,7 +413,7 @@ int mnt_convert_main(int argc, char **argv) {
     seed = seed_i;
     st = mnt_convert_synth(argv[1], classes, images, size, shards, seed);
   } else {
-    fprintf(stderr, "mntrain convert: unknown source '%s' (idx, synth)\n", argv[0]);
+    fprintf(stderr, "mntrain convert: unknown source '%s' (imagenet, idx, synth)\n", argv[0]);
     return 2;
   }
   return st == MNT_OK ? 0 : st == MNT_EARG ? 2 : 1;

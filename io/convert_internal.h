@@ -1,0 +1,25 @@
+/* convert_internal.h — what the converters share (io/convert.c, io/imagenet.c).
+ * defines: source (samples in their own order), SKIP_SAMPLE, PREFETCH, mnt_convert_write. */
+#ifndef MNT_CONVERT_INTERNAL_H
+#define MNT_CONVERT_INTERNAL_H
+
+#include <stdint.h>
+
+/* a source of samples, in its own order */
+#define SKIP_SAMPLE (-1) /* get(): this input is unreadable; it was reported and is left out */
+typedef struct source {
+  int64_t n;
+  int size, channels, nclasses;
+  char **class_names;
+  void *ctx;
+  int (*get)(void *ctx, int64_t i, uint8_t *pixels, int32_t *label);
+  /* optional: prepare samples ids[0..n) in parallel before they are asked for in that order */
+  void (*prefetch)(void *ctx, const int64_t *ids, int n);
+} source;
+
+enum { PREFETCH = 256 };
+
+/* write src into OUT as nshards shards in a seeded random order, then index.json */
+int mnt_convert_write(const source *src, const char *out, int nshards, long long seed);
+
+#endif
