@@ -119,7 +119,8 @@ static void augment(const mnt_loader *l, const uint8_t *src, int64_t epoch, int6
   double area = (double)S * S, x0 = 0, y0 = 0, w = S, h = S;
   int found = 0;
   for (int t = 0; t < 10 && !found; t++) { /* torchvision's RandomResizedCrop */
-    double ta = area * (0.08 + 0.92 * uni(&r));
+    double lo = l->cfg.min_scale > 0 ? l->cfg.min_scale : 0.08;
+    double ta = area * (lo + (1.0 - lo) * uni(&r));
     double ar = exp(log(3.0 / 4.0) + (log(4.0 / 3.0) - log(3.0 / 4.0)) * uni(&r));
     double cw = round(sqrt(ta * ar)), ch = round(sqrt(ta / ar));
     if (cw > 0 && ch > 0 && cw <= S && ch <= S) {
@@ -266,6 +267,20 @@ int mnt_loader_next(mnt_loader *l, const mnt_batch **b) {
   if (st) return st;
   *b = &s->b;
   return MNT_OK;
+}
+
+int mnt_loader_val_sample(mnt_dataset *d, int64_t g, int out_size, int out_channels, float *dst, int32_t *label) {
+  uint8_t *pix = malloc((size_t)d->size * d->size * d->channels);
+  if (!pix) return MNT_ENOMEM;
+  int st = mnt_dataset_read(d, g, pix, label);
+  if (st == MNT_OK) {
+    double side = d->size * 0.875;
+    int C = out_channels ? out_channels : d->channels;
+    crop_resize(pix, d->size, d->channels, (d->size - side) / 2, (d->size - side) / 2, side, side, 0, out_size, C,
+                d->mean, d->std, dst);
+  }
+  free(pix);
+  return st;
 }
 
 void mnt_loader_position(const mnt_loader *l, int64_t *epoch, int64_t *cursor) {

@@ -9,6 +9,7 @@
 #include "convert.h"
 #include "comm.h"
 #include "log.h"
+#include "train.h"
 #include "world.h"
 
 static void usage(FILE *f) {
@@ -19,6 +20,7 @@ static void usage(FILE *f) {
           "learns its rank, node and peers from PMIx; without a PMIx server it runs as one process.\n"
           "\n"
           "commands:\n"
+          "  train             data-parallel training across the ranks of the job\n"
           "  info              print what PMIx says about every rank (rank, node, local rank)\n"
           "  convert           write a sharded HDF5 dataset (idx: Fashion-MNIST/MNIST, synth)\n"
           "  inspect           shards, samples, classes, histogram of a dataset; reads every sample\n"
@@ -66,8 +68,9 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "convert")) return mnt_convert_main(argc - 2, argv + 2);
   if (!strcmp(argv[1], "inspect")) return mnt_inspect_main(argc - 2, argv + 2);
   int is_info = !strcmp(argv[1], "info");
+  int is_train = !strcmp(argv[1], "train");
   int is_bench = !strcmp(argv[1], "bench");
-  if (!is_info && !is_bench) {
+  if (!is_info && !is_bench && !is_train) {
     fprintf(stderr, "mntrain: unknown command '%s' (see mntrain --help)\n", argv[1]);
     return 2;
   }
@@ -95,6 +98,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (is_info) st = cmd_info(&w, argc - 2, argv + 2);
+  else if (is_train) st = mnt_train_main(&w, argc - 2, argv + 2);
   else st = mnt_bench_allreduce(&w, argc - 3, argv + 3);
 
   if (st > MNT_EARG && w.size > 1) {
