@@ -18,6 +18,7 @@
 #include "args.h"
 #include "comm.h"
 #include "dataset.h"
+#include "export.h"
 #include "loader.h"
 #include "log.h"
 #include "model/resnet.h"
@@ -25,7 +26,8 @@
 #include "train.h"
 
 typedef struct opts {
-  const char *data, *val, *arch, *schedule, *device, *comm, *topology, *grad_dtype, *out;
+  const char *data, *val, *arch, *schedule, *device, *comm, *topology, *grad_dtype, *out, *export_path;
+  int bn_batch;
   int size, batch, epochs, steps, threads, seed, log_every, warmup_steps_skip, skip_nonfinite, zero_init, no_bn_decay;
   int loader_threads;
   double lr, warmup_epochs, bucket_mb, momentum, wd, min_scale;
@@ -179,6 +181,8 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
       {"out", 0, MNT_OPT_STRING, &o.out, "DIR", "output directory (default mntrain-out)"},
       {"log-every", 0, MNT_OPT_INT, &o.log_every, "N", "progress and metrics every N steps (default 10)"},
       {"skip-nonfinite", 0, MNT_OPT_FLAG, &o.skip_nonfinite, NULL, "skip a step with NaN/Inf gradients"},
+      {"bn-batch", 0, MNT_OPT_INT, &o.bn_batch, "N", "batch-norm statistics over groups of N images (default: the batch per rank)"},
+      {"export", 0, MNT_OPT_STRING, &o.export_path, "FILE.h5", "write the final weights (torchvision names) to HDF5"},
       {NULL, 0, 0, NULL, NULL, NULL}};
   int quiet = w->rank != 0;
   int st = mnt_parse_opts("train", table, argc, argv, &help, quiet);
@@ -203,6 +207,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   else if (o.batch < 1 || o.size < 1 || o.epochs < 0 || o.steps < 0 || o.log_every < 1 || o.bucket_mb <= 0)
     bad = "--batch-per-rank, --size, --log-every, --bucket-mb must be positive";
   else if (o.min_scale <= 0 || o.min_scale > 1) bad = "--min-crop must be in (0, 1]";
+  else if (o.bn_batch < 0 || (o.bn_batch && o.batch % o.bn_batch)) bad = "--bn-batch must divide --batch-per-rank";
   if (bad) {
     if (!quiet) fprintf(stderr, "mntrain train: %s (see mntrain train --help)\n", bad);
     return MNT_EARG;
@@ -229,8 +234,9 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
     goto out;
   }
   int out_channels = 3; /* grey data sets are repeated into the network's 3 input channels */
-  if ((st = mnt_backend_create(&be)) || (st = mnt_resnet_create(be, o.arch, train.nclasses, o.size, o.batch,
-                                                                 (uint64_t)o.seed, o.zero_init, &m)))
+  if ((st = mnt_backend_create(&be)) ||
+      (st = mnt_resnet_create_ex(be, o.arch, train.nclasses, o.size, o.batch, o.bn_batch ? o.bn_batch : o.batch,
+                                 (uint64_t)o.seed, o.zero_init, &m)))
     goto out;
   if ((st = mnt_comm_create(w, o.comm, topo, &c)) != MNT_OK) goto out;
   /* identical start: rank 0's weights and statistics everywhere */
@@ -399,6 +405,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
       printf("mntrain train: done: %lld steps, %.1f img/s (%.1f per rank), loss %.4f, top1 %.4f%s; %s/summary.json\n",
              (long long)total, ips, ips / w->size, last_loss, last_top1, have_val ? "" : "", o.out);
       if (!isnan(val_top1)) printf("mntrain train: validation top1 %.4f\n", val_top1);
+      if (st == MNT_OK && o.export_path) st = mnt_export_h5(m, o.export_path);
     }
   }
 out:

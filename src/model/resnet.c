@@ -22,7 +22,7 @@ struct mnt_layer {
   int C, H, W;        /* output shape (per image) */
   int inC, inH, inW;  /* input shape */
   mnt_conv *conv;
-  mnt_bn *bnp;
+  mnt_bn **bng;       /* one per BN group of the batch (see mnt_resnet_create_ex) */
   mnt_pool *pool;
 };
 
@@ -132,9 +132,13 @@ static int bn_act(builder *b, int in, const char *name, int relu) {
   snprintf(full, sizeof full, "%s.running_var", name);
   l->s1 = add_stat(b, full, C);
   l->save = b->nsave;
-  b->nsave += 2 * (size_t)C;
-  int st = mnt_bn_create(b->r->be, b->r->batch, C, l->inH, l->inW, 1e-5f, relu, &l->bnp);
-  if (st) return b->err = st, -1;
+  int G = b->r->batch / b->r->bn_group;
+  b->nsave += 2 * (size_t)C * (size_t)G;
+  if (!(l->bng = calloc((size_t)G, sizeof *l->bng))) return b->err = MNT_ENOMEM, -1;
+  for (int g = 0; g < G; g++) {
+    int st = mnt_bn_create(b->r->be, b->r->bn_group, C, l->inH, l->inW, 1e-5f, relu, &l->bng[g]);
+    if (st) return b->err = st, -1;
+  }
   l->C = C, l->H = l->inH, l->W = l->inW;
   return l->out = new_act(b, C, l->H, l->W);
 }
@@ -257,6 +261,11 @@ static void init_weights(mnt_resnet *r, uint64_t seed, int zero_init_residual, i
 
 int mnt_resnet_create(mnt_backend *be, const char *arch, int classes, int size, int batch, uint64_t seed,
                       int zero_init_residual, mnt_resnet **out) {
+  return mnt_resnet_create_ex(be, arch, classes, size, batch, batch, seed, zero_init_residual, out);
+}
+
+int mnt_resnet_create_ex(mnt_backend *be, const char *arch, int classes, int size, int batch, int bn_group,
+                         uint64_t seed, int zero_init_residual, mnt_resnet **out) {
   *out = NULL;
   const archdef *a = find_arch(arch ? arch : "");
   if (!a) {
@@ -272,8 +281,13 @@ int mnt_resnet_create(mnt_backend *be, const char *arch, int classes, int size, 
     MNT_ERR("image size %d is too small for %s (at least %d px)", size, arch, min_size);
     return MNT_EARG;
   }
+  if (bn_group < 1 || batch % bn_group) {
+    MNT_ERR("a batch of %d cannot be split into batch-norm groups of %d", batch, bn_group);
+    return MNT_EARG;
+  }
   mnt_resnet *r = calloc(1, sizeof *r);
   if (!r) return MNT_ENOMEM;
+  r->bn_group = bn_group;
   snprintf(r->arch, sizeof r->arch, "%s", arch);
   r->classes = classes;
   r->size = size;
@@ -319,6 +333,7 @@ int mnt_resnet_create(mnt_backend *be, const char *arch, int classes, int size, 
     if (!st && i == r->nact - 1 && !(r->dact[i] = malloc(r->act_n[i] * sizeof(float)))) st = MNT_ENOMEM;
   }
   if (!st && !(r->scratch = malloc(r->scratch_n * sizeof(float)))) st = MNT_ENOMEM;
+  if (!st && !(r->bn_tmp = malloc(2 * 2048 * sizeof(float)))) st = MNT_ENOMEM; /* 2 x the widest BN */
   free(b.shape);
   if (st) {
     if (st == MNT_ENOMEM) MNT_ERR("out of memory building %s for batch %d at %d px", arch, batch, size);
@@ -337,7 +352,8 @@ void mnt_resnet_destroy(mnt_resnet *r) {
   if (!r) return;
   for (int i = 0; i < r->nlayers; i++) {
     mnt_conv_destroy(r->layers[i].conv);
-    mnt_bn_destroy(r->layers[i].bnp);
+    for (int g = 0; r->layers[i].bng && g < r->batch / r->bn_group; g++) mnt_bn_destroy(r->layers[i].bng[g]);
+    free(r->layers[i].bng);
     mnt_pool_destroy(r->layers[i].pool);
   }
   for (int i = 0; i < r->nact && r->act; i++)
@@ -346,7 +362,7 @@ void mnt_resnet_destroy(mnt_resnet *r) {
   for (int i = 0; i < r->npool; i++) free(r->pool[i].p);
   free(r->pool);
   free(r->act); free(r->dact); free(r->act_n); free(r->written); free(r->labels);
-  free(r->bn_save); free(r->w); free(r->g); free(r->m); free(r->bn); free(r->scratch);
+  free(r->bn_save); free(r->bn_tmp); free(r->w); free(r->g); free(r->m); free(r->bn); free(r->scratch);
   free(r->layers); free(r->params); free(r->stats);
   free(r);
 }
@@ -363,11 +379,14 @@ int mnt_resnet_forward(mnt_resnet *r, const float *x, int train) {
       case OP_BN: {
         const float *gm = r->w + r->params[l->p0].off, *bt = r->w + r->params[l->p1].off;
         float *rm = r->bn + r->stats[l->s0].off, *rv = r->bn + r->stats[l->s1].off;
-        if (train)
-          MNT_CHECK(mnt_bn_forward_train(l->bnp, in, gm, bt, out, r->bn_save + l->save, r->bn_save + l->save + l->C,
-                                         rm, rv, 0.1f));
-        else
-          MNT_CHECK(mnt_bn_forward_infer(l->bnp, in, gm, bt, out, rm, rv));
+        size_t per = n / (size_t)r->batch * (size_t)r->bn_group; /* floats per BN group */
+        for (int g = 0; g < r->batch / r->bn_group; g++) {
+          float *save = r->bn_save + l->save + 2 * (size_t)l->C * (size_t)g;
+          if (train)
+            MNT_CHECK(mnt_bn_forward_train(l->bng[g], in + g * per, gm, bt, out + g * per, save, save + l->C, rm, rv, 0.1f));
+          else
+            MNT_CHECK(mnt_bn_forward_infer(l->bng[g], in + g * per, gm, bt, out + g * per, rm, rv));
+        }
         break;
       }
       case OP_RELU: mnt_relu_forward(in, out, n); break;
@@ -456,13 +475,21 @@ int mnt_resnet_backward(mnt_resnet *r) {
                                     r->g + r->params[l->p0].off));
         ready(r, l->p0);
         break;
-      case OP_BN:
-        MNT_CHECK(mnt_bn_backward(l->bnp, r->act[l->in], dy, r->w + r->params[l->p0].off, r->bn_save + l->save,
-                                  r->bn_save + l->save + l->C, dx ? dx : r->scratch, r->g + r->params[l->p0].off,
-                                  r->g + r->params[l->p1].off));
+      case OP_BN: {
+        size_t per = r->act_n[l->out] / (size_t)r->batch * (size_t)r->bn_group;
+        float *dg = r->g + r->params[l->p0].off, *db = r->g + r->params[l->p1].off, *tmp = r->bn_tmp;
+        for (int g = 0; g < r->batch / r->bn_group; g++) {
+          const float *save = r->bn_save + l->save + 2 * (size_t)l->C * (size_t)g;
+          float *dxg = (dx ? dx : r->scratch) + g * per;
+          MNT_CHECK(mnt_bn_backward(l->bng[g], r->act[l->in] + g * per, dy + g * per, r->w + r->params[l->p0].off,
+                                    save, save + l->C, dxg, g ? tmp : dg, g ? tmp + l->C : db));
+          if (g)
+            for (int k = 0; k < l->C; k++) dg[k] += tmp[k], db[k] += tmp[l->C + k];
+        }
         ready(r, l->p1);
         ready(r, l->p0);
         break;
+      }
       case OP_RELU: if (dx) mnt_relu_backward(r->act[l->out], dy, dx, r->act_n[l->out]); break;
       case OP_ADD: {
         if (dx) memcpy(dx, dy, r->act_n[l->out] * sizeof(float));

@@ -48,7 +48,9 @@ typedef struct mnt_resnet {
   int npool, cap_pool;
   float *scratch;
   size_t scratch_n;
-  float *bn_save;      /* per BN layer: batch mean and variance for backward */
+  float *bn_save;      /* per BN layer and group: batch mean and variance for backward */
+  float *bn_tmp;
+  int bn_group;        /* batch-norm statistics over groups of this many images (default: batch) */
   float loss;
   int32_t *labels;
   /* called during backward, in decreasing slab offsets, once the gradient range
@@ -65,6 +67,11 @@ int mnt_resnet_arch_ok(const char *arch);
  * too small, classes or batch < 1) are MNT_EARG with a message. */
 int mnt_resnet_create(mnt_backend *be, const char *arch, int classes, int size, int batch, uint64_t seed,
                       int zero_init_residual, mnt_resnet **out);
+/* The same with batch normalisation over groups of bn_group images of the batch ("virtual" or
+ * ghost batch norm): one rank with batch G*b and groups of b computes what G ranks with batch b
+ * compute, which is how data-parallel training normalises (per rank). */
+int mnt_resnet_create_ex(mnt_backend *be, const char *arch, int classes, int size, int batch, int bn_group,
+                         uint64_t seed, int zero_init_residual, mnt_resnet **out);
 void mnt_resnet_destroy(mnt_resnet *r);
 /* x: [batch, 3, size, size]. train: batch statistics (updating the running ones), else running. */
 int mnt_resnet_forward(mnt_resnet *r, const float *x, int train);

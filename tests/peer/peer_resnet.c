@@ -8,22 +8,12 @@
 #include <string.h>
 
 #include "backend.h"
+#include "export.h"
 #include "log.h"
 #include "model/resnet.h"
 
 static int put(hid_t f, const char *path, const float *data, int ndims, const int *dims) {
-  hsize_t d[4];
-  for (int i = 0; i < ndims; i++) d[i] = (hsize_t)dims[i];
-  hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
-  H5Pset_create_intermediate_group(lcpl, 1);
-  hid_t sp = H5Screate_simple(ndims, d, NULL);
-  hid_t ds = H5Dcreate2(f, path, H5T_IEEE_F32LE, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
-  herr_t e = ds < 0 ? -1 : H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
-  if (ds >= 0) H5Dclose(ds);
-  H5Sclose(sp);
-  H5Pclose(lcpl);
-  if (e < 0) fprintf(stderr, "peer_resnet: writing %s failed\n", path);
-  return e < 0;
+  return mnt_h5_put_f32(f, path, data, ndims, dims) != MNT_OK;
 }
 
 int main(int argc, char **argv) {
@@ -57,7 +47,7 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "/model/%s", r->params[i].name);
     err |= put(f, path, r->w + r->params[i].off, r->params[i].ndims, r->params[i].dims);
   }
-  for (int i = 0; i < r->nstats; i++) {
+  for (int i = 0; i < r->nstats; i++) { /* as mnt_export_h5 writes them */
     snprintf(path, sizeof path, "/bn/%s", r->stats[i].name);
     err |= put(f, path, r->bn + r->stats[i].off, 1, r->stats[i].dims);
   }

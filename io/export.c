@@ -1,0 +1,48 @@
+/* export.c — see export.h. */
+#include "export.h"
+
+#include <hdf5.h>
+#include <stdio.h>
+
+#include "log.h"
+
+int mnt_h5_put_f32(int64_t file, const char *path, const float *data, int ndims, const int *dims) {
+  hsize_t d[4];
+  for (int i = 0; i < ndims; i++) d[i] = (hsize_t)dims[i];
+  hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+  H5Pset_create_intermediate_group(lcpl, 1);
+  hid_t sp = H5Screate_simple(ndims, d, NULL);
+  hid_t ds = H5Dcreate2((hid_t)file, path, H5T_IEEE_F32LE, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+  herr_t e = ds < 0 ? -1 : H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+  if (ds >= 0) H5Dclose(ds);
+  H5Sclose(sp);
+  H5Pclose(lcpl);
+  if (e < 0) {
+    MNT_ERR("writing the dataset %s failed", path);
+    return MNT_ESYS;
+  }
+  return MNT_OK;
+}
+
+int mnt_export_h5(const mnt_resnet *r, const char *path) {
+  hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (f < 0) {
+    MNT_ERR("%s: cannot create", path);
+    return MNT_ESYS;
+  }
+  char name[200];
+  int st = MNT_OK;
+  for (int i = 0; i < r->nparams && st == MNT_OK; i++) {
+    snprintf(name, sizeof name, "/model/%s", r->params[i].name);
+    st = mnt_h5_put_f32(f, name, r->w + r->params[i].off, r->params[i].ndims, r->params[i].dims);
+  }
+  for (int i = 0; i < r->nstats && st == MNT_OK; i++) {
+    snprintf(name, sizeof name, "/bn/%s", r->stats[i].name);
+    st = mnt_h5_put_f32(f, name, r->bn + r->stats[i].off, 1, r->stats[i].dims);
+  }
+  if (H5Fclose(f) < 0 && st == MNT_OK) {
+    MNT_ERR("%s: closing failed (disk full?)", path);
+    st = MNT_ESYS;
+  }
+  return st;
+}

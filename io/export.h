@@ -1,0 +1,14 @@
+/* export.h — model tensors to HDF5 under torchvision's names (readable by h5py, loadable into a
+ * torchvision state_dict). defines: mnt_h5_put_f32 (one float32 dataset, intermediate groups
+ * created), mnt_export_h5 (/model/<name> for every parameter, /bn/<name> for BN statistics). */
+#ifndef MNT_EXPORT_H
+#define MNT_EXPORT_H
+
+#include <stdint.h>
+
+#include "model/resnet.h"
+
+int mnt_h5_put_f32(int64_t file, const char *path, const float *data, int ndims, const int *dims);
+int mnt_export_h5(const mnt_resnet *r, const char *path);
+
+#endif
