@@ -164,7 +164,9 @@ static void *worker(void *arg) {
     for (int i = 0; i < l->per_rank && st == MNT_OK; i++) {
       int64_t id = perm[c + (int64_t)l->cfg.rank * l->per_rank + i];
       s->b.ids[i] = id;
-      if ((st = mnt_dataset_read(l->d, id, pix, &s->b.labels[i])) == MNT_OK)
+      if (l->cfg.raw)
+        st = mnt_dataset_read(l->d, id, s->b.raw + (size_t)i * px, &s->b.labels[i]);
+      else if ((st = mnt_dataset_read(l->d, id, pix, &s->b.labels[i])) == MNT_OK)
         augment(l, pix, e, id, s->b.images + (size_t)i * img);
     }
     pthread_mutex_lock(&l->mu);
@@ -230,10 +232,17 @@ int mnt_loader_open(mnt_loader **out, mnt_dataset *d, const mnt_loader_cfg *cfg,
     b->n = l->per_rank;
     b->channels = l->C;
     b->size = c.out_size;
-    b->images = aligned_alloc(64, ((size_t)l->per_rank * img * sizeof(float) + 63) / 64 * 64);
+    size_t px = (size_t)d->size * d->size * d->channels;
+    if (c.raw) {
+      b->raw = aligned_alloc(64, ((size_t)l->per_rank * px + 63) / 64 * 64);
+      b->size = d->size;
+      b->channels = d->channels;
+    } else {
+      b->images = aligned_alloc(64, ((size_t)l->per_rank * img * sizeof(float) + 63) / 64 * 64);
+    }
     b->labels = malloc((size_t)l->per_rank * sizeof *b->labels);
     b->ids = malloc((size_t)l->per_rank * sizeof *b->ids);
-    if (!b->images || !b->labels || !b->ids) st = MNT_ENOMEM;
+    if (!(b->images || b->raw) || !b->labels || !b->ids) st = MNT_ENOMEM;
   }
   for (int i = 0; i < c.threads && st == MNT_OK; i++) {
     if (pthread_create(&l->thr[i], NULL, worker, l) != 0) st = MNT_ESYS;
@@ -300,6 +309,7 @@ void mnt_loader_close(mnt_loader *l) {
   for (int i = 0; i < l->nthr; i++) pthread_join(l->thr[i], NULL);
   for (int i = 0; l->slots && i < l->cfg.depth; i++) {
     free(l->slots[i].b.images);
+    free(l->slots[i].b.raw);
     free(l->slots[i].b.labels);
     free(l->slots[i].b.ids);
   }

@@ -26,6 +26,8 @@ typedef struct mnt_loader_cfg {
   int depth;         /* batches read ahead (default 2 * threads) */
   int out_channels;  /* 0: the dataset's; 3: grey images are repeated into 3 channels */
   double min_scale;  /* RandomResizedCrop's smallest area fraction (0: 0.08, ImageNet's) */
+  int raw;           /* 1: hand out the stored uint8 images (HWC) unaugmented, in `raw`, for a device
+                      * that augments itself (the GPU path); images is then NULL */
 } mnt_loader_cfg;
 
 typedef struct mnt_batch {
@@ -34,6 +36,7 @@ typedef struct mnt_batch {
   float *images;     /* n × channels × size × size */
   int32_t *labels;
   int64_t *ids;      /* global sample indices */
+  uint8_t *raw;      /* cfg.raw: n × size × size × channels as stored (size: the dataset's) */
   int64_t epoch, cursor; /* position of this batch's global batch */
 } mnt_batch;
 

@@ -44,6 +44,7 @@ typedef struct overlap {
   bucket *b;
   int nb, cap;
   int st;
+  double t_first; /* when this step's first bucket started */
 } overlap;
 
 static void flush(overlap *o) {
@@ -52,6 +53,7 @@ static void flush(overlap *o) {
     o->cap = o->cap ? 2 * o->cap : 16;
     o->b = realloc(o->b, (size_t)o->cap * sizeof *o->b);
   }
+  if (o->nb == 0) o->t_first = mnt_now();
   bucket *k = &o->b[o->nb++];
   k->off = o->lo;
   k->n = o->hi - o->lo;
@@ -289,7 +291,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   /* per-phase seconds over the log interval and the whole run (after warm-up) */
   double ph[5] = {0}, ph_all[5] = {0}; /* data, forward, backward, comm exposed, optimizer */
   double t_start = mnt_now(), t_after_warmup = 0, iv_loss = 0, iv_t1 = 0, iv_n = 0, last_loss = NAN, last_top1 = NAN;
-  double val_top1 = NAN;
+  double val_top1 = NAN, comm_span = 0;
   int64_t warm = total > 20 ? 5 : total > 4 ? 1 : 0, skipped = 0;
   double iv_t0 = mnt_now();
   for (int64_t step = 0; step < total && st == MNT_OK; step++) {
@@ -306,6 +308,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
     double t3 = mnt_now();
     if ((st = finish(&ov)) != MNT_OK) break; /* what is still in flight after backward */
     double t4 = mnt_now();
+    if (step >= warm && w->size > 1) comm_span += t4 - ov.t_first; /* first bucket start .. last done */
     int finite = 1; /* gradients are identical on every rank now: every rank decides the same */
     for (size_t i = 0; i < m->nw && finite; i += 97) finite = isfinite(m->g[i]);
     if (finite)
@@ -379,7 +382,11 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
     double span = timed > 0 && t_after_warmup > 0 ? t_end - t_after_warmup : t_end - t_start;
     if (timed <= 0) timed = total;
     double ips = (double)timed * B / span;
-    double busbw = 0; /* gradient bytes moved per second of exposed+hidden comm are not measured apart here */
+    /* bus bandwidth of the gradient allreduce as training saw it: bytes * 2(n-1)/n over the time from
+     * a step's first bucket start to its last completion (overlapped with backward, so a lower bound) */
+    double busbw = w->size > 1 && comm_span > 0
+                       ? (double)m->nw * 4.0 * 2.0 * (w->size - 1) / w->size * (double)timed / comm_span / 1e9
+                       : 0.0;
     qsort(step_ms + warm, (size_t)timed, sizeof *step_ms, cmp_d);
     double mean = 0;
     for (int64_t i = warm; i < total; i++) mean += step_ms[i];

@@ -108,6 +108,27 @@ int main(void) {
   /* validation: no randomness, epoch-independent pixels for a sample */
   global_batches(&d, 1, 0, 0, 1, 0, img1, ids1);
   EXPECT(img1[0] == img1[0], "validation output");
+  /* raw mode (the GPU hook): the stored uint8 images of the same samples, in the same order */
+  {
+    mnt_loader_cfg rc = {.out_size = OUT, .train = 1, .global_batch = B, .rank = 1, .nranks = 2, .seed = 5, .raw = 1};
+    mnt_loader_cfg fc = rc;
+    fc.raw = 0;
+    mnt_loader *rl, *fl;
+    const mnt_batch *rb, *fb;
+    if (mnt_loader_open(&rl, &d, &rc, 0, 24) == MNT_OK && mnt_loader_next(rl, &rb) == MNT_OK &&
+        mnt_loader_open(&fl, &d, &fc, 0, 24) == MNT_OK && mnt_loader_next(fl, &fb) == MNT_OK) {
+      uint8_t px[S * S * 3];
+      int32_t lab;
+      EXPECT(rb->images == NULL && rb->raw && rb->size == S && !memcmp(rb->ids, fb->ids, (size_t)rb->n * sizeof(int64_t)),
+             "raw batch shape or order");
+      mnt_loader_close(fl);
+      mnt_dataset_read(&d, rb->ids[0], px, &lab);
+      EXPECT(!memcmp(px, rb->raw, sizeof px) && lab == rb->labels[0], "raw pixels differ from the shard's");
+      mnt_loader_close(rl);
+    } else {
+      failures++;
+    }
+  }
   mnt_loader_cfg bad = {.out_size = OUT, .global_batch = 10, .rank = 0, .nranks = 4, .seed = 1};
   mnt_loader *l;
   EXPECT(mnt_loader_open(&l, &d, &bad, 0, 0) == MNT_EARG, "a global batch of 10 over 4 ranks must be refused");
