@@ -26,7 +26,7 @@ int mnt_bench_step(int argc, char **argv) {
   const char *arch = "resnet50";
   int size = 224, batch = 16, steps = 5, threads = 0, classes = 1000, warmup = 1, help = 0, seed = 1;
   const mnt_opt opts[] = {
-      {"arch", 0, MNT_OPT_STRING, &arch, "A", "resnet8, resnet18, resnet34, resnet50 or resnet101 (default resnet50)"},
+      {"arch", 0, MNT_OPT_STRING, &arch, "A", "resnet8, resnet20, resnet18, resnet34, resnet50 or resnet101 (default resnet50)"},
       {"size", 0, MNT_OPT_INT, &size, "S", "image size in pixels (default 224)"},
       {"batch", 0, MNT_OPT_INT, &batch, "B", "images per step (default 16)"},
       {"steps", 0, MNT_OPT_INT, &steps, "N", "timed steps (default 5)"},
@@ -49,7 +49,7 @@ int mnt_bench_step(int argc, char **argv) {
     return MNT_EARG;
   }
   if (mnt_resnet_arch_ok(arch) != 0) {
-    fprintf(stderr, "mntrain bench step: unknown --arch '%s' (resnet8, resnet18, resnet34, resnet50, resnet101)\n", arch);
+    fprintf(stderr, "mntrain bench step: unknown --arch '%s' (resnet8, resnet20, resnet18, resnet34, resnet50, resnet101)\n", arch);
     return MNT_EARG;
   }
   if (threads > 0) omp_set_num_threads(threads);

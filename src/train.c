@@ -159,7 +159,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   const mnt_opt table[] = {
       {"data", 0, MNT_OPT_STRING, &o.data, "DIR", "training set (mntrain convert), required"},
       {"val", 0, MNT_OPT_STRING, &o.val, "DIR", "validation set, evaluated after every epoch"},
-      {"arch", 0, MNT_OPT_STRING, &o.arch, "A", "resnet8|18|34|50|101 (default resnet50)"},
+      {"arch", 0, MNT_OPT_STRING, &o.arch, "A", "resnet8|20|18|34|50|101 (default resnet50)"},
       {"size", 0, MNT_OPT_INT, &o.size, "S", "training crop in pixels (default 224)"},
       {"batch-per-rank", 0, MNT_OPT_INT, &o.batch, "B", "images per rank per step (default 32)"},
       {"epochs", 0, MNT_OPT_INT, &o.epochs, "E", "epochs to train (default 1 unless --steps)"},
@@ -200,7 +200,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   mnt_topology topo;
   const char *bad = NULL;
   if (!o.data) bad = "--data DIR is required";
-  else if (mnt_resnet_arch_ok(o.arch)) bad = "--arch: resnet8, resnet18, resnet34, resnet50 or resnet101";
+  else if (mnt_resnet_arch_ok(o.arch)) bad = "--arch: resnet8, resnet20, resnet18, resnet34, resnet50 or resnet101";
   else if (mnt_sched_parse(o.schedule, &sched)) bad = "--schedule: step or cosine";
   else if (mnt_dtype_parse(o.grad_dtype, &gdt)) bad = "--grad-dtype: fp32, bf16 or fp16";
   else if (mnt_topology_parse(o.topology, &topo)) bad = "--topology: flat or hier";

@@ -208,7 +208,7 @@ static int block(builder *b, int x, const char *name, int planes, int stride, in
 
 typedef struct { const char *name; int small, bottleneck, blocks[4]; } archdef;
 static const archdef ARCHS[] = {
-    {"resnet8", 1, 0, {1, 1, 1, 0}},   {"resnet18", 0, 0, {2, 2, 2, 2}},  {"resnet34", 0, 0, {3, 4, 6, 3}},
+    {"resnet8", 1, 0, {1, 1, 1, 0}},   {"resnet20", 1, 0, {3, 3, 3, 0}}, {"resnet18", 0, 0, {2, 2, 2, 2}},  {"resnet34", 0, 0, {3, 4, 6, 3}},
     {"resnet50", 0, 1, {3, 4, 6, 3}},  {"resnet101", 0, 1, {3, 4, 23, 3}},
 };
 
@@ -269,7 +269,8 @@ int mnt_resnet_create_ex(mnt_backend *be, const char *arch, int classes, int siz
   *out = NULL;
   const archdef *a = find_arch(arch ? arch : "");
   if (!a) {
-    MNT_ERR("unknown architecture '%s' (known: resnet8, resnet18, resnet34, resnet50, resnet101)", arch ? arch : "");
+    MNT_ERR("unknown architecture '%s' (known: resnet8, resnet20, resnet18, resnet34, resnet50, resnet101)",
+            arch ? arch : "");
     return MNT_EARG;
   }
   if (classes < 1 || batch < 1 || size < 1) {

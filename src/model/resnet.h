@@ -2,8 +2,8 @@
  * defines: mnt_resnet, mnt_param, mnt_resnet_create / destroy / forward / loss / backward,
  *          mnt_resnet_find, mnt_resnet_arch_ok.
  * Architectures: resnet18, resnet34 (basic blocks), resnet50, resnet101 (bottlenecks, stride on
- * the 3x3 conv), and resnet8, a small variant for tests and 28-64 px images (3x3 stem without
- * max-pool, one basic block per stage, widths 16/32/64). Any input size that leaves at least one
+ * the 3x3 conv), and two small variants for tests and 28-64 px images (3x3 stem without max-pool,
+ * widths 16/32/64): resnet8 (one basic block per stage) and resnet20 (three, He et al.'s CIFAR net). Any input size that leaves at least one
  * pixel after the stem, any class count.
  * Memory: one slab of weights, one of gradients and one of momentum with the same layout (each
  * view 256-byte aligned, in torchvision's state_dict order), BN running statistics apart. */
