@@ -12,8 +12,7 @@
 #include "loader.h"
 #include "log.h"
 
-static int failures;
-#define EXPECT(c, ...) do { if (!(c)) { failures++; fprintf(stderr, "FAIL: " __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
+#include "check.h"
 
 enum { N = 1000, B = 12, S = 16, OUT = 12 };
 

@@ -44,8 +44,7 @@ static void hook(void *ctx, size_t off, size_t n) {
   h->covered += n;
 }
 
-static int failures;
-#define EXPECT(c, ...) do { if (!(c)) { failures++; fprintf(stderr, "FAIL: " __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
+#include "check.h"
 
 static void other_checks(mnt_backend *be) {
   mnt_resnet *r;

@@ -6,16 +6,7 @@
 
 #include "ring.h"
 
-static int failures;
-#define EXPECT(cond, ...)                                  \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      failures++;                                          \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, "\n");                               \
-    }                                                      \
-  } while (0)
+#include "check.h"
 
 static void segments(void) {
   size_t counts[] = {0, 1, 2, 7, 15, 16, 17, 63, 64, 1000, 1048579, 16777216};

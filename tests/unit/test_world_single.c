@@ -8,16 +8,7 @@
 #include "log.h"
 #include "world.h"
 
-static int failures;
-#define EXPECT(cond, ...)                                  \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      failures++;                                          \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, "\n");                               \
-    }                                                      \
-  } while (0)
+#include "check.h"
 
 int main(void) {
   if (getenv("PMIX_NAMESPACE") || getenv("PMIX_SERVER_URI41")) {
