@@ -87,14 +87,10 @@ int mnt_convert_write(const source *src, const char *out, int nshards, long long
     if (!exists && (st = mnt_shard_create(&w, tmp, b - a, src->size, src->channels, src->nclasses, k, nshards, seed)))
       break;
     w.allow_short = src->prefetch != NULL; /* converters that may skip unreadable inputs */
-    for (int64_t j = a; j < b; j++) {
+    for (int64_t j = a; j < b && !exists; j++) { /* a shard finished by an earlier run is kept */
       int32_t label;
-      if (src->prefetch && !exists && (j - a) % PREFETCH == 0)
+      if (src->prefetch && (j - a) % PREFETCH == 0)
         src->prefetch(src->ctx, perm + j, (int)(b - j < PREFETCH ? b - j : PREFETCH));
-      if (exists) { /* finished by an earlier run: nothing to read */
-        done_samples++;
-        continue;
-      }
       st = src->get(src->ctx, perm[j], pix, &label);
       if (st == SKIP_SAMPLE) {
         st = MNT_OK;
@@ -117,6 +113,7 @@ int mnt_convert_write(const source *src, const char *out, int nshards, long long
     }
     if (exists) { /* its samples count as written: read the count back from the shard */
       skipped++;
+      done_samples += b - a;
       long long cnt = shard_done(path, ssum, ssum2, src->channels);
       if (cnt < 0) {
         MNT_ERR("%s exists but is not a finished shard; remove it and run again", path);

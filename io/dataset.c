@@ -174,26 +174,29 @@ int mnt_index_write(const char *dir, int nclasses, char **class_names, int size,
   json_object_set_new(o, "mean", m);
   json_object_set_new(o, "std", s);
   json_object_set_new(o, "shards", sh);
-  char tmp[1200], path[1200];
-  snprintf(tmp, sizeof tmp, "%s/index.json.tmp", dir);
-  snprintf(path, sizeof path, "%s/index.json", dir);
-  int st = MNT_OK;
-  if (json_dump_file(o, tmp, JSON_INDENT(2) | JSON_SORT_KEYS) != 0) {
-    MNT_ERR("%s: cannot write (%s)", tmp, strerror(errno));
-    st = MNT_ESYS;
-  } else {
-    int fd = open(tmp, O_RDONLY);
-    if (fd >= 0) {
-      fsync(fd);
-      close(fd);
-    }
-    if (rename(tmp, path) != 0) {
-      MNT_ERR("rename %s -> %s: %s", tmp, path, strerror(errno));
-      st = MNT_ESYS;
-    }
-  }
+  int st = mnt_json_save(dir, "index.json", o);
   json_decref(o);
   return st;
+}
+
+int mnt_json_save(const char *dir, const char *name, struct json_t *o) {
+  char tmp[1200], path[1200];
+  snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  if (json_dump_file(o, tmp, JSON_INDENT(2) | JSON_SORT_KEYS) != 0) {
+    MNT_ERR("%s: cannot write (%s)", tmp, strerror(errno));
+    return MNT_ESYS;
+  }
+  int fd = open(tmp, O_RDONLY);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+  if (rename(tmp, path) != 0) {
+    MNT_ERR("rename %s -> %s: %s", tmp, path, strerror(errno));
+    return MNT_ESYS;
+  }
+  return MNT_OK;
 }
 
 static int bad_index(const char *path, const char *what) {

@@ -56,6 +56,9 @@ int mnt_shard_close(mnt_shard_writer *w);
 int mnt_index_write(const char *dir, int nclasses, char **class_names, int size, int channels, const float *mean,
                     const float *std, long long seed, int nshards, const int64_t *shard_count);
 void mnt_shard_name(char *out, size_t n, int shard, int nshards);
+/* write a jansson object to DIR/NAME atomically: NAME.tmp, fsync, rename */
+struct json_t;
+int mnt_json_save(const char *dir, const char *name, struct json_t *o);
 
 /* perm[0..n) = a permutation of 0..n-1 drawn from seed (Fisher-Yates, splitmix64) */
 void mnt_permutation(int64_t *perm, int64_t n, uint64_t seed);

@@ -28,7 +28,7 @@
 typedef struct opts {
   const char *data, *val, *arch, *schedule, *device, *comm, *topology, *grad_dtype, *out, *export_path;
   int bn_batch;
-  int size, batch, epochs, steps, threads, seed, log_every, warmup_steps_skip, skip_nonfinite, zero_init, no_bn_decay;
+  int size, batch, epochs, steps, threads, seed, log_every, skip_nonfinite, zero_init, no_bn_decay;
   int loader_threads;
   double lr, warmup_epochs, bucket_mb, momentum, wd, min_scale;
 } opts;
@@ -96,15 +96,6 @@ static int finish(overlap *o) {
 }
 
 /* ---- helpers ----------------------------------------------------------------------------- */
-static int write_json(const char *dir, const char *name, json_t *o) {
-  char tmp[1200], path[1200];
-  snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  int st = json_dump_file(o, tmp, JSON_INDENT(2) | JSON_SORT_KEYS) == 0 && rename(tmp, path) == 0 ? MNT_OK : MNT_ESYS;
-  if (st) MNT_ERR("%s: cannot write", path);
-  return st;
-}
-
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -278,7 +269,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
     char *txt = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS);
     printf("mntrain train: %s\n", txt);
     free(txt);
-    st = write_json(o.out, "config.json", cfg);
+    st = mnt_json_save(o.out, "config.json", cfg);
     json_decref(cfg);
     if (st) goto out;
     char mp[1200];
@@ -310,10 +301,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
     double t4 = mnt_now();
     if (step >= warm && w->size > 1) comm_span += t4 - ov.t_first; /* first bucket start .. last done */
     int finite = 1; /* gradients are identical on every rank now: every rank decides the same */
-    for (size_t i = 0; i < m->nw && finite; i += 97) finite = isfinite(m->g[i]);
-    if (finite)
-      for (size_t i = 0; i < m->nw; i++)
-        if (!isfinite(m->g[i])) { finite = 0; break; }
+    for (size_t i = 0; i < m->nw && finite; i++) finite = isfinite(m->g[i]);
     if (!finite) {
       if (!o.skip_nonfinite) {
         MNT_ERR("step %lld (epoch %.3f): NaN or Inf in the averaged gradients (local loss %g); stopping "
@@ -407,7 +395,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
           "allreduce_busbw_gbs", busbw, "slurm_job_id", w->jobid, "loss", last_loss, "top1", last_top1,
           "skipped_steps", (json_int_t)skipped);
       if (!isnan(val_top1)) json_object_set_new(sm, "val_top1", json_real(val_top1));
-      st = write_json(o.out, "summary.json", sm);
+      st = mnt_json_save(o.out, "summary.json", sm);
       json_decref(sm);
       printf("mntrain train: done: %lld steps, %.1f img/s (%.1f per rank), loss %.4f, top1 %.4f%s; %s/summary.json\n",
              (long long)total, ips, ips / w->size, last_loss, last_top1, have_val ? "" : "", o.out);
