@@ -66,18 +66,21 @@ static double uni(rng *r) {
 
 /* crop box (x0, y0, w, h) of the S×S source resampled bilinearly (half-pixel centres, as
  * torchvision without antialiasing) to out×out, optional flip, normalised, into CHW floats.
- * Column taps and weights are computed once per image; rows are streamed. */
+ * Samples outside the source repeat its edge, or with `pad` are pixel value 0 (torchvision's
+ * RandomCrop(padding) fill). Column taps and weights are computed once per image; rows are streamed. */
 #define MAX_OUT 4096
-static void crop_resize(const uint8_t *src, int S, int C, double x0, double y0, double w, double h, int flip,
+static void crop_resize(const uint8_t *src, int S, int C, double x0, double y0, double w, double h, int flip, int pad,
                         int out, int outC, const float *mean, const float *std, float *dst) {
   int xa[MAX_OUT], xb[MAX_OUT];
-  float wx[MAX_OUT];
+  float wx[MAX_OUT], inx[MAX_OUT];
   double sx = w / out, sy = h / out;
   for (int ox = 0; ox < out; ox++) {
     double fx = x0 + (ox + 0.5) * sx - 0.5;
+    int d = flip ? out - 1 - ox : ox;
+    inx[d] = !pad || (fx > -0.5 && fx < S - 0.5);
     if (fx < 0) fx = 0;
     if (fx > S - 1) fx = S - 1;
-    int x1 = (int)fx, d = flip ? out - 1 - ox : ox;
+    int x1 = (int)fx;
     xa[d] = x1 * C;
     xb[d] = (x1 + 1 < S ? x1 + 1 : x1) * C;
     wx[d] = (float)(fx - x1);
@@ -90,6 +93,7 @@ static void crop_resize(const uint8_t *src, int S, int C, double x0, double y0, 
   }
   for (int oy = 0; oy < out; oy++) {
     double fy = y0 + (oy + 0.5) * sy - 0.5;
+    float iny = !pad || (fy > -0.5 && fy < S - 0.5);
     if (fy < 0) fy = 0;
     if (fy > S - 1) fy = S - 1;
     int y1 = (int)fy, y2 = y1 + 1 < S ? y1 + 1 : y1;
@@ -101,23 +105,33 @@ static void crop_resize(const uint8_t *src, int S, int C, double x0, double y0, 
       for (int ox = 0; ox < out; ox++) {
         float a = r1[xa[ox] + sc] + wx[ox] * (float)(r1[xb[ox] + sc] - r1[xa[ox] + sc]);
         float e = r2[xa[ox] + sc] + wx[ox] * (float)(r2[xb[ox] + sc] - r2[xa[ox] + sc]);
-        o[ox] = (a + wy * (e - a)) * k + b;
+        o[ox] = (a + wy * (e - a)) * (inx[ox] * iny) * k + b;
       }
     }
   }
 }
 
+/* the validation transform: the centred box of `crop` × the side, resampled to out × out */
+static void centre_crop(const mnt_dataset *d, const uint8_t *src, double crop, int out, int outC, float *dst) {
+  double side = d->size * (crop > 0 ? crop : 0.875);
+  crop_resize(src, d->size, d->channels, (d->size - side) / 2, (d->size - side) / 2, side, side, 0, 0, out, outC, d->mean,
+              d->std, dst);
+}
+
 static void augment(const mnt_loader *l, const uint8_t *src, int64_t epoch, int64_t id, float *dst) {
   int S = l->d->size, out = l->cfg.out_size;
-  if (!l->cfg.train) { /* resize to out/0.875 and take the centre out×out: a centred box of the source */
-    double side = S * 0.875;
-    crop_resize(src, S, l->d->channels, (S - side) / 2, (S - side) / 2, side, side, 0, out, l->C, l->d->mean,
-                l->d->std, dst);
+  if (!l->cfg.train) {
+    centre_crop(l->d, src, l->cfg.val_crop, out, l->C, dst);
     return;
   }
   rng r = {mnt_mix(mnt_mix((uint64_t)l->cfg.seed, (uint64_t)epoch), (uint64_t)id)};
   double area = (double)S * S, x0 = 0, y0 = 0, w = S, h = S;
-  int found = 0;
+  int found = l->cfg.pad_crop > 0;
+  if (found) { /* torchvision's RandomCrop(S, padding=P): the image shifted by -P..P pixels, zeros around */
+    int P = l->cfg.pad_crop;
+    x0 = floor(uni(&r) * (2 * P + 1)) - P;
+    y0 = floor(uni(&r) * (2 * P + 1)) - P;
+  }
   for (int t = 0; t < 10 && !found; t++) { /* torchvision's RandomResizedCrop */
     double lo = l->cfg.min_scale > 0 ? l->cfg.min_scale : 0.08;
     double ta = area * (lo + (1.0 - lo) * uni(&r));
@@ -132,7 +146,7 @@ static void augment(const mnt_loader *l, const uint8_t *src, int64_t epoch, int6
     }
   }
   int flip = uni(&r) < 0.5; /* the fallback is the whole (square) image, centred */
-  crop_resize(src, S, l->d->channels, x0, y0, w, h, flip, out, l->C, l->d->mean, l->d->std, dst);
+  crop_resize(src, S, l->d->channels, x0, y0, w, h, flip, l->cfg.pad_crop > 0, out, l->C, l->d->mean, l->d->std, dst);
 }
 
 static void *worker(void *arg) {
@@ -278,16 +292,12 @@ int mnt_loader_next(mnt_loader *l, const mnt_batch **b) {
   return MNT_OK;
 }
 
-int mnt_loader_val_sample(mnt_dataset *d, int64_t g, int out_size, int out_channels, float *dst, int32_t *label) {
+int mnt_loader_val_sample(mnt_dataset *d, int64_t g, int out_size, int out_channels, double crop, float *dst,
+                          int32_t *label) {
   uint8_t *pix = malloc((size_t)d->size * d->size * d->channels);
   if (!pix) return MNT_ENOMEM;
   int st = mnt_dataset_read(d, g, pix, label);
-  if (st == MNT_OK) {
-    double side = d->size * 0.875;
-    int C = out_channels ? out_channels : d->channels;
-    crop_resize(pix, d->size, d->channels, (d->size - side) / 2, (d->size - side) / 2, side, side, 0, out_size, C,
-                d->mean, d->std, dst);
-  }
+  if (st == MNT_OK) centre_crop(d, pix, crop, out_size, out_channels ? out_channels : d->channels, dst);
   free(pix);
   return st;
 }

@@ -26,6 +26,9 @@ typedef struct mnt_loader_cfg {
   int depth;         /* batches read ahead (default 2 * threads) */
   int out_channels;  /* 0: the dataset's; 3: grey images are repeated into 3 channels */
   double min_scale;  /* RandomResizedCrop's smallest area fraction (0: 0.08, ImageNet's) */
+  int pad_crop;      /* > 0: instead of RandomResizedCrop, the small-image (CIFAR) augmentation: the whole
+                      * image shifted by up to pad_crop pixels each way, zeros around, + flip */
+  double val_crop;   /* train = 0: side of the centre crop as a fraction of the image (0: 0.875) */
   int raw;           /* 1: hand out the stored uint8 images (HWC) unaugmented, in `raw`, for a device
                       * that augments itself (the GPU path); images is then NULL */
 } mnt_loader_cfg;
@@ -45,8 +48,10 @@ typedef struct mnt_loader mnt_loader;
 int mnt_loader_open(mnt_loader **out, mnt_dataset *d, const mnt_loader_cfg *cfg, int64_t epoch, int64_t cursor);
 /* The next batch (valid until the next call); waits only if the prefetch threads are behind. */
 int mnt_loader_next(mnt_loader *l, const mnt_batch **b);
-/* one sample through the validation transform (resize + centre crop), for evaluation */
-int mnt_loader_val_sample(mnt_dataset *d, int64_t g, int out_size, int out_channels, float *dst, int32_t *label);
+/* one sample through the validation transform (centre crop of `crop` × the side, 0: 0.875, resized
+ * to out_size), for evaluation */
+int mnt_loader_val_sample(mnt_dataset *d, int64_t g, int out_size, int out_channels, double crop, float *dst,
+                          int32_t *label);
 /* where the next batch starts: what a checkpoint stores */
 void mnt_loader_position(const mnt_loader *l, int64_t *epoch, int64_t *cursor);
 int64_t mnt_loader_batches_per_epoch(const mnt_loader *l);

@@ -67,10 +67,12 @@ int mnt_fc_forward(const float *x, const float *w, const float *bias, float *y, 
 /* dx (may be NULL), dw, dbias: overwritten */
 int mnt_fc_backward(const float *x, const float *w, const float *dy, float *dx, float *dw, float *dbias, int N,
                     int I, int O);
-/* Mean softmax cross-entropy over the batch; dlogits = (softmax - onehot) / N. Counts top-1
- * and top-5 hits. Returns the loss; labels outside [0, classes) make it return NAN. */
-float mnt_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int N, int classes, int *top1,
-                       int *top5);
+/* Mean softmax cross-entropy over the batch against the target (1 - e) onehot + e / classes
+ * (label smoothing e, as PyTorch's CrossEntropyLoss(label_smoothing=e)); dlogits = (softmax -
+ * target) / N. Counts top-1 and top-5 hits. Returns the loss; labels outside [0, classes) make it
+ * return NAN. */
+float mnt_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int N, int classes, float smoothing,
+                       int *top1, int *top5);
 /* PyTorch SGD: g += wd * w; m = mu * m + g (m = g on the first step); w -= lr * m. */
 void mnt_sgd_step(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first);
 

@@ -455,9 +455,9 @@ int mnt_fc_backward(const float *x, const float *w, const float *dy, float *dx, 
   return MNT_OK;
 }
 
-float mnt_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int N, int classes, int *top1,
-                       int *top5) {
-  double loss = 0;
+float mnt_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int N, int classes, float smoothing,
+                       int *top1, int *top5) {
+  double loss = 0, on = 1.0 - smoothing, off = (double)smoothing / classes;
   int t1 = 0, t5 = 0;
   for (int n = 0; n < N; n++) {
     const float *z = logits + (size_t)n * classes;
@@ -465,17 +465,20 @@ float mnt_softmax_xent(const float *logits, const int32_t *labels, float *dlogit
     if (y < 0 || y >= classes) return NAN;
     float mx = -FLT_MAX;
     for (int k = 0; k < classes; k++) mx = z[k] > mx ? z[k] : mx;
-    double s = 0;
-    for (int k = 0; k < classes; k++) s += exp((double)(z[k] - mx));
+    double s = 0, zsum = 0;
+    for (int k = 0; k < classes; k++) {
+      s += exp((double)(z[k] - mx));
+      zsum += z[k];
+    }
     double lse = log(s) + mx;
-    loss += lse - z[y];
+    loss += on * (lse - z[y]) + off * (classes * lse - zsum); /* target (1-e) onehot + e/K */
     int above = 0; /* classes scoring higher than the label: rank of the label */
     for (int k = 0; k < classes; k++) above += z[k] > z[y];
     t1 += above < 1;
     t5 += above < 5;
     if (dlogits)
       for (int k = 0; k < classes; k++)
-        dlogits[(size_t)n * classes + k] = (float)((exp((double)z[k] - lse) - (k == y)) / N);
+        dlogits[(size_t)n * classes + k] = (float)((exp((double)z[k] - lse) - on * (k == y) - off) / N);
   }
   if (top1) *top1 = t1;
   if (top5) *top5 = t5;

@@ -30,7 +30,8 @@ typedef struct opts {
   int bn_batch;
   int size, batch, epochs, steps, threads, seed, log_every, skip_nonfinite, zero_init, no_bn_decay;
   int loader_threads;
-  double lr, warmup_epochs, bucket_mb, momentum, wd, min_scale;
+  double lr, warmup_epochs, bucket_mb, momentum, wd, min_scale, val_crop, smoothing;
+  int pad_crop;
 } opts;
 
 /* ---- overlapped gradient allreduce ------------------------------------------------------ */
@@ -102,7 +103,7 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 /* exact multi-node evaluation: rank r takes samples r, r+R, ...; sums and counts are reduced */
-static int evaluate(mnt_world *w, mnt_comm *c, mnt_resnet *m, mnt_dataset *val, int size, int out_channels, double *loss,
+static int evaluate(mnt_world *w, mnt_comm *c, mnt_resnet *m, mnt_dataset *val, int size, int out_channels, double crop, double *loss,
                     double *top1, double *top5) {
   MNT_CHECK(mnt_allreduce(c, m->bn, m->nbn, MNT_FP32, MNT_AVG)); /* BN statistics agree before evaluation */
   int B = m->batch;
@@ -114,7 +115,7 @@ static int evaluate(mnt_world *w, mnt_comm *c, mnt_resnet *m, mnt_dataset *val, 
   for (int64_t g0 = w->rank; g0 < val->total && st == MNT_OK; g0 += (int64_t)B * w->size) {
     int n = 0;
     for (int64_t g = g0; g < val->total && n < B; g += w->size, n++)
-      if ((st = mnt_loader_val_sample(val, g, size, out_channels, x + (size_t)n * per, &y[n])) != MNT_OK) break;
+      if ((st = mnt_loader_val_sample(val, g, size, out_channels, crop, x + (size_t)n * per, &y[n])) != MNT_OK) break;
     if (st) break;
     for (int i = n; i < B; i++) { /* pad the last batch; padded samples are not counted */
       memcpy(x + (size_t)i * per, x, per * sizeof(float));
@@ -123,7 +124,7 @@ static int evaluate(mnt_world *w, mnt_comm *c, mnt_resnet *m, mnt_dataset *val, 
     if ((st = mnt_resnet_forward(m, x, 0)) != MNT_OK) break;
     const float *z = mnt_resnet_logits(m);
     int t1, t5;
-    float l = mnt_softmax_xent(z, y, NULL, n, m->classes, &t1, &t5);
+    float l = mnt_softmax_xent(z, y, NULL, n, m->classes, 0, &t1, &t5); /* plain loss for validation */
     sums[0] += (double)l * n;
     sums[1] += t1;
     sums[2] += t5;
@@ -145,7 +146,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   opts o = {.arch = "resnet50", .schedule = "step", .device = "auto", .comm = "auto", .topology = "flat",
             .grad_dtype = "fp32", .out = "mntrain-out", .size = 224, .batch = 32, .epochs = 0, .steps = 0,
             .threads = 0, .seed = 1, .log_every = 10, .lr = 0.1, .warmup_epochs = 0, .bucket_mb = 25,
-            .momentum = 0.9, .wd = 1e-4, .min_scale = 0.08, .loader_threads = 2};
+            .momentum = 0.9, .wd = 1e-4, .min_scale = 0.08, .val_crop = 0.875, .loader_threads = 2};
   int help = 0;
   const mnt_opt table[] = {
       {"data", 0, MNT_OPT_STRING, &o.data, "DIR", "training set (mntrain convert), required"},
@@ -163,6 +164,9 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
       {"no-bn-decay", 0, MNT_OPT_FLAG, &o.no_bn_decay, NULL, "no weight decay on BN parameters and biases"},
       {"zero-init-residual", 0, MNT_OPT_FLAG, &o.zero_init, NULL, "zero the last BN of each residual branch"},
       {"min-crop", 0, MNT_OPT_DOUBLE, &o.min_scale, "F", "RandomResizedCrop's smallest area (default 0.08)"},
+      {"pad-crop", 0, MNT_OPT_INT, &o.pad_crop, "P", "RandomCrop(size, padding=P) + flip instead (small images)"},
+      {"val-crop", 0, MNT_OPT_DOUBLE, &o.val_crop, "F", "validation centre crop, fraction of the side (default 0.875)"},
+      {"label-smoothing", 0, MNT_OPT_DOUBLE, &o.smoothing, "E", "train against (1-E) onehot + E/classes (default 0)"},
       {"device", 0, MNT_OPT_STRING, &o.device, "cpu|cuda|auto", "where to compute (default auto: cpu here)"},
       {"comm", 0, MNT_OPT_STRING, &o.comm, "auto|cpu|nccl", "communicator (default auto)"},
       {"topology", 0, MNT_OPT_STRING, &o.topology, "flat|hier", "allreduce topology (default flat)"},
@@ -200,6 +204,9 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   else if (o.batch < 1 || o.size < 1 || o.epochs < 0 || o.steps < 0 || o.log_every < 1 || o.bucket_mb <= 0)
     bad = "--batch-per-rank, --size, --log-every, --bucket-mb must be positive";
   else if (o.min_scale <= 0 || o.min_scale > 1) bad = "--min-crop must be in (0, 1]";
+  else if (o.val_crop <= 0 || o.val_crop > 1) bad = "--val-crop must be in (0, 1]";
+  else if (o.pad_crop < 0 || o.pad_crop >= o.size) bad = "--pad-crop must be in [0, --size)";
+  else if (o.smoothing < 0 || o.smoothing >= 1) bad = "--label-smoothing must be in [0, 1)";
   else if (o.bn_batch < 0 || (o.bn_batch && o.batch % o.bn_batch)) bad = "--bn-batch must divide --batch-per-rank";
   if (bad) {
     if (!quiet) fprintf(stderr, "mntrain train: %s (see mntrain train --help)\n", bad);
@@ -231,13 +238,15 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
       (st = mnt_resnet_create_ex(be, o.arch, train.nclasses, o.size, o.batch, o.bn_batch ? o.bn_batch : o.batch,
                                  (uint64_t)o.seed, o.zero_init, &m)))
     goto out;
+  m->label_smoothing = (float)o.smoothing;
   if ((st = mnt_comm_create(w, o.comm, topo, &c)) != MNT_OK) goto out;
   /* identical start: rank 0's weights and statistics everywhere */
   if ((st = mnt_broadcast(c, m->w, m->nw * sizeof(float), 0)) || (st = mnt_broadcast(c, m->bn, m->nbn * sizeof(float), 0)))
     goto out;
   int64_t B = (int64_t)o.batch * w->size;
   mnt_loader_cfg lc = {.out_size = o.size, .train = 1, .global_batch = (int)B, .rank = w->rank, .nranks = w->size,
-                       .seed = o.seed, .threads = o.loader_threads, .out_channels = out_channels, .min_scale = o.min_scale};
+                       .seed = o.seed, .threads = o.loader_threads, .out_channels = out_channels, .min_scale = o.min_scale,
+                       .pad_crop = o.pad_crop};
   if ((st = mnt_loader_open(&ld, &train, &lc, 0, 0)) != MNT_OK) goto out;
   int64_t per_epoch = mnt_loader_batches_per_epoch(ld);
   int64_t total = o.steps ? o.steps : per_epoch * o.epochs;
@@ -255,7 +264,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   if (w->rank == 0) { /* the effective configuration, once */
     mkdir(o.out, 0755);
     json_t *cfg = json_pack("{s:s, s:s?, s:s, s:i, s:i, s:I, s:i, s:I, s:f, s:f, s:s, s:f, s:f, s:b, s:b, s:f, s:s, s:s, s:s,"
-                            " s:s, s:f, s:i, s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:s}",
+                            " s:s, s:f, s:i, s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:s, s:i, s:f, s:f}",
                             "data", o.data, "val", o.val, "arch", o.arch, "size", o.size, "batch_per_rank", o.batch,
                             "global_batch", (json_int_t)B, "epochs", o.epochs, "steps", (json_int_t)total, "lr", o.lr,
                             "warmup_epochs", o.warmup_epochs, "schedule", o.schedule, "momentum", o.momentum,
@@ -265,7 +274,8 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
                             "bucket_mb", o.bucket_mb, "threads", o.threads > 0 ? o.threads : omp_get_max_threads(),
                             "loader_threads", o.loader_threads, "seed", o.seed, "out", o.out, "ranks", w->size,
                             "nodes", w->nnodes, "log_every", o.log_every, "skip_nonfinite", o.skip_nonfinite,
-                            "version", MNT_VERSION);
+                            "version", MNT_VERSION, "pad_crop", o.pad_crop, "val_crop", o.val_crop,
+                            "label_smoothing", o.smoothing);
     char *txt = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS);
     printf("mntrain train: %s\n", txt);
     free(txt);
@@ -352,7 +362,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
     }
     if (have_val && (end_epoch || step + 1 == total)) {
       double vl, v1, v5;
-      if ((st = evaluate(w, c, m, &val, o.size, out_channels, &vl, &v1, &v5)) != MNT_OK) break;
+      if ((st = evaluate(w, c, m, &val, o.size, out_channels, o.val_crop, &vl, &v1, &v5)) != MNT_OK) break;
       val_top1 = v1;
       if (w->rank == 0) {
         printf("epoch %.2f validation: loss %.4f top1 %.4f top5 %.4f (%lld samples)\n", epoch_f + 1.0 / per_epoch, vl, v1,

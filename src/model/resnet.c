@@ -407,7 +407,8 @@ const float *mnt_resnet_logits(const mnt_resnet *r) { return r->act[r->nact - 1]
 
 float mnt_resnet_loss(mnt_resnet *r, const int32_t *labels, int *top1, int *top5) {
   memcpy(r->labels, labels, (size_t)r->batch * sizeof *labels);
-  r->loss = mnt_softmax_xent(r->act[r->nact - 1], labels, r->dact[r->nact - 1], r->batch, r->classes, top1, top5);
+  r->loss = mnt_softmax_xent(r->act[r->nact - 1], labels, r->dact[r->nact - 1], r->batch, r->classes,
+                             r->label_smoothing, top1, top5);
   return r->loss;
 }
 

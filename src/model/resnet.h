@@ -51,6 +51,7 @@ typedef struct mnt_resnet {
   float *bn_save;      /* per BN layer and group: batch mean and variance for backward */
   float *bn_tmp;
   int bn_group;        /* batch-norm statistics over groups of this many images (default: batch) */
+  float label_smoothing; /* mnt_resnet_loss's target: (1 - e) onehot + e / classes (default 0) */
   float loss;
   int32_t *labels;
   /* called during backward, in decreasing slab offsets, once the gradient range

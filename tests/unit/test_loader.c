@@ -1,7 +1,9 @@
 /* test_loader.c — the distributed loader on a synthetic dataset made here: every sample exactly
  * once per epoch over 1-4 ranks; the same global batches (ids and augmented pixels) on 1, 2 and 4
  * ranks; resuming from a saved position continues the same stream, across an epoch boundary;
+ * the small-image augmentation (RandomCrop with padding) and the whole-image validation crop;
  * a truncated shard and an out-of-range label are errors that name the file and the sample. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +129,54 @@ int main(void) {
     } else {
       failures++;
     }
+  }
+  /* RandomCrop(S, padding=P) + flip: each image is its source shifted by some (dx, dy) in
+   * [-P, P]², zeros around, perhaps mirrored; and the shifts vary. val_crop 1 at S: the source. */
+  {
+    enum { P = 3 };
+    mnt_loader_cfg pc = {.out_size = S, .train = 1, .global_batch = B, .rank = 0, .nranks = 1, .seed = 5, .pad_crop = P};
+    mnt_loader *pl;
+    const mnt_batch *pb;
+    if (mnt_loader_open(&pl, &d, &pc, 0, 0) == MNT_OK && mnt_loader_next(pl, &pb) == MNT_OK) {
+      int shifts[2 * P + 1][2 * P + 1] = {{0}}, kinds = 0;
+      for (int i = 0; i < pb->n; i++) {
+        uint8_t px[S * S * 3];
+        int32_t lab;
+        mnt_dataset_read(&d, pb->ids[i], px, &lab);
+        const float *o = pb->images + (size_t)i * 3 * S * S;
+        int found = 0;
+        for (int dy = -P; dy <= P && !found; dy++)
+          for (int dx = -P; dx <= P && !found; dx++)
+            for (int fl = 0; fl < 2 && !found; fl++) {
+              int same = 1;
+              for (int c = 0; c < 3 && same; c++)
+                for (int y = 0; y < S && same; y++)
+                  for (int x = 0; x < S && same; x++) {
+                    int sx = (fl ? S - 1 - x : x) + dx, sy = y + dy;
+                    float v = sx >= 0 && sx < S && sy >= 0 && sy < S ? px[(sy * S + sx) * 3 + c] : 0;
+                    same = fabsf(o[(c * S + y) * S + x] - (v / 255.0f - d.mean[c]) / d.std[c]) < 1e-4f;
+                  }
+              if (same) {
+                found = 1;
+                kinds += !shifts[dy + P][dx + P]++;
+              }
+            }
+        EXPECT(found, "pad-crop image %d is no shift of sample %lld", i, (long long)pb->ids[i]);
+      }
+      EXPECT(kinds > 3, "pad-crop: %d distinct shifts in a batch of %d", kinds, pb->n);
+      mnt_loader_close(pl);
+    } else {
+      failures++;
+    }
+    float v[3 * S * S];
+    uint8_t px[S * S * 3];
+    int32_t lab, vlab;
+    EXPECT(mnt_loader_val_sample(&d, 7, S, 0, 1.0, v, &vlab) == MNT_OK && mnt_dataset_read(&d, 7, px, &lab) == MNT_OK &&
+           vlab == lab, "val sample 7");
+    int diff = 0;
+    for (int c = 0; c < 3; c++)
+      for (int q = 0; q < S * S; q++) diff += fabsf(v[c * S * S + q] - (px[q * 3 + c] / 255.0f - d.mean[c]) / d.std[c]) > 1e-4f;
+    EXPECT(diff == 0, "--val-crop 1 at the stored size: %d pixels differ from the source", diff);
   }
   mnt_loader_cfg bad = {.out_size = OUT, .global_batch = 10, .rank = 0, .nranks = 4, .seed = 1};
   mnt_loader *l;

@@ -167,12 +167,12 @@ static void test_fc(void) {
   free(c.x); free(c.w); free(c.bias); free(c.y); free(c.r);
 }
 
-typedef struct { float *x, *y, *r; int n; int kind; int32_t lab[3]; } ew_ctx;
+typedef struct { float *x, *y, *r; int n; int kind; int32_t lab[3]; float eps; } ew_ctx;
 static double ew_loss(void *v) {
   ew_ctx *c = v;
   if (c->kind == 0) { mnt_relu_forward(c->x, c->y, (size_t)c->n); return dot(c->y, c->r, (size_t)c->n); }
   if (c->kind == 1) { mnt_gap_forward(c->x, c->y, 2, 3, 4); return dot(c->y, c->r, 6); }
-  return mnt_softmax_xent(c->x, c->lab, NULL, 3, 4, NULL, NULL);
+  return mnt_softmax_xent(c->x, c->lab, NULL, 3, 4, c->eps, NULL, NULL);
 }
 static void test_small(void) {
   ew_ctx c = {.n = 24, .kind = 0};
@@ -188,11 +188,22 @@ static void test_small(void) {
   c.kind = 2;
   c.lab[0] = 1; c.lab[1] = 3; c.lab[2] = 0;
   int t1, t5;
-  mnt_softmax_xent(c.x, c.lab, dx, 3, 4, &t1, &t5);
+  mnt_softmax_xent(c.x, c.lab, dx, 3, 4, 0, &t1, &t5);
   check("softmax cross-entropy dlogits", ew_loss, &c, c.x, dx, 12, 1e-3);
   if (t5 != 3) { failures++; fprintf(stderr, "FAIL top-5 of 4 classes must always hit (%d)\n", t5); }
+  c.eps = 0.1f; /* label smoothing: the gradient, and the value against its definition */
+  float ls = mnt_softmax_xent(c.x, c.lab, dx, 3, 4, c.eps, NULL, NULL);
+  check("label-smoothed cross-entropy dlogits", ew_loss, &c, c.x, dx, 12, 1e-3);
+  double want = 0;
+  for (int n = 0; n < 3; n++) {
+    const float *z = c.x + 4 * n;
+    double s = 0;
+    for (int k = 0; k < 4; k++) s += exp((double)z[k]);
+    for (int k = 0; k < 4; k++) want += ((k == c.lab[n]) * 0.9 + 0.1 / 4) * (log(s) - z[k]) / 3;
+  }
+  if (fabs(ls - want) > 1e-5 * fabs(want)) { failures++; fprintf(stderr, "FAIL label-smoothed loss %g, want %g\n", ls, want); }
   int32_t bad[3] = {0, 4, 1};
-  if (!isnan(mnt_softmax_xent(c.x, bad, dx, 3, 4, &t1, &t5))) { failures++; fprintf(stderr, "FAIL label 4 of 4 classes accepted\n"); }
+  if (!isnan(mnt_softmax_xent(c.x, bad, dx, 3, 4, 0, &t1, &t5))) { failures++; fprintf(stderr, "FAIL label 4 of 4 classes accepted\n"); }
   free(c.x); free(c.y); free(c.r);
 }
 
