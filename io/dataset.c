@@ -183,7 +183,7 @@ int mnt_json_save(const char *dir, const char *name, struct json_t *o) {
   char tmp[1200], path[1200];
   snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
   snprintf(path, sizeof path, "%s/%s", dir, name);
-  if (json_dump_file(o, tmp, JSON_INDENT(2) | JSON_SORT_KEYS) != 0) {
+  if (json_dump_file(o, tmp, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(15)) != 0) {
     MNT_ERR("%s: cannot write (%s)", tmp, strerror(errno));
     return MNT_ESYS;
   }

@@ -58,7 +58,7 @@ for ranks in 1 2 4; do
   job=$(MNTRAIN="$m" sbatch --parsable --chdir="$out" --nodes="$nodes" --ntasks-per-node="$per_node" \
     --output="$out/train-$ranks-%j.out" job_templates/train.sbatch \
     --data "$out/fmnist-train" --val "$out/fmnist-test" --arch resnet8 --size 28 --batch-per-rank 32 \
-    --steps "$steps" --lr 0.4 --warmup-epochs 0.05 --schedule cosine --min-crop 0.5 --log-every 50 \
+    --steps "$steps" --lr 0.4 --warmup-epochs 0.05 --schedule cosine --pad-crop 2 --val-crop 1 --log-every 50 \
     --out "$dir" "$@")
   echo "   job $job, output $out/train-$ranks-$job.out"
   follow "$job" "$out/train-$ranks-$job.out"

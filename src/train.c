@@ -34,6 +34,8 @@ typedef struct opts {
   int pad_crop;
 } opts;
 
+static const char *const flag_dtype[] = {"fp32", "bf16", "fp16"}; /* by mnt_dtype, as --grad-dtype spells them */
+
 /* ---- overlapped gradient allreduce ------------------------------------------------------ */
 typedef struct bucket { size_t off, n; mnt_comm_req *req; uint16_t *half; } bucket;
 typedef struct overlap {
@@ -270,13 +272,13 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
                             "warmup_epochs", o.warmup_epochs, "schedule", o.schedule, "momentum", o.momentum,
                             "wd", o.wd, "no_bn_decay", o.no_bn_decay, "zero_init_residual", o.zero_init,
                             "min_crop", o.min_scale, "device", "cpu", "comm", c->ops->name,
-                            "topology", mnt_topology_name(c->topology), "grad_dtype", mnt_dtype_name(gdt),
+                            "topology", mnt_topology_name(c->topology), "grad_dtype", flag_dtype[gdt],
                             "bucket_mb", o.bucket_mb, "threads", o.threads > 0 ? o.threads : omp_get_max_threads(),
                             "loader_threads", o.loader_threads, "seed", o.seed, "out", o.out, "ranks", w->size,
                             "nodes", w->nnodes, "log_every", o.log_every, "skip_nonfinite", o.skip_nonfinite,
                             "version", MNT_VERSION, "pad_crop", o.pad_crop, "val_crop", o.val_crop,
                             "label_smoothing", o.smoothing);
-    char *txt = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS);
+    char *txt = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
     printf("mntrain train: %s\n", txt);
     free(txt);
     st = mnt_json_save(o.out, "config.json", cfg);

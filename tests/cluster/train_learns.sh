@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # train_learns.sh — a short data-parallel run on real data learns: resnet8 on Fashion-MNIST
 # (Debian's dataset-fashion-mnist), 4 ranks on 2 nodes, 300 steps of global batch 64, validated on
-# the 10,000 test images: top-1 must be well above chance (0.1); we ask for 0.75. The run's
-# summary.json must carry the keys the scaling report reads.   train_learns.sh path/to/mntrain
+# the 10,000 test images: top-1 must be well above chance (0.1); we ask for 0.75. It uses the
+# small-image recipe (--pad-crop, --val-crop 1) and label smoothing, which config.json must echo.
+# The run's summary.json must carry the keys the scaling report reads.   train_learns.sh path/to/mntrain
 set -u
 m=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,14 +14,15 @@ trap 'rm -rf "$w"' EXIT
 "$m" convert idx "$fm/train-images-idx3-ubyte.gz" "$fm/train-labels-idx1-ubyte.gz" "$w/train" --shards 4 >/dev/null || exit 1
 "$m" convert idx "$fm/t10k-images-idx3-ubyte.gz" "$fm/t10k-labels-idx1-ubyte.gz" "$w/test" --shards 2 >/dev/null || exit 1
 "$here/srun_test.sh" 300 -N2 -n4 --ntasks-per-node=2 -- "$m" train --data "$w/train" --val "$w/test" --arch resnet8 \
-  --size 28 --batch-per-rank 16 --steps 300 --lr 0.4 --warmup-epochs 0.05 --schedule cosine --min-crop 0.5 \
-  --threads 1 --log-every 100 --out "$w/out" 2>&1 | tee "$w/log"
+  --size 28 --batch-per-rank 16 --steps 300 --lr 0.4 --warmup-epochs 0.05 --schedule cosine --pad-crop 2 \
+  --val-crop 1 --label-smoothing 0.05 --threads 1 --log-every 100 --out "$w/out" 2>&1 | tee "$w/log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 77 ] && exit 77
 [ "$rc" -eq 0 ] || { echo "FAIL: training exited $rc"; exit 1; }
-/usr/bin/python3 - "$w/out/summary.json" "$w/out/metrics.jsonl" <<'PY'
+/usr/bin/python3 - "$w/out/summary.json" "$w/out/metrics.jsonl" "$w/out/config.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
+c = json.load(open(sys.argv[3]))
 keys = ["version", "arch", "image_size", "device", "comm", "topology", "ranks", "nodes", "ranks_per_node",
         "threads_per_rank", "batch_per_rank", "global_batch", "steps", "img_per_s", "img_per_s_per_rank", "step_ms",
         "phases_ms", "grad_bytes", "allreduce_busbw_gbs", "slurm_job_id", "loss", "top1", "val_top1"]
@@ -29,6 +31,8 @@ lines = [json.loads(l) for l in open(sys.argv[2])]
 fails = []
 if missing: fails.append(f"summary.json lacks {missing}")
 if s.get("ranks") != 4 or s.get("nodes") != 2 or s.get("global_batch") != 64: fails.append(f"summary: {s}")
+if (c.get("pad_crop"), c.get("val_crop"), c.get("label_smoothing"), c.get("grad_dtype")) != (2, 1.0, 0.05, "fp32"):
+    fails.append(f"config.json does not echo the options: {c}")
 if not s.get("val_top1", 0) > 0.75: fails.append(f"validation top-1 {s.get('val_top1')} is not above 0.75")
 if not any("val_top1" in l for l in lines) or not any("loss" in l and "ms" in l for l in lines):
     fails.append("metrics.jsonl lacks training or validation lines")
