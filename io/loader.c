@@ -113,9 +113,8 @@ static void crop_resize(const uint8_t *src, int S, int C, double x0, double y0, 
 
 /* the validation transform: the centred box of `crop` × the side, resampled to out × out */
 static void centre_crop(const mnt_dataset *d, const uint8_t *src, double crop, int out, int outC, float *dst) {
-  double side = d->size * (crop > 0 ? crop : 0.875);
-  crop_resize(src, d->size, d->channels, (d->size - side) / 2, (d->size - side) / 2, side, side, 0, 0, out, outC, d->mean,
-              d->std, dst);
+  double side = d->size * (crop > 0 ? crop : 0.875), o = (d->size - side) / 2;
+  crop_resize(src, d->size, d->channels, o, o, side, side, 0, 0, out, outC, d->mean, d->std, dst);
 }
 
 static void augment(const mnt_loader *l, const uint8_t *src, int64_t epoch, int64_t id, float *dst) {

@@ -105,8 +105,8 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 /* exact multi-node evaluation: rank r takes samples r, r+R, ...; sums and counts are reduced */
-static int evaluate(mnt_world *w, mnt_comm *c, mnt_resnet *m, mnt_dataset *val, int size, int out_channels, double crop, double *loss,
-                    double *top1, double *top5) {
+static int evaluate(mnt_world *w, mnt_comm *c, mnt_resnet *m, mnt_dataset *val, int size, int out_channels,
+                    double crop, double *loss, double *top1, double *top5) {
   MNT_CHECK(mnt_allreduce(c, m->bn, m->nbn, MNT_FP32, MNT_AVG)); /* BN statistics agree before evaluation */
   int B = m->batch;
   size_t per = (size_t)(out_channels ? out_channels : val->channels) * size * size;
@@ -247,8 +247,8 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
     goto out;
   int64_t B = (int64_t)o.batch * w->size;
   mnt_loader_cfg lc = {.out_size = o.size, .train = 1, .global_batch = (int)B, .rank = w->rank, .nranks = w->size,
-                       .seed = o.seed, .threads = o.loader_threads, .out_channels = out_channels, .min_scale = o.min_scale,
-                       .pad_crop = o.pad_crop};
+                       .seed = o.seed, .threads = o.loader_threads, .out_channels = out_channels,
+                       .min_scale = o.min_scale, .pad_crop = o.pad_crop};
   if ((st = mnt_loader_open(&ld, &train, &lc, 0, 0)) != MNT_OK) goto out;
   int64_t per_epoch = mnt_loader_batches_per_epoch(ld);
   int64_t total = o.steps ? o.steps : per_epoch * o.epochs;
