@@ -23,18 +23,9 @@
 #include "transport.h"
 #include "world.h"
 
+#include "check.h"
+
 static mnt_world w;
-static int failures, checks;
-#define EXPECT(cond, ...)                                                  \
-  do {                                                                     \
-    checks++;                                                              \
-    if (!(cond)) {                                                         \
-      failures++;                                                          \
-      fprintf(stderr, "FAIL rank %d %s:%d: ", w.rank, __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                                        \
-      fprintf(stderr, "\n");                                               \
-    }                                                                      \
-  } while (0)
 
 /* small integers: exact in every type, for every partial sum of up to 4 ranks */
 static float pattern(size_t i, int rank) { return (float)((int)((i * 131u + (size_t)rank * 31u) % 17u) - 8); }
@@ -242,6 +233,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "FAIL: world init: %s\n", mnt_last_error());
     return 1;
   }
+  check_rank = w.rank;
   int big = 0, victim = -1, secret = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--big")) big = 1;

@@ -8,16 +8,7 @@
 #include "log.h"
 #include "world.h"
 
-static int failures;
-#define EXPECT(cond, ...)                                                   \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
-      failures++;                                                           \
-      fprintf(stderr, "FAIL rank %d %s:%d: ", w.rank, __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                                         \
-      fprintf(stderr, "\n");                                                \
-    }                                                                       \
-  } while (0)
+#include "check.h"
 
 int main(int argc, char **argv) {
   if (argc != 3) {
@@ -30,6 +21,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "FAIL: world init: %s\n", mnt_last_error());
     return 1;
   }
+  check_rank = w.rank;
   EXPECT(w.have_pmix, "no PMIx server: run under srun --mpi=pmix");
   EXPECT(w.size == want_size, "size %d, want %d", w.size, want_size);
   EXPECT(w.nnodes == want_nodes, "nnodes %d, want %d", w.nnodes, want_nodes);
