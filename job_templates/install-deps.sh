@@ -10,10 +10,10 @@ set -euo pipefail
 [ "$(id -u)" -eq 0 ] || { echo "install-deps: run as root (apt-get install)" >&2; exit 1; }
 packages=(
   build-essential cmake pkg-config
-  libpmix-dev libhdf5-dev hdf5-tools libdnnl-dev libopenblas-dev libturbojpeg0-dev libjansson-dev zlib1g-dev
+  libpmix-dev libhdf5-dev hdf5-tools libdnnl-dev libopenblas-dev libturbojpeg0-dev libpng-dev libjansson-dev zlib1g-dev
   slurm-wlm munge iproute2 util-linux procps
   python3-torch python3-torchvision python3-h5py python3-numpy dataset-fashion-mnist
-  shellcheck gdb
+  shellcheck gdb mmdebstrap
 )
 export DEBIAN_FRONTEND=noninteractive
 [ "${1:-}" = "--no-update" ] || apt-get update -q

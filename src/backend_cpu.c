@@ -1,6 +1,6 @@
 /* backend_cpu.c — the CPU compute backend on oneDNN 2.x (see backend.h). Primitives are created
  * once per layer shape; every step only binds the data pointers and executes. */
-#include <dnnl.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
