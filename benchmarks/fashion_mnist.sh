@@ -19,7 +19,7 @@ mkdir -p "$work"
 start=$(date +%s)
 srun --mpi=pmix -N2 -n4 --ntasks-per-node=2 "$m" train --data "$work/train" --val "$work/test" --arch resnet20 \
   --size 28 --batch-per-rank 32 --epochs 15 --lr 0.2 --warmup-epochs 1 --schedule cosine --pad-crop 2 --val-crop 1 \
-  --wd 5e-4 --no-bn-decay --threads 1 --log-every 200 --out "$work/out" "$@" | tee "$work/log"
+  --wd 5e-4 --no-bn-decay --threads 1 --log-every 200 --out "$work/out" --force "$@" | tee "$work/log"
 end=$(date +%s)
 echo "# accuracy curve (test top-1 after each epoch), $(( end - start )) s in all:"
 grep 'validation:' "$work/log" | awk '{ printf "  epoch %5.2f  top1 %s\n", $2, $7 }'

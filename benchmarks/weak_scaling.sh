@@ -15,7 +15,7 @@ run() { # run NAME SRUN_ARGS...
   local name=$1
   shift
   srun --mpi=pmix "$@" "$m" train --data "$work/data" --arch resnet18 --size 64 --batch-per-rank 32 \
-    --steps "$steps" --threads 1 --loader-threads 1 --log-every 10 --out "$work/$name" >"$work/$name.log" 2>&1
+    --steps "$steps" --threads 1 --loader-threads 1 --log-every 10 --out "$work/$name" --force >"$work/$name.log" 2>&1
 }
 run one -N1 -n1
 run two-nodes -N2 -n2

@@ -2,25 +2,31 @@
  * Samples are written in a seeded global random order: output position j holds source sample
  * perm[j]; shard k holds positions [k*n/N, (k+1)*n/N). A shard is written under a temporary
  * name and renamed when complete, so an interrupted run restarted with the same arguments skips
- * the shards it finished. */
+ * the shards it finished. Whether they are "the same arguments" is not guessed from file names:
+ * every shard and the index carry the conversion's fingerprint (XXH3 of the format version, the
+ * inputs, the image size, the classes, the shard count and the seed), and a file with another
+ * fingerprint stops the conversion before anything is written. */
 #include "convert.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <hdf5.h>
+#include <xxhash.h>
 #include <zlib.h>
 
-#include "args.h"
 #include "convert_internal.h"
 #include "dataset.h"
 #include "log.h"
-
-
+#include "progress.h"
+#include "sysmem.h"
 
 /* Each shard keeps the sums of its pixels (/255) and of their squares per channel, so that the
  * index's mean/std cover every shard, also when a resumed run wrote only some of them. */
@@ -54,40 +60,172 @@ static long long shard_done(const char *path, double *sum, double *sum2, int cha
   return v;
 }
 
-int mnt_convert_write(const source *src, const char *out, int nshards, long long seed) {
-  if (nshards < 1 || nshards > 99999 || (int64_t)nshards > (src->n > 0 ? src->n : 1)) {
-    MNT_ERR("--shards %d: need 1..%lld shards for %lld samples", nshards, (long long)src->n, (long long)src->n);
+static void fingerprint(const source *src, int nshards, long long seed, char out[17]) {
+  XXH3_state_t *h = XXH3_createState();
+  XXH3_64bits_reset(h);
+  long long v[8] = {MNT_DATASET_VERSION, (long long)src->inputs, src->n, src->size, src->channels,
+                    src->nclasses, nshards, seed};
+  XXH3_64bits_update(h, v, sizeof v);
+  for (int c = 0; c < src->nclasses; c++) XXH3_64bits_update(h, src->class_names[c], strlen(src->class_names[c]) + 1);
+  snprintf(out, 17, "%016llx", (unsigned long long)XXH3_64bits_digest(h));
+  XXH3_freeState(h);
+}
+
+/* shard-KKKKK-of-NNNNN.h5 (and its .partial): N, or -1 when the name is something else */
+static int shard_name_of(const char *name, int *partial) {
+  int k, n, len = 0;
+  if (sscanf(name, "shard-%5d-of-%5d.h5%n", &k, &n, &len) != 2 || len != 23) return -1;
+  *partial = !strcmp(name + len, ".partial");
+  return name[len] == '\0' || *partial ? n : -1;
+}
+
+/* OUT may hold only what this very conversion wrote before (a resumed run): shards and an index
+ * with its fingerprint. Anything of another conversion is refused, or removed with force;
+ * leftovers of an interrupted run (*.partial) are removed. *present_shards: finished shards kept. */
+static int check_output(const char *out, const char *fp, int nshards, int force, int64_t *present_shards) {
+  DIR *dir = opendir(out);
+  if (!dir) {
+    MNT_ERR("%s: cannot read the output directory: %s", out, strerror(errno));
+    return MNT_EARG;
+  }
+  char conflict[1700] = "", why[160] = "";
+  int nconflict = 0, nremoved = 0, present = 0;
+  struct dirent *e;
+  char **doomed = NULL;
+  int ndoomed = 0, st = MNT_OK;
+  while ((e = readdir(dir)) && st == MNT_OK) {
+    char p[1400], got[40] = "";
+    snprintf(p, sizeof p, "%s/%s", out, e->d_name);
+    int partial = 0, n = shard_name_of(e->d_name, &partial), mine = 1;
+    if (!strcmp(e->d_name, "index.json")) {
+      json_t *o = json_load_file(p, 0, NULL);
+      const char *f = o ? json_string_value(json_object_get(o, "fingerprint")) : NULL;
+      snprintf(got, sizeof got, "%s", f ? f : "none");
+      json_decref(o);
+      mine = !strcmp(got, fp);
+      if (!mine) snprintf(why, sizeof why, "fingerprint %s, this conversion's is %s", got, fp);
+    } else if (!strcmp(e->d_name, "index.json.tmp") || (n >= 0 && partial)) {
+      mine = 0; /* an interrupted write: never valid, always removed */
+      snprintf(why, sizeof why, "unfinished");
+    } else if (n >= 0 && n != nshards) {
+      mine = 0;
+      snprintf(why, sizeof why, "a shard of a conversion into %d shards, this one writes %d", n, nshards);
+    } else if (n >= 0) {
+      if (mnt_shard_fingerprint(p, got, sizeof got) != 0) snprintf(got, sizeof got, "unreadable");
+      mine = !strcmp(got, fp);
+      if (!mine) snprintf(why, sizeof why, "fingerprint %s, this conversion's is %s", got, fp);
+      else present++;
+    } else {
+      continue; /* not ours: left alone */
+    }
+    if (mine) continue;
+    int stale = !strcmp(why, "unfinished");
+    if (!stale && !force) {
+      if (!nconflict++) snprintf(conflict, sizeof conflict, "%s (%s)", p, why);
+      continue;
+    }
+    char **nd = realloc(doomed, (size_t)(ndoomed + 1) * sizeof *doomed);
+    if (!nd || !(nd[ndoomed] = strdup(p))) {
+      st = MNT_ENOMEM;
+      if (nd) doomed = nd;
+      break;
+    }
+    doomed = nd;
+    ndoomed++;
+  }
+  closedir(dir);
+  if (st == MNT_OK && nconflict) {
+    MNT_ERR("%s holds %d file%s of another conversion (other inputs or settings), e.g. %s: convert into another "
+            "directory, or add --force to delete them and convert again",
+            out, nconflict, nconflict > 1 ? "s" : "", conflict);
+    st = MNT_EARG;
+  }
+  for (int i = 0; i < ndoomed; i++) {
+    if (st == MNT_OK && unlink(doomed[i]) != 0) {
+      MNT_ERR("%s: cannot remove: %s", doomed[i], strerror(errno));
+      st = MNT_ESYS;
+    }
+    nremoved += st == MNT_OK;
+    free(doomed[i]);
+  }
+  free(doomed);
+  if (st == MNT_OK && force && nremoved) printf("convert: --force: removed %d files of an earlier conversion in %s\n", nremoved, out);
+  *present_shards = present;
+  return st;
+}
+
+int mnt_convert_write(const source *src, const char *out, int nshards, long long seed, int force) {
+  if (src->n < 1) {
+    MNT_ERR("%s: no samples to convert; an empty dataset is refused", src->description);
+    return MNT_EARG;
+  }
+  if (nshards < 1 || nshards > 99999 || (int64_t)nshards > src->n) {
+    MNT_ERR("--shards %d: need 1..%lld shards for %lld samples", nshards,
+            (long long)(src->n < 99999 ? src->n : 99999), (long long)src->n);
     return MNT_EARG;
   }
   if (mkdir(out, 0755) != 0 && errno != EEXIST) {
     MNT_ERR("%s: cannot create the output directory: %s", out, strerror(errno));
-    return MNT_ESYS;
+    return MNT_EARG;
   }
-  int64_t *perm = malloc((size_t)(src->n > 0 ? src->n : 1) * sizeof *perm);
-  int64_t *counts = calloc((size_t)nshards, sizeof *counts);
+  char fp[17];
+  fingerprint(src, nshards, seed, fp);
+  int64_t present = 0;
+  MNT_CHECK(check_output(out, fp, nshards, force, &present));
+  /* enough room for what is still to be written (about: pixels, labels, source ids, checksums) */
   size_t px = (size_t)src->size * (size_t)src->size * (size_t)src->channels;
+  double need = (double)(px + 32) * (double)src->n * (double)(nshards - present) / nshards + 65536.0 * nshards;
+  struct statvfs vfs;
+  if (statvfs(out, &vfs) == 0 && (double)vfs.f_bavail * vfs.f_frsize < need) {
+    char a[32], b[32];
+    mnt_format_bytes(need, a, sizeof a);
+    mnt_format_bytes((double)vfs.f_bavail * vfs.f_frsize, b, sizeof b);
+    MNT_ERR("%s: %s free, but the shards need about %s: free some space or convert elsewhere", out, b, a);
+    return MNT_EARG;
+  }
+  int64_t *perm = malloc((size_t)src->n * sizeof *perm);
+  int64_t *counts = calloc((size_t)nshards, sizeof *counts);
   uint8_t *pix = malloc(px);
   double sum[3] = {0}, sum2[3] = {0};
-  int st = MNT_OK, skipped = 0, tty = isatty(2);
+  int st = MNT_OK, skipped = 0;
   int64_t bad_inputs = 0;
-  if (!perm || !counts || !pix) { st = MNT_ENOMEM; goto done; }
+  if (!perm || !counts || !pix) {
+    MNT_ERR("out of memory for the order of %lld samples", (long long)src->n);
+    st = MNT_ENOMEM;
+    goto done;
+  }
   mnt_permutation(perm, src->n, mnt_mix((uint64_t)seed, 0x5ca1ab1eull));
   double t0 = mnt_now();
+  mnt_progress prog;
+  mnt_progress_start(&prog, "convert", "images", src->n);
   int64_t done_samples = 0;
   for (int k = 0; k < nshards && st == MNT_OK; k++) {
     int64_t a = src->n * k / nshards, b = src->n * (k + 1) / nshards;
     counts[k] = b - a;
-    char name[64], path[1200], tmp[1300];
+    char name[64], path[1200], tmp[1300], where[48];
     mnt_shard_name(name, sizeof name, k, nshards);
     snprintf(path, sizeof path, "%s/%s", out, name);
     snprintf(tmp, sizeof tmp, "%s.partial", path);
-    int exists = access(path, R_OK) == 0;
+    snprintf(where, sizeof where, "shard %d/%d", k + 1, nshards);
     double ssum[3] = {0}, ssum2[3] = {0};
+    if (access(path, R_OK) == 0) { /* finished by an earlier run of this conversion (the fingerprint said so) */
+      skipped++;
+      done_samples += b - a;
+      long long cnt = shard_done(path, ssum, ssum2, src->channels);
+      if (cnt < 0) {
+        MNT_ERR("%s exists but is not a finished shard; remove it and run again", path);
+        st = MNT_EDATA;
+        break;
+      }
+      counts[k] = cnt;
+      for (int c = 0; c < src->channels; c++) sum[c] += ssum[c], sum2[c] += ssum2[c];
+      continue;
+    }
     mnt_shard_writer w;
-    if (!exists && (st = mnt_shard_create(&w, tmp, b - a, src->size, src->channels, src->nclasses, k, nshards, seed)))
+    if ((st = mnt_shard_create(&w, tmp, b - a, src->size, src->channels, src->nclasses, k, nshards, seed, fp)))
       break;
     w.allow_short = src->prefetch != NULL; /* converters that may skip unreadable inputs */
-    for (int64_t j = a; j < b && !exists; j++) { /* a shard finished by an earlier run is kept */
+    for (int64_t j = a; j < b && st == MNT_OK; j++) {
       int32_t label;
       if (src->prefetch && (j - a) % PREFETCH == 0)
         src->prefetch(src->ctx, perm + j, (int)(b - j < PREFETCH ? b - j : PREFETCH));
@@ -104,59 +242,49 @@ int mnt_convert_write(const source *src, const char *out, int nshards, long long
         ssum2[p % (size_t)src->channels] += v * v;
       }
       if ((st = mnt_shard_append(&w, pix, label, perm[j])) != MNT_OK) break;
-      done_samples++;
-      if (tty && (done_samples % 500 == 0 || j == b - 1)) {
-        double el = mnt_now() - t0, rate = done_samples / (el > 0 ? el : 1e-9);
-        fprintf(stderr, "\rconvert: shard %d/%d, %lld/%lld images, %.0f img/s, ETA %.0f s   ", k + 1, nshards,
-                (long long)done_samples, (long long)src->n, rate, (double)(src->n - done_samples) / rate);
-      }
-    }
-    if (exists) { /* its samples count as written: read the count back from the shard */
-      skipped++;
-      done_samples += b - a;
-      long long cnt = shard_done(path, ssum, ssum2, src->channels);
-      if (cnt < 0) {
-        MNT_ERR("%s exists but is not a finished shard; remove it and run again", path);
-        st = MNT_EDATA;
-        break;
-      }
-      counts[k] = cnt;
-      for (int c = 0; c < src->channels; c++) sum[c] += ssum[c], sum2[c] += ssum2[c];
-      continue;
+      mnt_progress_update(&prog, ++done_samples, where);
     }
     counts[k] = w.written;
     if (st == MNT_OK && (stats_attr(w.file, "pixel_sum", ssum, src->channels, 1) ||
                          stats_attr(w.file, "pixel_sum2", ssum2, src->channels, 1))) {
-      MNT_ERR("%s: cannot write the pixel statistics", tmp);
+      MNT_ERR("%s: cannot write the pixel statistics (disk full?)", tmp);
       st = MNT_ESYS;
+    }
+    if (st != MNT_OK) { /* nothing of this shard stays: a later run starts it again */
+      mnt_shard_abort(&w);
+      break;
     }
     for (int c = 0; c < src->channels; c++) sum[c] += ssum[c], sum2[c] += ssum2[c];
-    int cst = mnt_shard_close(&w);
-    if (st == MNT_OK) st = cst;
-    if (st == MNT_OK && rename(tmp, path) != 0) {
-      MNT_ERR("rename %s -> %s: %s", tmp, path, strerror(errno));
-      st = MNT_ESYS;
+    if ((st = mnt_shard_close(&w)) != MNT_OK || rename(tmp, path) != 0) {
+      if (st == MNT_OK) MNT_ERR("rename %s -> %s: %s", tmp, path, strerror(errno));
+      st = st ? st : MNT_ESYS;
+      unlink(tmp);
     }
-    if (st != MNT_OK) unlink(tmp);
   }
-  if (tty) fprintf(stderr, "\n");
+  mnt_progress_end(&prog);
   if (st == MNT_OK) {
     float mean[3], std[3];
     int64_t written = 0;
     for (int k = 0; k < nshards; k++) written += counts[k];
-    double m = (double)(written > 0 ? written : 1) * src->size * src->size;
+    if (written == 0) {
+      MNT_ERR("%s: none of the %lld inputs could be read; no dataset was written", src->description,
+              (long long)src->n);
+      st = MNT_EARG;
+      goto done;
+    }
+    double m = (double)written * src->size * src->size;
     for (int c = 0; c < src->channels; c++) {
       mean[c] = (float)(sum[c] / m);
       double var = sum2[c] / m - (sum[c] / m) * (sum[c] / m);
       std[c] = (float)sqrt(var > 1e-12 ? var : 1e-12);
     }
     st = mnt_index_write(out, src->nclasses, src->class_names, src->size, src->channels, mean, std, seed, nshards,
-                         counts);
+                         counts, fp, src->description);
     if (st == MNT_OK)
       printf("convert: %lld samples of %dx%dx%d, %d classes, into %d shards in %s (%d already there), "
-             "%lld unreadable inputs skipped, %.1f s\n",
+             "%lld unreadable inputs skipped, %lld other files ignored, %.1f s\n",
              (long long)written, src->size, src->size, src->channels, src->nclasses, nshards, out,
-             skipped, (long long)bad_inputs, mnt_now() - t0);
+             skipped, (long long)bad_inputs, (long long)src->ignored, mnt_now() - t0);
   }
 done:
   free(perm);
@@ -218,13 +346,17 @@ static int idx_get(void *ctx, int64_t i, uint8_t *pixels, int32_t *label) {
   return MNT_OK;
 }
 
-int mnt_convert_idx(const char *images, const char *labels, const char *out, int nshards, long long seed) {
+int mnt_convert_idx(const char *images, const char *labels, const char *out, int nshards, long long seed, int force) {
   idx_data d = {0};
   int64_t nl = 0;
   int st = read_idx(images, 3, &d.images, &d.n, &d.rows, &d.cols);
   if (st == MNT_OK) st = read_idx(labels, 1, &d.labels, &nl, NULL, NULL);
   if (st == MNT_OK && nl != d.n) {
     MNT_ERR("%s has %lld images but %s has %lld labels", images, (long long)d.n, labels, (long long)nl);
+    st = MNT_EARG;
+  }
+  if (st == MNT_OK && d.n == 0) {
+    MNT_ERR("%s holds no images; an empty dataset is refused", images);
     st = MNT_EARG;
   }
   if (st == MNT_OK && d.rows != d.cols) {
@@ -244,9 +376,18 @@ int mnt_convert_idx(const char *images, const char *labels, const char *out, int
       snprintf(names[c], 32, "%s", is_fashion ? fashion[c] : "");
       if (!is_fashion) snprintf(names[c], 32, "%d", c);
     }
+    char desc[2200];
+    snprintf(desc, sizeof desc, "idx %s %s", images, labels);
+    /* the contents decide, not the names: the same files under another path are the same inputs */
+    XXH3_state_t *h = XXH3_createState();
+    XXH3_64bits_reset(h);
+    XXH3_64bits_update(h, "idx", 4);
+    XXH3_64bits_update(h, d.images, (size_t)d.n * d.rows * d.cols);
+    XXH3_64bits_update(h, d.labels, (size_t)nl);
     source src = {.n = d.n, .size = d.rows, .channels = 1, .nclasses = nclasses, .class_names = names, .ctx = &d,
-                  .get = idx_get};
-    st = mnt_convert_write(&src, out, nshards, seed);
+                  .get = idx_get, .inputs = XXH3_64bits_digest(h), .description = desc};
+    XXH3_freeState(h);
+    st = mnt_convert_write(&src, out, nshards, seed, force);
     for (int c = 0; c < nclasses; c++) free(names[c]);
     free(names);
   }
@@ -281,7 +422,7 @@ static int synth_get(void *ctx, int64_t i, uint8_t *pixels, int32_t *label) {
   return MNT_OK;
 }
 
-int mnt_convert_synth(const char *out, int classes, int64_t n, int size, int nshards, long long seed) {
+int mnt_convert_synth(const char *out, int classes, int64_t n, int size, int nshards, long long seed, int force) {
   if (classes < 1 || n < 1 || size < 1) {
     MNT_ERR("synth: need --classes >= 1, --images >= 1, --size >= 1 (got %d, %lld, %d)", classes, (long long)n, size);
     return MNT_EARG;
@@ -292,9 +433,12 @@ int mnt_convert_synth(const char *out, int classes, int64_t n, int size, int nsh
     names[c] = malloc(24);
     snprintf(names[c], 24, "class%04d", c);
   }
+  char desc[96];
+  snprintf(desc, sizeof desc, "synth (generator 1, seed %lld)", seed);
+  long long p[4] = {1 /* generator version */, classes, n, size};
   source src = {.n = n, .size = size, .channels = 3, .nclasses = classes, .class_names = names, .ctx = &s,
-                .get = synth_get};
-  int st = mnt_convert_write(&src, out, nshards, seed);
+                .get = synth_get, .inputs = XXH3_64bits(p, sizeof p), .description = desc};
+  int st = mnt_convert_write(&src, out, nshards, seed, force);
   for (int c = 0; c < classes; c++) free(names[c]);
   free(names);
   return st;
@@ -317,8 +461,8 @@ int mnt_inspect(const char *path, int verify) {
   mnt_dataset d;
   int st = mnt_dataset_open(dir, &d);
   if (st != MNT_OK) return st;
-  printf("dataset %s: %lld samples, %d classes, %dx%dx%d uint8, %d shards, seed %lld\n", dir, (long long)d.total,
-         d.nclasses, d.size, d.size, d.channels, d.nshards, d.seed);
+  printf("dataset %s: %lld samples, %d classes, %dx%dx%d uint8, %d shards, seed %lld, format %d, fingerprint %s\n",
+         dir, (long long)d.total, d.nclasses, d.size, d.size, d.channels, d.nshards, d.seed, d.version, d.fingerprint);
   printf("mean");
   for (int c = 0; c < d.channels; c++) printf(" %.4f", (double)d.mean[c]);
   printf(", std");
@@ -327,107 +471,36 @@ int mnt_inspect(const char *path, int verify) {
   int64_t *hist = calloc((size_t)d.nclasses, sizeof *hist);
   uint8_t *pix = malloc((size_t)d.size * d.size * d.channels);
   int64_t bad = 0;
+  if (!hist || !pix) {
+    st = MNT_ENOMEM;
+    goto done;
+  }
+  /* the histogram reads the labels; --verify reads every image too, and HDF5 checks each one's
+   * checksum: a bad sample is named by file and index */
+  mnt_progress prog;
+  mnt_progress_start(&prog, "inspect --verify", "samples", d.total);
   for (int64_t g = 0; g < d.total; g++) {
-    int32_t label; /* every sample is read: a bad one is reported by file and index */
-    if (mnt_dataset_read(&d, g, pix, &label) != MNT_OK) {
+    int32_t label;
+    if (mnt_dataset_read(&d, g, verify ? pix : NULL, &label) != MNT_OK) {
       bad++;
       continue;
     }
     hist[label]++;
+    if (verify) mnt_progress_update(&prog, g + 1, NULL);
   }
+  mnt_progress_end(&prog);
   printf("%-6s %-24s %10s\n", "label", "class", "samples");
   for (int c = 0; c < d.nclasses; c++) printf("%-6d %-24s %10lld\n", c, d.class_names[c], (long long)hist[c]);
-  if (verify) printf("verify: %lld samples read, %lld bad\n", (long long)d.total, (long long)bad);
+  if (verify)
+    printf("verify: %lld samples read%s, %lld bad\n", (long long)d.total,
+           d.version >= 2 ? " and their checksums checked" : " (format 1: no checksums to check)", (long long)bad);
+  else
+    printf("labels: %lld read, %lld bad (--verify reads every image and checks its checksum)\n", (long long)d.total,
+           (long long)bad);
+  st = bad ? MNT_EDATA : MNT_OK;
+done:
   free(hist);
   free(pix);
   mnt_dataset_close(&d);
-  return bad ? MNT_EDATA : MNT_OK;
-}
-
-/* ---- the subcommands ------------------------------------------------------------------------ */
-static int positional(int argc, char **argv, int want, const char *usage) {
-  int n = 0;
-  while (n < argc && argv[n][0] != '-') n++;
-  if (n != want) {
-    fprintf(stderr, "usage: %s\n", usage);
-    return -1;
-  }
-  return n;
-}
-
-int mnt_convert_main(int argc, char **argv) {
-  static const char *usage_idx = "mntrain convert idx IMAGES LABELS OUT [--shards N] [--seed S]";
-  static const char *usage_inet =
-      "mntrain convert imagenet SRC OUT --size S [--shards N] [--val [--labels FILE]] [--seed S]";
-  static const char *usage_synth =
-      "mntrain convert synth OUT --classes C --images N --size S [--shards K] [--seed S]";
-  if (argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
-    printf("usage: %s\n       %s\n       %s\n\n"
-           "Write a sharded HDF5 dataset (index.json + shard-KKKKK-of-NNNNN.h5) in a seeded random order.\n"
-           "  imagenet  JPEG class folders SRC/<wnid>/*.JPEG (labels in sorted wnid order, as torchvision's\n"
-           "            ImageFolder), or with --val --labels FILE a flat folder and \"FILE WNID\" lines;\n"
-           "            shorter side resized to S (area filter), centre S×S kept; grayscale and CMYK\n"
-           "            JPEGs are converted to RGB, unreadable files are reported and skipped\n"
-           "  idx    MNIST / Fashion-MNIST IDX files, gzip or plain (Debian: dataset-fashion-mnist,\n"
-           "         /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ...)\n"
-           "  synth  a learnable synthetic set (class-dependent stripes and colours, noise), any size\n"
-           "A run restarted with the same arguments keeps the shards it finished.\n",
-           usage_inet, usage_idx, usage_synth);
-    return argc < 1 ? 2 : 0;
-  }
-  int shards = 4, classes = 0, images = 0, size = 0, help = 0, val = 0;
-  const char *labels = NULL;
-  long long seed = 0;
-  int seed_i = 1;
-  mnt_opt opts[] = {{"shards", 0, MNT_OPT_INT, &shards, "N", "number of shard files (default 4)"},
-                    {"seed", 0, MNT_OPT_INT, &seed_i, "S", "seed of the sample order (default 1)"},
-                    {"classes", 0, MNT_OPT_INT, &classes, "C", "synth: classes"},
-                    {"images", 0, MNT_OPT_INT, &images, "N", "synth: samples"},
-                    {"size", 0, MNT_OPT_INT, &size, "S", "image size in pixels (imagenet: 256 is usual)"},
-                    {"val", 0, MNT_OPT_FLAG, &val, NULL, "imagenet: the validation split"},
-                    {"labels", 0, MNT_OPT_STRING, &labels, "FILE", "imagenet --val: \"FILE WNID\" lines for a flat folder"},
-                    {NULL, 0, 0, NULL, NULL, NULL}};
-  int st;
-  if (!strcmp(argv[0], "idx")) {
-    int np = positional(argc - 1, argv + 1, 3, usage_idx);
-    if (np < 0) return 2;
-    if ((st = mnt_parse_opts("convert idx", opts, argc - 1 - np, argv + 1 + np, &help, 0))) return st;
-    seed = seed_i;
-    st = mnt_convert_idx(argv[1], argv[2], argv[3], shards, seed);
-  } else if (!strcmp(argv[0], "imagenet")) {
-    int np = positional(argc - 1, argv + 1, 2, usage_inet);
-    if (np < 0) return 2;
-    if ((st = mnt_parse_opts("convert imagenet", opts, argc - 1 - np, argv + 1 + np, &help, 0))) return st;
-    if (labels && !val) {
-      fprintf(stderr, "mntrain convert imagenet: --labels is for the validation split (--val)\n");
-      return 2;
-    }
-    st = mnt_convert_imagenet(argv[1], argv[2], shards, size, labels, seed_i);
-  } else if (!strcmp(argv[0], "synth")) {
-    int np = positional(argc - 1, argv + 1, 1, usage_synth);
-    if (np < 0) return 2;
-    if ((st = mnt_parse_opts("convert synth", opts, argc - 1 - np, argv + 1 + np, &help, 0))) return st;
-    seed = seed_i;
-    st = mnt_convert_synth(argv[1], classes, images, size, shards, seed);
-  } else {
-    fprintf(stderr, "mntrain convert: unknown source '%s' (imagenet, idx, synth)\n", argv[0]);
-    return 2;
-  }
-  return st == MNT_OK ? 0 : st == MNT_EARG ? 2 : 1;
-}
-
-int mnt_inspect_main(int argc, char **argv) {
-  int verify = 0, help = 0;
-  mnt_opt opts[] = {{"verify", 0, MNT_OPT_FLAG, &verify, NULL, "read every sample and check it"},
-                    {NULL, 0, 0, NULL, NULL, NULL}};
-  int np = argc > 0 && argv[0][0] != '-' ? 1 : 0;
-  if (mnt_parse_opts("inspect", opts, argc - np, argv + np, &help, 0)) return 2;
-  if (help || np == 0) {
-    printf("usage: mntrain inspect DIR|SHARD [--verify]\n\nShards, samples, classes, image size, mean/std and the\n"
-           "per-class histogram of a dataset made by mntrain convert; every sample is read and checked\n"
-           "against the index (a bad one is named by file and index, and the exit code is 1).\n");
-    return help ? 0 : 2;
-  }
-  int st = mnt_inspect(argv[0], verify);
-  return st == MNT_OK ? 0 : st == MNT_EARG ? 2 : 1;
+  return st;
 }

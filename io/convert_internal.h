@@ -1,5 +1,6 @@
 /* convert_internal.h — what the converters share (io/convert.c, io/imagenet.c).
- * defines: source (samples in their own order), SKIP_SAMPLE, PREFETCH, mnt_convert_write. */
+ * defines: source (samples in their own order, and what they were made from), SKIP_SAMPLE,
+ *          PREFETCH, mnt_convert_write. */
 #ifndef MNT_CONVERT_INTERNAL_H
 #define MNT_CONVERT_INTERNAL_H
 
@@ -15,11 +16,18 @@ typedef struct source {
   int (*get)(void *ctx, int64_t i, uint8_t *pixels, int32_t *label);
   /* optional: prepare samples ids[0..n) in parallel before they are asked for in that order */
   void (*prefetch)(void *ctx, const int64_t *ids, int n);
+  /* what the samples are made from: a hash of the inputs (contents, or names, sizes and times of
+   * files) and how they are decoded; it enters the conversion's fingerprint */
+  uint64_t inputs;
+  const char *description; /* for index.json's "source": "idx FILE FILE", ... */
+  int64_t ignored;         /* files found but not taken as inputs (reported by the converter) */
 } source;
 
 enum { PREFETCH = 256 };
 
-/* write src into OUT as nshards shards in a seeded random order, then index.json */
-int mnt_convert_write(const source *src, const char *out, int nshards, long long seed);
+/* write src into OUT as nshards shards in a seeded random order, then index.json. An OUT that
+ * holds shards or an index of another conversion (other inputs or settings) is refused, or with
+ * force emptied of them first. */
+int mnt_convert_write(const source *src, const char *out, int nshards, long long seed, int force);
 
 #endif

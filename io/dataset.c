@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "jsonio.h"
 #include "log.h"
 
 uint64_t mnt_mix(uint64_t a, uint64_t b) {
@@ -52,42 +53,83 @@ static int attr_get_int(hid_t obj, const char *name, long long *v) {
   return e < 0 ? -1 : 0;
 }
 
+void mnt_h5_init(void) {
+  /* No clean-up at exit: after a write failed (disk full) HDF5 1.10 cannot close the file, and its
+   * exit-time clean-up would then crash (SIGSEGV in H5F__close_cb) instead of letting mntrain exit
+   * with the error. Every file is closed explicitly, once, on every path. */
+  H5dont_atexit();
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+static int attr_str(hid_t obj, const char *name, const char *v) {
+  hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR);
+  H5Tset_size(t, strlen(v) + 1);
+  hid_t a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
+  herr_t e = a < 0 ? -1 : H5Awrite(a, t, v);
+  if (a >= 0) H5Aclose(a);
+  H5Sclose(sp);
+  H5Tclose(t);
+  return e < 0 ? -1 : 0;
+}
+
+static int attr_get_str(hid_t obj, const char *name, char *out, size_t n) {
+  if (H5Aexists(obj, name) <= 0) return -1;
+  hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+  hid_t ft = a < 0 ? -1 : H5Aget_type(a);
+  int ok = -1;
+  if (ft >= 0 && H5Tget_class(ft) == H5T_STRING && !H5Tis_variable_str(ft) && H5Tget_size(ft) < n) {
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    H5Tset_size(mt, H5Tget_size(ft));
+    memset(out, 0, n);
+    if (H5Aread(a, mt, out) >= 0) ok = 0;
+    H5Tclose(mt);
+  }
+  if (ft >= 0) H5Tclose(ft);
+  if (a >= 0) H5Aclose(a);
+  return ok;
+}
+
+/* a chunked dataset whose every chunk carries a Fletcher-32 checksum, checked on every read */
+static hid_t checked_dataset(hid_t file, const char *name, hid_t type, int rank, const hsize_t *dims,
+                             const hsize_t *chunk) {
+  hid_t sp = H5Screate_simple(rank, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  hid_t ds = -1;
+  if (sp >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, rank, chunk) >= 0 && H5Pset_fletcher32(dcpl) >= 0)
+    ds = H5Dcreate2(file, name, type, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  if (dcpl >= 0) H5Pclose(dcpl);
+  if (sp >= 0) H5Sclose(sp);
+  return ds;
+}
+
 int mnt_shard_create(mnt_shard_writer *w, const char *path, int64_t n, int size, int channels, int nclasses,
-                     int shard, int nshards, long long seed) {
+                     int shard, int nshards, long long seed, const char *fingerprint) {
   memset(w, 0, sizeof *w);
+  w->file = w->images = w->labels = w->source = -1;
   snprintf(w->path, sizeof w->path, "%s", path);
   w->n = n;
   w->size = size;
   w->channels = channels;
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported here, with the file named */
   w->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (w->file < 0) {
     MNT_ERR("%s: cannot create the shard file (%s)", path, strerror(errno));
     return MNT_ESYS;
   }
+  /* one image per chunk, so that a shard that skipped unreadable inputs can be shrunk and every
+   * image read is one checksummed chunk */
   hsize_t dims[4] = {(hsize_t)n, (hsize_t)size, (hsize_t)size, (hsize_t)channels};
   hsize_t chunk[4] = {1, (hsize_t)size, (hsize_t)size, (hsize_t)channels};
-  /* chunked (one image per chunk) so that a shard that skipped unreadable inputs can be shrunk */
-  hid_t sp = H5Screate_simple(4, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
-  H5Pset_chunk(dcpl, 4, chunk);
-  w->images = H5Dcreate2(w->file, "images", H5T_STD_U8LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-  H5Pclose(dcpl);
-  H5Sclose(sp);
   hsize_t d1 = (hsize_t)n, c1 = n > 4096 ? 4096 : (hsize_t)(n > 0 ? n : 1);
-  sp = H5Screate_simple(1, &d1, NULL);
-  dcpl = H5Pcreate(H5P_DATASET_CREATE);
-  H5Pset_chunk(dcpl, 1, &c1);
-  w->labels = H5Dcreate2(w->file, "labels", H5T_STD_I32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-  w->source = H5Dcreate2(w->file, "source_index", H5T_STD_I64LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-  H5Pclose(dcpl);
-  H5Sclose(sp);
+  w->images = checked_dataset(w->file, "images", H5T_STD_U8LE, 4, dims, chunk);
+  w->labels = checked_dataset(w->file, "labels", H5T_STD_I32LE, 1, &d1, &c1);
+  w->source = checked_dataset(w->file, "source_index", H5T_STD_I64LE, 1, &d1, &c1);
   if (w->images < 0 || w->labels < 0 || w->source < 0 || attr_int(w->file, "samples", n) ||
       attr_int(w->file, "image_size", size) || attr_int(w->file, "channels", channels) ||
       attr_int(w->file, "num_classes", nclasses) || attr_int(w->file, "shard", shard) ||
       attr_int(w->file, "num_shards", nshards) || attr_int(w->file, "seed", seed) ||
-      attr_int(w->file, "version", MNT_DATASET_VERSION)) {
-    MNT_ERR("%s: cannot create the datasets of a shard", path);
-    mnt_shard_close(w);
+      attr_int(w->file, "version", MNT_DATASET_VERSION) || attr_str(w->file, "fingerprint", fingerprint)) {
+    MNT_ERR("%s: cannot create the datasets of a shard (disk full?)", path);
+    mnt_shard_abort(w);
     return MNT_ESYS;
   }
   return MNT_OK;
@@ -120,12 +162,28 @@ int mnt_shard_append(mnt_shard_writer *w, const uint8_t *pixels, int32_t label, 
   return MNT_OK;
 }
 
+/* close each handle exactly once; -1 marks what is closed (or was never opened) */
+static int close_handles(mnt_shard_writer *w) {
+  int bad = 0;
+  hid_t *ds[3] = {&w->images, &w->labels, &w->source};
+  for (int i = 0; i < 3; i++)
+    if (*ds[i] >= 0) {
+      bad |= H5Dclose(*ds[i]) < 0;
+      *ds[i] = -1;
+    }
+  if (w->file >= 0) {
+    bad |= H5Fclose(w->file) < 0;
+    w->file = -1;
+  }
+  return bad;
+}
+
 int mnt_shard_close(mnt_shard_writer *w) {
   int st = MNT_OK;
-  if (w->file > 0 && w->written != w->n && !w->allow_short) {
+  if (w->file >= 0 && w->written != w->n && !w->allow_short) {
     MNT_ERR("%s: %lld of %lld samples written", w->path, (long long)w->written, (long long)w->n);
     st = MNT_EDATA;
-  } else if (w->file > 0 && w->written != w->n) { /* inputs were skipped: shrink to what is there */
+  } else if (w->file >= 0 && w->written != w->n) { /* inputs were skipped: shrink to what is there */
     hsize_t d4[4] = {(hsize_t)w->written, (hsize_t)w->size, (hsize_t)w->size, (hsize_t)w->channels};
     hsize_t d1 = (hsize_t)w->written;
     long long v = w->written;
@@ -137,19 +195,30 @@ int mnt_shard_close(mnt_shard_writer *w) {
     }
     if (a >= 0) H5Aclose(a);
   }
-  if (w->images > 0) H5Dclose(w->images);
-  if (w->labels > 0) H5Dclose(w->labels);
-  if (w->source > 0) H5Dclose(w->source);
-  if (w->file > 0 && H5Fclose(w->file) < 0 && st == MNT_OK) {
+  if (close_handles(w) && st == MNT_OK) {
     MNT_ERR("%s: closing failed (disk full?)", w->path);
     st = MNT_ESYS;
   }
-  w->file = w->images = w->labels = w->source = 0;
   return st;
 }
 
+void mnt_shard_abort(mnt_shard_writer *w) {
+  close_handles(w); /* may fail (that is why we are here); the file goes either way */
+  if (w->path[0]) unlink(w->path);
+}
+
+int mnt_shard_fingerprint(const char *path, char *out, size_t n) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) return -1;
+  int r = attr_get_str(f, "fingerprint", out, n);
+  if (r) snprintf(out, n, "none");
+  H5Fclose(f);
+  return 0;
+}
+
 int mnt_index_write(const char *dir, int nclasses, char **class_names, int size, int channels, const float *mean,
-                    const float *std, long long seed, int nshards, const int64_t *shard_count) {
+                    const float *std, long long seed, int nshards, const int64_t *shard_count,
+                    const char *fingerprint, const char *source) {
   json_t *o = json_object(), *cl = json_array(), *sh = json_array(), *m = json_array(), *s = json_array();
   int64_t total = 0;
   for (int i = 0; i < nclasses; i++) json_array_append_new(cl, json_string(class_names[i]));
@@ -174,29 +243,11 @@ int mnt_index_write(const char *dir, int nclasses, char **class_names, int size,
   json_object_set_new(o, "mean", m);
   json_object_set_new(o, "std", s);
   json_object_set_new(o, "shards", sh);
+  json_object_set_new(o, "fingerprint", json_string(fingerprint));
+  json_object_set_new(o, "source", json_string(source));
   int st = mnt_json_save(dir, "index.json", o);
   json_decref(o);
   return st;
-}
-
-int mnt_json_save(const char *dir, const char *name, struct json_t *o) {
-  char tmp[1200], path[1200];
-  snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  if (json_dump_file(o, tmp, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(15)) != 0) {
-    MNT_ERR("%s: cannot write (%s)", tmp, strerror(errno));
-    return MNT_ESYS;
-  }
-  int fd = open(tmp, O_RDONLY);
-  if (fd >= 0) {
-    fsync(fd);
-    close(fd);
-  }
-  if (rename(tmp, path) != 0) {
-    MNT_ERR("rename %s -> %s: %s", tmp, path, strerror(errno));
-    return MNT_ESYS;
-  }
-  return MNT_OK;
 }
 
 static int bad_index(const char *path, const char *what) {
@@ -212,11 +263,18 @@ int mnt_dataset_open(const char *dir, mnt_dataset *d) {
   json_error_t jerr;
   json_t *o = json_load_file(path, 0, &jerr);
   if (!o) {
-    if (access(path, R_OK) != 0) MNT_ERR("%s: %s (is %s a dataset made by mntrain convert?)", path, strerror(errno), dir);
-    else MNT_ERR("%s:%d: not valid JSON: %s", path, jerr.line, jerr.text);
+    if (access(path, R_OK) != 0) {
+      MNT_ERR("%s: %s (is %s a dataset made by mntrain convert?)", path, strerror(errno), dir);
+      return MNT_EARG;
+    }
+    MNT_ERR("%s:%d: not valid JSON: %s", path, jerr.line, jerr.text);
     return MNT_EDATA;
   }
   int st = MNT_EDATA;
+  d->version = (int)json_integer_value(json_object_get(o, "version"));
+  snprintf(d->fingerprint, sizeof d->fingerprint, "%s",
+           json_string_value(json_object_get(o, "fingerprint")) ? json_string_value(json_object_get(o, "fingerprint"))
+                                                                 : "none");
   json_t *cl = json_object_get(o, "classes"), *sh = json_object_get(o, "shards");
   json_t *m = json_object_get(o, "mean"), *s = json_object_get(o, "std");
   const char *fmt = json_string_value(json_object_get(o, "format"));
@@ -225,6 +283,11 @@ int mnt_dataset_open(const char *dir, mnt_dataset *d) {
   d->channels = (int)json_integer_value(json_object_get(o, "channels"));
   d->seed = (long long)json_integer_value(json_object_get(o, "seed"));
   if (!fmt || strcmp(fmt, MNT_DATASET_FORMAT) != 0) { bad_index(path, "not an mntrain-shards index (\"format\")"); goto done; }
+  if (d->version < 1 || d->version > MNT_DATASET_VERSION) {
+    MNT_ERR("%s: format version %d; this mntrain reads versions 1 to %d (convert the data again)", path, d->version,
+            MNT_DATASET_VERSION);
+    goto done;
+  }
   if (!json_is_array(cl) || (int)json_array_size(cl) != d->nclasses || d->nclasses < 1) { bad_index(path, "\"classes\" and \"num_classes\" disagree"); goto done; }
   if (d->size < 1 || (d->channels != 1 && d->channels != 3)) { bad_index(path, "bad \"image_size\" or \"channels\" (1 or 3)"); goto done; }
   if (!json_is_array(sh) || json_array_size(sh) < 1) { bad_index(path, "no \"shards\""); goto done; }
@@ -286,6 +349,14 @@ int mnt_dataset_open(const char *dir, mnt_dataset *d) {
       goto done;
     }
   }
+  if (d->total == 0) {
+    MNT_ERR("%s: the dataset has no samples", dir);
+    st = MNT_EARG;
+    goto done;
+  }
+  if (d->version == 1)
+    MNT_WARN("%s: format version 1 has no checksums, so corrupt images would go unnoticed; convert it again "
+             "(mntrain convert ... --force) to get a Fletcher-32 checksum on every image", dir);
   st = MNT_OK;
 done:
   json_decref(o);
@@ -320,17 +391,21 @@ int mnt_dataset_read(mnt_dataset *d, int64_t g, uint8_t *pixels, int32_t *label)
   hid_t im = d->hids[3 * lo + 1], lb = d->hids[3 * lo + 2];
   hsize_t start[4] = {(hsize_t)i, 0, 0, 0}, count[4] = {1, (hsize_t)d->size, (hsize_t)d->size, (hsize_t)d->channels};
   hsize_t c1 = 1;
-  hid_t fs = H5Dget_space(im), ms = H5Screate_simple(4, count, NULL);
-  H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
-  herr_t e1 = H5Dread(im, H5T_NATIVE_UCHAR, ms, fs, H5P_DEFAULT, pixels);
-  H5Sclose(ms); H5Sclose(fs);
-  fs = H5Dget_space(lb);
-  ms = H5Screate_simple(1, &c1, NULL);
+  herr_t e1 = 0;
+  if (pixels) {
+    hid_t fs = H5Dget_space(im), ms = H5Screate_simple(4, count, NULL);
+    H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
+    e1 = H5Dread(im, H5T_NATIVE_UCHAR, ms, fs, H5P_DEFAULT, pixels);
+    H5Sclose(ms);
+    H5Sclose(fs);
+  }
+  hid_t fs = H5Dget_space(lb), ms = H5Screate_simple(1, &c1, NULL);
   H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, &c1, NULL);
   herr_t e2 = H5Dread(lb, H5T_NATIVE_INT32, ms, fs, H5P_DEFAULT, label);
   H5Sclose(ms); H5Sclose(fs);
   if (e1 < 0 || e2 < 0) {
-    MNT_ERR("%s: sample %lld cannot be read (truncated or corrupt file?)", d->shard_path[lo], (long long)i);
+    MNT_ERR("%s: sample %lld cannot be read: its checksum does not match (the file is corrupt) or the file is "
+            "truncated", d->shard_path[lo], (long long)i);
     return MNT_EDATA;
   }
   if (*label < 0 || *label >= d->nclasses) {

@@ -1,8 +1,13 @@
 /* export.c — see export.h. */
 #include "export.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <hdf5.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -24,10 +29,30 @@ int mnt_h5_put_f32(int64_t file, const char *path, const float *data, int ndims,
   return MNT_OK;
 }
 
+int mnt_output_probe(const char *path) {
+  char tmp[1200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  struct stat sb;
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    MNT_ERR("%s is a directory, not a file to write", path);
+    return MNT_EARG;
+  }
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    MNT_ERR("%s cannot be written: %s", path, strerror(errno));
+    return MNT_EARG;
+  }
+  close(fd);
+  unlink(tmp);
+  return MNT_OK;
+}
+
 int mnt_export_h5(const mnt_resnet *r, const char *path) {
-  hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  char tmp[1200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path); /* renamed when complete: a file at path is whole */
+  hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (f < 0) {
-    MNT_ERR("%s: cannot create", path);
+    MNT_ERR("%s: cannot create: %s", tmp, strerror(errno));
     return MNT_ESYS;
   }
   char name[200];
@@ -41,8 +66,13 @@ int mnt_export_h5(const mnt_resnet *r, const char *path) {
     st = mnt_h5_put_f32(f, name, r->bn + r->stats[i].off, 1, r->stats[i].dims);
   }
   if (H5Fclose(f) < 0 && st == MNT_OK) {
-    MNT_ERR("%s: closing failed (disk full?)", path);
+    MNT_ERR("%s: closing failed (disk full?)", tmp);
     st = MNT_ESYS;
   }
+  if (st == MNT_OK && rename(tmp, path) != 0) {
+    MNT_ERR("rename %s -> %s: %s", tmp, path, strerror(errno));
+    st = MNT_ESYS;
+  }
+  if (st != MNT_OK) unlink(tmp);
   return st;
 }

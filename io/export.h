@@ -1,6 +1,8 @@
 /* export.h — model tensors to HDF5 under torchvision's names (readable by h5py, loadable into a
  * torchvision state_dict). defines: mnt_h5_put_f32 (one float32 dataset, intermediate groups
- * created), mnt_export_h5 (/model/<name> for every parameter, /bn/<name> for BN statistics). */
+ * created), mnt_export_h5 (/model/<name> for every parameter, /bn/<name> for BN statistics;
+ * written as PATH.tmp and renamed when whole), mnt_output_probe (can PATH be written? checked
+ * when a run starts, not discovered when it ends). */
 #ifndef MNT_EXPORT_H
 #define MNT_EXPORT_H
 
@@ -10,5 +12,8 @@
 
 int mnt_h5_put_f32(int64_t file, const char *path, const float *data, int ndims, const int *dims);
 int mnt_export_h5(const mnt_resnet *r, const char *path);
+/* MNT_OK when a file can be created at path (tried with PATH.tmp, removed again); MNT_EARG and
+ * an error naming path otherwise */
+int mnt_output_probe(const char *path);
 
 #endif

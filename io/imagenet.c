@@ -1,21 +1,38 @@
-/* imagenet.c — `mntrain convert imagenet`: JPEG class folders (or a flat folder and a labels
- * file) to shards. Decoding with libjpeg-turbo (grayscale and CMYK too), the shorter side resized
- * to S with an area filter (bilinear when enlarging), the centre S×S kept. Decoding runs on all
- * cores (OpenMP) a chunk ahead of the writer; an unreadable file is reported by path and skipped. */
+/* imagenet.c — `mntrain convert imagenet`: image class folders (or a flat folder and a labels
+ * file) to shards, read as torchvision's ImageFolder reads them: the classes are the sorted
+ * folder names of SRC; each class takes every file below its folder (subfolders too, links
+ * followed, in sorted path order) whose name ends in one of ImageFolder's extensions (any case);
+ * a class folder without such a file is an error. Other files are reported and ignored.
+ * Decoding goes by content: JPEG with libjpeg-turbo (grayscale and CMYK too; large images are
+ * decoded at 1/2, 1/4 or 1/8 scale by the DCT, to the smallest size still >= the target), PNG with
+ * libpng, BMP/PPM/PGM with libjpeg-turbo's loader; TIFF and WebP are refused by name. Headers are
+ * read first: absurd dimensions are refused before any memory is taken. The shorter side is
+ * resized to S with an area filter (bilinear when enlarging) and the centre S×S kept. Decoding runs
+ * on all cores (OpenMP) a chunk ahead of the writer; an unreadable file is reported by path and
+ * reason and skipped. */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
+#include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
 #include <turbojpeg.h>
+#include <xxhash.h>
 
 #include "convert.h"
 #include "convert_internal.h"
 #include "log.h"
+
+/* The largest image accepted: per side in the header, and in decoded pixels (for JPEG after DCT
+ * scaling, so a 30000x20000 photo still converts): an ImageNet photo is a few megapixels; a header
+ * claiming far more is a broken or hostile file (a 778-byte "JPEG bomb" can claim 65500x65500). */
+#define MAX_SIDE 32768
+#define MAX_PIXELS (64.0 * 1024 * 1024)
+#define MAX_DEPTH 64 /* folder nesting followed below a class folder (links may loop) */
 
 typedef struct jfile { char *path; int32_t label; } jfile;
 
@@ -23,44 +40,49 @@ typedef struct inet {
   jfile *files;
   int64_t n, cap;
   int size;
+  int64_t ignored;      /* files below SRC that are not images by ImageFolder's extensions */
+  XXH3_state_t *h;      /* the inputs: names, sizes, times and labels of every file */
   /* the chunk decoded ahead: ids and results */
   int64_t *ids;
   uint8_t *pix;
-  int *ok;
+  char (*why)[120];     /* "" when decoded, else the reason */
   int nids;
 } inet;
 
-static int has_jpeg_ext(const char *name) {
-  const char *dot = strrchr(name, '.');
-  return dot && (!strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".jpg"));
+/* torchvision.datasets.folder.IMG_EXTENSIONS */
+static const char *const EXTS[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"};
+
+static int is_image_name(const char *name) {
+  size_t n = strlen(name);
+  for (size_t i = 0; i < sizeof EXTS / sizeof EXTS[0]; i++) {
+    size_t e = strlen(EXTS[i]);
+    if (n >= e && !strcasecmp(name + n - e, EXTS[i])) return 1;
+  }
+  return 0;
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* sorted names of the entries of dir (dirs or JPEG files) */
-static char **list_dir(const char *dir, int want_dirs, int *n) {
-  DIR *d = opendir(dir);
-  *n = 0;
-  if (!d) return NULL;
-  int cap = 64;
-  char **names = malloc((size_t)cap * sizeof *names);
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    if (e->d_name[0] == '.') continue;
-    char p[4096];
-    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-    struct stat sb;
-    if (stat(p, &sb) != 0) continue;
-    if (want_dirs ? !S_ISDIR(sb.st_mode) : !(S_ISREG(sb.st_mode) && has_jpeg_ext(e->d_name))) continue;
-    if (*n == cap) names = realloc(names, (size_t)(cap *= 2) * sizeof *names);
-    names[(*n)++] = strdup(e->d_name);
+typedef struct strlist { char **v; int n, cap; } strlist;
+
+static int push(strlist *l, const char *s) {
+  if (l->n == l->cap) {
+    int nc = l->cap ? 2 * l->cap : 64;
+    char **q = realloc(l->v, (size_t)nc * sizeof *q);
+    if (!q) return -1;
+    l->v = q;
+    l->cap = nc;
   }
-  closedir(d);
-  qsort(names, (size_t)*n, sizeof *names, cmp_str);
-  return names;
+  return (l->v[l->n] = strdup(s)) ? (l->n++, 0) : -1;
 }
 
-static void add_file(inet *s, const char *path, int32_t label) {
+static void strlist_free(strlist *l) {
+  for (int i = 0; i < l->n; i++) free(l->v[i]);
+  free(l->v);
+  memset(l, 0, sizeof *l);
+}
+
+static void add_file(inet *s, const char *path, int32_t label, const struct stat *sb) {
   if (s->n == s->cap) {
     s->cap = s->cap ? 2 * s->cap : 1024;
     s->files = realloc(s->files, (size_t)s->cap * sizeof *s->files);
@@ -68,40 +90,226 @@ static void add_file(inet *s, const char *path, int32_t label) {
   s->files[s->n].path = strdup(path);
   s->files[s->n].label = label;
   s->n++;
+  long long meta[4] = {label, (long long)sb->st_size, (long long)sb->st_mtim.tv_sec, (long long)sb->st_mtim.tv_nsec};
+  XXH3_64bits_update(s->h, path, strlen(path) + 1);
+  XXH3_64bits_update(s->h, meta, sizeof meta);
 }
 
-/* decode, resize the shorter side to S, keep the centre S×S, RGB */
-static int decode(tjhandle tj, const char *path, int S, uint8_t *out) {
+/* every folder below dir (dir included), as os.walk(dir, followlinks=True) visits them */
+static int walk_dirs(const char *dir, int depth, strlist *dirs) {
+  if (push(dirs, dir)) return MNT_ENOMEM;
+  if (depth >= MAX_DEPTH) {
+    MNT_WARN("%s: more than %d folders deep (a link loop?); not followed further", dir, MAX_DEPTH);
+    return MNT_OK;
+  }
+  DIR *d = opendir(dir);
+  if (!d) {
+    MNT_WARN("%s: cannot read the folder (%s); its files are left out", dir, strerror(errno));
+    return MNT_OK;
+  }
+  struct dirent *e;
+  strlist subs = {0};
+  int st = MNT_OK;
+  while ((e = readdir(d)) && st == MNT_OK) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    char p[4096];
+    struct stat sb;
+    if (snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= (int)sizeof p) {
+      MNT_WARN("%s/%s: path too long; left out", dir, e->d_name);
+      continue;
+    }
+    if (stat(p, &sb) == 0 && S_ISDIR(sb.st_mode) && push(&subs, p)) st = MNT_ENOMEM;
+  }
+  closedir(d);
+  for (int i = 0; i < subs.n && st == MNT_OK; i++) st = walk_dirs(subs.v[i], depth + 1, dirs);
+  strlist_free(&subs);
+  return st;
+}
+
+/* the image files of one class folder in ImageFolder's order: folders sorted by path, files by name */
+static int class_files(inet *s, const char *cdir, int32_t label) {
+  strlist dirs = {0};
+  int st = walk_dirs(cdir, 0, &dirs);
+  if (st == MNT_OK) qsort(dirs.v, (size_t)dirs.n, sizeof *dirs.v, cmp_str);
+  for (int i = 0; i < dirs.n && st == MNT_OK; i++) {
+    DIR *d = opendir(dirs.v[i]);
+    if (!d) continue;
+    strlist names = {0};
+    struct dirent *e;
+    while ((e = readdir(d)) && st == MNT_OK)
+      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && push(&names, e->d_name)) st = MNT_ENOMEM;
+    closedir(d);
+    qsort(names.v, (size_t)names.n, sizeof *names.v, cmp_str);
+    for (int k = 0; k < names.n && st == MNT_OK; k++) {
+      char p[4096];
+      struct stat sb;
+      if (snprintf(p, sizeof p, "%s/%s", dirs.v[i], names.v[k]) >= (int)sizeof p) {
+        MNT_WARN("%s/%s: path too long; left out", dirs.v[i], names.v[k]);
+        s->ignored++;
+        continue;
+      }
+      if (stat(p, &sb) != 0 || S_ISDIR(sb.st_mode)) continue;
+      if (!is_image_name(names.v[k])) {
+        MNT_WARN("%s: not an image by its name (ImageFolder's extensions: .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff "
+                 ".webp); ignored", p);
+        s->ignored++;
+        continue;
+      }
+      add_file(s, p, label, &sb);
+    }
+    strlist_free(&names);
+  }
+  strlist_free(&dirs);
+  return st;
+}
+
+/* ---- decoding ------------------------------------------------------------------------------ */
+typedef struct image { uint8_t *rgb; int w, h; } image;
+
+static int too_big(int w, int h, char *why, size_t n) {
+  if (w < 1 || h < 1 || w > MAX_SIDE || h > MAX_SIDE || (double)w * h > MAX_PIXELS) {
+    snprintf(why, n, "its header says %dx%d pixels: refused (at most %d per side and %.0f megapixels)", w, h,
+             MAX_SIDE, MAX_PIXELS / 1048576);
+    return 1;
+  }
+  return 0;
+}
+
+/* JPEG: the header first, then decoding at the smallest of 1/8, 1/4, 1/2, 1 that keeps the
+ * shorter side >= S (the DCT does the first reduction nearly for free) */
+static int decode_jpeg(tjhandle tj, const unsigned char *buf, unsigned long len, int S, image *im, char *why,
+                       size_t n) {
+  int w, h, sub, cs;
+  if (tjDecompressHeader3(tj, buf, len, &w, &h, &sub, &cs) != 0) {
+    snprintf(why, n, "not a readable JPEG (%s)", tjGetErrorStr2(tj));
+    return -1;
+  }
+  if (w < 1 || h < 1 || w > MAX_SIDE || h > MAX_SIDE) return too_big(w, h, why, n), -1;
+  int nf, best_w = w, best_h = h;
+  tjscalingfactor *sf = tjGetScalingFactors(&nf);
+  for (int i = 0; sf && i < nf; i++) {
+    if (sf[i].num != 1 || (sf[i].denom != 2 && sf[i].denom != 4 && sf[i].denom != 8)) continue;
+    int sw = TJSCALED(w, sf[i]), sh = TJSCALED(h, sf[i]);
+    if ((sw < sh ? sw : sh) >= S && sw < best_w) best_w = sw, best_h = sh;
+  }
+  if (too_big(best_w, best_h, why, n)) return -1;
+  int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
+  int pf = cmyk ? TJPF_CMYK : TJPF_RGB, ps = cmyk ? 4 : 3;
+  uint8_t *img = malloc((size_t)best_w * best_h * ps);
+  if (!img) {
+    snprintf(why, n, "out of memory for %dx%d pixels", best_w, best_h);
+    return -1;
+  }
+  /* a warning about extraneous bytes leaves a whole image, as PIL reads it; missing data does not */
+  if (tjDecompress2(tj, buf, len, img, best_w, 0, best_h, pf, TJFLAG_ACCURATEDCT) != 0 &&
+      (tjGetErrorCode(tj) != TJERR_WARNING || !strstr(tjGetErrorStr2(tj), "extraneous bytes"))) {
+    snprintf(why, n, "not a readable JPEG (%s)", tjGetErrorStr2(tj));
+    free(img);
+    return -1;
+  }
+  if (cmyk) /* Adobe's inverted CMYK, as PIL reads it: R = C*K/255 ... */
+    for (size_t i = 0; i < (size_t)best_w * best_h; i++) {
+      unsigned k = img[4 * i + 3];
+      img[3 * i + 0] = (uint8_t)(img[4 * i + 0] * k / 255);
+      img[3 * i + 1] = (uint8_t)(img[4 * i + 1] * k / 255);
+      img[3 * i + 2] = (uint8_t)(img[4 * i + 2] * k / 255);
+    }
+  *im = (image){img, best_w, best_h};
+  return 0;
+}
+
+/* PNG (any bit depth, palette, grey, alpha) through libpng's simplified API, as RGBA; the alpha is
+ * dropped, as PIL's convert("RGB") does */
+static int decode_png(const unsigned char *buf, size_t len, image *im, char *why, size_t n) {
+  png_image p;
+  memset(&p, 0, sizeof p);
+  p.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_memory(&p, buf, len)) {
+    snprintf(why, n, "not a readable PNG (%s)", p.message);
+    return -1;
+  }
+  if (too_big((int)(p.width > 65535 ? 65535 : p.width), (int)(p.height > 65535 ? 65535 : p.height), why, n)) {
+    png_image_free(&p);
+    return -1;
+  }
+  p.format = PNG_FORMAT_RGBA;
+  uint8_t *rgba = malloc(PNG_IMAGE_SIZE(p));
+  if (!rgba || !png_image_finish_read(&p, NULL, rgba, 0, NULL)) {
+    snprintf(why, n, "not a readable PNG (%s)", rgba ? p.message : "out of memory");
+    free(rgba);
+    png_image_free(&p);
+    return -1;
+  }
+  size_t px = (size_t)p.width * p.height;
+  for (size_t i = 0; i < px; i++) memmove(rgba + 3 * i, rgba + 4 * i, 3);
+  *im = (image){rgba, (int)p.width, (int)p.height};
+  return 0;
+}
+
+/* BMP, PPM, PGM: libjpeg-turbo's loader (it goes by the file name's extension) */
+static int decode_netpbm_bmp(const char *path, image *im, char *why, size_t n) {
+  int w = 0, h = 0, pf = TJPF_RGB;
+  unsigned char *img = tjLoadImage(path, &w, 1, &h, &pf, 0);
+  if (!img) {
+    snprintf(why, n, "not a readable BMP/PPM/PGM (%s)", tjGetErrorStr2(NULL));
+    return -1;
+  }
+  if (too_big(w, h, why, n)) {
+    tjFree(img);
+    return -1;
+  }
+  uint8_t *rgb = malloc((size_t)w * h * 3);
+  if (rgb) memcpy(rgb, img, (size_t)w * h * 3);
+  tjFree(img);
+  if (!rgb) {
+    snprintf(why, n, "out of memory for %dx%d pixels", w, h);
+    return -1;
+  }
+  *im = (image){rgb, w, h};
+  return 0;
+}
+
+static int ends_with(const char *s, const char *e) {
+  size_t a = strlen(s), b = strlen(e);
+  return a >= b && !strcasecmp(s + a - b, e);
+}
+
+static int load(tjhandle tj, const char *path, int S, image *im, char *why, size_t n) {
+  if (ends_with(path, ".bmp") || ends_with(path, ".ppm") || ends_with(path, ".pgm"))
+    return decode_netpbm_bmp(path, im, why, n);
   FILE *f = fopen(path, "rb");
-  if (!f) return -1;
+  if (!f) {
+    snprintf(why, n, "cannot open: %s", strerror(errno));
+    return -1;
+  }
   fseek(f, 0, SEEK_END);
   long len = ftell(f);
   fseek(f, 0, SEEK_SET);
   unsigned char *buf = len > 0 ? malloc((size_t)len) : NULL;
   int ok = buf && fread(buf, 1, (size_t)len, f) == (size_t)len;
   fclose(f);
-  int w, h, sub, cs;
-  if (!ok || tjDecompressHeader3(tj, buf, (unsigned long)len, &w, &h, &sub, &cs) != 0 || w < 1 || h < 1) {
-    free(buf);
-    return -1;
-  }
-  int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
-  int pf = cmyk ? TJPF_CMYK : TJPF_RGB, ps = cmyk ? 4 : 3;
-  uint8_t *img = malloc((size_t)w * h * ps);
-  if (!img || tjDecompress2(tj, buf, (unsigned long)len, img, w, 0, h, pf, TJFLAG_ACCURATEDCT) != 0) {
-    free(buf);
-    free(img);
-    return -1;
-  }
+  int r = -1;
+  if (!ok) snprintf(why, n, len > 0 ? "cannot read the file" : "empty file");
+  else if (len >= 3 && buf[0] == 0xff && buf[1] == 0xd8 && buf[2] == 0xff) /* JPEG, whatever its name says */
+    r = decode_jpeg(tj, buf, (unsigned long)len, S, im, why, n);
+  else if (len >= 8 && !memcmp(buf, "\x89PNG\r\n\x1a\n", 8))
+    r = decode_png(buf, (size_t)len, im, why, n);
+  else if (len >= 4 && (!memcmp(buf, "II*\0", 4) || !memcmp(buf, "MM\0*", 4)))
+    snprintf(why, n, "TIFF is not supported: convert it to PNG or JPEG");
+  else if (len >= 12 && !memcmp(buf, "RIFF", 4) && !memcmp(buf + 8, "WEBP", 4))
+    snprintf(why, n, "WebP is not supported: convert it to PNG or JPEG");
+  else
+    snprintf(why, n, "not an image mntrain can read (JPEG, PNG, BMP, PPM, PGM)");
   free(buf);
-  if (cmyk) { /* Adobe's inverted CMYK, as PIL reads it: R = C*K/255 ... */
-    for (size_t i = 0; i < (size_t)w * h; i++) {
-      unsigned k = img[4 * i + 3];
-      img[3 * i + 0] = (uint8_t)(img[4 * i + 0] * k / 255);
-      img[3 * i + 1] = (uint8_t)(img[4 * i + 1] * k / 255);
-      img[3 * i + 2] = (uint8_t)(img[4 * i + 2] * k / 255);
-    }
-  }
+  return r;
+}
+
+/* decode, resize the shorter side to S, keep the centre S×S, RGB */
+static int decode(tjhandle tj, const char *path, int S, uint8_t *out, char *why, size_t n) {
+  image im;
+  if (load(tj, path, S, &im, why, n) != 0) return -1;
+  const uint8_t *img = im.rgb;
+  int w = im.w, h = im.h;
   /* the shorter side becomes S: scale s; the centre S×S of the scaled image is the source box
    * [ox, ox + S/s) × [oy, oy + S/s) */
   double s = (double)S / (w < h ? w : h);
@@ -140,7 +348,7 @@ static int decode(tjhandle tj, const char *path, int S, uint8_t *out) {
         out[((size_t)y * S + x) * 3 + c] = (uint8_t)(v > 255 ? 255 : v);
       }
     }
-  free(img);
+  free(im.rgb);
   return 0;
 }
 
@@ -153,7 +361,11 @@ static void inet_prefetch(void *ctx, const int64_t *ids, int n) {
   {
     tjhandle tj = tjInitDecompress();
 #pragma omp for schedule(dynamic, 4)
-    for (int i = 0; i < n; i++) s->ok[i] = tj && decode(tj, s->files[ids[i]].path, s->size, s->pix + (size_t)i * px) == 0;
+    for (int i = 0; i < n; i++) {
+      s->why[i][0] = '\0';
+      if (!tj) snprintf(s->why[i], sizeof s->why[i], "libjpeg-turbo could not start");
+      else decode(tj, s->files[ids[i]].path, s->size, s->pix + (size_t)i * px, s->why[i], sizeof s->why[i]);
+    }
     if (tj) tjDestroy(tj);
   }
 }
@@ -163,8 +375,8 @@ static int inet_get(void *ctx, int64_t id, uint8_t *pixels, int32_t *label) {
   size_t px = (size_t)s->size * s->size * 3;
   for (int i = 0; i < s->nids; i++)
     if (s->ids[i] == id) {
-      if (!s->ok[i]) {
-        MNT_WARN("%s: not a readable JPEG; skipped", s->files[id].path);
+      if (s->why[i][0]) {
+        MNT_WARN("%s: %s; skipped", s->files[id].path, s->why[i]);
         return SKIP_SAMPLE;
       }
       memcpy(pixels, s->pix + (size_t)i * px, px);
@@ -175,95 +387,139 @@ static int inet_get(void *ctx, int64_t id, uint8_t *pixels, int32_t *label) {
   return MNT_ESYS;
 }
 
-int mnt_convert_imagenet(const char *src, const char *out, int nshards, int size, const char *val_labels,
-                         long long seed) {
-  if (size < 1) {
-    MNT_ERR("--size must be >= 1 (the stored image side, e.g. 256)");
+/* classes = the sorted folder names of src; every class must hold at least one image */
+static int scan_folders(inet *s, const char *src, strlist *classes) {
+  DIR *d = opendir(src);
+  if (!d) {
+    MNT_ERR("%s: %s", src, strerror(errno));
     return MNT_EARG;
   }
-  inet s = {.size = size};
-  int nclasses = 0, st = MNT_OK;
-  char **classes = NULL;
-  if (!val_labels) { /* class folders, in sorted order as torchvision's ImageFolder */
-    classes = list_dir(src, 1, &nclasses);
-    if (!classes || nclasses == 0) {
-      MNT_ERR("%s: no class folders (expected SRC/<wnid>/*.JPEG)", src);
-      return MNT_EARG;
+  struct dirent *e;
+  int st = MNT_OK;
+  while ((e = readdir(d)) && st == MNT_OK) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    char p[4096];
+    struct stat sb;
+    if (snprintf(p, sizeof p, "%s/%s", src, e->d_name) >= (int)sizeof p) {
+      MNT_WARN("%s/%s: path too long; left out", src, e->d_name);
+      continue;
     }
-    for (int c = 0; c < nclasses; c++) {
-      char dir[4096];
-      snprintf(dir, sizeof dir, "%s/%s", src, classes[c]);
-      int nf;
-      char **files = list_dir(dir, 0, &nf);
-      for (int i = 0; i < nf; i++) {
-        char p[8192];
-        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-        add_file(&s, p, c);
-        free(files[i]);
-      }
-      free(files);
-    }
-  } else { /* a flat folder and "FILE WNID" lines; classes are the sorted distinct wnids */
-    FILE *f = fopen(val_labels, "r");
-    if (!f) {
-      MNT_ERR("%s: %s", val_labels, strerror(errno));
-      return MNT_EARG;
-    }
-    char name[1024], wnid[256];
-    int cap = 0, nl = 0;
-    char **fn = NULL, **wn = NULL;
-    while (fscanf(f, "%1023s %255s", name, wnid) == 2) {
-      if (nl == cap) {
-        cap = cap ? 2 * cap : 1024;
-        fn = realloc(fn, (size_t)cap * sizeof *fn);
-        wn = realloc(wn, (size_t)cap * sizeof *wn);
-      }
-      fn[nl] = strdup(name);
-      wn[nl++] = strdup(wnid);
-    }
-    fclose(f);
-    classes = malloc((size_t)(nl ? nl : 1) * sizeof *classes);
-    for (int i = 0; i < nl; i++) classes[i] = wn[i];
-    qsort(classes, (size_t)nl, sizeof *classes, cmp_str);
-    for (int i = 0; i < nl; i++)
-      if (nclasses == 0 || strcmp(classes[nclasses - 1], classes[i])) classes[nclasses++] = classes[i];
-    for (int i = 0; i < nl; i++) {
-      char **hit = bsearch(&wn[i], classes, (size_t)nclasses, sizeof *classes, cmp_str);
-      char p[4096];
-      snprintf(p, sizeof p, "%s/%s", src, fn[i]);
-      add_file(&s, p, (int32_t)(hit - classes));
-      free(fn[i]);
-    }
-    for (int c = 0; c < nclasses; c++) classes[c] = strdup(classes[c]);
-    for (int i = 0; i < nl; i++) free(wn[i]);
-    free(fn);
-    free(wn);
-    if (nclasses == 0) {
-      MNT_ERR("%s: no \"FILE WNID\" lines", val_labels);
-      st = MNT_EARG;
+    if (stat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) st = push(classes, e->d_name) ? MNT_ENOMEM : MNT_OK;
+    else if (stat(p, &sb) == 0) {
+      MNT_WARN("%s: a file beside the class folders; ignored", p);
+      s->ignored++;
     }
   }
+  closedir(d);
+  if (st != MNT_OK) return st;
+  if (classes->n == 0) {
+    MNT_ERR("%s: no class folders (expected SRC/<class>/... images, as torchvision's ImageFolder)", src);
+    return MNT_EARG;
+  }
+  qsort(classes->v, (size_t)classes->n, sizeof *classes->v, cmp_str);
+  char empty[600] = "";
+  int nempty = 0;
+  for (int c = 0; c < classes->n && st == MNT_OK; c++) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/%s", src, classes->v[c]);
+    int64_t before = s->n;
+    st = class_files(s, dir, c);
+    if (st == MNT_OK && s->n == before) {
+      size_t l = strlen(empty);
+      if (nempty++ < 5) snprintf(empty + l, sizeof empty - l, "%s%s", l ? ", " : "", classes->v[c]);
+    }
+  }
+  if (st == MNT_OK && nempty) {
+    MNT_ERR("%s: %d class folder%s without any image (%s%s): torchvision's ImageFolder refuses that too; remove "
+            "or fill them", src, nempty, nempty > 1 ? "s" : "", empty, nempty > 5 ? ", ..." : "");
+    st = MNT_EARG;
+  }
+  return st;
+}
+
+/* a flat folder and "FILE WNID" lines; classes are the sorted distinct wnids */
+static int scan_flat(inet *s, const char *src, const char *val_labels, strlist *classes) {
+  FILE *f = fopen(val_labels, "r");
+  if (!f) {
+    MNT_ERR("%s: %s", val_labels, strerror(errno));
+    return MNT_EARG;
+  }
+  char name[1024], wnid[256];
+  strlist fn = {0}, wn = {0};
+  int st = MNT_OK;
+  while (st == MNT_OK && fscanf(f, "%1023s %255s", name, wnid) == 2)
+    if (push(&fn, name) || push(&wn, wnid)) st = MNT_ENOMEM;
+  fclose(f);
+  for (int i = 0; i < wn.n && st == MNT_OK; i++) st = push(classes, wn.v[i]) ? MNT_ENOMEM : MNT_OK;
+  if (st == MNT_OK) {
+    qsort(classes->v, (size_t)classes->n, sizeof *classes->v, cmp_str);
+    int k = 0;
+    for (int i = 0; i < classes->n; i++) {
+      if (k == 0 || strcmp(classes->v[k - 1], classes->v[i])) classes->v[k++] = classes->v[i];
+      else free(classes->v[i]);
+    }
+    classes->n = k;
+  }
+  if (st == MNT_OK && classes->n == 0) {
+    MNT_ERR("%s: no \"FILE WNID\" lines", val_labels);
+    st = MNT_EARG;
+  }
+  XXH3_64bits_update(s->h, "flat", 5);
+  for (int i = 0; i < fn.n && st == MNT_OK; i++) {
+    char **hit = bsearch(&wn.v[i], classes->v, (size_t)classes->n, sizeof *classes->v, cmp_str);
+    char p[4096];
+    struct stat sb;
+    if (snprintf(p, sizeof p, "%s/%s", src, fn.v[i]) >= (int)sizeof p) {
+      MNT_WARN("%s/%s: path too long; skipped", src, fn.v[i]);
+      s->ignored++;
+      continue;
+    }
+    if (stat(p, &sb) != 0) {
+      MNT_WARN("%s (listed in %s): %s; skipped", p, val_labels, strerror(errno));
+      s->ignored++;
+      continue;
+    }
+    add_file(s, p, (int32_t)(hit - classes->v), &sb);
+  }
+  strlist_free(&fn);
+  strlist_free(&wn);
+  return st;
+}
+
+int mnt_convert_imagenet(const char *src, const char *out, int nshards, int size, const char *val_labels,
+                         long long seed, int force) {
+  inet s = {.size = size, .h = XXH3_createState()};
+  strlist classes = {0};
+  int st = s.h ? MNT_OK : MNT_ENOMEM;
+  if (st == MNT_OK) {
+    XXH3_64bits_reset(s.h);
+    XXH3_64bits_update(s.h, "imagenet 2", 11); /* decoder version: a change of decoding is a new input */
+    st = val_labels ? scan_flat(&s, src, val_labels, &classes) : scan_folders(&s, src, &classes);
+  }
   if (st == MNT_OK && s.n == 0) {
-    MNT_ERR("%s: no JPEG files", src);
+    MNT_ERR("%s: no image files", src);
     st = MNT_EARG;
   }
   s.ids = malloc(PREFETCH * sizeof *s.ids);
-  s.ok = malloc(PREFETCH * sizeof *s.ok);
+  s.why = malloc(PREFETCH * sizeof *s.why);
   s.pix = malloc((size_t)PREFETCH * size * size * 3);
-  if (st == MNT_OK && (!s.ids || !s.ok || !s.pix)) st = MNT_ENOMEM;
+  if (st == MNT_OK && (!s.ids || !s.why || !s.pix)) st = MNT_ENOMEM;
   if (st == MNT_OK) {
-    printf("convert imagenet: %lld JPEG files in %d classes from %s, %d threads\n", (long long)s.n, nclasses, src,
-           omp_get_max_threads());
-    source so = {.n = s.n, .size = size, .channels = 3, .nclasses = nclasses, .class_names = classes, .ctx = &s,
-                 .get = inet_get, .prefetch = inet_prefetch};
-    st = mnt_convert_write(&so, out, nshards, seed);
+    printf("convert imagenet: %lld image files in %d classes from %s (%lld other files ignored), %d threads\n",
+           (long long)s.n, classes.n, src, (long long)s.ignored, omp_get_max_threads());
+    char desc[4200];
+    snprintf(desc, sizeof desc, "imagenet %s%s%s", src, val_labels ? " --labels " : "", val_labels ? val_labels : "");
+    source so = {.n = s.n, .size = size, .channels = 3, .nclasses = classes.n, .class_names = classes.v, .ctx = &s,
+                 .get = inet_get, .prefetch = inet_prefetch, .inputs = XXH3_64bits_digest(s.h), .description = desc,
+                 .ignored = s.ignored};
+    st = mnt_convert_write(&so, out, nshards, seed, force);
   }
   for (int64_t i = 0; i < s.n; i++) free(s.files[i].path);
-  for (int c = 0; c < nclasses; c++) free(classes[c]);
-  free(classes);
+  strlist_free(&classes);
+  XXH3_freeState(s.h);
   free(s.files);
   free(s.ids);
-  free(s.ok);
+  free(s.why);
   free(s.pix);
   return st;
 }

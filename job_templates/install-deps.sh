@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # install-deps.sh — install what mntrain needs to build, test and run on Debian 12, as root.
 #   job_templates/install-deps.sh [--no-update]
-# Build: cmake, a C compiler, pkg-config, PMIx, HDF5, oneDNN, OpenBLAS, libjpeg-turbo, jansson.
+# Build: cmake, a C compiler, pkg-config, PMIx, HDF5, oneDNN, OpenBLAS, libjpeg-turbo, libpng, xxHash,
+# jansson, zlib.
 # Cluster: Slurm (slurm-wlm, with the PMIx plugin) and munge; iproute2/util-linux for the
 # local cluster's network and mount namespaces. Peers: PyTorch (python3-torch), h5py. Data:
 # Fashion-MNIST (dataset-fashion-mnist, IDX files under /usr/share/datasets/fashion-mnist).
@@ -10,7 +11,7 @@ set -euo pipefail
 [ "$(id -u)" -eq 0 ] || { echo "install-deps: run as root (apt-get install)" >&2; exit 1; }
 packages=(
   build-essential cmake pkg-config
-  libpmix-dev libhdf5-dev hdf5-tools libdnnl-dev libopenblas-dev libturbojpeg0-dev libpng-dev libjansson-dev zlib1g-dev
+  libpmix-dev libhdf5-dev hdf5-tools libdnnl-dev libopenblas-dev libturbojpeg0-dev libpng-dev libxxhash-dev libjansson-dev zlib1g-dev
   slurm-wlm munge iproute2 util-linux procps
   python3-torch python3-torchvision python3-h5py python3-numpy dataset-fashion-mnist
   shellcheck gdb mmdebstrap

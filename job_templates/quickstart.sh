@@ -3,8 +3,9 @@
 # what is missing, builds mntrain, brings up the local two-node Slurm cluster, converts
 # Fashion-MNIST (Debian's dataset-fashion-mnist) to shards, submits job_templates/train.sbatch with
 # sbatch for 1, 2 and 4 ranks (one after the other), follows each job's output while it runs, and
-# prints the final accuracies and the weak-scaling table from the runs' summary.json files. The
-# cluster stays up afterwards (job_templates/local-cluster.sh down stops it).
+# prints the final accuracies and the weak-scaling table from the runs' summary.json files (a rerun
+# replaces the earlier runs: --force). The cluster stays up afterwards (job_templates/local-cluster.sh
+# down stops it).
 #   job_templates/quickstart.sh [extra mntrain train options]
 # Environment: BUILD_DIR (default build), OUT (default /tmp/mntrain-quickstart), STEPS (default 300).
 set -euo pipefail
@@ -59,7 +60,7 @@ for ranks in 1 2 4; do
     --output="$out/train-$ranks-%j.out" job_templates/train.sbatch \
     --data "$out/fmnist-train" --val "$out/fmnist-test" --arch resnet8 --size 28 --batch-per-rank 32 \
     --steps "$steps" --lr 0.4 --warmup-epochs 0.05 --schedule cosine --pad-crop 2 --val-crop 1 --log-every 50 \
-    --out "$dir" "$@")
+    --out "$dir" --force "$@")
   echo "   job $job, output $out/train-$ranks-$job.out"
   follow "$job" "$out/train-$ranks-$job.out"
   summaries+=("$dir/summary.json")

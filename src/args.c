@@ -2,6 +2,7 @@
 #include "args.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,44 +44,75 @@ void mnt_format_size(size_t v, char *out, size_t n) {
   else snprintf(out, n, "%zu%c", v, suf[i]);
 }
 
+static int is_numeric(mnt_opt_type t) { return t == MNT_OPT_INT || t == MNT_OPT_SIZE || t == MNT_OPT_DOUBLE; }
+
+static void range_text(const mnt_opt *o, char *out, size_t n) {
+  if (o->max >= 1e15 || (o->type == MNT_OPT_INT && o->max >= 2147483647.0)) snprintf(out, n, "must be >= %g", o->min);
+  else if (o->min <= -1e15 || (o->type == MNT_OPT_INT && o->min <= -2147483647.0)) snprintf(out, n, "must be <= %g", o->max);
+  else snprintf(out, n, "must be from %g to %g", o->min, o->max);
+}
+
 static int set_value(const char *cmd, const mnt_opt *o, const char *flag, const char *val, int quiet) {
   char *end;
+  double x = 0;
+  const char *what = o->type == MNT_OPT_SIZE ? "size (e.g. 4096, 1K, 64M)" : o->type == MNT_OPT_INT ? "integer"
+                                                                                                   : "finite number";
+  int ok = 0;
   errno = 0;
   switch (o->type) {
     case MNT_OPT_INT: {
       long v = strtol(val, &end, 10);
-      if (errno || end == val || *end || v < -2147483647L || v > 2147483647L) break;
-      *(int *)o->dest = (int)v;
-      return 0;
+      ok = !errno && end != val && !*end;
+      x = (double)v;
+      break;
     }
-    case MNT_OPT_DOUBLE: {
-      double v = strtod(val, &end);
-      if (errno || end == val || *end) break;
-      *(double *)o->dest = v;
-      return 0;
+    case MNT_OPT_DOUBLE:
+      x = strtod(val, &end);
+      ok = !errno && end != val && !*end && isfinite(x);
+      break;
+    case MNT_OPT_SIZE: {
+      size_t v;
+      ok = mnt_parse_size(val, &v) == 0;
+      x = (double)v;
+      break;
     }
-    case MNT_OPT_SIZE:
-      if (mnt_parse_size(val, (size_t *)o->dest) != 0) break;
-      return 0;
     case MNT_OPT_STRING:
+    case MNT_OPT_ARG:
       *(const char **)o->dest = val;
       return 0;
     default: break;
   }
-  if (!quiet)
-    fprintf(stderr, "mntrain %s: %s: '%s' is not a valid %s\n", cmd, flag, val,
-            o->type == MNT_OPT_SIZE ? "size (e.g. 4096, 1K, 64M)" : o->type == MNT_OPT_INT ? "integer" : "number");
-  return MNT_EARG;
+  if (!ok) {
+    if (!quiet) fprintf(stderr, "mntrain %s: %s: '%s' is not a valid %s\n", cmd, flag, val, what);
+    return MNT_EARG;
+  }
+  if (x < o->min || x > o->max) {
+    char r[96];
+    range_text(o, r, sizeof r);
+    if (!quiet) fprintf(stderr, "mntrain %s: %s %s: out of range (%s)\n", cmd, flag, val, r);
+    return MNT_EARG;
+  }
+  if (o->type == MNT_OPT_INT) *(int *)o->dest = (int)x;
+  else if (o->type == MNT_OPT_DOUBLE) *(double *)o->dest = x;
+  else *(size_t *)o->dest = (size_t)x;
+  return 0;
 }
 
 int mnt_parse_opts(const char *cmd, const mnt_opt *opts, int argc, char **argv, int *help, int quiet) {
   *help = 0;
+  for (const mnt_opt *p = opts; p->name; p++) /* a table without ranges would let values through unchecked */
+    if (is_numeric(p->type) && !(p->min < p->max)) {
+      fprintf(stderr, "mntrain %s: internal: option --%s has no range\n", cmd, p->name);
+      return MNT_EARG;
+    }
+  for (int i = 0; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      *help = 1; /* help and nothing else: no value is parsed or assigned */
+      return 0;
+    }
+  const mnt_opt *next_arg = opts;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      *help = 1;
-      continue;
-    }
     const mnt_opt *o = NULL;
     const char *val = NULL;
     char flag[64];
@@ -88,22 +120,27 @@ int mnt_parse_opts(const char *cmd, const mnt_opt *opts, int argc, char **argv, 
       const char *eq = strchr(a + 2, '=');
       size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
       for (const mnt_opt *p = opts; p->name && !o; p++)
-        if (strlen(p->name) == len && !strncmp(p->name, a + 2, len)) o = p;
+        if (p->type != MNT_OPT_ARG && strlen(p->name) == len && !strncmp(p->name, a + 2, len)) o = p;
       snprintf(flag, sizeof flag, "--%.*s", (int)len, a + 2);
       if (eq) val = eq + 1;
     } else if (a[0] == '-' && a[1] && a[1] != '-') {
       for (const mnt_opt *p = opts; p->name && !o; p++)
-        if (p->letter == a[1]) o = p;
+        if (p->type != MNT_OPT_ARG && p->letter == a[1]) o = p;
       snprintf(flag, sizeof flag, "-%c", a[1]);
       if (a[2]) val = a + 2;
-    } else {
-      if (!quiet)
-        fprintf(stderr, "mntrain %s: unexpected argument '%s' (see 'mntrain %s --help')\n", cmd, a, cmd);
-      return MNT_EARG;
+    } else { /* a positional argument: the next MNT_OPT_ARG row */
+      while (next_arg->name && next_arg->type != MNT_OPT_ARG) next_arg++;
+      if (!next_arg->name) {
+        if (!quiet)
+          fprintf(stderr, "mntrain %s: unexpected argument '%s' (see 'mntrain %s --help')\n", cmd, a, cmd);
+        return MNT_EARG;
+      }
+      *(const char **)next_arg->dest = a;
+      next_arg++;
+      continue;
     }
     if (!o) {
-      if (!quiet)
-        fprintf(stderr, "mntrain %s: unknown option '%s' (see 'mntrain %s --help')\n", cmd, a, cmd);
+      if (!quiet) fprintf(stderr, "mntrain %s: unknown option '%s' (see 'mntrain %s --help')\n", cmd, a, cmd);
       return MNT_EARG;
     }
     if (o->type == MNT_OPT_FLAG) {
@@ -124,12 +161,25 @@ int mnt_parse_opts(const char *cmd, const mnt_opt *opts, int argc, char **argv, 
     int st = set_value(cmd, o, flag, val, quiet);
     if (st) return st;
   }
+  while (next_arg->name && next_arg->type != MNT_OPT_ARG) next_arg++;
+  if (next_arg->name) {
+    if (!quiet) fprintf(stderr, "mntrain %s: missing %s (see 'mntrain %s --help')\n", cmd, next_arg->name, cmd);
+    return MNT_EARG;
+  }
   return 0;
 }
 
 void mnt_print_help(FILE *f, const char *usage, const char *about, const mnt_opt *opts) {
-  fprintf(f, "usage: %s\n\n%s\n\noptions:\n", usage, about);
+  fprintf(f, "usage: %s\n\n%s\n", usage, about);
+  int args = 0;
+  for (const mnt_opt *o = opts; o->name; o++)
+    if (o->type == MNT_OPT_ARG && o->help && o->help[0]) {
+      if (!args++) fprintf(f, "\narguments:\n");
+      fprintf(f, "  %-28s %s\n", o->name, o->help);
+    }
+  fprintf(f, "\noptions:\n");
   for (const mnt_opt *o = opts; o->name; o++) {
+    if (o->type == MNT_OPT_ARG) continue;
     char left[64];
     if (o->letter)
       snprintf(left, sizeof left, "-%c, --%s%s%s", o->letter, o->name, o->metavar ? " " : "",
@@ -138,5 +188,5 @@ void mnt_print_help(FILE *f, const char *usage, const char *about, const mnt_opt
       snprintf(left, sizeof left, "    --%s%s%s", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
     fprintf(f, "  %-28s %s\n", left, o->help);
   }
-  fprintf(f, "  %-28s %s\n", "-h, --help", "show this help");
+  fprintf(f, "  %-28s %s\n", "-h, --help", "show this help and do nothing else");
 }

@@ -1,26 +1,42 @@
 /* args.h — command-line options of the subcommands.
- * defines: mnt_opt (a table row: long name, short letter, type, destination, help),
- *          mnt_parse_opts, mnt_print_help, mnt_parse_size, mnt_format_size. */
+ * defines: mnt_opt (a table row: long name, short letter, type, destination, help, range),
+ *          MNT_RANGE, MNT_ANY_INT, mnt_parse_opts, mnt_print_help, mnt_parse_size,
+ *          mnt_format_size.
+ * Every numeric option has a range in its row, so that every value is checked where it is parsed
+ * and the message names the flag; reals must be finite. */
 #ifndef MNT_ARGS_H
 #define MNT_ARGS_H
 
 #include <stddef.h>
 #include <stdio.h>
 
-typedef enum { MNT_OPT_FLAG, MNT_OPT_INT, MNT_OPT_SIZE, MNT_OPT_DOUBLE, MNT_OPT_STRING } mnt_opt_type;
+typedef enum {
+  MNT_OPT_FLAG,   /* int set to 1 */
+  MNT_OPT_INT,    /* int */
+  MNT_OPT_SIZE,   /* size_t, "4096", "64M" */
+  MNT_OPT_DOUBLE, /* double, finite */
+  MNT_OPT_STRING, /* const char * */
+  MNT_OPT_ARG     /* a positional argument (const char *), required; name is its metavar */
+} mnt_opt_type;
 
 typedef struct mnt_opt {
-  const char *name;  /* long name without "--" */
+  const char *name;  /* long name without "--" (MNT_OPT_ARG: "IMAGES") */
   char letter;       /* short option, 0 for none */
-  mnt_opt_type type; /* FLAG: int set to 1; INT: int; SIZE: size_t ("64M"); DOUBLE; STRING */
+  mnt_opt_type type;
   void *dest;
   const char *metavar;
   const char *help;
+  double min, max;   /* INT, SIZE, DOUBLE: accepted values, inclusive */
 } mnt_opt;
 
-/* Parse argv[0..argc) (argv[0] is the first option, not the program). "--help"/"-h" sets *help.
- * Positional arguments are not accepted. Errors name the flag and are printed to stderr unless
- * quiet; returns 0 or 2 (MNT_EARG). The table ends with a row whose name is NULL. */
+#define MNT_RANGE(lo, hi) (double)(lo), (double)(hi)
+#define MNT_ANY_INT MNT_RANGE(-2147483647.0, 2147483647.0)
+
+/* Parse argv[0..argc) (argv[0] is the first option, not the program). When "--help" or "-h"
+ * appears anywhere, *help is set and nothing else is parsed or assigned. Positional arguments
+ * fill the MNT_OPT_ARG rows in order and may come before, between or after options. Errors name
+ * the flag and are printed to stderr unless quiet; returns 0 or MNT_EARG. The table ends with a
+ * row whose name is NULL. */
 int mnt_parse_opts(const char *cmd, const mnt_opt *opts, int argc, char **argv, int *help, int quiet);
 void mnt_print_help(FILE *f, const char *usage, const char *about, const mnt_opt *opts);
 /* "4096", "1K", "64M", "2G" (binary: K = 1024). Returns 0 on success. */

@@ -10,30 +10,30 @@
 #include "loader.h"
 #include "log.h"
 
-int mnt_bench_loader(int argc, char **argv) {
+int mnt_bench_loader(mnt_world *w, int argc, char **argv) {
   const char *data = NULL;
   int size = 224, threads = 1, batch = 64, batches = 0, val = 0, help = 0;
   double seconds = 5;
   const mnt_opt opts[] = {
-      {"data", 0, MNT_OPT_STRING, &data, "DIR", "dataset directory (mntrain convert)"},
-      {"size", 0, MNT_OPT_INT, &size, "S", "output crop in pixels (default 224)"},
-      {"threads", 0, MNT_OPT_INT, &threads, "T", "prefetch threads (default 1)"},
-      {"batch", 0, MNT_OPT_INT, &batch, "B", "images per batch (default 64)"},
-      {"batches", 0, MNT_OPT_INT, &batches, "N", "batches to time (default: as many as fit in --seconds)"},
-      {"seconds", 0, MNT_OPT_DOUBLE, &seconds, "S", "how long to run when --batches is not given (default 5)"},
-      {"val", 0, MNT_OPT_FLAG, &val, NULL, "validation transform (resize + centre crop) instead of training"},
-      {NULL, 0, 0, NULL, NULL, NULL}};
+      {"data", 0, MNT_OPT_STRING, &data, "DIR", "dataset directory (mntrain convert), required", 0, 0},
+      {"size", 0, MNT_OPT_INT, &size, "S", "output crop in pixels (default 224)", MNT_RANGE(1, 4096)},
+      {"threads", 0, MNT_OPT_INT, &threads, "T", "prefetch threads (default 1)", MNT_RANGE(1, 256)},
+      {"batch", 0, MNT_OPT_INT, &batch, "B", "images per batch (default 64)", MNT_RANGE(1, 1 << 20)},
+      {"batches", 0, MNT_OPT_INT, &batches, "N", "batches to time (default: as many as fit in --seconds)", MNT_RANGE(0, 2e9)},
+      {"seconds", 0, MNT_OPT_DOUBLE, &seconds, "S", "how long to run when --batches is not given (default 5)", MNT_RANGE(0.01, 1e6)},
+      {"val", 0, MNT_OPT_FLAG, &val, NULL, "validation transform (resize + centre crop) instead of training", 0, 0},
+      {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
   int st = mnt_parse_opts("bench loader", opts, argc, argv, &help, 0);
   if (st) return st;
-  if (help || !data) {
-    mnt_print_help(help ? stdout : stderr, "mntrain bench loader --data DIR [--size S] [--threads T] [--batch B]",
+  if (help) {
+    mnt_print_help(stdout, "mntrain bench loader --data DIR [--size S] [--threads T] [--batch B]",
                    "Images per second delivered by the loader (read from the shards, RandomResizedCrop, flip,\n"
                    "normalise to float32 NCHW) with T prefetch threads, and per thread.",
                    opts);
-    return help ? 0 : MNT_EARG;
+    return MNT_OK;
   }
-  if (size < 1 || threads < 1 || batch < 1) {
-    fprintf(stderr, "mntrain bench loader: --size, --threads and --batch must be >= 1\n");
+  if (!data) {
+    fprintf(stderr, "mntrain bench loader: --data DIR is required (see mntrain bench loader --help)\n");
     return MNT_EARG;
   }
   mnt_dataset d;

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "model/resnet.h"
 #include "optim.h"
+#include "sysmem.h"
 
 static double peak_rss_mb(void) {
   FILE *f = fopen("/proc/self/status", "r");
@@ -22,19 +23,19 @@ static double peak_rss_mb(void) {
   return kb / 1024.0;
 }
 
-int mnt_bench_step(int argc, char **argv) {
+int mnt_bench_step(mnt_world *w, int argc, char **argv) {
   const char *arch = "resnet50";
   int size = 224, batch = 16, steps = 5, threads = 0, classes = 1000, warmup = 1, help = 0, seed = 1;
   const mnt_opt opts[] = {
-      {"arch", 0, MNT_OPT_STRING, &arch, "A", "resnet8, resnet20, resnet18, resnet34, resnet50 or resnet101 (default resnet50)"},
-      {"size", 0, MNT_OPT_INT, &size, "S", "image size in pixels (default 224)"},
-      {"batch", 0, MNT_OPT_INT, &batch, "B", "images per step (default 16)"},
-      {"steps", 0, MNT_OPT_INT, &steps, "N", "timed steps (default 5)"},
-      {"warmup", 0, MNT_OPT_INT, &warmup, "N", "untimed steps first (default 1)"},
-      {"threads", 0, MNT_OPT_INT, &threads, "T", "compute threads (default: OpenMP's choice, all cores)"},
-      {"classes", 0, MNT_OPT_INT, &classes, "C", "output classes (default 1000)"},
-      {"seed", 0, MNT_OPT_INT, &seed, "N", "seed of weights and data (default 1)"},
-      {NULL, 0, 0, NULL, NULL, NULL}};
+      {"arch", 0, MNT_OPT_STRING, &arch, "A", "resnet8, resnet20, resnet18, resnet34, resnet50 or resnet101 (default resnet50)", 0, 0},
+      {"size", 0, MNT_OPT_INT, &size, "S", "image size in pixels (default 224)", MNT_RANGE(1, 4096)},
+      {"batch", 0, MNT_OPT_INT, &batch, "B", "images per step (default 16)", MNT_RANGE(1, 1 << 20)},
+      {"steps", 0, MNT_OPT_INT, &steps, "N", "timed steps (default 5)", MNT_RANGE(1, 1e6)},
+      {"warmup", 0, MNT_OPT_INT, &warmup, "N", "untimed steps first (default 1)", MNT_RANGE(0, 1e6)},
+      {"threads", 0, MNT_OPT_INT, &threads, "T", "compute threads (default: OpenMP's choice, all cores)", MNT_RANGE(0, 4096)},
+      {"classes", 0, MNT_OPT_INT, &classes, "C", "output classes (default 1000)", MNT_RANGE(1, 1e6)},
+      {"seed", 0, MNT_OPT_INT, &seed, "N", "seed of weights and data (default 1)", MNT_ANY_INT},
+      {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
   int st = mnt_parse_opts("bench step", opts, argc, argv, &help, 0);
   if (st) return st;
   if (help) {
@@ -42,11 +43,7 @@ int mnt_bench_step(int argc, char **argv) {
                    "Training-step throughput on synthetic input: forward, softmax cross-entropy, backward\n"
                    "and SGD update of one process; prints img/s and the peak memory per image.",
                    opts);
-    return 0;
-  }
-  if (steps < 1 || warmup < 0 || threads < 0) {
-    fprintf(stderr, "mntrain bench step: --steps must be >= 1, --warmup and --threads >= 0\n");
-    return MNT_EARG;
+    return MNT_OK;
   }
   if (mnt_resnet_arch_ok(arch) != 0) {
     fprintf(stderr, "mntrain bench step: unknown --arch '%s' (resnet8, resnet20, resnet18, resnet34, resnet50, resnet101)\n", arch);
@@ -55,6 +52,12 @@ int mnt_bench_step(int argc, char **argv) {
   if (threads > 0) omp_set_num_threads(threads);
   mnt_backend *be;
   mnt_resnet *r;
+  size_t need;
+  char what[160];
+  snprintf(what, sizeof what, "--arch %s at --size %d with --batch %d", arch, size, batch);
+  if ((st = mnt_resnet_plan_bytes(arch, classes, size, batch, batch, &need)) != MNT_OK ||
+      (st = mnt_mem_check(need + (size_t)batch * 3 * (size_t)size * (size_t)size * sizeof(float), what, 1)) != MNT_OK)
+    return st;
   if ((st = mnt_backend_create(&be)) != MNT_OK) return st;
   if ((st = mnt_resnet_create(be, arch, classes, size, batch, (uint64_t)seed, 0, &r)) != MNT_OK) {
     mnt_backend_destroy(be);
@@ -90,8 +93,9 @@ int mnt_bench_step(int argc, char **argv) {
            k < warmup ? warmup : steps, dt, batch / dt, (double)loss);
     fflush(stdout);
   }
-  printf("%s %d px batch %d threads %d: %.2f img/s (mean of %d steps), peak memory %.1f MB per image\n", arch, size,
-         batch, threads > 0 ? threads : omp_get_max_threads(), batch * steps / total, steps, peak_rss_mb() / batch);
+  printf("%s %d px batch %d threads %d: %.2f img/s (mean of %d steps), peak memory %.1f MB per image (planned %.1f)\n",
+         arch, size, batch, threads > 0 ? threads : omp_get_max_threads(), batch * steps / total, steps,
+         peak_rss_mb() / batch, (double)need / 1048576.0 / batch);
 done:
   free(x);
   free(y);

@@ -20,7 +20,17 @@
  * the shared segment that neighbours ring) when only shared memory is involved, in poll() when
  * only sockets are, alternating 1 ms polls and doorbell checks when both are. Every sleep is
  * bounded (100 ms) so that the liveness of shared-memory peers is checked and the deadline
- * (MNT_COMM_TIMEOUT without progress) is honoured. */
+ * (MNT_COMM_TIMEOUT without progress) is honoured.
+ *
+ * Who holds it up. While it waits, the engine tells its watchdog (watchdog.h) which rank it waits
+ * for. After min(30 s, half the deadline) without progress it follows the chain of waits to the
+ * rank that stopped (one that does not answer, or answers but is not in the collective) and warns,
+ * naming it, again at twice that time, and so on; at the deadline it fails naming that rank.
+ * The default deadline is 600 s, PyTorch's default for NCCL process groups: a training step waits
+ * in a collective for its slowest rank, whose legitimate stalls (a first step that builds its
+ * primitives, a parallel file system under a metadata storm, an evaluation pass, a checkpoint)
+ * can take minutes, while a hung rank costs the whole allocation only until then, and the
+ * warning (Horovod warns of stalls after 60 s) names it after 30 s. */
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -34,8 +44,10 @@
 
 #include "comm.h"
 #include "log.h"
+#include "env.h"
 #include "ring.h"
 #include "transport.h"
+#include "watchdog.h"
 
 #define PIECE (256u << 10)      /* bytes reduced or copied before looking at the other side */
 #define TCP_STAGE (1u << 20)    /* receive staging ring per TCP link: small enough to stay in L2 */
@@ -75,6 +87,9 @@ typedef struct cpu_comm {
   ring flat, local, inter;
   int *order; /* flat ring: rank at each position */
   double timeout_s;
+  size_t fifo_cap, tcp_buf; /* MNT_SHM_FIFO_BYTES, MNT_TCP_BUF */
+  const char *iface;        /* MNT_COMM_IFACE */
+  mnt_watchdog *wd;
   /* progress thread */
   pthread_t thr;
   int thr_started;
@@ -132,12 +147,37 @@ static void sleep_on_bell(cpu_comm *c, uint32_t seen, double secs) {
   atomic_store(&me->sleeping, 0u);
 }
 
+/* no progress for `waited` s while waiting for rank peer: warn or fail, naming who holds it up */
+static int stalled(cpu_comm *c, const plan *p, int peer, double waited, int final) {
+  char who[900];
+  double probe_s = c->timeout_s / 4 < 0.5 ? 0.5 : c->timeout_s / 4 > 5 ? 5 : c->timeout_s / 4;
+  mnt_watchdog_blame(c->wd, peer, probe_s, who, sizeof who);
+  const char *node = c->w->node_name[c->w->node_of[peer]];
+  if (!final) {
+    MNT_WARN("%s: no progress for %.0f s, waiting for rank %d on %s: %s; giving up after %.0f s (MNT_COMM_TIMEOUT)",
+             p->what, waited, peer, node, who, c->timeout_s);
+    return MNT_OK;
+  }
+  MNT_ERR("%s made no progress for %.0f s: %s (this rank waited for rank %d on %s; MNT_COMM_TIMEOUT)", p->what,
+          waited, who, peer, node);
+  return MNT_ETIMEOUT;
+}
+
+static int run_plan(cpu_comm *c, const plan *p);
+
 static int run(cpu_comm *c, const plan *p) {
+  int st = run_plan(c, p);
+  mnt_watchdog_waiting(c->wd, -1, 0, NULL);
+  return st;
+}
+
+static int run_plan(cpu_comm *c, const plan *p) {
   ring *r = p->r;
   int ss = 0, rs = 0;  /* current send / recv step */
   size_t so = 0, ro = 0; /* bytes done within it */
   double last = mnt_now(), checked = last;
-  int spins = 0;
+  double warn_after = c->timeout_s / 2 < 30 ? c->timeout_s / 2 : 30;
+  int spins = 0, announced = 0;
   int uses_shm = link_is(r->send, MNT_LINK_SHM) || link_is(r->recv, MNT_LINK_SHM);
   while (ss < p->nsend || rs < p->nrecv) {
     uint32_t bell = c->have_shm ? atomic_load(&c->shm.slots[c->shm.me].bell) : 0;
@@ -198,6 +238,11 @@ static int run(cpu_comm *c, const plan *p) {
     if (moved) {
       spins = 0;
       last = mnt_now();
+      if (announced) {
+        mnt_watchdog_waiting(c->wd, -1, 0, NULL);
+        announced = 0;
+        warn_after = c->timeout_s / 2 < 30 ? c->timeout_s / 2 : 30;
+      }
       continue;
     }
     if (++spins < SPINS) {
@@ -205,11 +250,15 @@ static int run(cpu_comm *c, const plan *p) {
       continue;
     }
     now = mnt_now();
-    if (now - last > c->timeout_s) {
-      const mnt_link *l = rs < p->nrecv ? r->recv : r->send;
-      MNT_ERR("%s made no progress for %.0f s waiting for rank %d on %s (MNT_COMM_TIMEOUT)",
-              p->what, c->timeout_s, l->peer_rank, l->peer_node);
-      return MNT_ETIMEOUT;
+    int peer = (rs < p->nrecv ? r->recv : r->send)->peer_rank;
+    if (!announced) {
+      mnt_watchdog_waiting(c->wd, peer, last, p->what);
+      announced = 1;
+    }
+    if (now - last > c->timeout_s) return stalled(c, p, peer, now - last, 1);
+    if (now - last > warn_after) {
+      stalled(c, p, peer, now - last, 0);
+      warn_after *= 2;
     }
     if (now - checked > LIVENESS_S) {
       checked = now;
@@ -452,6 +501,7 @@ static void cpu_destroy(mnt_comm *pc) {
     pthread_mutex_unlock(&c->mu);
     pthread_join(c->thr, NULL);
   }
+  mnt_watchdog_stop(c->wd);
   for (int i = 0; i < c->nlinks; i++) mnt_link_close(&c->links[i]);
   if (c->have_shm) {
     mnt_shm_unlink(&c->shm);
@@ -505,24 +555,13 @@ static void shm_name(const cpu_comm *c, char *out, size_t n) {
            c->secret[5], c->secret[6], c->secret[7]);
 }
 
-static size_t fifo_capacity(void) {
-  const char *e = getenv("MNT_SHM_FIFO_BYTES");
-  size_t cap = 4u << 20;
-  if (e) {
-    size_t v = (size_t)strtoull(e, NULL, 0);
-    if (v >= 4096 && (v & (v - 1)) == 0) cap = v;
-    else MNT_WARN("MNT_SHM_FIFO_BYTES=%s is not a power of two >= 4096; using %zu", e, cap);
-  }
-  return cap;
-}
-
 static int setup_shm(cpu_comm *c) {
   mnt_world *w = c->w;
   int L = w->local_size, l = w->local_rank;
   char name[200];
   shm_name(c, name, sizeof name);
   int st = MNT_OK, st_all = MNT_OK;
-  size_t cap = fifo_capacity();
+  size_t cap = c->fifo_cap;
   /* A local rank that fails still joins both barriers so that nobody waits for it; the
    * failure is agreed on below through an allgather. */
   if (L > 1 && l == 0) st = mnt_shm_open(&c->shm, name, L, l, cap, 1);
@@ -558,17 +597,18 @@ static int setup_shm(cpu_comm *c) {
 
 typedef struct want { int peer, tag; mnt_link **slot; } want;
 
-static int setup_tcp(cpu_comm *c, want *out, int nout, want *in, int nin) {
+/* what every rank publishes at set-up: its set-up listener (port 0 when it expects no connection)
+ * and its watchdog */
+typedef struct peer_addr { mnt_tcp_addr setup, wd; } peer_addr;
+
+/* Connect to the ranks in out and accept those in in. Hellos are read concurrently (an inbox), a
+ * silent or slow connection is dropped after 10 s and cannot delay the real peers. */
+static int setup_tcp(cpu_comm *c, int lfd, const peer_addr *addrs, want *out, int nout, want *in, int nin) {
   mnt_world *w = c->w;
-  int lfd = -1, st = MNT_OK;
-  mnt_tcp_addr me = {0}, *addrs = calloc((size_t)w->size, sizeof *addrs);
+  int st = MNT_OK;
   int *fds = NULL;
-  if (!addrs) return MNT_ENOMEM;
-  if (nin > 0) st = mnt_tcp_listen(&lfd, &me);
-  /* everyone takes part in the exchange, even with nothing to publish or after a failure */
-  int rc = mnt_world_allgather(w, &me, sizeof me, addrs);
-  if (st == MNT_OK) st = rc;
-  if (st != MNT_OK) goto done;
+  mnt_tcp_inbox *ib = NULL;
+  if (nin > 0 && (st = mnt_tcp_inbox_open(&ib, lfd, sizeof(mnt_tcp_hello), 10.0)) != MNT_OK) return st;
   double deadline = mnt_now() + c->timeout_s;
   fds = malloc((size_t)(nout > 0 ? nout : 1) * sizeof *fds);
   if (!fds) { st = MNT_ENOMEM; goto done; }
@@ -576,18 +616,17 @@ static int setup_tcp(cpu_comm *c, want *out, int nout, want *in, int nin) {
   for (int i = 0; i < nout; i++) {
     mnt_tcp_hello h;
     mnt_tcp_hello_init(&h, c->secret, c->id, w->rank, out[i].tag);
-    if (addrs[out[i].peer].port == 0) {
+    if (addrs[out[i].peer].setup.port == 0) {
       MNT_ERR("rank %d published no address to connect to", out[i].peer);
       st = MNT_EPEER;
       goto done;
     }
-    if ((st = mnt_tcp_start_connect(&addrs[out[i].peer], &h, &fds[i], deadline, out[i].peer)) != MNT_OK)
+    if ((st = mnt_tcp_start_connect(&addrs[out[i].peer].setup, &h, &fds[i], deadline, out[i].peer)) != MNT_OK)
       goto done;
   }
   for (int got = 0; got < nin;) {
     int fd, from, tag;
-    st = mnt_tcp_accept_auth(lfd, c->secret, c->id, deadline, &fd, &from, &tag);
-    if (st == MNT_EAUTH) continue; /* refused and logged; keep waiting for the real peers */
+    st = mnt_tcp_accept_auth(ib, c->secret, c->id, deadline, &fd, &from, &tag);
     if (st == MNT_ETIMEOUT) {
       MNT_ERR("only %d of %d expected peers connected within %.0f s", got, nin, c->timeout_s);
       goto done;
@@ -598,6 +637,7 @@ static int setup_tcp(cpu_comm *c, want *out, int nout, want *in, int nin) {
       if (in[i].peer == from && in[i].tag == tag && !*in[i].slot) {
         mnt_link *l = new_link(c, MNT_LINK_TCP, from);
         l->fd = fd;
+        mnt_tcp_tune(fd, c->tcp_buf);
         l->stage_cap = TCP_STAGE;
         l->stage_mem = malloc(TCP_STAGE + 64);
         if (!l->stage_mem) { st = MNT_ENOMEM; goto done; }
@@ -616,6 +656,7 @@ static int setup_tcp(cpu_comm *c, want *out, int nout, want *in, int nin) {
     if ((st = mnt_tcp_finish_connect(fds[i], deadline, out[i].peer)) != MNT_OK) goto done;
     mnt_link *l = new_link(c, MNT_LINK_TCP, out[i].peer);
     l->fd = fds[i];
+    mnt_tcp_tune(fds[i], c->tcp_buf);
     fds[i] = -1;
     *out[i].slot = l;
   }
@@ -624,8 +665,30 @@ done:
     for (int i = 0; i < nout; i++)
       if (fds[i] >= 0) close(fds[i]);
   free(fds);
+  mnt_tcp_inbox_close(ib);
+  return st;
+}
+
+/* the set-up exchange: every rank's watchdog and set-up listener over PMIx; then the TCP links */
+static int setup_addresses(cpu_comm *c, want *outw, int nout, want *inw, int nin) {
+  mnt_world *w = c->w;
+  peer_addr me, *all = calloc((size_t)w->size, sizeof *all);
+  int lfd = -1;
+  memset(&me, 0, sizeof me);
+  if (!all) return MNT_ENOMEM;
+  int st = mnt_watchdog_start(&c->wd, w, c->iface, c->secret, c->id, &me.wd);
+  if (st == MNT_OK && nin > 0) st = mnt_tcp_listen(c->iface, &lfd, &me.setup);
+  /* everyone takes part in the exchange, even with nothing to publish or after a failure */
+  int rc = mnt_world_allgather(w, &me, sizeof me, all);
+  if (st == MNT_OK) st = rc;
+  mnt_tcp_addr *wds = st == MNT_OK ? malloc((size_t)w->size * sizeof *wds) : NULL;
+  if (st == MNT_OK && !wds) st = MNT_ENOMEM;
+  for (int r = 0; st == MNT_OK && r < w->size; r++) wds[r] = all[r].wd;
+  if (st == MNT_OK) st = mnt_watchdog_run(c->wd, wds);
+  if (st == MNT_OK && w->nnodes > 1) st = setup_tcp(c, lfd, all, outw, nout, inw, nin);
   if (lfd >= 0) close(lfd);
-  free(addrs);
+  free(wds);
+  free(all);
   return st;
 }
 
@@ -636,12 +699,18 @@ int mnt_comm_cpu_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
   if (!c) return MNT_ENOMEM;
   c->w = w;
   c->id = next_id++;
-  c->timeout_s = w->timeout_s > 0 ? w->timeout_s : mnt_world_timeout();
+  c->timeout_s = w->timeout_s;
   c->pub = (mnt_comm){.ops = &cpu_ops, .world = w, .topology = topo, .timeout_s = c->timeout_s,
                       .impl = c};
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
   int st = MNT_OK;
+  c->iface = mnt_env_string("MNT_COMM_IFACE");
+  if ((st = mnt_env_bytes("MNT_SHM_FIFO_BYTES", &c->fifo_cap)) != MNT_OK ||
+      (st = mnt_env_bytes("MNT_TCP_BUF", &c->tcp_buf)) != MNT_OK) { /* every rank sees the same environment */
+    cpu_destroy(&c->pub);
+    return st;
+  }
 
   /* a fresh secret for this communicator, from rank 0, over PMIx */
   if (w->rank == 0 && getrandom(c->secret, sizeof c->secret, 0) != (ssize_t)sizeof c->secret) {
@@ -692,7 +761,7 @@ int mnt_comm_cpu_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
     outw[nout++] = (want){rank_at(w, (w->node_rank + 1) % N, w->local_rank), TAG_INTER, &c->inter.send};
     inw[nin++] = (want){rank_at(w, (w->node_rank - 1 + N) % N, w->local_rank), TAG_INTER, &c->inter.recv};
   }
-  if (w->nnodes > 1 && (st = setup_tcp(c, outw, nout, inw, nin)) != MNT_OK) goto fail;
+  if (w->size > 1 && (st = setup_addresses(c, outw, nout, inw, nin)) != MNT_OK) goto fail;
 
   if (pthread_create(&c->thr, NULL, progress_main, c) != 0) {
     MNT_ERR("could not start the communicator's progress thread");

@@ -5,9 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "env.h"
 
 static int g_rank = -1;
 static char g_node[64];
@@ -22,13 +23,9 @@ void mnt_log_set_identity(int rank, const char *node) {
 
 int mnt_log_level(void) {
   if (g_level < 0) {
-    const char *e = getenv("MNT_LOG_LEVEL");
-    g_level = MNT_LOG_INFO;
-    if (e) {
-      if (!strcasecmp(e, "error")) g_level = MNT_LOG_ERROR;
-      else if (!strcasecmp(e, "warn")) g_level = MNT_LOG_WARN;
-      else if (!strcasecmp(e, "debug")) g_level = MNT_LOG_DEBUG;
-    }
+    int v = MNT_LOG_INFO; /* a bad MNT_LOG_LEVEL is reported by mnt_env_check; info until then */
+    mnt_env_log_level(&v);
+    g_level = v;
   }
   return g_level;
 }
@@ -74,6 +71,10 @@ double mnt_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int mnt_exit_code(int st) {
+  return st == MNT_OK ? MNT_EXIT_OK : st == MNT_EARG ? MNT_EXIT_USAGE : MNT_EXIT_FAILURE;
 }
 
 const char *mnt_status_str(int st) {

@@ -1,5 +1,5 @@
 /* log.h — status codes and breadcrumbs.
- * defines: mnt_status, mnt_log_set_identity, mnt_log_at, mnt_last_error, mnt_now,
+ * defines: mnt_status, mnt_exit_code, mnt_log_set_identity, mnt_log_at, mnt_last_error, mnt_now,
  *          MNT_ERR, MNT_WARN, MNT_INFO, MNT_DBG (printf-style, carry rank, node, file:line).
  * Library code (src/, io/) logs where a failure happens and returns a status; only main exits. */
 #ifndef MNT_LOG_H
@@ -18,6 +18,14 @@ typedef enum {
   MNT_ENOMEM = 8,
   MNT_EDATA = 9      /* wrong results or corrupt data */
 } mnt_status;
+
+/* The exit-code contract of the mntrain command (README "Exit codes", `mntrain --help`):
+ *   0 success; 1 failure at run time (I/O, corrupt data, a failed or timed-out collective, out
+ *   of memory, wrong benchmark results); 2 usage: a bad flag, value, input path or environment
+ *   variable, or a request that cannot fit (rerunning it unchanged fails the same way).
+ * Library code returns mnt_status; main maps it here, and nowhere else. */
+enum { MNT_EXIT_OK = 0, MNT_EXIT_FAILURE = 1, MNT_EXIT_USAGE = 2 };
+int mnt_exit_code(int status);
 
 enum { MNT_LOG_ERROR = 0, MNT_LOG_WARN = 1, MNT_LOG_INFO = 2, MNT_LOG_DEBUG = 3 };
 

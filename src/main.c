@@ -1,16 +1,40 @@
-/* main.c — the mntrain command: subcommands, exit codes, and the only place that exits.
- * A failed collective on a multi-rank job takes the whole job down (PMIx_Abort) with the error,
- * so no rank is left waiting in a collective. */
+/* main.c — the mntrain command: the table of subcommands, the environment check, and the only
+ * place that exits, through one mapping of status to exit code (mnt_exit_code in log.h: 0 ok,
+ * 1 failure at run time, 2 usage). A command initialises the PMIx world itself, after its options
+ * parsed (so that --help and usage errors need no PMIx); when a command fails on a multi-rank job
+ * without every rank having agreed on the failure, main takes the whole job down (PMIx_Abort)
+ * with the error, so that no rank is left waiting in a collective. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "bench.h"
 #include "convert.h"
-#include "comm.h"
+#include "dataset.h"
+#include "env.h"
 #include "log.h"
 #include "train.h"
 #include "world.h"
+
+static int cmd_info(mnt_world *w, int argc, char **argv);
+
+typedef struct command {
+  const char *name, *sub; /* "bench" "allreduce"; sub NULL: one word */
+  int (*run)(mnt_world *w, int argc, char **argv);
+  const char *summary;
+} command;
+
+static const command COMMANDS[] = {
+    {"train", NULL, mnt_train_main, "data-parallel training across the ranks of the job"},
+    {"info", NULL, cmd_info, "print what PMIx says about every rank (rank, node, local rank)"},
+    {"convert", NULL, mnt_convert_main, "write a sharded HDF5 dataset (imagenet: JPEG/PNG folders, idx, synth)"},
+    {"inspect", NULL, mnt_inspect_main, "shards, samples, classes of a dataset; --verify reads and checks all"},
+    {"bench", "allreduce", mnt_bench_allreduce, "the allreduce of the communicator (nccl-tests style)"},
+    {"bench", "step", mnt_bench_step, "training-step throughput of one process (img/s, memory per image)"},
+    {"bench", "loader", mnt_bench_loader, "images per second the data loader delivers"},
+};
+enum { NCOMMANDS = sizeof COMMANDS / sizeof COMMANDS[0] };
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -19,36 +43,44 @@ static void usage(FILE *f) {
           "A Slurm/PMIx-native data-parallel trainer. Run it under srun --mpi=pmix: every process\n"
           "learns its rank, node and peers from PMIx; without a PMIx server it runs as one process.\n"
           "\n"
-          "commands:\n"
-          "  train             data-parallel training across the ranks of the job\n"
-          "  info              print what PMIx says about every rank (rank, node, local rank)\n"
-          "  convert           write a sharded HDF5 dataset (idx: Fashion-MNIST/MNIST, synth)\n"
-          "  inspect           shards, samples, classes, histogram of a dataset; reads every sample\n"
-          "  bench allreduce   measure the allreduce of the CPU communicator (nccl-tests style)\n"
-          "  bench step        training-step throughput of one process (img/s, memory per image)\n"
-          "  bench loader      images per second the data loader delivers\n"
+          "commands:\n");
+  for (int i = 0; i < NCOMMANDS; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "%s%s%s", COMMANDS[i].name, COMMANDS[i].sub ? " " : "",
+             COMMANDS[i].sub ? COMMANDS[i].sub : "");
+    fprintf(f, "  %-17s %s\n", name, COMMANDS[i].summary);
+  }
+  fprintf(f,
           "\n"
           "options:\n"
-          "  -h, --help        show this help\n"
+          "  -h, --help        show this help (anywhere on a command line: that command's help, and\n"
+          "                    nothing else is done)\n"
           "  -V, --version     print the version and build features\n"
           "\n"
-          "environment:\n"
-          "  MNT_COMM_TIMEOUT  seconds a collective may wait without progress (default 300)\n"
-          "  MNT_COMM_IFACE    network interface (name or prefix) for TCP between nodes\n"
-          "  MNT_LOG_LEVEL     error, warn, info (default) or debug\n");
+          "exit codes (every command):\n"
+          "  0  success\n"
+          "  1  failure at run time: I/O, corrupt data, a failed or timed-out collective (the job is\n"
+          "     aborted through PMIx, naming the rank), out of memory, wrong benchmark results\n"
+          "  2  usage: a bad flag, value, input path or environment variable, or a run that cannot\n"
+          "     fit in this process's memory; rerunning it unchanged fails the same way\n"
+          "\n");
+  mnt_env_print_help(f);
 }
 
 static int cmd_info(mnt_world *w, int argc, char **argv) {
-  if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
-    if (w->rank == 0)
-      printf("usage: srun --mpi=pmix mntrain info\n\nEach rank prints one line: rank, size, node, "
-             "node index, local rank and local size as PMIx reports them, and its pid.\n");
-    return 0;
+  int help = 0;
+  const mnt_opt opts[] = {{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+  int st = mnt_parse_opts("info", opts, argc, argv, &help, mnt_world_guess_rank() != 0);
+  if (st) return st;
+  if (help) {
+    if (mnt_world_guess_rank() == 0)
+      mnt_print_help(stdout, "srun --mpi=pmix mntrain info",
+                     "Each rank prints one line: rank, size, node, node index, local rank and local size as\n"
+                     "PMIx reports them, and its pid.",
+                     opts);
+    return MNT_OK;
   }
-  if (argc > 0) {
-    if (w->rank == 0) fprintf(stderr, "mntrain info: unexpected argument '%s'\n", argv[0]);
-    return MNT_EARG;
-  }
+  MNT_CHECK(mnt_world_init(w));
   printf("rank %d of %d on %s: node %d of %d, local rank %d of %d, pid %d%s\n", w->rank, w->size,
          w->hostname, w->node_rank, w->nnodes, w->local_rank, w->local_size, (int)getpid(),
          w->have_pmix ? "" : " (no PMIx)");
@@ -57,56 +89,46 @@ static int cmd_info(mnt_world *w, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  mnt_h5_init();
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
     usage(argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+    return argc < 2 ? MNT_EXIT_USAGE : MNT_EXIT_OK;
   }
   if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
     printf("mntrain %s (CUDA parts: %s)\n", MNT_VERSION, MNT_HAVE_CUDA ? "yes" : "no");
-    return 0;
+    return MNT_EXIT_OK;
   }
-  if (!strcmp(argv[1], "convert")) return mnt_convert_main(argc - 2, argv + 2);
-  if (!strcmp(argv[1], "inspect")) return mnt_inspect_main(argc - 2, argv + 2);
-  int is_info = !strcmp(argv[1], "info");
-  int is_train = !strcmp(argv[1], "train");
-  int is_bench = !strcmp(argv[1], "bench");
-  if (!is_info && !is_bench && !is_train) {
-    fprintf(stderr, "mntrain: unknown command '%s' (see mntrain --help)\n", argv[1]);
-    return 2;
+  const command *cmd = NULL;
+  int known_name = 0;
+  for (int i = 0; i < NCOMMANDS && !cmd; i++) {
+    if (strcmp(COMMANDS[i].name, argv[1]) != 0) continue;
+    known_name = 1;
+    if (!COMMANDS[i].sub || (argc > 2 && !strcmp(COMMANDS[i].sub, argv[2]))) cmd = &COMMANDS[i];
   }
-  if (is_bench && argc >= 3 && (!strcmp(argv[2], "step") || !strcmp(argv[2], "loader"))) {
-    int st = !strcmp(argv[2], "step") ? mnt_bench_step(argc - 3, argv + 3) : mnt_bench_loader(argc - 3, argv + 3);
-    return st == MNT_OK ? 0 : st == MNT_EARG ? 2 : 1;
-  }
-  if (is_bench && (argc < 3 || strcmp(argv[2], "allreduce") != 0)) {
-    if (argc >= 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
-      printf("usage: mntrain bench <benchmark> [options]\n\nbenchmarks:\n"
-             "  allreduce   collective bandwidth of the communicator (nccl-tests columns)\n"
-             "  step        training-step throughput of one process\n"
-             "  loader      images per second of the data loader\n");
-      return 0;
+  if (!cmd) {
+    if (!known_name) {
+      fprintf(stderr, "mntrain: unknown command '%s' (see mntrain --help)\n", argv[1]);
+      return MNT_EXIT_USAGE;
     }
-    fprintf(stderr, "mntrain bench: %s (available: allreduce, step, loader)\n",
-            argc < 3 ? "which benchmark?" : "unknown benchmark");
-    return 2;
+    int help = argc > 2 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"));
+    FILE *f = help ? stdout : stderr;
+    if (!help) fprintf(f, "mntrain %s: %s\n", argv[1], argc < 3 ? "which one?" : "unknown subcommand");
+    fprintf(f, "usage: mntrain %s <%s> [options]\n\n", argv[1], argv[1]);
+    for (int i = 0; i < NCOMMANDS; i++)
+      if (!strcmp(COMMANDS[i].name, argv[1])) fprintf(f, "  %-12s %s\n", COMMANDS[i].sub, COMMANDS[i].summary);
+    return help ? MNT_EXIT_OK : MNT_EXIT_USAGE;
   }
-
+  int skip = cmd->sub ? 3 : 2;
+  int st = mnt_env_check(); /* a bad variable fails every command before it does anything */
   mnt_world w;
-  int st = mnt_world_init(&w);
-  if (st != MNT_OK) {
-    fprintf(stderr, "mntrain: cannot start: %s\n", mnt_last_error());
-    return 1;
-  }
-  if (is_info) st = cmd_info(&w, argc - 2, argv + 2);
-  else if (is_train) st = mnt_train_main(&w, argc - 2, argv + 2);
-  else st = mnt_bench_allreduce(&w, argc - 3, argv + 3);
-
-  if (st > MNT_EARG && w.size > 1) {
+  memset(&w, 0, sizeof w);
+  if (st == MNT_OK) st = cmd->run(&w, argc - skip, argv + skip);
+  if (st != MNT_OK && w.up && w.size > 1 && st != w.failed_together) {
     char msg[600];
     snprintf(msg, sizeof msg, "%s (%s)", mnt_last_error()[0] ? mnt_last_error() : "a collective failed",
              mnt_status_str(st));
-    mnt_world_abort(&w, st, msg);
+    mnt_world_abort(&w, mnt_exit_code(st), msg);
   }
-  mnt_world_finalize(&w);
-  return st;
+  if (w.up) mnt_world_finalize(&w);
+  return mnt_exit_code(st);
 }

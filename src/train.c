@@ -7,6 +7,7 @@
  * ChainerMN's multi-node evaluator: BN statistics averaged over ranks, every validation sample
  * evaluated once by one rank, sums and counts reduced exactly. Rank 0 prints progress, writes
  * OUT/config.json, OUT/metrics.jsonl and OUT/summary.json (keys as DESIGN.md "Metrics"). */
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <omp.h>
@@ -14,15 +15,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "comm.h"
 #include "dataset.h"
 #include "export.h"
+#include "jsonio.h"
 #include "loader.h"
 #include "log.h"
 #include "model/resnet.h"
 #include "optim.h"
+#include "sysmem.h"
 #include "train.h"
 
 typedef struct opts {
@@ -31,7 +35,7 @@ typedef struct opts {
   int size, batch, epochs, steps, threads, seed, log_every, skip_nonfinite, zero_init, no_bn_decay;
   int loader_threads;
   double lr, warmup_epochs, bucket_mb, momentum, wd, min_scale, val_crop, smoothing;
-  int pad_crop;
+  int pad_crop, force;
 } opts;
 
 static const char *const flag_dtype[] = {"fp32", "bf16", "fp16"}; /* by mnt_dtype, as --grad-dtype spells them */
@@ -144,6 +148,51 @@ static int evaluate(mnt_world *w, mnt_comm *c, mnt_resnet *m, mnt_dataset *val, 
   return st;
 }
 
+/* The files of a run in --out; a directory holding any of them holds an earlier run. */
+static const char *const RUN_FILES[] = {"config.json", "metrics.jsonl", "summary.json", "config.json.tmp",
+                                        "summary.json.tmp"};
+
+/* rank 0, before anything is computed: --out can be written and holds no earlier run (or --force
+ * removes it), and --export can be created. */
+static int prepare_outputs(const opts *o) {
+  if (mkdir(o->out, 0755) != 0 && errno != EEXIST) {
+    MNT_ERR("--out %s: cannot create the directory: %s", o->out, strerror(errno));
+    return MNT_EARG;
+  }
+  char found[200] = "", p[1200];
+  for (size_t i = 0; i < sizeof RUN_FILES / sizeof RUN_FILES[0]; i++) {
+    snprintf(p, sizeof p, "%s/%s", o->out, RUN_FILES[i]);
+    if (access(p, F_OK) != 0) continue;
+    if (o->force) {
+      if (unlink(p) != 0) {
+        MNT_ERR("--force: cannot remove %s: %s", p, strerror(errno));
+        return MNT_EARG;
+      }
+    } else {
+      size_t n = strlen(found);
+      snprintf(found + n, sizeof found - n, "%s%s", n ? ", " : "", RUN_FILES[i]);
+    }
+  }
+  if (found[0]) {
+    MNT_ERR("--out %s holds an earlier run (%s): choose another --out, or add --force to replace it", o->out,
+            found);
+    return MNT_EARG;
+  }
+  return o->export_path ? mnt_output_probe(o->export_path) : MNT_OK;
+}
+
+/* what the run will hold in memory per rank, from the model plan and the loader's buffers */
+static int check_memory(const opts *o, const mnt_dataset *train, int have_val, int local_size) {
+  size_t model;
+  MNT_CHECK(mnt_resnet_plan_bytes(o->arch, train->nclasses, o->size, o->batch, o->bn_batch ? o->bn_batch : o->batch,
+                                  &model));
+  double img = 3.0 * o->size * o->size * sizeof(float) * o->batch; /* one batch of network input */
+  double need = (double)model + img * (2.0 * o->loader_threads + 1 + have_val) + 2.0 * 8 * (double)train->total;
+  char what[200];
+  snprintf(what, sizeof what, "--arch %s at --size %d with --batch-per-rank %d", o->arch, o->size, o->batch);
+  return mnt_mem_check(need > 1e19 ? SIZE_MAX : (size_t)need, what, local_size);
+}
+
 int mnt_train_main(mnt_world *w, int argc, char **argv) {
   opts o = {.arch = "resnet50", .schedule = "step", .device = "auto", .comm = "auto", .topology = "flat",
             .grad_dtype = "fp32", .out = "mntrain-out", .size = 224, .batch = 32, .epochs = 0, .steps = 0,
@@ -151,46 +200,61 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
             .momentum = 0.9, .wd = 1e-4, .min_scale = 0.08, .val_crop = 0.875, .loader_threads = 2};
   int help = 0;
   const mnt_opt table[] = {
-      {"data", 0, MNT_OPT_STRING, &o.data, "DIR", "training set (mntrain convert), required"},
-      {"val", 0, MNT_OPT_STRING, &o.val, "DIR", "validation set, evaluated after every epoch"},
-      {"arch", 0, MNT_OPT_STRING, &o.arch, "A", "resnet8|20|18|34|50|101 (default resnet50)"},
-      {"size", 0, MNT_OPT_INT, &o.size, "S", "training crop in pixels (default 224)"},
-      {"batch-per-rank", 0, MNT_OPT_INT, &o.batch, "B", "images per rank per step (default 32)"},
-      {"epochs", 0, MNT_OPT_INT, &o.epochs, "E", "epochs to train (default 1 unless --steps)"},
-      {"steps", 0, MNT_OPT_INT, &o.steps, "N", "steps to train instead of whole epochs"},
-      {"lr", 0, MNT_OPT_DOUBLE, &o.lr, "LR", "learning rate per 256 images (linear scaling; default 0.1)"},
-      {"warmup-epochs", 0, MNT_OPT_DOUBLE, &o.warmup_epochs, "W", "linear warm-up (default 0)"},
-      {"schedule", 0, MNT_OPT_STRING, &o.schedule, "step|cosine", "decay after warm-up (default step)"},
-      {"momentum", 0, MNT_OPT_DOUBLE, &o.momentum, "M", "SGD momentum (default 0.9)"},
-      {"wd", 0, MNT_OPT_DOUBLE, &o.wd, "WD", "weight decay (default 1e-4)"},
-      {"no-bn-decay", 0, MNT_OPT_FLAG, &o.no_bn_decay, NULL, "no weight decay on BN parameters and biases"},
-      {"zero-init-residual", 0, MNT_OPT_FLAG, &o.zero_init, NULL, "zero the last BN of each residual branch"},
-      {"min-crop", 0, MNT_OPT_DOUBLE, &o.min_scale, "F", "RandomResizedCrop's smallest area (default 0.08)"},
-      {"pad-crop", 0, MNT_OPT_INT, &o.pad_crop, "P", "RandomCrop(size, padding=P) + flip instead (small images)"},
-      {"val-crop", 0, MNT_OPT_DOUBLE, &o.val_crop, "F", "validation centre crop, fraction of the side (default 0.875)"},
-      {"label-smoothing", 0, MNT_OPT_DOUBLE, &o.smoothing, "E", "train against (1-E) onehot + E/classes (default 0)"},
-      {"device", 0, MNT_OPT_STRING, &o.device, "cpu|cuda|auto", "where to compute (default auto: cpu here)"},
-      {"comm", 0, MNT_OPT_STRING, &o.comm, "auto|cpu|nccl", "communicator (default auto)"},
-      {"topology", 0, MNT_OPT_STRING, &o.topology, "flat|hier", "allreduce topology (default flat)"},
-      {"grad-dtype", 0, MNT_OPT_STRING, &o.grad_dtype, "fp32|bf16|fp16", "allreduce precision (default fp32)"},
-      {"bucket-mb", 0, MNT_OPT_DOUBLE, &o.bucket_mb, "M", "allreduce bucket size in MB (default 25)"},
-      {"threads", 0, MNT_OPT_INT, &o.threads, "T", "compute threads per rank (default: OpenMP's)"},
-      {"loader-threads", 0, MNT_OPT_INT, &o.loader_threads, "T", "prefetch threads per rank (default 2)"},
-      {"seed", 0, MNT_OPT_INT, &o.seed, "S", "seed of weights, data order and augmentation (default 1)"},
-      {"out", 0, MNT_OPT_STRING, &o.out, "DIR", "output directory (default mntrain-out)"},
-      {"log-every", 0, MNT_OPT_INT, &o.log_every, "N", "progress and metrics every N steps (default 10)"},
-      {"skip-nonfinite", 0, MNT_OPT_FLAG, &o.skip_nonfinite, NULL, "skip a step with NaN/Inf gradients"},
-      {"bn-batch", 0, MNT_OPT_INT, &o.bn_batch, "N", "batch-norm statistics over groups of N images (default: the batch per rank)"},
-      {"export", 0, MNT_OPT_STRING, &o.export_path, "FILE.h5", "write the final weights (torchvision names) to HDF5"},
-      {NULL, 0, 0, NULL, NULL, NULL}};
-  int quiet = w->rank != 0;
+      {"data", 0, MNT_OPT_STRING, &o.data, "DIR", "training set (mntrain convert), required", 0, 0},
+      {"val", 0, MNT_OPT_STRING, &o.val, "DIR", "validation set, evaluated after every epoch", 0, 0},
+      {"arch", 0, MNT_OPT_STRING, &o.arch, "A", "resnet8|20|18|34|50|101 (default resnet50)", 0, 0},
+      {"size", 0, MNT_OPT_INT, &o.size, "S", "training crop in pixels (default 224)", MNT_RANGE(1, 4096)},
+      {"batch-per-rank", 0, MNT_OPT_INT, &o.batch, "B", "images per rank per step (default 32)", MNT_RANGE(1, 1 << 20)},
+      {"epochs", 0, MNT_OPT_INT, &o.epochs, "E", "epochs to train (default 1 unless --steps)", MNT_RANGE(0, 1e6)},
+      {"steps", 0, MNT_OPT_INT, &o.steps, "N", "steps to train instead of whole epochs", MNT_RANGE(0, 2e9)},
+      {"lr", 0, MNT_OPT_DOUBLE, &o.lr, "LR", "learning rate per 256 images (linear scaling; default 0.1)",
+       MNT_RANGE(0, 1000)},
+      {"warmup-epochs", 0, MNT_OPT_DOUBLE, &o.warmup_epochs, "W", "linear warm-up (default 0)", MNT_RANGE(0, 1e6)},
+      {"schedule", 0, MNT_OPT_STRING, &o.schedule, "step|cosine", "decay after warm-up (default step)", 0, 0},
+      {"momentum", 0, MNT_OPT_DOUBLE, &o.momentum, "M", "SGD momentum (default 0.9)", MNT_RANGE(0, 1)},
+      {"wd", 0, MNT_OPT_DOUBLE, &o.wd, "WD", "weight decay (default 1e-4)", MNT_RANGE(0, 1)},
+      {"no-bn-decay", 0, MNT_OPT_FLAG, &o.no_bn_decay, NULL, "no weight decay on BN parameters and biases", 0, 0},
+      {"zero-init-residual", 0, MNT_OPT_FLAG, &o.zero_init, NULL, "zero the last BN of each residual branch", 0, 0},
+      {"min-crop", 0, MNT_OPT_DOUBLE, &o.min_scale, "F", "RandomResizedCrop's smallest area (default 0.08)",
+       MNT_RANGE(0.01, 1)},
+      {"pad-crop", 0, MNT_OPT_INT, &o.pad_crop, "P", "RandomCrop(size, padding=P) + flip instead (small images)",
+       MNT_RANGE(0, 4095)},
+      {"val-crop", 0, MNT_OPT_DOUBLE, &o.val_crop, "F", "validation centre crop, fraction of the side (default 0.875)",
+       MNT_RANGE(0.05, 1)},
+      {"label-smoothing", 0, MNT_OPT_DOUBLE, &o.smoothing, "E", "train against (1-E) onehot + E/classes (default 0)",
+       MNT_RANGE(0, 0.999)},
+      {"device", 0, MNT_OPT_STRING, &o.device, "cpu|cuda|auto", "where to compute (default auto: cpu here)", 0, 0},
+      {"comm", 0, MNT_OPT_STRING, &o.comm, "auto|cpu|nccl", "communicator (default auto)", 0, 0},
+      {"topology", 0, MNT_OPT_STRING, &o.topology, "flat|hier", "allreduce topology (default flat)", 0, 0},
+      {"grad-dtype", 0, MNT_OPT_STRING, &o.grad_dtype, "fp32|bf16|fp16", "allreduce precision (default fp32)", 0, 0},
+      {"bucket-mb", 0, MNT_OPT_DOUBLE, &o.bucket_mb, "M", "allreduce bucket size in MB (default 25)",
+       MNT_RANGE(0.001, 1e6)},
+      {"threads", 0, MNT_OPT_INT, &o.threads, "T", "compute threads per rank (default: OpenMP's)", MNT_RANGE(0, 4096)},
+      {"loader-threads", 0, MNT_OPT_INT, &o.loader_threads, "T", "prefetch threads per rank (default 2)",
+       MNT_RANGE(1, 256)},
+      {"seed", 0, MNT_OPT_INT, &o.seed, "S", "seed of weights, data order and augmentation (default 1)", MNT_ANY_INT},
+      {"out", 0, MNT_OPT_STRING, &o.out, "DIR", "output directory (default mntrain-out); must not hold an earlier run",
+       0, 0},
+      {"force", 0, MNT_OPT_FLAG, &o.force, NULL, "replace an earlier run's outputs in --out", 0, 0},
+      {"log-every", 0, MNT_OPT_INT, &o.log_every, "N", "progress and metrics every N steps (default 10)",
+       MNT_RANGE(1, 2e9)},
+      {"skip-nonfinite", 0, MNT_OPT_FLAG, &o.skip_nonfinite, NULL, "skip a step with NaN/Inf gradients", 0, 0},
+      {"bn-batch", 0, MNT_OPT_INT, &o.bn_batch, "N",
+       "batch-norm statistics over groups of N images (default: the batch per rank)", MNT_RANGE(0, 1 << 20)},
+      {"export", 0, MNT_OPT_STRING, &o.export_path, "FILE.h5", "write the final weights (torchvision names) to HDF5",
+       0, 0},
+      {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+  int quiet = mnt_world_guess_rank() != 0;
   int st = mnt_parse_opts("train", table, argc, argv, &help, quiet);
   if (st) return st;
   if (help) {
     if (!quiet)
       mnt_print_help(stdout, "srun --mpi=pmix mntrain train --data DIR [--val DIR] --arch A --size S --batch-per-rank B ...",
-                     "Data-parallel training over all ranks of the job (one process per CPU socket or GPU).", table);
-    return 0;
+                     "Data-parallel training over all ranks of the job (one process per CPU socket or GPU).\n"
+                     "Writes OUT/config.json at the start, OUT/metrics.jsonl while it trains and OUT/summary.json\n"
+                     "when it ends; an --out that holds an earlier run is refused unless --force.",
+                     table);
+    return MNT_OK;
   }
   mnt_sched sched;
   mnt_dtype gdt;
@@ -203,22 +267,18 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   else if (mnt_topology_parse(o.topology, &topo)) bad = "--topology: flat or hier";
   else if (strcmp(o.device, "auto") && strcmp(o.device, "cpu")) bad = "--device: this build trains on cpu (cuda is not ready yet)";
   else if (strcmp(o.comm, "auto") && strcmp(o.comm, "cpu")) bad = "--comm: this build has the cpu communicator";
-  else if (o.batch < 1 || o.size < 1 || o.epochs < 0 || o.steps < 0 || o.log_every < 1 || o.bucket_mb <= 0)
-    bad = "--batch-per-rank, --size, --log-every, --bucket-mb must be positive";
-  else if (o.min_scale <= 0 || o.min_scale > 1) bad = "--min-crop must be in (0, 1]";
-  else if (o.val_crop <= 0 || o.val_crop > 1) bad = "--val-crop must be in (0, 1]";
-  else if (o.pad_crop < 0 || o.pad_crop >= o.size) bad = "--pad-crop must be in [0, --size)";
-  else if (o.smoothing < 0 || o.smoothing >= 1) bad = "--label-smoothing must be in [0, 1)";
-  else if (o.bn_batch < 0 || (o.bn_batch && o.batch % o.bn_batch)) bad = "--bn-batch must divide --batch-per-rank";
+  else if (o.pad_crop >= o.size) bad = "--pad-crop must be smaller than --size";
+  else if (o.bn_batch && o.batch % o.bn_batch) bad = "--bn-batch must divide --batch-per-rank";
   if (bad) {
     if (!quiet) fprintf(stderr, "mntrain train: %s (see mntrain train --help)\n", bad);
     return MNT_EARG;
   }
   if (!o.epochs && !o.steps) o.epochs = 1;
   if (o.threads > 0) omp_set_num_threads(o.threads);
+  MNT_CHECK(mnt_world_init(w));
 
   mnt_dataset train, val;
-  int have_val = 0;
+  int have_train = 0, have_val = 0;
   mnt_backend *be = NULL;
   mnt_resnet *m = NULL;
   mnt_comm *c = NULL;
@@ -227,19 +287,25 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   double *step_ms = NULL;
   float *xbuf = NULL;
   overlap ov = {0};
-  if ((st = mnt_dataset_open(o.data, &train)) != MNT_OK) return st;
-  if (o.val && (st = mnt_dataset_open(o.val, &val)) != MNT_OK) goto out;
-  have_val = o.val != NULL;
-  if (have_val && val.nclasses != train.nclasses) {
-    MNT_ERR("%s has %d classes, %s has %d", o.val, val.nclasses, o.data, train.nclasses);
+  char mpath[1200];
+  snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", o.out);
+  /* set-up: a failure on any rank is agreed on by all, which then stop together */
+  st = w->rank == 0 ? prepare_outputs(&o) : MNT_OK;
+  if ((st = mnt_world_agree(w, st)) != MNT_OK) return st;
+  st = mnt_dataset_open(o.data, &train);
+  have_train = st == MNT_OK;
+  if (st == MNT_OK && o.val && (st = mnt_dataset_open(o.val, &val)) == MNT_OK) have_val = 1;
+  if (st == MNT_OK && have_val && val.nclasses != train.nclasses) {
+    MNT_ERR("--val %s has %d classes, --data %s has %d", o.val, val.nclasses, o.data, train.nclasses);
     st = MNT_EARG;
-    goto out;
   }
+  if (st == MNT_OK) st = check_memory(&o, &train, have_val, w->local_size);
+  if ((st = mnt_world_agree(w, st)) != MNT_OK) goto out;
   int out_channels = 3; /* grey data sets are repeated into the network's 3 input channels */
-  if ((st = mnt_backend_create(&be)) ||
-      (st = mnt_resnet_create_ex(be, o.arch, train.nclasses, o.size, o.batch, o.bn_batch ? o.bn_batch : o.batch,
-                                 (uint64_t)o.seed, o.zero_init, &m)))
-    goto out;
+  if ((st = mnt_backend_create(&be)) == MNT_OK)
+    st = mnt_resnet_create_ex(be, o.arch, train.nclasses, o.size, o.batch, o.bn_batch ? o.bn_batch : o.batch,
+                              (uint64_t)o.seed, o.zero_init, &m);
+  if ((st = mnt_world_agree(w, st)) != MNT_OK) goto out;
   m->label_smoothing = (float)o.smoothing;
   if ((st = mnt_comm_create(w, o.comm, topo, &c)) != MNT_OK) goto out;
   /* identical start: rank 0's weights and statistics everywhere */
@@ -249,7 +315,8 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   mnt_loader_cfg lc = {.out_size = o.size, .train = 1, .global_batch = (int)B, .rank = w->rank, .nranks = w->size,
                        .seed = o.seed, .threads = o.loader_threads, .out_channels = out_channels,
                        .min_scale = o.min_scale, .pad_crop = o.pad_crop};
-  if ((st = mnt_loader_open(&ld, &train, &lc, 0, 0)) != MNT_OK) goto out;
+  st = mnt_loader_open(&ld, &train, &lc, 0, 0);
+  if ((st = mnt_world_agree(w, st)) != MNT_OK) goto out;
   int64_t per_epoch = mnt_loader_batches_per_epoch(ld);
   int64_t total = o.steps ? o.steps : per_epoch * o.epochs;
   mnt_sgd_cfg sc = {.base_lr = o.lr, .global_batch = (int)B, .warmup_epochs = o.warmup_epochs,
@@ -261,40 +328,45 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   size_t in_floats = (size_t)o.batch * 3 * o.size * o.size;
   xbuf = aligned_alloc(64, in_floats * sizeof(float));
   step_ms = calloc((size_t)total + 1, sizeof *step_ms);
-  if (!xbuf || !step_ms) { st = MNT_ENOMEM; goto out; }
+  st = xbuf && step_ms ? MNT_OK : MNT_ENOMEM;
+  if (st) MNT_ERR("out of memory for the input batch and %lld step times", (long long)total);
 
-  if (w->rank == 0) { /* the effective configuration, once */
-    mkdir(o.out, 0755);
-    json_t *cfg = json_pack("{s:s, s:s?, s:s, s:i, s:i, s:I, s:i, s:I, s:f, s:f, s:s, s:f, s:f, s:b, s:b, s:f, s:s, s:s, s:s,"
-                            " s:s, s:f, s:i, s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:s, s:i, s:f, s:f}",
+  if (w->rank == 0 && st == MNT_OK) { /* the effective configuration, once; the outputs open early */
+    json_t *cfg = json_pack("{s:s, s:s?, s:s, s:i, s:i, s:I, s:i, s:I, s:o, s:o, s:s, s:o, s:o, s:b, s:b, s:o, s:s, s:s,"
+                            " s:s, s:s, s:o, s:i, s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:s, s:i, s:o, s:o}",
                             "data", o.data, "val", o.val, "arch", o.arch, "size", o.size, "batch_per_rank", o.batch,
-                            "global_batch", (json_int_t)B, "epochs", o.epochs, "steps", (json_int_t)total, "lr", o.lr,
-                            "warmup_epochs", o.warmup_epochs, "schedule", o.schedule, "momentum", o.momentum,
-                            "wd", o.wd, "no_bn_decay", o.no_bn_decay, "zero_init_residual", o.zero_init,
-                            "min_crop", o.min_scale, "device", "cpu", "comm", c->ops->name,
+                            "global_batch", (json_int_t)B, "epochs", o.epochs, "steps", (json_int_t)total,
+                            "lr", mnt_json_num(o.lr), "warmup_epochs", mnt_json_num(o.warmup_epochs),
+                            "schedule", o.schedule, "momentum", mnt_json_num(o.momentum), "wd", mnt_json_num(o.wd),
+                            "no_bn_decay", o.no_bn_decay, "zero_init_residual", o.zero_init,
+                            "min_crop", mnt_json_num(o.min_scale), "device", "cpu", "comm", c->ops->name,
                             "topology", mnt_topology_name(c->topology), "grad_dtype", flag_dtype[gdt],
-                            "bucket_mb", o.bucket_mb, "threads", o.threads > 0 ? o.threads : omp_get_max_threads(),
+                            "bucket_mb", mnt_json_num(o.bucket_mb),
+                            "threads", o.threads > 0 ? o.threads : omp_get_max_threads(),
                             "loader_threads", o.loader_threads, "seed", o.seed, "out", o.out, "ranks", w->size,
                             "nodes", w->nnodes, "log_every", o.log_every, "skip_nonfinite", o.skip_nonfinite,
-                            "version", MNT_VERSION, "pad_crop", o.pad_crop, "val_crop", o.val_crop,
-                            "label_smoothing", o.smoothing);
-    char *txt = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
-    printf("mntrain train: %s\n", txt);
+                            "version", MNT_VERSION, "pad_crop", o.pad_crop, "val_crop", mnt_json_num(o.val_crop),
+                            "label_smoothing", mnt_json_num(o.smoothing));
+    char *txt = cfg ? json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15)) : NULL;
+    if (txt) printf("mntrain train: %s\n", txt);
     free(txt);
     st = mnt_json_save(o.out, "config.json", cfg);
     json_decref(cfg);
-    if (st) goto out;
-    char mp[1200];
-    snprintf(mp, sizeof mp, "%s/metrics.jsonl", o.out);
-    if (!(metrics = fopen(mp, "w"))) { MNT_ERR("%s: cannot write", mp); st = MNT_ESYS; goto out; }
-    printf("mntrain train: %s, %d ranks on %d nodes, global batch %lld, %lld steps (%lld per epoch), %.1f M parameters\n",
-           o.arch, w->size, w->nnodes, (long long)B, (long long)total, (long long)per_epoch, (double)m->nw / 1e6);
+    if (st == MNT_OK && !(metrics = fopen(mpath, "w"))) {
+      MNT_ERR("%s: cannot create: %s", mpath, strerror(errno));
+      st = MNT_ESYS;
+    }
+    if (st == MNT_OK)
+      printf("mntrain train: %s, %d ranks on %d nodes, global batch %lld, %lld steps (%lld per epoch), %.1f M "
+             "parameters\n",
+             o.arch, w->size, w->nnodes, (long long)B, (long long)total, (long long)per_epoch, (double)m->nw / 1e6);
     fflush(stdout);
   }
+  if ((st = mnt_world_agree(w, st)) != MNT_OK) goto out;
   /* per-phase seconds over the log interval and the whole run (after warm-up) */
   double ph[5] = {0}, ph_all[5] = {0}; /* data, forward, backward, comm exposed, optimizer */
   double t_start = mnt_now(), t_after_warmup = 0, iv_loss = 0, iv_t1 = 0, iv_n = 0, last_loss = NAN, last_top1 = NAN;
-  double val_top1 = NAN, comm_span = 0;
+  double val_top1 = NAN, comm_span = 0, eval_s = 0, eval_timed_s = 0;
   int64_t warm = total > 20 ? 5 : total > 4 ? 1 : 0, skipped = 0;
   double iv_t0 = mnt_now();
   for (int64_t step = 0; step < total && st == MNT_OK; step++) {
@@ -318,7 +390,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
       if (!o.skip_nonfinite) {
         MNT_ERR("step %lld (epoch %.3f): NaN or Inf in the averaged gradients (local loss %g); stopping "
                 "(--skip-nonfinite skips such steps)", (long long)step, epoch_f, (double)loss);
-        st = MNT_EDATA;
+        st = mnt_world_agree(w, MNT_EDATA); /* every rank found it: they stop together */
         break;
       }
       skipped++;
@@ -344,42 +416,52 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
       last_loss = agg[0] / agg[2];
       last_top1 = agg[1] / agg[2];
       double now = mnt_now(), ips = agg[2] / (now - iv_t0);
-      double eta = (now - t_start) / (step + 1) * (total - step - 1);
+      double eta = (now - t_start - eval_s) / (step + 1) * (total - step - 1);
       if (w->rank == 0) {
+        double lr = mnt_lr_at(&sc, epoch_f), ms = 1e3 / agg[2] * B;
         printf("epoch %.2f step %lld/%lld loss %.4f top1 %.3f lr %.4g %.1f img/s ETA %.0f s\n", epoch_f + 1.0 / per_epoch,
-               (long long)step + 1, (long long)total, last_loss, last_top1, mnt_lr_at(&sc, epoch_f), ips, eta);
-        fprintf(metrics,
-                "{\"step\": %lld, \"epoch\": %.4f, \"loss\": %.6f, \"top1\": %.5f, \"lr\": %.6g, \"img_per_s\": %.2f, "
-                "\"ms\": {\"data\": %.3f, \"forward\": %.3f, \"backward\": %.3f, \"comm_exposed\": %.3f, "
-                "\"optimizer\": %.3f}}\n",
-                (long long)step + 1, epoch_f + 1.0 / per_epoch, last_loss, last_top1, mnt_lr_at(&sc, epoch_f), ips,
-                ph[0] * 1e3 / agg[2] * B, ph[1] * 1e3 / agg[2] * B, ph[2] * 1e3 / agg[2] * B, ph[3] * 1e3 / agg[2] * B,
-                ph[4] * 1e3 / agg[2] * B);
-        fflush(metrics);
+               (long long)step + 1, (long long)total, last_loss, last_top1, lr, ips, eta);
         fflush(stdout);
+        json_t *line = json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o}}", "step",
+                                 (json_int_t)step + 1, "epoch", mnt_json_num(epoch_f + 1.0 / per_epoch), "loss",
+                                 mnt_json_num(last_loss), "top1", mnt_json_num(last_top1), "lr", mnt_json_num(lr),
+                                 "img_per_s", mnt_json_num(ips), "ms", "data", mnt_json_num(ph[0] * ms), "forward",
+                                 mnt_json_num(ph[1] * ms), "backward", mnt_json_num(ph[2] * ms), "comm_exposed",
+                                 mnt_json_num(ph[3] * ms), "optimizer", mnt_json_num(ph[4] * ms));
+        st = mnt_json_append(metrics, mpath, line); /* a full disk stops the run here, loudly */
+        json_decref(line);
+        if (st) break;
       }
       memset(ph, 0, sizeof ph);
       iv_loss = iv_t1 = iv_n = 0;
       iv_t0 = mnt_now();
     }
     if (have_val && (end_epoch || step + 1 == total)) {
-      double vl, v1, v5;
+      double vl, v1, v5, te = mnt_now();
       if ((st = evaluate(w, c, m, &val, o.size, out_channels, o.val_crop, &vl, &v1, &v5)) != MNT_OK) break;
       val_top1 = v1;
       if (w->rank == 0) {
         printf("epoch %.2f validation: loss %.4f top1 %.4f top5 %.4f (%lld samples)\n", epoch_f + 1.0 / per_epoch, vl, v1,
                v5, (long long)val.total);
-        fprintf(metrics, "{\"step\": %lld, \"epoch\": %.4f, \"val_loss\": %.6f, \"val_top1\": %.5f, \"val_top5\": %.5f}\n",
-                (long long)step + 1, epoch_f + 1.0 / per_epoch, vl, v1, v5);
-        fflush(metrics);
+        fflush(stdout);
+        json_t *line = json_pack("{s:I, s:o, s:o, s:o, s:o}", "step", (json_int_t)step + 1, "epoch",
+                                 mnt_json_num(epoch_f + 1.0 / per_epoch), "val_loss", mnt_json_num(vl), "val_top1",
+                                 mnt_json_num(v1), "val_top5", mnt_json_num(v5));
+        st = mnt_json_append(metrics, mpath, line);
+        json_decref(line);
+        if (st) break;
       }
-      iv_t0 = mnt_now(); /* evaluation time is not training throughput */
+      double dt = mnt_now() - te; /* evaluation is not training: kept out of the throughput */
+      eval_s += dt;
+      if (step >= warm) eval_timed_s += dt;
+      iv_t0 = mnt_now();
     }
   }
   if (st == MNT_OK) {
     double t_end = mnt_now();
     int64_t timed = total - warm;
-    double span = timed > 0 && t_after_warmup > 0 ? t_end - t_after_warmup : t_end - t_start;
+    double span = (timed > 0 && t_after_warmup > 0 ? t_end - t_after_warmup : t_end - t_start) -
+                  (timed > 0 && t_after_warmup > 0 ? eval_timed_s : eval_s);
     if (timed <= 0) timed = total;
     double ips = (double)timed * B / span;
     /* bus bandwidth of the gradient allreduce as training saw it: bytes * 2(n-1)/n over the time from
@@ -394,29 +476,39 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
     if (w->rank == 0) {
       int rpn = w->size / w->nnodes;
       json_t *sm = json_pack(
-          "{s:s, s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:f, s:f,"
-          " s:{s:f, s:f, s:f}, s:{s:f, s:f, s:f, s:f, s:f}, s:I, s:f, s:s, s:f, s:f, s:I}",
+          "{s:s, s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:o, s:o,"
+          " s:{s:o, s:o, s:o}, s:{s:o, s:o, s:o, s:o, s:o}, s:I, s:o, s:s, s:o, s:o, s:I, s:o, s:o}",
           "version", MNT_VERSION, "arch", o.arch, "image_size", o.size, "device", "cpu", "comm", c->ops->name,
           "topology", mnt_topology_name(c->topology), "ranks", w->size, "nodes", w->nnodes, "ranks_per_node", rpn,
           "threads_per_rank", o.threads > 0 ? o.threads : omp_get_max_threads(), "batch_per_rank", o.batch,
-          "global_batch", (json_int_t)B, "steps", (json_int_t)total, "img_per_s", ips, "img_per_s_per_rank",
-          ips / w->size, "step_ms", "mean", mean, "p50", step_ms[warm + timed / 2], "p95",
-          step_ms[warm + (int64_t)(0.95 * (double)(timed - 1))], "phases_ms", "data", ph_all[0] * 1e3 / timed,
-          "forward", ph_all[1] * 1e3 / timed, "backward", ph_all[2] * 1e3 / timed, "comm_exposed",
-          ph_all[3] * 1e3 / timed, "optimizer", ph_all[4] * 1e3 / timed, "grad_bytes", (json_int_t)(m->nw * 4),
-          "allreduce_busbw_gbs", busbw, "slurm_job_id", w->jobid, "loss", last_loss, "top1", last_top1,
-          "skipped_steps", (json_int_t)skipped);
-      if (!isnan(val_top1)) json_object_set_new(sm, "val_top1", json_real(val_top1));
+          "global_batch", (json_int_t)B, "steps", (json_int_t)total, "img_per_s", mnt_json_num(ips),
+          "img_per_s_per_rank", mnt_json_num(ips / w->size), "step_ms", "mean", mnt_json_num(mean), "p50",
+          mnt_json_num(step_ms[warm + timed / 2]), "p95",
+          mnt_json_num(step_ms[warm + (int64_t)(0.95 * (double)(timed - 1))]), "phases_ms", "data",
+          mnt_json_num(ph_all[0] * 1e3 / timed), "forward", mnt_json_num(ph_all[1] * 1e3 / timed), "backward",
+          mnt_json_num(ph_all[2] * 1e3 / timed), "comm_exposed", mnt_json_num(ph_all[3] * 1e3 / timed), "optimizer",
+          mnt_json_num(ph_all[4] * 1e3 / timed), "grad_bytes", (json_int_t)(m->nw * 4), "allreduce_busbw_gbs",
+          mnt_json_num(busbw), "slurm_job_id", w->jobid, "loss", mnt_json_num(last_loss), "top1",
+          mnt_json_num(last_top1), "skipped_steps", (json_int_t)skipped, "train_seconds", mnt_json_num(span),
+          "eval_seconds", mnt_json_num(eval_s));
+      if (sm && !isnan(val_top1)) json_object_set_new(sm, "val_top1", mnt_json_num(val_top1));
       st = mnt_json_save(o.out, "summary.json", sm);
       json_decref(sm);
-      printf("mntrain train: done: %lld steps, %.1f img/s (%.1f per rank), loss %.4f, top1 %.4f%s; %s/summary.json\n",
-             (long long)total, ips, ips / w->size, last_loss, last_top1, have_val ? "" : "", o.out);
-      if (!isnan(val_top1)) printf("mntrain train: validation top1 %.4f\n", val_top1);
       if (st == MNT_OK && o.export_path) st = mnt_export_h5(m, o.export_path);
+      if (st == MNT_OK) {
+        printf("mntrain train: done: %lld steps, %.1f img/s (%.1f per rank; %.1f s of evaluation apart), loss %.4f, "
+               "top1 %.4f; %s/summary.json\n",
+               (long long)total, ips, ips / w->size, eval_s, last_loss, last_top1, o.out);
+        if (!isnan(val_top1)) printf("mntrain train: validation top1 %.4f\n", val_top1);
+        if (o.export_path) printf("mntrain train: weights in %s\n", o.export_path);
+      }
     }
   }
 out:
-  if (metrics) fclose(metrics);
+  if (metrics && fclose(metrics) != 0 && st == MNT_OK) {
+    MNT_ERR("%s: cannot write: %s", mpath, strerror(errno));
+    st = MNT_ESYS;
+  }
   free(ov.b);
   free(xbuf);
   free(step_ms);
@@ -425,6 +517,6 @@ out:
   mnt_resnet_destroy(m);
   mnt_backend_destroy(be);
   if (have_val) mnt_dataset_close(&val);
-  mnt_dataset_close(&train);
+  if (have_train) mnt_dataset_close(&train);
   return st;
 }

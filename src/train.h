@@ -1,5 +1,5 @@
-/* train.h — `mntrain train` (see train.c). defines: mnt_train_main (returns 0, MNT_EARG for bad
- * arguments, or the mnt_status of a failure, which main turns into a job abort). */
+/* train.h — `mntrain train` (see train.c). defines: mnt_train_main, a command (see main.c): it
+ * parses its options, initialises the world w, and returns an mnt_status. */
 #ifndef MNT_TRAIN_H
 #define MNT_TRAIN_H
 

@@ -1,7 +1,8 @@
 /* transport.h — point-to-point links under the CPU collectives (internal to src/comm_cpu.c).
  * defines: mnt_link (one direction between two ranks: shared memory FIFO or TCP socket),
  *          mnt_shm_* (per-node segment: FIFOs, doorbells, pids), mnt_tcp_* (listen, connect,
- *          authenticated accept), mnt_link_send / peek / consume / recv_into, mnt_waiter.
+ *          an inbox of connections served concurrently, authenticated accept),
+ *          mnt_link_send / peek / consume / recv_into.
  * Links never block: they move what they can and return; the collective engine waits. */
 #ifndef MNT_TRANSPORT_H
 #define MNT_TRANSPORT_H
@@ -67,20 +68,37 @@ typedef struct mnt_tcp_hello {
 /* Fill a hello for this job. */
 void mnt_tcp_hello_init(mnt_tcp_hello *h, const uint8_t *secret, uint32_t comm_id, int from_rank,
                         int tag);
-/* Listen on this node's address (MNT_COMM_IFACE names the interface; otherwise the first
- * non-loopback IPv4 interface that is up, else loopback) on an ephemeral port. */
-int mnt_tcp_listen(int *fd, mnt_tcp_addr *addr);
+/* Listen on this node's address (iface: an interface name or prefix, MNT_COMM_IFACE; NULL: the
+ * first non-loopback IPv4 interface that is up, else loopback) on an ephemeral port. */
+int mnt_tcp_listen(const char *iface, int *fd, mnt_tcp_addr *addr);
 void mnt_tcp_addr_str(const mnt_tcp_addr *a, char *out, size_t n);
 /* Non-blocking connect and send the hello; the answer is read by mnt_tcp_finish_connect. */
 int mnt_tcp_start_connect(const mnt_tcp_addr *to, const mnt_tcp_hello *h, int *fd, double deadline,
                           int peer_rank);
 int mnt_tcp_finish_connect(int fd, double deadline, int peer_rank);
-/* Accept one connection and check its hello against the secret and comm id. On a wrong secret
- * the peer is answered "refused", closed, and MNT_EAUTH is returned (the listener stays open).
- * On success *fd_out, *from_rank and *tag describe the new link. */
-int mnt_tcp_accept_auth(int lfd, const uint8_t *secret, uint32_t comm_id, double deadline,
+/* Connect (non-blocking, before the deadline) and send n bytes; *fd is then yours. */
+int mnt_tcp_dial(const mnt_tcp_addr *to, const void *msg, size_t n, double deadline, int *fd);
+/* Send or receive exactly n bytes of a small message before the deadline. */
+int mnt_tcp_xfer(int fd, void *buf, size_t n, int writing, double deadline);
+
+/* An inbox: connections to a listener that have not yet sent their first message (a fixed number
+ * of bytes), served together with poll(): a silent or slow connection is dropped after its own
+ * per_conn_s and cannot delay the others, and at most MNT_INBOX_MAX wait at a time. */
+#define MNT_INBOX_MAX 64
+typedef struct mnt_tcp_inbox mnt_tcp_inbox;
+int mnt_tcp_inbox_open(mnt_tcp_inbox **ib, int lfd, size_t msg_bytes, double per_conn_s);
+/* The next connection whose message is complete: *fd (yours to close), msg, and its address in
+ * from. MNT_ETIMEOUT when `until` passes or wake_fd (if >= 0) becomes readable first. */
+int mnt_tcp_inbox_next(mnt_tcp_inbox *ib, double until, int wake_fd, int *fd, void *msg, char *from,
+                       size_t from_n);
+void mnt_tcp_inbox_close(mnt_tcp_inbox *ib); /* closes what is pending, not the listener */
+/* The next connection from the inbox whose hello carries the secret and comm id; it is answered
+ * "yes" and described by *fd_out, *from_rank, *tag. Others are answered "refused", closed and
+ * logged. MNT_OK, or MNT_ETIMEOUT at the deadline. */
+int mnt_tcp_accept_auth(mnt_tcp_inbox *ib, const uint8_t *secret, uint32_t comm_id, double deadline,
                         int *fd_out, int *from_rank, int *tag);
-void mnt_tcp_tune(int fd);
+/* TCP_NODELAY, and SO_SNDBUF/SO_RCVBUF when buf_bytes > 0 (MNT_TCP_BUF) */
+void mnt_tcp_tune(int fd, size_t buf_bytes);
 
 /* ---- links --------------------------------------------------------------------------- */
 typedef struct mnt_link {

@@ -24,16 +24,13 @@ static int set_nonblock(int fd) {
   return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
-void mnt_tcp_tune(int fd) {
+void mnt_tcp_tune(int fd, size_t buf_bytes) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  const char *e = getenv("MNT_TCP_BUF");
-  if (e) { /* bytes; by default the kernel's autotuning is left alone */
-    int b = atoi(e);
-    if (b > 0) {
-      setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &b, sizeof b);
-      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &b, sizeof b);
-    }
+  if (buf_bytes > 0) { /* by default the kernel's autotuning is left alone */
+    int b = buf_bytes > (1u << 30) ? 1 << 30 : (int)buf_bytes;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &b, sizeof b);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &b, sizeof b);
   }
 }
 
@@ -46,8 +43,7 @@ void mnt_tcp_addr_str(const mnt_tcp_addr *a, char *out, size_t n) {
 
 /* This node's address: MNT_COMM_IFACE (an interface name or prefix, e.g. "ib" or "eth0"),
  * else the first IPv4 interface that is up and not loopback, else 127.0.0.1. */
-static int pick_address(uint32_t *ip) {
-  const char *want = getenv("MNT_COMM_IFACE");
+static int pick_address(const char *want, uint32_t *ip) {
   struct ifaddrs *ifs = NULL, *i;
   if (getifaddrs(&ifs) != 0) {
     MNT_ERR("getifaddrs failed: %s", strerror(errno));
@@ -72,9 +68,9 @@ static int pick_address(uint32_t *ip) {
   return MNT_OK;
 }
 
-int mnt_tcp_listen(int *fd, mnt_tcp_addr *addr) {
+int mnt_tcp_listen(const char *iface, int *fd, mnt_tcp_addr *addr) {
   uint32_t ip;
-  MNT_CHECK(pick_address(&ip));
+  MNT_CHECK(pick_address(iface, &ip));
   int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) {
     MNT_ERR("socket failed: %s", strerror(errno));
@@ -110,8 +106,7 @@ static int wait_fd(int fd, short events, double deadline) {
   }
 }
 
-/* Write or read exactly n bytes of a small message before the deadline. */
-static int xfer_all(int fd, void *buf, size_t n, int writing, double deadline) {
+int mnt_tcp_xfer(int fd, void *buf, size_t n, int writing, double deadline) {
   size_t done = 0;
   while (done < n) {
     ssize_t r = writing ? send(fd, (char *)buf + done, n - done, MSG_NOSIGNAL)
@@ -138,7 +133,6 @@ int mnt_tcp_start_connect(const mnt_tcp_addr *to, const mnt_tcp_hello *h, int *f
     if (s >= 0) close(s);
     return MNT_ESYS;
   }
-  mnt_tcp_tune(s);
   struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = to->port, .sin_addr.s_addr = to->ip};
   int st = MNT_OK;
   if (connect(s, (struct sockaddr *)&sa, sizeof sa) != 0 && errno != EINPROGRESS) {
@@ -158,7 +152,7 @@ int mnt_tcp_start_connect(const mnt_tcp_addr *to, const mnt_tcp_hello *h, int *f
     st = MNT_EPEER;
     goto done;
   }
-  if ((st = xfer_all(s, (void *)h, sizeof *h, 1, deadline)) != MNT_OK) {
+  if ((st = mnt_tcp_xfer(s, (void *)h, sizeof *h, 1, deadline)) != MNT_OK) {
     MNT_ERR("sending hello to rank %d at %s failed", peer_rank, as);
     goto done;
   }
@@ -171,7 +165,7 @@ done:
 
 int mnt_tcp_finish_connect(int fd, double deadline, int peer_rank) {
   char answer = 0;
-  int st = xfer_all(fd, &answer, 1, 0, deadline);
+  int st = mnt_tcp_xfer(fd, &answer, 1, 0, deadline);
   if (st != MNT_OK) {
     MNT_ERR("rank %d did not answer our hello (%s)", peer_rank, mnt_status_str(st));
     return st == MNT_ETIMEOUT ? st : MNT_EPEER;
@@ -183,43 +177,154 @@ int mnt_tcp_finish_connect(int fd, double deadline, int peer_rank) {
   return MNT_OK;
 }
 
-int mnt_tcp_accept_auth(int lfd, const uint8_t *secret, uint32_t comm_id, double deadline,
-                        int *fd_out, int *from_rank, int *tag) {
-  struct sockaddr_in sa;
-  socklen_t len = sizeof sa;
-  int s;
+int mnt_tcp_dial(const mnt_tcp_addr *to, const void *msg, size_t n, double deadline, int *fd) {
+  int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0 || set_nonblock(s) != 0) {
+    if (s >= 0) close(s);
+    return MNT_ESYS;
+  }
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = to->port, .sin_addr.s_addr = to->ip};
+  int st = MNT_OK, err = 0;
+  socklen_t el = sizeof err;
+  if (connect(s, (struct sockaddr *)&sa, sizeof sa) != 0 && errno != EINPROGRESS) st = MNT_EPEER;
+  else if ((st = wait_fd(s, POLLOUT, deadline)) == MNT_OK &&
+           (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err))
+    st = MNT_EPEER;
+  if (st == MNT_OK) st = mnt_tcp_xfer(s, (void *)msg, n, 1, deadline);
+  if (st != MNT_OK) {
+    close(s);
+    return st;
+  }
+  *fd = s;
+  return MNT_OK;
+}
+
+/* ---- the inbox -------------------------------------------------------------------------------- */
+typedef struct pending {
+  int fd;
+  size_t got;
+  double deadline;
+  char from[48];
+  uint8_t buf[128];
+} pending;
+
+struct mnt_tcp_inbox {
+  int lfd;
+  size_t msg_bytes;
+  double per_conn_s;
+  pending p[MNT_INBOX_MAX];
+  int n;
+};
+
+int mnt_tcp_inbox_open(mnt_tcp_inbox **ib, int lfd, size_t msg_bytes, double per_conn_s) {
+  if (msg_bytes > sizeof((pending *)0)->buf) return MNT_EARG;
+  *ib = calloc(1, sizeof **ib);
+  if (!*ib) return MNT_ENOMEM;
+  **ib = (mnt_tcp_inbox){.lfd = lfd, .msg_bytes = msg_bytes, .per_conn_s = per_conn_s};
+  return MNT_OK;
+}
+
+static void drop(mnt_tcp_inbox *ib, int i, const char *why) {
+  if (why) MNT_WARN("dropped a connection from %s: %s", ib->p[i].from, why);
+  close(ib->p[i].fd);
+  ib->p[i] = ib->p[--ib->n];
+}
+
+int mnt_tcp_inbox_next(mnt_tcp_inbox *ib, double until, int wake_fd, int *fd, void *msg, char *from,
+                       size_t from_n) {
   for (;;) {
-    s = accept4(lfd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (s >= 0) break;
-    if (errno == EINTR || errno == ECONNABORTED) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      MNT_ERR("accept failed: %s", strerror(errno));
+    double now = mnt_now();
+    for (int i = ib->n - 1; i >= 0; i--)
+      if (now > ib->p[i].deadline) drop(ib, i, "no complete message in time");
+    if (now >= until) return MNT_ETIMEOUT;
+    struct pollfd fds[MNT_INBOX_MAX + 2];
+    int nf = 0;
+    double next = until;
+    fds[nf++] = (struct pollfd){.fd = ib->lfd, .events = POLLIN};
+    if (wake_fd >= 0) fds[nf++] = (struct pollfd){.fd = wake_fd, .events = POLLIN};
+    int first = nf;
+    for (int i = 0; i < ib->n; i++) {
+      fds[nf++] = (struct pollfd){.fd = ib->p[i].fd, .events = POLLIN};
+      if (ib->p[i].deadline < next) next = ib->p[i].deadline;
+    }
+    int ms = (int)((next - now) * 1000) + 1;
+    int r = poll(fds, (nfds_t)nf, ms > 1000 ? 1000 : ms);
+    if (r < 0 && errno != EINTR) {
+      MNT_ERR("poll failed: %s", strerror(errno));
       return MNT_ESYS;
     }
-    int st = wait_fd(lfd, POLLIN, deadline);
-    if (st != MNT_OK) return st;
+    if (r <= 0) continue;
+    if (wake_fd >= 0 && fds[1].revents) return MNT_ETIMEOUT;
+    /* messages first (their slots free up), from the back so that drop() keeps indices valid */
+    for (int k = nf - 1; k >= first; k--) {
+      int i = k - first;
+      if (!fds[k].revents) continue;
+      pending *q = &ib->p[i];
+      ssize_t got = recv(q->fd, q->buf + q->got, ib->msg_bytes - q->got, MSG_DONTWAIT);
+      if (got > 0) q->got += (size_t)got;
+      else if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        drop(ib, i, got == 0 ? "closed before its message was complete" : strerror(errno));
+        continue;
+      }
+      if (q->got == ib->msg_bytes) {
+        *fd = q->fd;
+        memcpy(msg, q->buf, ib->msg_bytes);
+        if (from) snprintf(from, from_n, "%s", q->from);
+        *q = ib->p[--ib->n];
+        return MNT_OK;
+      }
+    }
+    if (fds[0].revents) { /* new connections: each gets its own deadline */
+      for (;;) {
+        struct sockaddr_in sa;
+        socklen_t len = sizeof sa;
+        int s = accept4(ib->lfd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (s < 0) break;
+        char ip[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
+        if (ib->n == MNT_INBOX_MAX) {
+          MNT_WARN("refused a connection from %s:%u: %d others are still silent", ip, (unsigned)ntohs(sa.sin_port),
+                   MNT_INBOX_MAX);
+          close(s);
+          continue;
+        }
+        pending *q = &ib->p[ib->n++];
+        *q = (pending){.fd = s, .deadline = mnt_now() + ib->per_conn_s};
+        snprintf(q->from, sizeof q->from, "%s:%u", ip, (unsigned)ntohs(sa.sin_port));
+      }
+    }
   }
-  char from[INET_ADDRSTRLEN];
-  inet_ntop(AF_INET, &sa.sin_addr, from, sizeof from);
-  mnt_tcp_hello h;
-  /* A peer gets a few seconds to say hello, so a silent connection cannot stall set-up. */
-  double hello_deadline = mnt_now() + 10.0 < deadline ? mnt_now() + 10.0 : deadline;
-  int st = xfer_all(s, &h, sizeof h, 0, hello_deadline);
-  int good = st == MNT_OK && memcmp(h.magic, HELLO_MAGIC, sizeof h.magic) == 0 &&
-             memcmp(h.secret, secret, MNT_SECRET_BYTES) == 0 && h.comm_id == comm_id;
-  char answer = good ? ANSWER_OK : ANSWER_REFUSED;
-  if (st == MNT_OK) xfer_all(s, &answer, 1, 1, hello_deadline);
-  if (!good) {
-    MNT_WARN("refused a connection from %s:%u: %s", from, (unsigned)ntohs(sa.sin_port),
-             st != MNT_OK ? "no complete hello" : "it does not carry this job's secret");
-    close(s);
-    return MNT_EAUTH;
+}
+
+void mnt_tcp_inbox_close(mnt_tcp_inbox *ib) {
+  if (!ib) return;
+  for (int i = 0; i < ib->n; i++) close(ib->p[i].fd);
+  free(ib);
+}
+
+int mnt_tcp_accept_auth(mnt_tcp_inbox *ib, const uint8_t *secret, uint32_t comm_id, double deadline,
+                        int *fd_out, int *from_rank, int *tag) {
+  for (;;) {
+    mnt_tcp_hello h;
+    char from[48];
+    int s;
+    MNT_CHECK(mnt_tcp_inbox_next(ib, deadline, -1, &s, &h, from, sizeof from));
+    int good = memcmp(h.magic, HELLO_MAGIC, sizeof h.magic) == 0 &&
+               memcmp(h.secret, secret, MNT_SECRET_BYTES) == 0 && h.comm_id == comm_id;
+    char answer = good ? ANSWER_OK : ANSWER_REFUSED;
+    double t = mnt_now() + 1.0; /* one byte into an empty socket buffer: immediate */
+    int st = mnt_tcp_xfer(s, &answer, 1, 1, t < deadline ? t : deadline);
+    if (!good || st != MNT_OK) {
+      MNT_WARN("refused a connection from %s: %s", from,
+               good ? "it went away before our answer" : "it does not carry this job's secret");
+      close(s);
+      continue;
+    }
+    *fd_out = s;
+    *from_rank = h.from_rank;
+    *tag = h.tag;
+    return MNT_OK;
   }
-  mnt_tcp_tune(s);
-  *fd_out = s;
-  *from_rank = h.from_rank;
-  *tag = h.tag;
-  return MNT_OK;
 }
 
 void mnt_tcp_hello_init(mnt_tcp_hello *h, const uint8_t *secret, uint32_t comm_id, int from_rank,

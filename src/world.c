@@ -9,19 +9,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "env.h"
 #include "log.h"
 
 static pmix_proc_t g_me;
 
-double mnt_world_timeout(void) {
-  const char *e = getenv("MNT_COMM_TIMEOUT");
-  if (e && *e) {
-    char *end;
-    double v = strtod(e, &end);
-    if (*end == '\0' && v > 0) return v;
-    MNT_WARN("MNT_COMM_TIMEOUT='%s' is not a positive number of seconds; using 300", e);
-  }
-  return 300.0;
+int mnt_world_guess_rank(void) {
+  const char *e = getenv("PMIX_RANK");
+  return e && *e ? atoi(e) : 0;
 }
 
 /* Any integer-typed PMIx value as a long; -1 when absent or not an integer. */
@@ -90,7 +85,7 @@ typedef struct {
 
 int mnt_world_init(mnt_world *w) {
   memset(w, 0, sizeof *w);
-  w->timeout_s = mnt_world_timeout();
+  MNT_CHECK(mnt_env_seconds("MNT_COMM_TIMEOUT", &w->timeout_s));
   pmix_status_t rc = PMIx_Init(&g_me, NULL, 0);
   if (rc != PMIX_SUCCESS) {
     /* UNREACHABLE: not started by a PMIx server (e.g. not under srun --mpi=pmix): run alone. */
@@ -98,6 +93,14 @@ int mnt_world_init(mnt_world *w) {
       MNT_ERR("PMIx_Init failed: %s, although a PMIx server was announced in the environment",
               PMIx_Error_string(rc));
       return MNT_EPMIX;
+    }
+    /* Several tasks in this Slurm step but no PMIx: each would train alone into the same output. */
+    const char *ntasks = getenv("SLURM_STEP_NUM_TASKS");
+    if (ntasks && atoi(ntasks) > 1) {
+      MNT_ERR("Slurm started %s tasks in this step but no PMIx server answered (%s): run it with "
+              "srun --mpi=pmix (check srun --mpi=list; the site's MpiDefault is not pmix)",
+              ntasks, PMIx_Error_string(rc));
+      return MNT_EARG;
     }
     w->rank = 0;
     w->size = w->local_size = w->nnodes = 1;
@@ -108,14 +111,14 @@ int mnt_world_init(mnt_world *w) {
     w->node_of = calloc(1, sizeof *w->node_of);
     w->local_of = calloc(1, sizeof *w->local_of);
     w->node_name = calloc(1, sizeof *w->node_name);
+    w->up = 1;
     if (!w->node_of || !w->local_of || !w->node_name) return MNT_ENOMEM;
     memcpy(w->node_name[0], w->hostname, MNT_NODENAME_MAX);
-    if (mnt_log_level() >= MNT_LOG_INFO && !getenv("MNT_QUIET_SINGLE"))
-      fprintf(stderr, "mntrain: no PMIx server (%s): running as a single process, rank 0 of 1\n",
-              PMIx_Error_string(rc));
+    MNT_INFO("no PMIx server (%s): running as a single process, rank 0 of 1", PMIx_Error_string(rc));
     return MNT_OK;
   }
   w->have_pmix = 1;
+  w->up = 1;
   w->rank = (int)g_me.rank;
   snprintf(w->nspace, sizeof w->nspace, "%s", g_me.nspace);
   jobid_from_nspace(w->nspace, w->jobid, sizeof w->jobid);
@@ -253,6 +256,26 @@ int mnt_world_bcast(mnt_world *w, void *buf, size_t bytes, int root) {
     return MNT_EPMIX;
   }
   return MNT_OK;
+}
+
+int mnt_world_agree(mnt_world *w, int status) {
+  int st = status;
+  if (w->size > 1) {
+    int *all = calloc((size_t)w->size, sizeof *all);
+    if (!all) return MNT_ENOMEM;
+    int rc = mnt_world_allgather(w, &status, sizeof status, all);
+    int first = -1;
+    for (int r = 0; r < w->size && rc == MNT_OK && first < 0; r++)
+      if (all[r] != MNT_OK) first = r;
+    st = rc != MNT_OK ? rc : first >= 0 ? all[first] : MNT_OK;
+    if (rc == MNT_OK && first > 0 && w->rank == 0)
+      MNT_ERR("rank %d on %s failed (its own message says why); every rank stops", first,
+              w->node_name[w->node_of[first]]);
+    free(all);
+    if (rc != MNT_OK) return rc; /* not agreed: the exchange itself failed */
+  }
+  if (st != MNT_OK) w->failed_together = st;
+  return st;
 }
 
 int mnt_world_barrier(mnt_world *w) {

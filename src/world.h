@@ -1,9 +1,11 @@
 /* world.h — who this process is, from PMIx (srun --mpi=pmix), and small-data exchange.
  * defines: mnt_world, mnt_world_init, mnt_world_allgather, mnt_world_bcast, mnt_world_barrier,
- *          mnt_world_abort, mnt_world_finalize, mnt_world_timeout.
+ *          mnt_world_agree, mnt_world_abort, mnt_world_finalize, mnt_world_guess_rank.
  * Exchange goes over PMIx put/commit/fence(collect)/get: for addresses, ids, secrets and
- * agreement, not for tensors. Without a PMIx server the process is rank 0 of 1 (said once).
- * Slurm's SLURM_* variables are never read. */
+ * agreement, not for tensors. Without a PMIx server the process is rank 0 of 1 (said once, by
+ * the commands that run as a job). Slurm's SLURM_* variables are never the source of identity;
+ * they are read only to refuse a multi-task step that has no PMIx (srun --mpi=none, or a site
+ * whose MpiDefault is not pmix), which would otherwise run N independent single-rank jobs. */
 #ifndef MNT_WORLD_H
 #define MNT_WORLD_H
 
@@ -23,11 +25,21 @@ typedef struct mnt_world {
   int *node_of, *local_of;
   char (*node_name)[MNT_NODENAME_MAX];
   unsigned seq;               /* exchange counter: keys are unique per call */
-  double timeout_s;           /* deadline of every exchange (MNT_COMM_TIMEOUT, default 300 s) */
+  double timeout_s;           /* deadline of every exchange (MNT_COMM_TIMEOUT) */
+  int up;                     /* mnt_world_init got far enough that finalize (and abort) apply */
+  int failed_together;        /* the failure every rank agreed on (mnt_world_agree), 0 if none */
 } mnt_world;
 
-/* PMIx_Init and the identity of every rank (one fence). Returns MNT_OK or an error status. */
+/* PMIx_Init and the identity of every rank (one fence). Returns MNT_OK or an error status;
+ * MNT_EARG when Slurm started several tasks but no PMIx server answers. */
 int mnt_world_init(mnt_world *w);
+/* PMIX_RANK from the environment (0 without PMIx): who prints usage errors and help before the
+ * world is initialised, so that N ranks do not print N copies. */
+int mnt_world_guess_rank(void);
+/* Every rank passes its status; every rank gets the first failure by rank order (MNT_OK when
+ * none), which is also recorded in w->failed_together: a failure all ranks know about ends the
+ * job normally instead of aborting it. */
+int mnt_world_agree(mnt_world *w, int status);
 /* all[r*bytes .. ] = what rank r passed; every rank calls with the same bytes. */
 int mnt_world_allgather(mnt_world *w, const void *mine, size_t bytes, void *all);
 /* buf on every rank = buf of root. */
@@ -36,7 +48,5 @@ int mnt_world_barrier(mnt_world *w);
 /* Take the whole job down with a message (PMIx_Abort); without PMIx, exit. Does not return. */
 void mnt_world_abort(mnt_world *w, int status, const char *msg) __attribute__((noreturn));
 void mnt_world_finalize(mnt_world *w);
-/* Seconds from MNT_COMM_TIMEOUT (default 300); bad values are reported and ignored. */
-double mnt_world_timeout(void);
 
 #endif

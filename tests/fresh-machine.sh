@@ -45,6 +45,7 @@ echo "== fresh-machine: tree $(git -C "$src" rev-parse --short HEAD) copied in"
 mount --bind /proc "$root/proc"
 mount --rbind /dev "$root/dev"
 mount --make-rslave "$root/dev" # unmounting our copy must never reach the host's /dev
+# shellcheck disable=SC2016
 chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
   DEBIAN_FRONTEND=noninteractive /bin/bash -euo pipefail -c '
 cd /src

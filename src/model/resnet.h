@@ -1,5 +1,5 @@
 /* resnet.h — ResNet v1.5 (torchvision's architecture and parameter names) on the compute backend.
- * defines: mnt_resnet, mnt_param, mnt_resnet_create / destroy / forward / loss / backward,
+ * defines: mnt_resnet, mnt_param, mnt_resnet_create / destroy / forward / loss / backward / plan_bytes,
  *          mnt_resnet_find, mnt_resnet_arch_ok.
  * Architectures: resnet18, resnet34 (basic blocks), resnet50, resnet101 (bottlenecks, stride on
  * the 3x3 conv), and two small variants for tests and 28-64 px images (3x3 stem without max-pool,
@@ -74,6 +74,10 @@ int mnt_resnet_create(mnt_backend *be, const char *arch, int classes, int size, 
 int mnt_resnet_create_ex(mnt_backend *be, const char *arch, int classes, int size, int batch, int bn_group,
                          uint64_t seed, int zero_init_residual, mnt_resnet **out);
 void mnt_resnet_destroy(mnt_resnet *r);
+/* Bytes mnt_resnet_create_ex would use for these arguments (weights, gradients, momentum,
+ * activations, gradient buffers, the backend's copies), computed from the layer plan without
+ * allocating any of it: what a run checks against its memory limit before it starts. */
+int mnt_resnet_plan_bytes(const char *arch, int classes, int size, int batch, int bn_group, size_t *bytes);
 /* x: [batch, 3, size, size]. train: batch statistics (updating the running ones), else running. */
 int mnt_resnet_forward(mnt_resnet *r, const float *x, int train);
 const float *mnt_resnet_logits(const mnt_resnet *r);

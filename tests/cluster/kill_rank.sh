@@ -5,8 +5,9 @@
 #   kill_rank.sh [--stop] PROGRAM [VICTIM SRUN_ARGS...]   (PROGRAM: test_comm_cluster)
 # Default: rank 2 of 4 on two nodes (found through TCP); with "1 -N1 -n2" the victim shares a
 # node with its peer, which finds out through the shared-memory liveness check. With --stop the
-# victim hangs (SIGSTOP) instead of dying: its neighbour must give up after MNT_COMM_TIMEOUT
-# (3 s here) with a message naming it.
+# victim hangs (SIGSTOP) instead of dying: the ranks must warn first that they wait, naming it,
+# then give up after MNT_COMM_TIMEOUT (3 s here) naming it, and no rank may blame another one
+# (with 4 ranks, ranks that wait for a waiting neighbour must follow the chain to the victim).
 set -u
 stop=()
 if [ "${1:-}" = "--stop" ]; then stop=(--stop); export MNT_COMM_TIMEOUT=3; shift; fi
@@ -30,8 +31,16 @@ if [ $rc -eq 0 ]; then echo "FAIL: the job exited 0 although rank $victim was ki
 if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "FAIL: the job hung (killed by timeout)"; fail=1; fi
 # the victim kills itself 1 s in; start-up takes a few seconds more
 if awk -v e="$elapsed" 'BEGIN { exit !(e > 30) }'; then echo "FAIL: took ${elapsed}s (> 30 s)"; fail=1; fi
-if ! grep -qE "rank $victim on node[0-9]+ (died|closed its connection)|lost rank $victim on|no progress for [0-9]+ s waiting for rank $victim on" "$out"; then
+if ! grep -qE "rank $victim on node[0-9]+ (died|closed its connection|does not answer)|lost rank $victim on" "$out"; then
   echo "FAIL: no message names the dead rank $victim"; fail=1
+fi
+if [ ${#stop[@]} -gt 0 ]; then
+  if ! grep -E "warning: .*no progress for [0-9]+ s" "$out" | grep -qE "rank $victim on node[0-9]+ does not answer"; then
+    echo "FAIL: no early warning names the stopped rank $victim"; fail=1
+  fi
+  if grep "aborting the job" "$out" | grep -vqE "rank $victim on node[0-9]+ does not answer"; then
+    echo "FAIL: the job was aborted blaming another rank than $victim"; fail=1
+  fi
 fi
 sleep 1
 if pgrep -f "$prog --kill-rank" >/dev/null; then

@@ -10,7 +10,6 @@ m=$1
 here=$(cd "$(dirname "$0")" && pwd)
 w=$(mktemp -d)
 trap 'rm -rf "$w"' EXIT
-export MNT_QUIET_SINGLE=1
 "$m" convert synth "$w/data" --classes 10 --images 512 --size 16 --shards 2 >/dev/null || exit 1
 common=(train --data "$w/data" --arch resnet8 --size 16 --steps 5 --seed 3 --threads 1 --lr 0.4 --log-every 5)
 run() { # run NAME SRUN_ARGS... -- TRAIN_ARGS...

@@ -63,7 +63,7 @@ def main():
         if abs(index["mean"][0] - images.mean() / 255) > 1e-4 or abs(index["std"][0] - images.std() / 255) > 1e-4:
             fails.append(f"index.json mean/std {index['mean']} {index['std']} vs {images.mean() / 255} {images.std() / 255}")
         r = subprocess.run([mntrain, "inspect", out, "--verify"], capture_output=True, text=True)
-        if r.returncode != 0 or "verify: 10000 samples read, 0 bad" not in r.stdout:
+        if r.returncode != 0 or "verify: 10000 samples read and their checksums checked, 0 bad" not in r.stdout:
             fails.append(f"inspect --verify: exit {r.returncode}: {r.stdout[-300:]} {r.stderr[-300:]}")
         # a second run with the same arguments keeps the finished shards
         r = subprocess.run([mntrain, "convert", "idx", img, lab, out, "--shards", "3", "--seed", "7"], capture_output=True, text=True)

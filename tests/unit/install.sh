@@ -12,7 +12,7 @@ for f in bin/mntrain share/mntrain/job_templates/local-cluster.sh share/mntrain/
          share/mntrain/job_templates/quickstart.sh; do
   [ -e "$prefix/$f" ] || { echo "FAIL: $f is not installed"; fail=1; }
 done
-MNT_QUIET_SINGLE=1 "$prefix/bin/mntrain" --version | grep -q '^mntrain ' || { echo "FAIL: installed mntrain does not run"; fail=1; }
+"$prefix/bin/mntrain" --version | grep -q '^mntrain ' || { echo "FAIL: installed mntrain does not run"; fail=1; }
 lua=$(ls "$prefix"/modulefiles/mntrain/*.lua 2>/dev/null)
 tcl=$(ls "$prefix"/modulefiles-tcl/mntrain/* 2>/dev/null)
 if [ -z "$lua" ] || ! grep -qF "local prefix = \"$prefix\"" "$lua"; then

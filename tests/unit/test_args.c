@@ -28,34 +28,67 @@ int main(void) {
   size_t minb = 1, maxb = 2;
   int iters = 0, flag = 0, help = 0;
   double f = 0;
-  const char *dt = "float";
-  const mnt_opt opts[] = {{"minbytes", 'b', MNT_OPT_SIZE, &minb, "SIZE", ""},
-                          {"maxbytes", 'e', MNT_OPT_SIZE, &maxb, "SIZE", ""},
-                          {"iters", 'n', MNT_OPT_INT, &iters, "N", ""},
-                          {"stepfactor", 'f', MNT_OPT_DOUBLE, &f, "F", ""},
-                          {"datatype", 'd', MNT_OPT_STRING, &dt, "T", ""},
-                          {"verbose", 'v', MNT_OPT_FLAG, &flag, NULL, ""},
-                          {NULL, 0, 0, NULL, NULL, NULL}};
-  char *ok[] = {"-b", "1K", "--maxbytes=64M", "-n5", "--stepfactor", "2.5", "-d", "bf16", "-v"};
-  EXPECT(mnt_parse_opts("t", opts, 9, ok, &help, 1) == 0, "good options");
-  EXPECT(minb == 1024 && maxb == 64u << 20 && iters == 5 && f == 2.5 && !strcmp(dt, "bf16") && flag == 1 && !help,
-         "values %zu %zu %d %g %s %d", minb, maxb, iters, f, dt, flag);
-  char *h[] = {"--help"};
-  EXPECT(mnt_parse_opts("t", opts, 1, h, &help, 1) == 0 && help == 1, "--help");
-  char *bad1[] = {"--nope", "1"};
-  EXPECT(mnt_parse_opts("t", opts, 2, bad1, &help, 1) == MNT_EARG, "unknown option");
-  char *bad2[] = {"-n", "x"};
-  EXPECT(mnt_parse_opts("t", opts, 2, bad2, &help, 1) == MNT_EARG, "bad integer");
-  char *bad3[] = {"-b"};
-  EXPECT(mnt_parse_opts("t", opts, 1, bad3, &help, 1) == MNT_EARG, "missing value");
-  char *bad4[] = {"stray"};
-  EXPECT(mnt_parse_opts("t", opts, 1, bad4, &help, 1) == MNT_EARG, "positional");
-  char *bad5[] = {"--verbose=1"};
-  EXPECT(mnt_parse_opts("t", opts, 1, bad5, &help, 1) == MNT_EARG, "flag with value");
+  const char *dt = "float", *in = NULL, *out = NULL;
+  const mnt_opt opts[] = {{"IN", 0, MNT_OPT_ARG, &in, NULL, "", 0, 0},
+                          {"minbytes", 'b', MNT_OPT_SIZE, &minb, "SIZE", "", MNT_RANGE(1, 1 << 30)},
+                          {"maxbytes", 'e', MNT_OPT_SIZE, &maxb, "SIZE", "", MNT_RANGE(1, 1 << 30)},
+                          {"iters", 'n', MNT_OPT_INT, &iters, "N", "", MNT_RANGE(0, 100)},
+                          {"stepfactor", 'f', MNT_OPT_DOUBLE, &f, "F", "", MNT_RANGE(1.5, 4)},
+                          {"datatype", 'd', MNT_OPT_STRING, &dt, "T", "", 0, 0},
+                          {"verbose", 'v', MNT_OPT_FLAG, &flag, NULL, "", 0, 0},
+                          {"OUT", 0, MNT_OPT_ARG, &out, NULL, "", 0, 0},
+                          {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+  /* positionals before, between and after options */
+  char *ok[] = {"a", "-b", "1K", "--maxbytes=64M", "-n5", "--stepfactor", "2.5", "b", "-d", "bf16", "-v"};
+  EXPECT(mnt_parse_opts("t", opts, 11, ok, &help, 1) == 0, "good options");
+  EXPECT(minb == 1024 && maxb == 64u << 20 && iters == 5 && f == 2.5 && !strcmp(dt, "bf16") && flag == 1 && !help &&
+             in && !strcmp(in, "a") && out && !strcmp(out, "b"),
+         "values %zu %zu %d %g %s %d %s %s", minb, maxb, iters, f, dt, flag, in, out);
+  /* --help anywhere: help, and nothing parsed or assigned, not even what comes before it */
+  iters = 7;
+  char *h[] = {"x", "y", "-n", "9", "--bogus", "--help"};
+  EXPECT(mnt_parse_opts("t", opts, 6, h, &help, 1) == 0 && help == 1 && iters == 7, "--help at the end: %d %d", help,
+         iters);
+  char *h2[] = {"-h", "-n", "lots"};
+  EXPECT(mnt_parse_opts("t", opts, 3, h2, &help, 1) == 0 && help == 1, "-h first");
+  char *bad1[] = {"a", "b", "--nope", "1"};
+  EXPECT(mnt_parse_opts("t", opts, 4, bad1, &help, 1) == MNT_EARG, "unknown option");
+  char *bad2[] = {"a", "b", "-n", "x"};
+  EXPECT(mnt_parse_opts("t", opts, 4, bad2, &help, 1) == MNT_EARG, "bad integer");
+  char *bad3[] = {"a", "b", "-b"};
+  EXPECT(mnt_parse_opts("t", opts, 3, bad3, &help, 1) == MNT_EARG, "missing value");
+  char *bad4[] = {"a", "b", "stray"};
+  EXPECT(mnt_parse_opts("t", opts, 3, bad4, &help, 1) == MNT_EARG, "a third positional");
+  char *bad4b[] = {"a"};
+  EXPECT(mnt_parse_opts("t", opts, 1, bad4b, &help, 1) == MNT_EARG, "a missing positional");
+  char *bad5[] = {"a", "b", "--verbose=1"};
+  EXPECT(mnt_parse_opts("t", opts, 3, bad5, &help, 1) == MNT_EARG, "flag with value");
+  /* ranges and finiteness, checked where the value is parsed; the value is not assigned */
+  iters = 5;
+  char *r1[] = {"a", "b", "-n", "-5"};
+  EXPECT(mnt_parse_opts("t", opts, 4, r1, &help, 1) == MNT_EARG && iters == 5, "-n -5 is below the range");
+  char *r2[] = {"a", "b", "-n", "101"};
+  EXPECT(mnt_parse_opts("t", opts, 4, r2, &help, 1) == MNT_EARG, "-n 101 is above the range");
+  char *r3[] = {"a", "b", "-n", "100", "-f", "1.5"};
+  EXPECT(mnt_parse_opts("t", opts, 6, r3, &help, 1) == 0 && iters == 100 && f == 1.5, "the range is inclusive");
+  const char *nonfinite[] = {"nan", "NaN", "inf", "-inf", "1e999", "infinity"};
+  for (int k = 0; k < 6; k++) {
+    char *r4[] = {"a", "b", "-f", (char *)nonfinite[k]};
+    f = 2;
+    EXPECT(mnt_parse_opts("t", opts, 4, r4, &help, 1) == MNT_EARG && f == 2, "-f %s must be refused", nonfinite[k]);
+  }
+  char *r5[] = {"a", "b", "-b", "0"};
+  EXPECT(mnt_parse_opts("t", opts, 4, r5, &help, 1) == MNT_EARG, "-b 0 is below the range");
+  char *r6[] = {"a", "b", "-n", "99999999999"};
+  EXPECT(mnt_parse_opts("t", opts, 4, r6, &help, 1) == MNT_EARG, "an integer beyond int");
+  /* a numeric option without a range is a table error, found at the first parse */
+  int x = 0;
+  const mnt_opt unranged[] = {{"x", 0, MNT_OPT_INT, &x, "X", "", 0, 0}, {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+  EXPECT(mnt_parse_opts("t", unranged, 0, NULL, &help, 1) == MNT_EARG, "an option without a range");
   if (failures) {
     fprintf(stderr, "test_args: %d failures\n", failures);
     return 1;
   }
-  printf("test_args: ok\n");
+  printf("test_args: ok (%d checks)\n", checks);
   return 0;
 }

@@ -7,6 +7,8 @@
 #include "log.h"
 #include "transport.h"
 
+#include "check.h"
+
 int main(void) {
   char name[64];
   snprintf(name, sizeof name, "/mntrain-test-link-%d", (int)getpid());
@@ -19,7 +21,6 @@ int main(void) {
   mnt_link s = {.kind = MNT_LINK_SHM, .shm = &shm, .fifo = mnt_shm_fifo_of(&shm, 0), .peer_local = 1, .fd = -1};
   mnt_link r = s;
   r.peer_local = 0;
-  int fails = 0;
   /* 1) a byte stream through many wraps, in odd-sized pieces */
   unsigned char out[1000], in[1000];
   unsigned next_out = 0, next_in = 0;
@@ -28,24 +29,24 @@ int main(void) {
     for (size_t i = 0; i < n; i++) out[i] = (unsigned char)(next_out + i);
     size_t sent = 0;
     while (sent < n) {
-      mnt_link_send(&s, out + sent, n - sent, &moved);
+      EXPECT(mnt_link_send(&s, out + sent, n - sent, &moved) == MNT_OK, "mnt_link_send");
       sent += moved;
       size_t got;
       while (mnt_link_recv_into(&r, in, sizeof in, &got) == MNT_OK && got > 0) {
         for (size_t i = 0; i < got; i++)
-          if (in[i] != (unsigned char)(next_in + i) && fails++ < 5) fprintf(stderr, "FAIL: byte %u\n", next_in + (unsigned)i);
+          if (in[i] != (unsigned char)(next_in + i) && failures < 5) EXPECT(0, "byte %u", next_in + (unsigned)i);
         next_in += (unsigned)got;
       }
     }
     next_out += (unsigned)n;
   }
-  if (next_in != next_out) fprintf(stderr, "FAIL: sent %u, received %u\n", next_out, next_in), fails++;
+  EXPECT(next_in == next_out, "sent %u, received %u", next_out, next_in);
   /* 2) phase shifted by 2 bytes, then floats across the wrap: peek must give whole floats */
   size_t moved, got;
   const void *p;
   unsigned short h = 0x3c00;
-  mnt_link_send(&s, &h, 2, &moved);
-  mnt_link_peek(&r, &p, &got, 2, 2);
+  EXPECT(mnt_link_send(&s, &h, 2, &moved) == MNT_OK, "mnt_link_send");
+  EXPECT(mnt_link_peek(&r, &p, &got, 2, 2) == MNT_OK, "mnt_link_peek");
   mnt_link_consume(&r, got);
   uint64_t head = atomic_load(&s.fifo->head);
   size_t to_end = 4096 - (size_t)(head & 4095);
@@ -53,26 +54,24 @@ int main(void) {
   unsigned char fill[4096];
   memset(fill, 0, sizeof fill);
   size_t pad = (to_end + 4096 - 2) % 4096; /* bytes so that the next float starts 2 before the end */
-  mnt_link_send(&s, fill, pad, &moved);
-  mnt_link_peek(&r, &p, &got, pad, 1);
+  EXPECT(mnt_link_send(&s, fill, pad, &moved) == MNT_OK, "mnt_link_send");
+  EXPECT(mnt_link_peek(&r, &p, &got, pad, 1) == MNT_OK, "mnt_link_peek");
   mnt_link_consume(&r, got);
-  if (moved != pad || got != pad) fprintf(stderr, "FAIL: padding %zu/%zu/%zu\n", pad, moved, got), fails++;
+  EXPECT(moved == pad && got == pad, "padding %zu/%zu/%zu", pad, moved, got);
   float f[2] = {1.5f, -2.25f}, g[2];
   size_t sent = 0;
   while (sent < sizeof f) {
-    mnt_link_send(&s, (char *)f + sent, sizeof f - sent, &moved);
+    EXPECT(mnt_link_send(&s, (char *)f + sent, sizeof f - sent, &moved) == MNT_OK, "mnt_link_send");
     sent += moved;
   }
-  mnt_link_peek(&r, &p, &got, sizeof f, 4);
-  if (got < 4) {
-    fprintf(stderr, "FAIL: a float split by the wrap is not readable whole (%zu bytes)\n", got);
-    fails++;
-  } else {
+  EXPECT(mnt_link_peek(&r, &p, &got, sizeof f, 4) == MNT_OK, "mnt_link_peek");
+  EXPECT(got >= 4, "a float split by the wrap is not readable whole (%zu bytes)", got);
+  if (got >= 4) {
     memcpy(g, p, got < sizeof g ? got : sizeof g);
-    if (g[0] != 1.5f) fprintf(stderr, "FAIL: split float reads %g\n", (double)g[0]), fails++;
+    EXPECT(g[0] == 1.5f, "split float reads %g", (double)g[0]);
   }
   mnt_shm_close(&shm);
-  if (fails) return 1;
+  if (failures) return 1;
   printf("test_link: ok\n");
   return 0;
 }

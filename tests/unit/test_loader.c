@@ -2,11 +2,14 @@
  * once per epoch over 1-4 ranks; the same global batches (ids and augmented pixels) on 1, 2 and 4
  * ranks; resuming from a saved position continues the same stream, across an epoch boundary;
  * the small-image augmentation (RandomCrop with padding) and the whole-image validation crop;
- * a truncated shard and an out-of-range label are errors that name the file and the sample. */
+ * a truncated shard, an out-of-range label and a flipped pixel byte (the per-image checksum) are
+ * errors that name the file and the sample; an empty dataset is refused at open; format 1 still
+ * opens, a newer format does not. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "convert.h"
@@ -15,6 +18,8 @@
 #include "log.h"
 
 #include "check.h"
+
+#include <hdf5.h>
 
 enum { N = 1000, B = 12, S = 16, OUT = 12 };
 
@@ -45,7 +50,7 @@ int main(void) {
   if (!mkdtemp(dir)) return 1;
   char ds[600];
   snprintf(ds, sizeof ds, "%s/synth", dir);
-  if (mnt_convert_synth(ds, 10, N, S, 3, 9)) return 1;
+  if (mnt_convert_synth(ds, 10, N, S, 3, 9, 0)) return 1;
   mnt_dataset d;
   if (mnt_dataset_open(ds, &d)) return 1;
   EXPECT(d.total == N && d.nshards == 3 && d.channels == 3 && d.size == S, "dataset shape");
@@ -69,8 +74,8 @@ int main(void) {
           got++;
           uint8_t px[S * S * 3];
           int32_t lab;
-          mnt_dataset_read(&d, b->ids[i], px, &lab);
-          if (lab != b->labels[i]) { failures++; fprintf(stderr, "FAIL: label of sample %lld\n", (long long)b->ids[i]); }
+          EXPECT(mnt_dataset_read(&d, b->ids[i], px, &lab) == MNT_OK && lab == b->labels[i], "label of sample %lld",
+                 (long long)b->ids[i]);
         }
       }
       int64_t e, cur;
@@ -106,9 +111,23 @@ int main(void) {
   global_batches(&d, 1, 0, per_epoch - 2 * B, 4, 1, img1, ids1);
   global_batches(&d, 4, 1, 0, 2, 1, imgR, idsR);
   EXPECT(!memcmp(ids1 + 2 * B, idsR, 2 * B * sizeof(int64_t)), "the stream does not continue into the next epoch");
-  /* validation: no randomness, epoch-independent pixels for a sample */
+  /* validation: no randomness: the loader's validation batches are mnt_loader_val_sample's pixels,
+   * whatever the epoch and the rank count */
   global_batches(&d, 1, 0, 0, 1, 0, img1, ids1);
-  EXPECT(img1[0] == img1[0], "validation output");
+  global_batches(&d, 2, 3, 0, 1, 0, imgR, idsR);
+  {
+    int differ = 0;
+    float *v = malloc(per_img * sizeof(float));
+    for (int i = 0; i < B; i++) {
+      int32_t lab;
+      EXPECT(mnt_loader_val_sample(&d, ids1[i], OUT, 0, 0, v, &lab) == MNT_OK, "val sample %lld", (long long)ids1[i]);
+      differ += memcmp(v, img1 + (size_t)i * per_img, per_img * sizeof(float)) != 0;
+      EXPECT(mnt_loader_val_sample(&d, idsR[i], OUT, 0, 0, v, &lab) == MNT_OK, "val sample %lld", (long long)idsR[i]);
+      differ += memcmp(v, imgR + (size_t)i * per_img, per_img * sizeof(float)) != 0;
+    }
+    EXPECT(differ == 0, "validation batches differ from the validation transform in %d images", differ);
+    free(v);
+  }
   /* raw mode (the GPU hook): the stored uint8 images of the same samples, in the same order */
   {
     mnt_loader_cfg rc = {.out_size = OUT, .train = 1, .global_batch = B, .rank = 1, .nranks = 2, .seed = 5, .raw = 1};
@@ -206,24 +225,97 @@ int main(void) {
   char sp[800];
   snprintf(sp, sizeof sp, "%s/shard-00000-of-00001.h5", bd);
   uint8_t px[S * S * 3] = {0};
-  mnt_shard_create(&w, sp, 24, S, 3, 10, 0, 1, 1);
-  for (int i = 0; i < 24; i++) mnt_shard_append(&w, px, i == 17 ? 99 : i % 10, i);
-  mnt_shard_close(&w);
+  EXPECT(mnt_shard_create(&w, sp, 24, S, 3, 10, 0, 1, 1, "test") == MNT_OK, "create a shard");
+  int appended = 0;
+  for (int i = 0; i < 24; i++) appended += mnt_shard_append(&w, px, i == 17 ? 99 : i % 10, i) == MNT_OK;
+  EXPECT(appended == 24 && mnt_shard_close(&w) == MNT_OK, "write a shard");
   char *names[10] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
   float mean[3] = {0.5f, 0.5f, 0.5f}, sd[3] = {0.2f, 0.2f, 0.2f};
   int64_t cnt = 24;
-  mnt_index_write(bd, 10, names, S, 3, mean, sd, 1, 1, &cnt);
+  EXPECT(mnt_index_write(bd, 10, names, S, 3, mean, sd, 1, 1, &cnt, "test", "test") == MNT_OK, "index");
   EXPECT(mnt_dataset_open(bd, &d) == MNT_OK, "open the bad-label set");
   int32_t lab;
   EXPECT(mnt_dataset_read(&d, 17, px, &lab) == MNT_EDATA && strstr(mnt_last_error(), "sample 17 has label 99"),
          "bad label not named: %s", mnt_last_error());
   mnt_loader_cfg c = {.out_size = OUT, .train = 1, .global_batch = 24, .rank = 0, .nranks = 1, .seed = 1};
-  if (mnt_loader_open(&l, &d, &c, 0, 0) == MNT_OK) {
+  EXPECT(mnt_loader_open(&l, &d, &c, 0, 0) == MNT_OK, "open a loader on the bad-label set");
+  if (l) {
     const mnt_batch *b;
     EXPECT(mnt_loader_next(l, &b) == MNT_EDATA, "the loader must fail on the bad label");
     mnt_loader_close(l);
   }
   mnt_dataset_close(&d);
+
+  /* a flipped byte inside one image: its checksum no longer matches; the read of that sample (and
+   * only of that one) fails naming the shard and the sample, and so does the loader */
+  {
+    char cs[600];
+    snprintf(cs, sizeof cs, "%s/corrupt", dir);
+    EXPECT(mnt_convert_synth(cs, 10, 48, S, 1, 3, 0) == MNT_OK, "a set to corrupt");
+    char shard1[700];
+    snprintf(shard1, sizeof shard1, "%s/shard-00000-of-00001.h5", cs);
+    hid_t f = H5Fopen(shard1, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t im = f >= 0 ? H5Dopen2(f, "images", H5P_DEFAULT) : -1;
+    hsize_t at[4] = {13, 0, 0, 0}, size = 0;
+    haddr_t addr = 0;
+    unsigned mask = 0;
+    EXPECT(im >= 0 && H5Dget_chunk_info_by_coord(im, at, &mask, &addr, &size) >= 0 && size > 100,
+           "the chunk of image 13");
+    if (im >= 0) H5Dclose(im);
+    if (f >= 0) H5Fclose(f);
+    FILE *fp = fopen(shard1, "r+b");
+    int c0 = -1;
+    if (fp && fseek(fp, (long)addr + 40, SEEK_SET) == 0 && (c0 = fgetc(fp)) != EOF) {
+      fseek(fp, (long)addr + 40, SEEK_SET);
+      fputc(c0 ^ 0x10, fp);
+    }
+    EXPECT(fp && c0 >= 0, "flip a byte of %s", shard1);
+    if (fp) fclose(fp);
+    uint8_t p2[S * S * 3];
+    int32_t lab2;
+    EXPECT(mnt_dataset_open(cs, &d) == MNT_OK, "open the corrupted set (the index and shapes are fine)");
+    int before = failures;
+    int64_t bad_at = -1, nbad = 0;
+    for (int64_t g = 0; g < d.total; g++)
+      if (mnt_dataset_read(&d, g, p2, &lab2) != MNT_OK) bad_at = g, nbad++;
+    EXPECT(nbad == 1 && bad_at == 13, "%lld samples fail to read (want exactly sample 13, got %lld)", (long long)nbad,
+           (long long)bad_at);
+    EXPECT(mnt_dataset_read(&d, 13, p2, &lab2) == MNT_EDATA && strstr(mnt_last_error(), "shard-00000-of-00001.h5") &&
+               strstr(mnt_last_error(), "sample 13") && strstr(mnt_last_error(), "checksum"),
+           "the error names the file, the sample and the checksum: %s", mnt_last_error());
+    EXPECT(mnt_dataset_read(&d, 13, NULL, &lab2) == MNT_OK, "the label of sample 13 is intact");
+    mnt_loader_cfg cc = {.out_size = OUT, .train = 1, .global_batch = 48, .rank = 0, .nranks = 1, .seed = 1};
+    l = NULL;
+    EXPECT(mnt_loader_open(&l, &d, &cc, 0, 0) == MNT_OK, "a loader on the corrupted set");
+    if (l) {
+      const mnt_batch *b;
+      EXPECT(mnt_loader_next(l, &b) == MNT_EDATA, "the loader must fail on the corrupt image");
+      mnt_loader_close(l);
+    }
+    mnt_dataset_close(&d);
+    if (failures > before) fprintf(stderr, "(flipped byte at %llu + 40 of %s)\n", (unsigned long long)addr, shard1);
+
+    /* the index's format version: 1 still opens (no checksums: a warning), 3 does not */
+    char idx[700], cmd2[2000];
+    snprintf(idx, sizeof idx, "%s/index.json", cs);
+    snprintf(cmd2, sizeof cmd2, "sed -i 's/\"version\": 2/\"version\": 1/' %s", idx);
+    EXPECT(system(cmd2) == 0 && mnt_dataset_open(cs, &d) == MNT_OK && d.version == 1, "format 1 opens");
+    if (d.version == 1) mnt_dataset_close(&d);
+    snprintf(cmd2, sizeof cmd2, "sed -i 's/\"version\": 1/\"version\": 3/' %s", idx);
+    EXPECT(system(cmd2) == 0 && mnt_dataset_open(cs, &d) == MNT_EDATA && strstr(mnt_last_error(), "format version 3"),
+           "format 3 is refused: %s", mnt_last_error());
+    /* an index without samples is refused at open */
+    char ed[600];
+    snprintf(ed, sizeof ed, "%s/empty", dir);
+    mkdir(ed, 0755);
+    int64_t zero = 0;
+    EXPECT(mnt_index_write(ed, 10, names, S, 3, mean, sd, 1, 1, &zero, "x", "x") == MNT_OK, "an empty index");
+    snprintf(shard1, sizeof shard1, "%s/shard-00000-of-00001.h5", ed);
+    EXPECT(mnt_shard_create(&w, shard1, 0, S, 3, 10, 0, 1, 1, "x") == MNT_OK && mnt_shard_close(&w) == MNT_OK,
+           "an empty shard");
+    EXPECT(mnt_dataset_open(ed, &d) == MNT_EARG && strstr(mnt_last_error(), "no samples"),
+           "an empty dataset must be refused at open: %s", mnt_last_error());
+  }
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
   free(img0); free(ids0); free(img1); free(imgR); free(ids1); free(idsR);

@@ -54,9 +54,9 @@ static void other_checks(mnt_backend *be) {
   r->grad_ctx = &h;
   float *x = calloc(2 * 3 * 32 * 32, sizeof(float));
   int32_t y[2] = {1, 2};
-  mnt_resnet_forward(r, x, 1);
-  mnt_resnet_loss(r, y, NULL, NULL);
-  mnt_resnet_backward(r);
+  EXPECT(mnt_resnet_forward(r, x, 1) == MNT_OK, "forward");
+  EXPECT(isfinite(mnt_resnet_loss(r, y, NULL, NULL)), "a finite loss");
+  EXPECT(mnt_resnet_backward(r) == MNT_OK, "backward");
   size_t total = 0;
   for (int i = 0; i < r->nparams; i++) total += r->params[i].n;
   EXPECT(h.calls == r->nparams, "grad_ready called %d times for %d parameters", h.calls, r->nparams);
@@ -74,6 +74,22 @@ static void other_checks(mnt_backend *be) {
   for (int i = 0; i < r->nparams; i++) EXPECT(r->params[i].off % 64 == 0, "%s not 256-byte aligned", r->params[i].name);
   mnt_resnet_destroy(r);
   free(x);
+  /* the memory plan: at least the slabs and activations the model allocates, without allocating */
+  mnt_resnet *m8;
+  size_t plan = 0, big = 0;
+  if (mnt_resnet_create(be, "resnet18", 10, 64, 8, 1, 0, &m8) == MNT_OK) {
+    size_t acts = 0;
+    for (int i = 1; i < m8->nact; i++) acts += m8->act_n[i];
+    EXPECT(mnt_resnet_plan_bytes("resnet18", 10, 64, 8, 8, &plan) == MNT_OK &&
+               plan >= (3 * m8->nw + m8->nbn + acts) * sizeof(float),
+           "plan %zu bytes < slabs and activations %zu", plan, (3 * m8->nw + m8->nbn + acts) * sizeof(float));
+    mnt_resnet_destroy(m8);
+  } else {
+    EXPECT(0, "resnet18 for the plan check");
+  }
+  EXPECT(mnt_resnet_plan_bytes("resnet50", 1000, 224, 4096, 4096, &big) == MNT_OK && big > (size_t)400 << 30,
+         "resnet50 at 224 px, batch 4096: planned %zu bytes", big);
+  EXPECT(mnt_resnet_plan_bytes("resnet7", 10, 32, 2, 2, &plan) == MNT_EARG, "plan: unknown arch accepted");
   mnt_resnet *bad;
   EXPECT(mnt_resnet_create(be, "resnet7", 10, 32, 2, 1, 0, &bad) == MNT_EARG, "unknown arch accepted");
   EXPECT(mnt_resnet_create(be, "resnet50", 10, 16, 2, 1, 0, &bad) == MNT_EARG, "16 px accepted for resnet50");

@@ -8,7 +8,8 @@
 #include "backend.h"
 #include "log.h"
 
-static int failures;
+#include "check.h"
+
 static unsigned long long seed = 88172645463325252ull;
 static float frand(void) {
   seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17;
@@ -41,19 +42,15 @@ static void check(const char *what, lossfn f, void *ctx, float *p, const float *
     double err = fabs(fd - g[i]) / (fabs(fd) + fabs(g[i]) + 1e-2);
     if (err > worst) worst = err;
   }
-  if (worst > tol) {
-    failures++;
-    fprintf(stderr, "FAIL %s: finite differences disagree (relative error %.3g > %.3g)\n", what, worst, tol);
-  } else {
-    printf("  %-28s ok (worst relative error %.2g)\n", what, worst);
-  }
+  EXPECT(worst <= tol, "%s: finite differences disagree (relative error %.3g > %.3g)", what, worst, tol);
+  if (worst <= tol) printf("  %-28s ok (worst relative error %.2g)\n", what, worst);
 }
 
 /* ---- conv ---- */
 typedef struct { mnt_conv *c; float *x, *w, *y, *r; size_t ny; } conv_ctx;
 static double conv_loss(void *v) {
   conv_ctx *c = v;
-  mnt_conv_forward(c->c, c->x, c->w, c->y);
+  EXPECT(mnt_conv_forward(c->c, c->x, c->w, c->y) == MNT_OK, "mnt_conv_forward");
   return dot(c->y, c->r, c->ny);
 }
 static void test_conv(mnt_backend *b, int s, int p, int R, int C, int K) {
@@ -65,8 +62,8 @@ static void test_conv(mnt_backend *b, int s, int p, int R, int C, int K) {
   c.ny = (size_t)N * K * OH * OW;
   c.x = rnd(nx); c.w = rnd(nw); c.y = malloc(c.ny * 4); c.r = rnd(c.ny);
   float *dx = malloc(nx * 4), *dw = malloc(nw * 4);
-  mnt_conv_forward(c.c, c.x, c.w, c.y);
-  mnt_conv_backward(c.c, c.x, c.w, c.r, dx, dw);
+  EXPECT(mnt_conv_forward(c.c, c.x, c.w, c.y) == MNT_OK, "mnt_conv_forward");
+  EXPECT(mnt_conv_backward(c.c, c.x, c.w, c.r, dx, dw) == MNT_OK, "mnt_conv_backward");
   char name[64];
   snprintf(name, sizeof name, "conv%dx%d/s%d/p%d %d->%d dx", R, R, s, p, C, K);
   check(name, conv_loss, &c, c.x, dx, nx, 2e-2);
@@ -80,7 +77,7 @@ static void test_conv(mnt_backend *b, int s, int p, int R, int C, int K) {
 typedef struct { mnt_bn *bn; float *x, *g, *be, *y, *r, mean[8], var[8], rm[8], rv[8]; size_t n; } bn_ctx;
 static double bn_loss(void *v) {
   bn_ctx *c = v;
-  mnt_bn_forward_train(c->bn, c->x, c->g, c->be, c->y, c->mean, c->var, c->rm, c->rv, 0.1f);
+  EXPECT(mnt_bn_forward_train(c->bn, c->x, c->g, c->be, c->y, c->mean, c->var, c->rm, c->rv, 0.1f) == MNT_OK, "mnt_bn_forward_train");
   return dot(c->y, c->r, c->n);
 }
 static void test_bn(mnt_backend *b, int relu) {
@@ -92,18 +89,18 @@ static void test_bn(mnt_backend *b, int relu) {
   c.x = rnd(c.n); c.g = rnd(C); c.be = rnd(C); c.y = malloc(c.n * 4); c.r = rnd(c.n);
   float *dx = malloc(c.n * 4), dg[8], db[8];
   bn_loss(&c);
-  mnt_bn_backward(c.bn, c.x, c.r, c.g, c.mean, c.var, dx, dg, db);
+  EXPECT(mnt_bn_backward(c.bn, c.x, c.r, c.g, c.mean, c.var, dx, dg, db) == MNT_OK, "mnt_bn_backward");
   check(relu ? "batchnorm+relu dx" : "batchnorm dx", bn_loss, &c, c.x, dx, c.n, 2e-2);
   check(relu ? "batchnorm+relu dgamma" : "batchnorm dgamma", bn_loss, &c, c.g, dg, (size_t)C, 2e-2);
   check(relu ? "batchnorm+relu dbeta" : "batchnorm dbeta", bn_loss, &c, c.be, db, (size_t)C, 2e-2);
   if (relu) {
     int clipped = 0;
     for (size_t i = 0; i < c.n; i++) clipped += c.y[i] == 0.0f;
-    if (!clipped || clipped == (int)c.n) { failures++; fprintf(stderr, "FAIL batchnorm+relu: %d of %zu clipped\n", clipped, c.n); }
+    EXPECT(clipped && clipped != (int)c.n, "batchnorm+relu: %d of %zu clipped", clipped, c.n);
   }
   /* running statistics as PyTorch: mean and unbiased variance with momentum 0.1 */
   float rm[4] = {0}, rv[4] = {1, 1, 1, 1};
-  mnt_bn_forward_train(c.bn, c.x, c.g, c.be, c.y, c.mean, c.var, rm, rv, 0.1f);
+  EXPECT(mnt_bn_forward_train(c.bn, c.x, c.g, c.be, c.y, c.mean, c.var, rm, rv, 0.1f) == MNT_OK, "mnt_bn_forward_train");
   for (int ch = 0; ch < C; ch++) {
     double s = 0, s2 = 0;
     int m = N * H * W;
@@ -113,11 +110,9 @@ static void test_bn(mnt_backend *b, int relu) {
         s += v; s2 += v * v;
       }
     double mean = s / m, uvar = (s2 - m * mean * mean) / (m - 1);
-    if (fabs(rm[ch] - 0.1 * mean) > 1e-5 || fabs(rv[ch] - (0.9 + 0.1 * uvar)) > 1e-4) {
-      failures++;
-      fprintf(stderr, "FAIL batchnorm running stats of channel %d: %g %g, want %g %g\n", ch, rm[ch], rv[ch],
-              0.1 * mean, 0.9 + 0.1 * uvar);
-    }
+    EXPECT(fabs(rm[ch] - 0.1 * mean) <= 1e-5 && fabs(rv[ch] - (0.9 + 0.1 * uvar)) <= 1e-4,
+           "batchnorm running stats of channel %d: %g %g, want %g %g", ch, rm[ch], rv[ch], 0.1 * mean,
+           0.9 + 0.1 * uvar);
   }
   free(c.x); free(c.g); free(c.be); free(c.y); free(c.r); free(dx);
   mnt_bn_destroy(c.bn);
@@ -127,7 +122,7 @@ static void test_bn(mnt_backend *b, int relu) {
 typedef struct { mnt_pool *p; float *x, *y, *r; size_t ny; } pool_ctx;
 static double pool_loss(void *v) {
   pool_ctx *c = v;
-  mnt_pool_forward(c->p, c->x, c->y);
+  EXPECT(mnt_pool_forward(c->p, c->x, c->y) == MNT_OK, "mnt_pool_forward");
   return dot(c->y, c->r, c->ny);
 }
 static void test_pool(mnt_backend *b) {
@@ -142,7 +137,7 @@ static void test_pool(mnt_backend *b) {
   c.y = malloc(c.ny * 4); c.r = rnd(c.ny);
   float *dx = malloc(nx * 4);
   pool_loss(&c);
-  mnt_pool_backward(c.p, c.r, dx);
+  EXPECT(mnt_pool_backward(c.p, c.r, dx) == MNT_OK, "mnt_pool_backward");
   check("maxpool3x3/s2/p1 dx", pool_loss, &c, c.x, dx, nx, 1e-3);
   free(c.x); free(c.y); free(c.r); free(dx);
   mnt_pool_destroy(c.p);
@@ -152,7 +147,7 @@ static void test_pool(mnt_backend *b) {
 typedef struct { float *x, *w, *bias, *y, *r; int N, I, O; } fc_ctx;
 static double fc_loss(void *v) {
   fc_ctx *c = v;
-  mnt_fc_forward(c->x, c->w, c->bias, c->y, c->N, c->I, c->O);
+  EXPECT(mnt_fc_forward(c->x, c->w, c->bias, c->y, c->N, c->I, c->O) == MNT_OK, "mnt_fc_forward");
   return dot(c->y, c->r, (size_t)c->N * c->O);
 }
 static void test_fc(void) {
@@ -160,7 +155,7 @@ static void test_fc(void) {
   c.x = rnd(15); c.w = rnd(20); c.bias = rnd(4); c.y = malloc(12 * 4); c.r = rnd(12);
   float dx[15], dw[20], db[4];
   fc_loss(&c);
-  mnt_fc_backward(c.x, c.w, c.r, dx, dw, db, c.N, c.I, c.O);
+  EXPECT(mnt_fc_backward(c.x, c.w, c.r, dx, dw, db, c.N, c.I, c.O) == MNT_OK, "mnt_fc_backward");
   check("fc dx", fc_loss, &c, c.x, dx, 15, 1e-3);
   check("fc dw", fc_loss, &c, c.w, dw, 20, 1e-3);
   check("fc dbias", fc_loss, &c, c.bias, db, 4, 1e-3);
@@ -190,7 +185,7 @@ static void test_small(void) {
   int t1, t5;
   mnt_softmax_xent(c.x, c.lab, dx, 3, 4, 0, &t1, &t5);
   check("softmax cross-entropy dlogits", ew_loss, &c, c.x, dx, 12, 1e-3);
-  if (t5 != 3) { failures++; fprintf(stderr, "FAIL top-5 of 4 classes must always hit (%d)\n", t5); }
+  EXPECT(t5 == 3, "top-5 of 4 classes must always hit (%d)", t5);
   c.eps = 0.1f; /* label smoothing: the gradient, and the value against its definition */
   float ls = mnt_softmax_xent(c.x, c.lab, dx, 3, 4, c.eps, NULL, NULL);
   check("label-smoothed cross-entropy dlogits", ew_loss, &c, c.x, dx, 12, 1e-3);
@@ -201,9 +196,9 @@ static void test_small(void) {
     for (int k = 0; k < 4; k++) s += exp((double)z[k]);
     for (int k = 0; k < 4; k++) want += ((k == c.lab[n]) * 0.9 + 0.1 / 4) * (log(s) - z[k]) / 3;
   }
-  if (fabs(ls - want) > 1e-5 * fabs(want)) { failures++; fprintf(stderr, "FAIL label-smoothed loss %g, want %g\n", ls, want); }
+  EXPECT(fabs(ls - want) <= 1e-5 * fabs(want), "label-smoothed loss %g, want %g", ls, want);
   int32_t bad[3] = {0, 4, 1};
-  if (!isnan(mnt_softmax_xent(c.x, bad, dx, 3, 4, 0, &t1, &t5))) { failures++; fprintf(stderr, "FAIL label 4 of 4 classes accepted\n"); }
+  EXPECT(isnan(mnt_softmax_xent(c.x, bad, dx, 3, 4, 0, &t1, &t5)), "label 4 of 4 classes accepted");
   free(c.x); free(c.y); free(c.r);
 }
 
@@ -215,8 +210,8 @@ static void test_sgd(void) {
   mnt_sgd_step(w, g, m, 2, 0.1f, 0.9f, 0.01f, 0);
   float m2 = 0.9f * (0.5f + 0.01f) + 0.5f + 0.01f * w1;
   float w2 = w1 - 0.1f * m2;
-  if (fabsf(w[0] - w2) > 1e-6f) { failures++; fprintf(stderr, "FAIL sgd: %g want %g\n", w[0], w2); }
-  else printf("  %-28s ok\n", "sgd momentum + weight decay");
+  EXPECT(fabsf(w[0] - w2) <= 1e-6f, "sgd: %g want %g", w[0], w2);
+  if (fabsf(w[0] - w2) <= 1e-6f) printf("  %-28s ok\n", "sgd momentum + weight decay");
 }
 
 int main(void) {

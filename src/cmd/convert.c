@@ -1,0 +1,110 @@
+/* cmd/convert.c — the command lines of `mntrain convert imagenet|idx|synth` and `mntrain inspect`:
+ * argument tables and help; the work is in io/convert.c and io/imagenet.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "args.h"
+#include "convert.h"
+#include "log.h"
+#include "world.h"
+
+static const char *const ABOUT =
+    "Write a sharded HDF5 dataset (index.json + shard-KKKKK-of-NNNNN.h5) in a seeded random order; every\n"
+    "image carries a Fletcher-32 checksum that every read verifies.\n"
+    "  imagenet  class folders SRC/<class>/... as torchvision's ImageFolder reads them (sorted class\n"
+    "            names, files in subfolders too, extensions .jpg .jpeg .png .ppm .pgm .bmp .tif .tiff\n"
+    "            .webp; JPEG, PNG, PPM/PGM and BMP are decoded, TIFF and WebP refused by name), or with\n"
+    "            --val --labels FILE a flat folder and \"FILE WNID\" lines; shorter side resized to S\n"
+    "            (area filter), centre S×S kept; unreadable files are reported and skipped, other files\n"
+    "            are reported and ignored\n"
+    "  idx       MNIST / Fashion-MNIST IDX files, gzip or plain (Debian: dataset-fashion-mnist,\n"
+    "            /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ...)\n"
+    "  synth     a learnable synthetic set (class-dependent stripes and colours, noise), any size\n"
+    "A run restarted with the same inputs and options keeps the shards it finished; an OUT that holds\n"
+    "another conversion (other inputs, size, shard count or seed) is refused unless --force.";
+
+int mnt_convert_main(mnt_world *w, int argc, char **argv) {
+  static const char *usage_idx = "mntrain convert idx IMAGES LABELS OUT [--shards N] [--seed S] [--force]";
+  static const char *usage_inet =
+      "mntrain convert imagenet SRC OUT --size S [--shards N] [--val --labels FILE] [--seed S] [--force]";
+  static const char *usage_synth =
+      "mntrain convert synth OUT --classes C --images N --size S [--shards K] [--seed S] [--force]";
+  const char *kind = argc > 0 ? argv[0] : "";
+  int is_idx = !strcmp(kind, "idx"), is_inet = !strcmp(kind, "imagenet"), is_synth = !strcmp(kind, "synth");
+  if (!is_idx && !is_inet && !is_synth) {
+    int help = !strcmp(kind, "--help") || !strcmp(kind, "-h");
+    FILE *f = help ? stdout : stderr;
+    if (!help)
+      fprintf(f, "mntrain convert: %s\n", argc < 1 ? "which source?" : "unknown source (imagenet, idx, synth)");
+    fprintf(f, "usage: %s\n       %s\n       %s\n\n%s\n", usage_inet, usage_idx, usage_synth, ABOUT);
+    return help ? MNT_OK : MNT_EARG;
+  }
+  int shards = 4, classes = 0, images = 0, size = 0, help = 0, val = 0, seed = 1, force = 0;
+  const char *labels = NULL, *a = NULL, *b = NULL, *out = NULL;
+  mnt_opt idx[] = {{"IMAGES", 0, MNT_OPT_ARG, &a, NULL, "IDX file of images (train-images-idx3-ubyte[.gz])", 0, 0},
+                   {"LABELS", 0, MNT_OPT_ARG, &b, NULL, "IDX file of labels", 0, 0},
+                   {"OUT", 0, MNT_OPT_ARG, &out, NULL, "output directory", 0, 0},
+                   {"shards", 0, MNT_OPT_INT, &shards, "N", "number of shard files (default 4)", MNT_RANGE(1, 99999)},
+                   {"seed", 0, MNT_OPT_INT, &seed, "S", "seed of the sample order (default 1)", MNT_ANY_INT},
+                   {"force", 0, MNT_OPT_FLAG, &force, NULL, "delete another conversion's files in OUT first", 0, 0},
+                   {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+  mnt_opt inet[] = {{"SRC", 0, MNT_OPT_ARG, &a, NULL, "class folders (or, with --val, a flat folder)", 0, 0},
+                    {"OUT", 0, MNT_OPT_ARG, &out, NULL, "output directory", 0, 0},
+                    {"size", 0, MNT_OPT_INT, &size, "S", "stored image side in pixels (256 is usual), required",
+                     MNT_RANGE(1, 4096)},
+                    {"shards", 0, MNT_OPT_INT, &shards, "N", "number of shard files (default 4)", MNT_RANGE(1, 99999)},
+                    {"val", 0, MNT_OPT_FLAG, &val, NULL, "the validation split: a flat folder and --labels", 0, 0},
+                    {"labels", 0, MNT_OPT_STRING, &labels, "FILE", "with --val: \"FILE WNID\" lines", 0, 0},
+                    {"seed", 0, MNT_OPT_INT, &seed, "S", "seed of the sample order (default 1)", MNT_ANY_INT},
+                    {"force", 0, MNT_OPT_FLAG, &force, NULL, "delete another conversion's files in OUT first", 0, 0},
+                    {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+  mnt_opt synth[] = {{"OUT", 0, MNT_OPT_ARG, &out, NULL, "output directory", 0, 0},
+                     {"classes", 0, MNT_OPT_INT, &classes, "C", "classes, required", MNT_RANGE(1, 1e6)},
+                     {"images", 0, MNT_OPT_INT, &images, "N", "samples, required", MNT_RANGE(1, 2e9)},
+                     {"size", 0, MNT_OPT_INT, &size, "S", "image side in pixels, required", MNT_RANGE(1, 4096)},
+                     {"shards", 0, MNT_OPT_INT, &shards, "K", "number of shard files (default 4)", MNT_RANGE(1, 99999)},
+                     {"seed", 0, MNT_OPT_INT, &seed, "S", "seed of the images and their order (default 1)", MNT_ANY_INT},
+                     {"force", 0, MNT_OPT_FLAG, &force, NULL, "delete another conversion's files in OUT first", 0, 0},
+                     {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+  const mnt_opt *opts = is_idx ? idx : is_inet ? inet : synth;
+  const char *usage = is_idx ? usage_idx : is_inet ? usage_inet : usage_synth;
+  char cmd[32];
+  snprintf(cmd, sizeof cmd, "convert %s", kind);
+  MNT_CHECK(mnt_parse_opts(cmd, opts, argc - 1, argv + 1, &help, 0));
+  if (help) {
+    mnt_print_help(stdout, usage, ABOUT, opts);
+    return MNT_OK;
+  }
+  const char *missing = is_inet && !size ? "--size" : is_synth && !classes ? "--classes" : is_synth && !images ? "--images"
+                        : is_synth && !size ? "--size" : NULL;
+  if (missing) {
+    fprintf(stderr, "mntrain %s: %s is required (usage: %s)\n", cmd, missing, usage);
+    return MNT_EARG;
+  }
+  if (is_inet && (labels != NULL) != (val != 0)) {
+    fprintf(stderr, "mntrain %s: --val and --labels FILE go together (the flat validation layout)\n", cmd);
+    return MNT_EARG;
+  }
+  if (is_idx) return mnt_convert_idx(a, b, out, shards, seed, force);
+  if (is_inet) return mnt_convert_imagenet(a, out, shards, size, labels, seed, force);
+  return mnt_convert_synth(out, classes, images, size, shards, seed, force);
+}
+
+int mnt_inspect_main(mnt_world *w, int argc, char **argv) {
+  int verify = 0, help = 0;
+  const char *path = NULL;
+  mnt_opt opts[] = {{"DIR|SHARD", 0, MNT_OPT_ARG, &path, NULL, "a dataset directory, or one of its shards", 0, 0},
+                    {"verify", 0, MNT_OPT_FLAG, &verify, NULL, "read every image and check its checksum", 0, 0},
+                    {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+  MNT_CHECK(mnt_parse_opts("inspect", opts, argc, argv, &help, 0));
+  if (help) {
+    mnt_print_help(stdout, "mntrain inspect DIR|SHARD [--verify]",
+                   "Shards, samples, classes, image size, mean/std and the per-class histogram of a dataset\n"
+                   "made by mntrain convert; every label is read and checked against the index, with --verify\n"
+                   "every image too (HDF5 checks its checksum). A bad sample is named by file and index, and\n"
+                   "the exit code is 1.",
+                   opts);
+    return MNT_OK;
+  }
+  return mnt_inspect(path, verify);
+}

@@ -1,0 +1,76 @@
+/* jsonio.c — see jsonio.h. */
+#include "jsonio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define FLAGS (JSON_SORT_KEYS | JSON_REAL_PRECISION(15))
+
+json_t *mnt_json_num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+int mnt_json_save(const char *dir, const char *name, json_t *o) {
+  char tmp[1200], path[1200];
+  snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  char *txt = o ? json_dumps(o, JSON_INDENT(2) | FLAGS) : NULL;
+  if (!txt) {
+    MNT_ERR("%s: internal: the content cannot be encoded as JSON", path);
+    return MNT_ESYS;
+  }
+  size_t len = strlen(txt);
+  int st = MNT_OK, fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    MNT_ERR("%s: cannot create: %s", tmp, strerror(errno));
+    free(txt);
+    return MNT_ESYS;
+  }
+  size_t done = 0;
+  while (done < len && st == MNT_OK) {
+    ssize_t w = write(fd, txt + done, len - done);
+    if (w > 0) done += (size_t)w;
+    else if (w < 0 && errno == EINTR) continue;
+    else {
+      MNT_ERR("%s: cannot write: %s", tmp, w < 0 ? strerror(errno) : "short write");
+      st = MNT_ESYS;
+    }
+  }
+  if (st == MNT_OK && (write(fd, "\n", 1) != 1 || fsync(fd) != 0)) {
+    MNT_ERR("%s: cannot write: %s", tmp, strerror(errno));
+    st = MNT_ESYS;
+  }
+  if (close(fd) != 0 && st == MNT_OK) {
+    MNT_ERR("%s: cannot write: %s", tmp, strerror(errno));
+    st = MNT_ESYS;
+  }
+  free(txt);
+  if (st == MNT_OK && rename(tmp, path) != 0) {
+    MNT_ERR("rename %s -> %s: %s", tmp, path, strerror(errno));
+    st = MNT_ESYS;
+  }
+  if (st != MNT_OK) unlink(tmp);
+  return st;
+}
+
+int mnt_json_append(FILE *f, const char *path, json_t *o) {
+  char *txt = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(7)) : NULL;
+  if (!txt) {
+    MNT_ERR("%s: internal: a line cannot be encoded as JSON", path);
+    return MNT_ESYS;
+  }
+  errno = 0;
+  int bad = fputs(txt, f) == EOF || fputc('\n', f) == EOF || fflush(f) != 0;
+  free(txt);
+  if (bad) {
+    MNT_ERR("%s: cannot write: %s", path, errno ? strerror(errno) : "write error");
+    return MNT_ESYS;
+  }
+  return MNT_OK;
+}

@@ -1,0 +1,145 @@
+/* sysmem.c — see sysmem.h. Memory cgroups: v2 (memory.max along the path, the smallest wins) and
+ * v1 (memory.stat's hierarchical_memory_limit), both looked up under /sys/fs/cgroup from the
+ * path in /proc/self/cgroup, falling back to the mount's root when the cgroup namespace hides
+ * the path (containers). */
+#include "sysmem.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "log.h"
+
+void mnt_format_bytes(double v, char *out, size_t n) {
+  static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int i = 0;
+  while (v >= 1024 && i < 5) v /= 1024, i++;
+  snprintf(out, n, i ? "%.1f %s" : "%.0f %s", v, u[i]);
+}
+
+static int read_u64(const char *path, const char *key, uint64_t *v) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  char line[256];
+  int ok = -1;
+  size_t kl = key ? strlen(key) : 0;
+  while (ok && fgets(line, sizeof line, f)) {
+    const char *p = line;
+    if (key) {
+      if (strncmp(line, key, kl) || (line[kl] != ' ' && line[kl] != ':')) continue;
+      p = line + kl + 1;
+    }
+    char *end;
+    unsigned long long x = strtoull(p, &end, 10);
+    if (end != p) *v = x, ok = 0;
+    break;
+  }
+  fclose(f);
+  return ok;
+}
+
+/* the cgroup path of this process for controller ctl ("" for v2's unified line) */
+static int cgroup_path(int v2, char *out, size_t n) {
+  FILE *f = fopen("/proc/self/cgroup", "r");
+  if (!f) return -1;
+  char line[1024];
+  int ok = -1;
+  while (ok && fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\n")] = '\0';
+    char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+    if (!b) continue;
+    *b = '\0';
+    int match = v2 ? line[0] == '0' && a[1] == '\0' : strstr(a + 1, "memory") != NULL;
+    if (match) snprintf(out, n, "%s", b + 1), ok = 0;
+  }
+  fclose(f);
+  return ok;
+}
+
+static int cgroup_limit(uint64_t *limit) {
+  char cg[1024], p[1400];
+  uint64_t best = UINT64_MAX, v;
+  if (cgroup_path(0, cg, sizeof cg) == 0) { /* v1 */
+    snprintf(p, sizeof p, "/sys/fs/cgroup/memory%s/memory.stat", cg);
+    if (read_u64(p, "hierarchical_memory_limit", &v) == 0 ||
+        read_u64("/sys/fs/cgroup/memory/memory.stat", "hierarchical_memory_limit", &v) == 0)
+      best = v;
+  } else if (cgroup_path(1, cg, sizeof cg) == 0) { /* v2: every level of the path */
+    for (;;) {
+      char val[64];
+      snprintf(p, sizeof p, "/sys/fs/cgroup%s/memory.max", cg);
+      FILE *f = fopen(p, "r");
+      if (f) {
+        if (fgets(val, sizeof val, f) && strncmp(val, "max", 3) != 0) {
+          v = strtoull(val, NULL, 10);
+          if (v < best) best = v;
+        }
+        fclose(f);
+      }
+      char *s = strrchr(cg, '/');
+      if (!s || s == cg) break;
+      *s = '\0';
+    }
+  }
+  if (best >= (1ull << 60)) return -1; /* "unlimited" is a huge number in v1 */
+  *limit = best;
+  return 0;
+}
+
+void mnt_mem_limit(int sharing, size_t *bytes, char *why, size_t why_n) {
+  if (sharing < 1) sharing = 1;
+  double best = 1e30;
+  char b[64];
+  snprintf(why, why_n, "no limit found");
+  uint64_t v;
+#define CONSIDER(val, ...)                     \
+  do {                                         \
+    double x_ = (double)(val);                 \
+    if (x_ < best) {                           \
+      best = x_;                               \
+      snprintf(why, why_n, __VA_ARGS__);       \
+    }                                          \
+  } while (0)
+  if (read_u64("/proc/meminfo", "MemAvailable", &v) == 0) {
+    mnt_format_bytes((double)v * 1024, b, sizeof b);
+    CONSIDER((double)v * 1024 / sharing, "MemAvailable %s shared by %d rank%s on this node", b, sharing,
+             sharing > 1 ? "s" : "");
+  }
+  if (cgroup_limit(&v) == 0) {
+    mnt_format_bytes((double)v, b, sizeof b);
+    CONSIDER((double)v / sharing, "the memory cgroup's limit %s shared by %d rank%s", b, sharing, sharing > 1 ? "s" : "");
+  }
+  const char *e = getenv("SLURM_MEM_PER_NODE"), *c = getenv("SLURM_MEM_PER_CPU");
+  if (e && atof(e) > 0) {
+    mnt_format_bytes(atof(e) * 1048576.0, b, sizeof b);
+    CONSIDER(atof(e) * 1048576.0 / sharing, "SLURM_MEM_PER_NODE %s shared by %d rank%s", b, sharing,
+             sharing > 1 ? "s" : "");
+  } else if (c && atof(c) > 0) {
+    const char *t = getenv("SLURM_CPUS_PER_TASK");
+    int cpus = t && atoi(t) > 0 ? atoi(t) : 1;
+    mnt_format_bytes(atof(c) * 1048576.0 * cpus, b, sizeof b);
+    CONSIDER(atof(c) * 1048576.0 * cpus, "SLURM_MEM_PER_CPU x %d CPUs per task = %s", cpus, b);
+  }
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    mnt_format_bytes((double)rl.rlim_cur, b, sizeof b);
+    CONSIDER((double)rl.rlim_cur, "the address-space limit (ulimit -v) %s", b);
+  }
+#undef CONSIDER
+  *bytes = best >= 1e19 ? SIZE_MAX : (size_t)best;
+}
+
+int mnt_mem_check(size_t need, const char *what, int sharing) {
+  size_t limit;
+  char why[200], nb[32], lb[32];
+  mnt_mem_limit(sharing, &limit, why, sizeof why);
+  if (need <= limit) return MNT_OK;
+  mnt_format_bytes((double)need, nb, sizeof nb);
+  mnt_format_bytes((double)limit, lb, sizeof lb);
+  MNT_ERR("%s needs about %s of memory per rank, but this rank may use %s (%s): use a smaller batch per "
+          "rank or image size, fewer ranks per node, or ask Slurm for more memory (--mem)",
+          what, nb, lb, why);
+  return MNT_EARG;
+}

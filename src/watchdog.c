@@ -1,0 +1,186 @@
+/* watchdog.c — see watchdog.h. */
+#include "watchdog.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static const char ASK[8] = {'M', 'N', 'T', 'W', 'D', 'O', 'G', '?'};
+static const char TELL[8] = {'M', 'N', 'T', 'W', 'D', 'O', 'G', '!'};
+
+typedef struct request {
+  char magic[8];
+  uint32_t comm_id;
+  int32_t from;
+  uint8_t secret[MNT_SECRET_BYTES];
+} request;
+
+typedef struct reply {
+  char magic[8];
+  int32_t rank;
+  int32_t waiting_on; /* -1: not waiting in a collective */
+  double waited_s;
+  char what[48];
+} reply;
+
+struct mnt_watchdog {
+  mnt_world *w;
+  uint8_t secret[MNT_SECRET_BYTES];
+  uint32_t id;
+  int lfd, wake;
+  mnt_tcp_inbox *ib;
+  mnt_tcp_addr *addrs;
+  pthread_t thr;
+  int started;
+  _Atomic int stop;
+  /* what this rank waits for, set by the communicator's progress thread */
+  _Atomic int waiting_on;
+  _Atomic int64_t since_us;
+  pthread_mutex_t mu; /* guards what */
+  char what[48];
+};
+
+int mnt_watchdog_start(mnt_watchdog **out, mnt_world *w, const char *iface, const uint8_t *secret, uint32_t comm_id,
+                       mnt_tcp_addr *addr) {
+  mnt_watchdog *wd = calloc(1, sizeof *wd);
+  if (!wd) return MNT_ENOMEM;
+  wd->w = w;
+  wd->id = comm_id;
+  wd->lfd = wd->wake = -1;
+  memcpy(wd->secret, secret, MNT_SECRET_BYTES);
+  atomic_store(&wd->waiting_on, -1);
+  pthread_mutex_init(&wd->mu, NULL);
+  *out = wd;
+  MNT_CHECK(mnt_tcp_listen(iface, &wd->lfd, addr));
+  if ((wd->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+    MNT_ERR("eventfd failed: %s", strerror(errno));
+    return MNT_ESYS;
+  }
+  return mnt_tcp_inbox_open(&wd->ib, wd->lfd, sizeof(request), 2.0);
+}
+
+static void *serve(void *arg) {
+  mnt_watchdog *wd = arg;
+  while (!atomic_load(&wd->stop)) {
+    request q;
+    int fd;
+    if (mnt_tcp_inbox_next(wd->ib, mnt_now() + 1.0, wd->wake, &fd, &q, NULL, 0) != MNT_OK) continue;
+    if (memcmp(q.magic, ASK, sizeof q.magic) || q.comm_id != wd->id || memcmp(q.secret, wd->secret, MNT_SECRET_BYTES)) {
+      close(fd); /* not one of ours: no answer */
+      continue;
+    }
+    reply r = {.rank = wd->w->rank, .waiting_on = atomic_load(&wd->waiting_on)};
+    memcpy(r.magic, TELL, sizeof r.magic);
+    if (r.waiting_on >= 0) r.waited_s = mnt_now() - (double)atomic_load(&wd->since_us) * 1e-6;
+    pthread_mutex_lock(&wd->mu);
+    memcpy(r.what, wd->what, sizeof r.what);
+    pthread_mutex_unlock(&wd->mu);
+    mnt_tcp_xfer(fd, &r, sizeof r, 1, mnt_now() + 1.0);
+    close(fd);
+  }
+  return NULL;
+}
+
+int mnt_watchdog_run(mnt_watchdog *wd, const mnt_tcp_addr *all) {
+  wd->addrs = malloc((size_t)wd->w->size * sizeof *wd->addrs);
+  if (!wd->addrs) return MNT_ENOMEM;
+  memcpy(wd->addrs, all, (size_t)wd->w->size * sizeof *wd->addrs);
+  if (pthread_create(&wd->thr, NULL, serve, wd) != 0) {
+    MNT_ERR("could not start the communicator's watchdog thread");
+    return MNT_ESYS;
+  }
+  wd->started = 1;
+  return MNT_OK;
+}
+
+void mnt_watchdog_waiting(mnt_watchdog *wd, int peer, double since, const char *what) {
+  if (!wd) return;
+  if (peer >= 0) {
+    atomic_store(&wd->since_us, (int64_t)(since * 1e6));
+    pthread_mutex_lock(&wd->mu);
+    snprintf(wd->what, sizeof wd->what, "%s", what ? what : "");
+    pthread_mutex_unlock(&wd->mu);
+  }
+  atomic_store(&wd->waiting_on, peer);
+}
+
+/* ask rank r: 0 and *rep, or -1 when it does not answer in time */
+static int ask(mnt_watchdog *wd, int r, double probe_s, reply *rep) {
+  request q = {.comm_id = wd->id, .from = wd->w->rank};
+  memcpy(q.magic, ASK, sizeof q.magic);
+  memcpy(q.secret, wd->secret, MNT_SECRET_BYTES);
+  double deadline = mnt_now() + probe_s;
+  int fd;
+  if (!wd->addrs || mnt_tcp_dial(&wd->addrs[r], &q, sizeof q, deadline, &fd) != MNT_OK) return -1;
+  int st = mnt_tcp_xfer(fd, rep, sizeof *rep, 0, deadline);
+  close(fd);
+  return st == MNT_OK && !memcmp(rep->magic, TELL, sizeof rep->magic) && rep->rank == r ? 0 : -1;
+}
+
+#define NODE(r) wd->w->node_name[wd->w->node_of[r]]
+
+int mnt_watchdog_blame(mnt_watchdog *wd, int peer, double probe_s, char *out, size_t n) {
+  mnt_world *w = wd->w;
+  char chain[600] = "";
+  int culprit = -1;
+  out[0] = '\0';
+  unsigned char *seen = calloc((size_t)w->size, 1);
+  if (!seen) {
+    snprintf(out, n, "rank %d on %s (not asked: out of memory)", peer, NODE(peer));
+    return peer;
+  }
+  seen[w->rank] = 1;
+  int r = peer;
+  for (int hops = 0; hops < w->size; hops++) {
+    reply rep;
+    seen[r] = 1;
+    if (ask(wd, r, probe_s, &rep) != 0) {
+      snprintf(out, n, "rank %d on %s does not answer (stopped, hung or gone)%s%s", r, NODE(r), chain[0] ? "; " : "",
+               chain);
+      culprit = r;
+      break;
+    }
+    rep.what[sizeof rep.what - 1] = '\0';
+    if (rep.waiting_on < 0 || rep.waiting_on >= w->size) {
+      snprintf(out, n, "rank %d on %s answers but is not waiting in a collective (busy elsewhere: compute, I/O, "
+               "or another code path)%s%s", r, NODE(r), chain[0] ? "; " : "", chain);
+      culprit = r;
+      break;
+    }
+    size_t l = strlen(chain);
+    snprintf(chain + l, sizeof chain - l, "%srank %d on %s waits for rank %d on %s (%.0f s, %s)", l ? ", " : "", r,
+             NODE(r), rep.waiting_on, NODE(rep.waiting_on), rep.waited_s, rep.what);
+    if (seen[rep.waiting_on]) {
+      snprintf(out, n, "the ranks wait for each other in a cycle (mismatched collectives?): %s", chain);
+      break;
+    }
+    r = rep.waiting_on;
+  }
+  if (culprit < 0 && !out[0]) snprintf(out, n, "the chain of waits could not be followed: %s", chain);
+  free(seen);
+  return culprit;
+}
+
+void mnt_watchdog_stop(mnt_watchdog *wd) {
+  if (!wd) return;
+  if (wd->started) {
+    atomic_store(&wd->stop, 1);
+    uint64_t one = 1;
+    if (write(wd->wake, &one, sizeof one) < 0) { /* the thread also wakes within a second */
+    }
+    pthread_join(wd->thr, NULL);
+  }
+  mnt_tcp_inbox_close(wd->ib);
+  if (wd->lfd >= 0) close(wd->lfd);
+  if (wd->wake >= 0) close(wd->wake);
+  pthread_mutex_destroy(&wd->mu);
+  free(wd->addrs);
+  free(wd);
+}

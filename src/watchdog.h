@@ -1,0 +1,33 @@
+/* watchdog.h — who holds a collective up (internal to the CPU communicator).
+ * defines: mnt_watchdog, mnt_watchdog_start / stop, mnt_watchdog_waiting, mnt_watchdog_blame.
+ * Every rank answers its peers, from a thread of its own, what its communicator waits for: which
+ * rank, for how long, in which collective. A rank that has waited long asks its way along the
+ * chain of waits to the rank that stopped making progress: the first one that does not answer
+ * (stopped, hung in the kernel, or gone) or that answers but is not waiting in the collective
+ * (busy elsewhere). In a ring every rank waits for a neighbour, so without this the rank that gives
+ * up first names its neighbour, not the rank that stopped. Requests carry the job secret. */
+#ifndef MNT_WATCHDOG_H
+#define MNT_WATCHDOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport.h"
+#include "world.h"
+
+typedef struct mnt_watchdog mnt_watchdog;
+
+/* listen (on iface's address) and describe it in *addr; the thread starts with mnt_watchdog_run */
+int mnt_watchdog_start(mnt_watchdog **out, mnt_world *w, const char *iface, const uint8_t *secret, uint32_t comm_id,
+                       mnt_tcp_addr *addr);
+/* every rank's watchdog address (from the set-up exchange), then answer requests */
+int mnt_watchdog_run(mnt_watchdog *wd, const mnt_tcp_addr *all);
+/* this rank now waits for rank peer, without progress since `since` (mnt_now), in `what`;
+ * peer -1: it is not waiting */
+void mnt_watchdog_waiting(mnt_watchdog *wd, int peer, double since, const char *what);
+/* follow the chain of waits from peer; out: a sentence that names the rank holding everyone up
+ * (first) and the chain. Returns that rank, or -1 when the chain is a cycle or cannot be followed. */
+int mnt_watchdog_blame(mnt_watchdog *wd, int peer, double probe_s, char *out, size_t n);
+void mnt_watchdog_stop(mnt_watchdog *wd);
+
+#endif

@@ -1,0 +1,56 @@
+/* test_jsonio.c — JSON outputs: a value that is not finite becomes null (NaN is not JSON), a file
+ * is written whole or not at all (no NAME.tmp left behind, the error names the file and the
+ * reason), and an appended line that cannot be written is an error naming the file. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "jsonio.h"
+#include "log.h"
+
+#include "check.h"
+
+int main(void) {
+  char dir[] = "/tmp/mntrain-test-jsonio-XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  json_t *o = json_pack("{s:o, s:o, s:o}", "a", mnt_json_num(1.5), "nan", mnt_json_num(NAN), "inf", mnt_json_num(-INFINITY));
+  EXPECT(o && json_is_real(json_object_get(o, "a")) && json_is_null(json_object_get(o, "nan")) &&
+             json_is_null(json_object_get(o, "inf")),
+         "non-finite values become null");
+  EXPECT(mnt_json_save(dir, "x.json", o) == MNT_OK, "save");
+  char p[600];
+  snprintf(p, sizeof p, "%s/x.json", dir);
+  json_error_t e;
+  json_t *back = json_load_file(p, 0, &e);
+  EXPECT(back && json_is_null(json_object_get(back, "nan")) && json_real_value(json_object_get(back, "a")) == 1.5,
+         "what was saved reads back as JSON: %s", back ? "" : e.text);
+  json_decref(back);
+  /* nothing to encode: an error naming the file, and no tmp file */
+  EXPECT(mnt_json_save(dir, "y.json", NULL) != MNT_OK && strstr(mnt_last_error(), "y.json"), "an unencodable value");
+  snprintf(p, sizeof p, "%s/y.json.tmp", dir);
+  EXPECT(access(p, F_OK) != 0, "y.json.tmp was left behind");
+  /* a directory that does not exist: the error names it */
+  EXPECT(mnt_json_save("/nonexistent-dir", "z.json", o) == MNT_ESYS && strstr(mnt_last_error(), "/nonexistent-dir/z.json"),
+         "an unwritable directory: %s", mnt_last_error());
+  /* a full disk: /dev/full takes nothing */
+  FILE *full = fopen("/dev/full", "w");
+  if (full) {
+    EXPECT(mnt_json_append(full, "/dev/full", o) == MNT_ESYS && strstr(mnt_last_error(), "/dev/full") &&
+               strstr(mnt_last_error(), "No space"),
+           "a line that cannot be written: %s", mnt_last_error());
+    fclose(full);
+  }
+  json_decref(o);
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  if (failures) {
+    fprintf(stderr, "test_jsonio: %d failures\n", failures);
+    return 1;
+  }
+  printf("test_jsonio: ok (%d checks)\n", checks);
+  return 0;
+}

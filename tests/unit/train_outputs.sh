@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# train_outputs.sh — what `mntrain train` leaves in --out cannot be misread (one process, no cluster):
+# - summary.json's img_per_s is training throughput only (evaluation apart, in eval_seconds): with a
+#   validation set that takes far longer than the training steps it still matches the step times;
+# - a run that fails with --force leaves no earlier summary.json beside its own outputs;
+# - an --export path that cannot be written fails at the start (exit 2), before config.json;
+# - a run too large for this process's memory is refused at once with the estimate and the limit;
+# - a disk that fills while training stops the run loudly (exit 1, metrics.jsonl named), with no
+#   "done" line and no summary.json (tmpfs: root only).
+#   train_outputs.sh path/to/mntrain
+set -u
+m=$(realpath "$1")
+fail=0
+w=$(mktemp -d)
+mnt=""
+# shellcheck disable=SC2317
+cleanup() { if [ -n "$mnt" ]; then umount "$mnt" 2>/dev/null; fi; rm -rf "$w"; }
+trap cleanup EXIT
+py=/usr/bin/python3
+"$m" convert synth "$w/data" --classes 4 --images 64 --size 16 --shards 1 >/dev/null || exit 1
+"$m" convert synth "$w/val" --classes 4 --images 3000 --size 16 --shards 1 --seed 2 >/dev/null || exit 1
+base=(train --data "$w/data" --arch resnet8 --size 16 --batch-per-rank 8 --threads 1 --loader-threads 1)
+
+# throughput without evaluation
+"$m" "${base[@]}" --steps 24 --val "$w/val" --log-every 100 --out "$w/tp" >"$w/tp.log" 2>&1 || { echo "FAIL: run tp"; cat "$w/tp.log"; fail=1; }
+$py - "$w/tp/summary.json" <<'PY' || fail=1
+import json, sys
+s = json.load(open(sys.argv[1]))
+per_step = s["global_batch"] * 1000.0 / s["step_ms"]["mean"]
+ok = s["img_per_s"] > 0.5 * per_step and s["eval_seconds"] > 0 and s["train_seconds"] > 0
+print(f"{'ok' if ok else 'FAIL'}: img_per_s {s['img_per_s']:.0f}, from the step times {per_step:.0f}, "
+      f"evaluation {s['eval_seconds']:.2f} s apart, training {s['train_seconds']:.2f} s")
+sys.exit(0 if ok else 1)
+PY
+
+# --force removes the earlier run first: a failing run leaves no stale summary
+cp -r "$w/data" "$w/broken"
+truncate -s 3000 "$w/broken/shard-00000-of-00001.h5"
+"$m" train --data "$w/broken" --arch resnet8 --size 16 --batch-per-rank 8 --out "$w/tp" --force >"$w/f.log" 2>&1
+rc=$?
+if [ $rc -ne 1 ] || [ -e "$w/tp/summary.json" ]; then echo "FAIL: a failed --force run: exit $rc, $(ls "$w/tp")"; fail=1; fi
+
+# an export path that cannot be written: exit 2 at once, nothing written
+"$m" "${base[@]}" --steps 2 --export "$w/no/such/dir/w.h5" --out "$w/ex" >"$w/ex.log" 2>&1
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "no/such/dir/w.h5 cannot be written" "$w/ex.log" || [ -e "$w/ex/config.json" ]; then
+  echo "FAIL: an unwritable --export: exit $rc"; cat "$w/ex.log"; fail=1
+fi
+if ! "$m" "${base[@]}" --steps 2 --export "$w/w.h5" --out "$w/ex2" >/dev/null 2>&1 || [ ! -s "$w/w.h5" ] ||
+   [ -e "$w/w.h5.tmp" ]; then
+  echo "FAIL: --export to a writable path"; fail=1
+fi
+
+# too large for this process's memory: refused at once, naming both numbers
+"$m" train --data "$w/data" --arch resnet50 --size 224 --batch-per-rank 4096 --out "$w/big" >"$w/big.log" 2>&1
+rc=$?
+if [ $rc -ne 2 ] || ! grep -qE "needs about [0-9.]+ GiB of memory per rank, but this rank may use" "$w/big.log"; then
+  echo "FAIL: resnet50 with 4096 images per rank: exit $rc"; cat "$w/big.log"; fail=1
+fi
+SLURM_MEM_PER_NODE=40 "$m" train --data "$w/data" --arch resnet18 --size 64 --batch-per-rank 64 --out "$w/slurm" >"$w/slurm.log" 2>&1
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "SLURM_MEM_PER_NODE 40.0 MiB" "$w/slurm.log"; then
+  echo "FAIL: --mem 40M from Slurm: exit $rc"; cat "$w/slurm.log"; fail=1
+fi
+
+# a disk that fills while training
+if [ "$(id -u)" -eq 0 ] && mkdir "$w/tiny" && mount -t tmpfs -o size=1m tmpfs "$w/tiny"; then
+  mnt="$w/tiny"
+  free_kb=$(df -k --output=avail "$mnt" | tail -n1)
+  fallocate -l $(( (free_kb - 12) * 1024 )) "$mnt/filler" 2>/dev/null || dd if=/dev/zero of="$mnt/filler" bs=1k count=$((free_kb - 12)) 2>/dev/null
+  "$m" "${base[@]}" --steps 400 --log-every 1 --out "$mnt/run" >"$w/full.out" 2>"$w/full.err"
+  rc=$?
+  if [ $rc -ne 1 ] || ! grep -q "metrics.jsonl: cannot write: No space left on device" "$w/full.err" ||
+     grep -q "mntrain train: done" "$w/full.out" || [ -e "$mnt/run/summary.json" ]; then
+    echo "FAIL: a full disk while training: exit $rc"; tail -3 "$w/full.out"; cat "$w/full.err"; fail=1
+  else
+    echo "ok: a full disk stopped the run after $(wc -l <"$mnt/run/metrics.jsonl") metrics lines"
+  fi
+else
+  echo "note: not root: the full-disk case is left out"
+fi
+[ $fail -eq 0 ] && echo "train_outputs: ok"
+exit $fail
