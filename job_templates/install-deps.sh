@@ -4,7 +4,8 @@
 # Build: cmake, a C compiler, pkg-config, PMIx, HDF5, oneDNN, OpenBLAS, libjpeg-turbo, libpng, xxHash,
 # jansson, zlib.
 # Cluster: Slurm (slurm-wlm, with the PMIx plugin) and munge; iproute2/util-linux for the
-# local cluster's network and mount namespaces. Peers: PyTorch (python3-torch), h5py. Data:
+# local cluster's network and mount namespaces (mount: the bind mounts; "required" on a Debian
+# install, but not in a minimal root). Peers: PyTorch (python3-torch), h5py. Data:
 # Fashion-MNIST (dataset-fashion-mnist, IDX files under /usr/share/datasets/fashion-mnist).
 # CUDA (nvcc, cuDNN, NCCL) is not a Debian package: it is used from /usr/local/cuda when present.
 set -euo pipefail
@@ -12,7 +13,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libpmix-dev libhdf5-dev hdf5-tools libdnnl-dev libopenblas-dev libturbojpeg0-dev libpng-dev libxxhash-dev libjansson-dev zlib1g-dev
-  slurm-wlm munge iproute2 util-linux procps
+  slurm-wlm munge iproute2 util-linux mount procps
   python3-torch python3-torchvision python3-h5py python3-numpy dataset-fashion-mnist
   shellcheck gdb mmdebstrap
 )
