@@ -236,10 +236,11 @@ int mnt_convert_write(const source *src, const char *out, int nshards, long long
         continue;
       }
       if (st != MNT_OK) break;
-      for (size_t p = 0; p < px; p++) { /* statistics for mean/std, over every sample */
-        double v = pix[p] / 255.0;
-        ssum[p % (size_t)src->channels] += v;
-        ssum2[p % (size_t)src->channels] += v * v;
+      for (int c = 0; c < src->channels; c++) { /* statistics for mean/std, over every sample (exact) */
+        uint64_t s1 = 0, s2 = 0;
+        for (size_t p = (size_t)c; p < px; p += (size_t)src->channels) s1 += pix[p], s2 += (uint64_t)pix[p] * pix[p];
+        ssum[c] += s1 / 255.0;
+        ssum2[c] += s2 / (255.0 * 255.0);
       }
       if ((st = mnt_shard_append(&w, pix, label, perm[j])) != MNT_OK) break;
       mnt_progress_update(&prog, ++done_samples, where);
