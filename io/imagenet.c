@@ -82,6 +82,13 @@ static void strlist_free(strlist *l) {
   memset(l, 0, sizeof *l);
 }
 
+/* dir/name into p; a path too long for p is reported and refused (-1) */
+static int child_path(char *p, size_t n, const char *dir, const char *name) {
+  if (snprintf(p, n, "%s/%s", dir, name) < (int)n) return 0;
+  MNT_WARN("%s/%s: path too long; left out", dir, name);
+  return -1;
+}
+
 static void add_file(inet *s, const char *path, int32_t label, const struct stat *sb) {
   if (s->n == s->cap) {
     s->cap = s->cap ? 2 * s->cap : 1024;
@@ -114,10 +121,7 @@ static int walk_dirs(const char *dir, int depth, strlist *dirs) {
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
     char p[4096];
     struct stat sb;
-    if (snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= (int)sizeof p) {
-      MNT_WARN("%s/%s: path too long; left out", dir, e->d_name);
-      continue;
-    }
+    if (child_path(p, sizeof p, dir, e->d_name)) continue;
     if (stat(p, &sb) == 0 && S_ISDIR(sb.st_mode) && push(&subs, p)) st = MNT_ENOMEM;
   }
   closedir(d);
@@ -143,8 +147,7 @@ static int class_files(inet *s, const char *cdir, int32_t label) {
     for (int k = 0; k < names.n && st == MNT_OK; k++) {
       char p[4096];
       struct stat sb;
-      if (snprintf(p, sizeof p, "%s/%s", dirs.v[i], names.v[k]) >= (int)sizeof p) {
-        MNT_WARN("%s/%s: path too long; left out", dirs.v[i], names.v[k]);
+      if (child_path(p, sizeof p, dirs.v[i], names.v[k])) {
         s->ignored++;
         continue;
       }
@@ -458,10 +461,7 @@ static int scan_folders(inet *s, const char *src, strlist *classes) {
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
     char p[4096];
     struct stat sb;
-    if (snprintf(p, sizeof p, "%s/%s", src, e->d_name) >= (int)sizeof p) {
-      MNT_WARN("%s/%s: path too long; left out", src, e->d_name);
-      continue;
-    }
+    if (child_path(p, sizeof p, src, e->d_name)) continue;
     if (stat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) st = push(classes, e->d_name) ? MNT_ENOMEM : MNT_OK;
     else if (stat(p, &sb) == 0) {
       MNT_WARN("%s: a file beside the class folders; ignored", p);
@@ -527,8 +527,7 @@ static int scan_flat(inet *s, const char *src, const char *val_labels, strlist *
     char **hit = bsearch(&wn.v[i], classes->v, (size_t)classes->n, sizeof *classes->v, cmp_str);
     char p[4096];
     struct stat sb;
-    if (snprintf(p, sizeof p, "%s/%s", src, fn.v[i]) >= (int)sizeof p) {
-      MNT_WARN("%s/%s: path too long; skipped", src, fn.v[i]);
+    if (child_path(p, sizeof p, src, fn.v[i])) {
       s->ignored++;
       continue;
     }

@@ -624,12 +624,26 @@ static int setup_tcp(cpu_comm *c, int lfd, const peer_addr *addrs, want *out, in
     if ((st = mnt_tcp_start_connect(&addrs[out[i].peer].setup, &h, &fds[i], deadline, out[i].peer)) != MNT_OK)
       goto done;
   }
+  double t0 = mnt_now(), warn_at = t0 + (c->timeout_s / 2 < 30 ? c->timeout_s / 2 : 30);
   for (int got = 0; got < nin;) {
     int fd, from, tag;
-    st = mnt_tcp_accept_auth(ib, c->secret, c->id, deadline, &fd, &from, &tag);
+    st = mnt_tcp_accept_auth(ib, c->secret, c->id, deadline < warn_at ? deadline : warn_at, &fd, &from, &tag);
     if (st == MNT_ETIMEOUT) {
-      MNT_ERR("only %d of %d expected peers connected within %.0f s", got, nin, c->timeout_s);
-      goto done;
+      char missing[200] = "";
+      for (int i = 0; i < nin; i++)
+        if (!*in[i].slot) {
+          size_t l = strlen(missing);
+          snprintf(missing + l, sizeof missing - l, "%srank %d on %s", l ? ", " : "", in[i].peer,
+                   w->node_name[w->node_of[in[i].peer]]);
+        }
+      if (mnt_now() >= deadline) {
+        MNT_ERR("set-up: %s did not connect within %.0f s (MNT_COMM_TIMEOUT)", missing, c->timeout_s);
+        goto done;
+      }
+      MNT_WARN("set-up: still waiting after %.0f s for %s to connect; giving up after %.0f s", mnt_now() - t0,
+               missing, c->timeout_s);
+      warn_at = mnt_now() + (warn_at - t0); /* then at twice the time */
+      continue;
     }
     if (st != MNT_OK) goto done;
     int matched = 0;
