@@ -96,31 +96,29 @@ static int check_output(const char *out, const char *fp, int nshards, int force,
   while ((e = readdir(dir)) && st == MNT_OK) {
     char p[1400], got[40] = "";
     snprintf(p, sizeof p, "%s/%s", out, e->d_name);
-    int partial = 0, n = shard_name_of(e->d_name, &partial), mine = 1;
+    enum { KEEP, STALE, CLASH } what = KEEP; /* STALE: an interrupted write, always removed */
+    int partial = 0, n = shard_name_of(e->d_name, &partial);
     if (!strcmp(e->d_name, "index.json")) {
       json_t *o = json_load_file(p, 0, NULL);
       const char *f = o ? json_string_value(json_object_get(o, "fingerprint")) : NULL;
       snprintf(got, sizeof got, "%s", f ? f : "none");
       json_decref(o);
-      mine = !strcmp(got, fp);
-      if (!mine) snprintf(why, sizeof why, "fingerprint %s, this conversion's is %s", got, fp);
+      what = strcmp(got, fp) ? CLASH : KEEP;
     } else if (!strcmp(e->d_name, "index.json.tmp") || (n >= 0 && partial)) {
-      mine = 0; /* an interrupted write: never valid, always removed */
-      snprintf(why, sizeof why, "unfinished");
+      what = STALE;
     } else if (n >= 0 && n != nshards) {
-      mine = 0;
+      what = CLASH;
       snprintf(why, sizeof why, "a shard of a conversion into %d shards, this one writes %d", n, nshards);
     } else if (n >= 0) {
       if (mnt_shard_fingerprint(p, got, sizeof got) != 0) snprintf(got, sizeof got, "unreadable");
-      mine = !strcmp(got, fp);
-      if (!mine) snprintf(why, sizeof why, "fingerprint %s, this conversion's is %s", got, fp);
-      else present++;
+      what = strcmp(got, fp) ? CLASH : KEEP;
+      present += what == KEEP;
     } else {
       continue; /* not ours: left alone */
     }
-    if (mine) continue;
-    int stale = !strcmp(why, "unfinished");
-    if (!stale && !force) {
+    if (what == KEEP) continue;
+    if (what == CLASH && got[0]) snprintf(why, sizeof why, "fingerprint %s, this conversion's is %s", got, fp);
+    if (what == CLASH && !force) {
       if (!nconflict++) snprintf(conflict, sizeof conflict, "%s (%s)", p, why);
       continue;
     }

@@ -56,9 +56,9 @@ static int attr_get_int(hid_t obj, const char *name, long long *v) {
 void mnt_h5_init(void) {
   /* No clean-up at exit: after a write failed (disk full) HDF5 1.10 cannot close the file, and its
    * exit-time clean-up would then crash (SIGSEGV in H5F__close_cb) instead of letting mntrain exit
-   * with the error. Every file is closed explicitly, once, on every path. */
+   * with the error. Every file is closed explicitly, once, on every path. This does not start the
+   * library: commands that never touch HDF5 pay nothing. */
   H5dont_atexit();
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
 static int attr_str(hid_t obj, const char *name, const char *v) {

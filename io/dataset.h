@@ -54,8 +54,8 @@ typedef struct mnt_shard_writer {
   char path[1100];
 } mnt_shard_writer;
 
-/* What every process that uses HDF5 calls first (main does): errors reported by mntrain, not
- * printed by HDF5, and no exit-time clean-up (see dataset.c). */
+/* What every process that uses HDF5 calls first (main does): no exit-time clean-up (see
+ * dataset.c). HDF5's own error printing is turned off where files are opened or created. */
 void mnt_h5_init(void);
 /* a shard of exactly n samples; attrs repeat the index */
 int mnt_shard_create(mnt_shard_writer *w, const char *path, int64_t n, int size, int channels, int nclasses,

@@ -21,6 +21,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <turbojpeg.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "convert.h"
@@ -102,67 +103,120 @@ static void add_file(inet *s, const char *path, int32_t label, const struct stat
   XXH3_64bits_update(s->h, meta, sizeof meta);
 }
 
-/* every folder below dir (dir included), as os.walk(dir, followlinks=True) visits them */
-static int walk_dirs(const char *dir, int depth, strlist *dirs) {
-  if (push(dirs, dir)) return MNT_ENOMEM;
+/* One reading of a folder: its subfolders (full paths) and its other entries (names, with what
+ * stat says of each), every entry looked at once. Links are followed, as os.walk(followlinks=True). */
+typedef struct entry { char *name; struct stat st; } entry;
+typedef struct folder {
+  char *path;
+  strlist subs;
+  entry *files;
+  int nfiles, cap;
+} folder;
+
+static void folder_free(folder *f) {
+  free(f->path);
+  strlist_free(&f->subs);
+  for (int i = 0; i < f->nfiles; i++) free(f->files[i].name);
+  free(f->files);
+}
+
+static int cmp_entry(const void *a, const void *b) {
+  return strcmp(((const entry *)a)->name, ((const entry *)b)->name);
+}
+
+static int read_folder(const char *dir, folder *f, int quiet_missing) {
+  memset(f, 0, sizeof *f);
+  if (!(f->path = strdup(dir))) return MNT_ENOMEM;
+  DIR *d = opendir(dir);
+  if (!d) {
+    if (!quiet_missing) MNT_WARN("%s: cannot read the folder (%s); its files are left out", dir, strerror(errno));
+    return MNT_OK;
+  }
+  struct dirent *e;
+  int st = MNT_OK;
+  while ((e = readdir(d)) && st == MNT_OK) {
+    char p[4096];
+    struct stat sb;
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || child_path(p, sizeof p, dir, e->d_name) ||
+        stat(p, &sb) != 0)
+      continue;
+    if (S_ISDIR(sb.st_mode)) {
+      st = push(&f->subs, p) ? MNT_ENOMEM : MNT_OK;
+      continue;
+    }
+    if (f->nfiles == f->cap) {
+      int nc = f->cap ? 2 * f->cap : 64;
+      entry *q = realloc(f->files, (size_t)nc * sizeof *q);
+      if (!q) {
+        st = MNT_ENOMEM;
+        break;
+      }
+      f->files = q;
+      f->cap = nc;
+    }
+    entry *n = &f->files[f->nfiles];
+    n->st = sb;
+    if (!(n->name = strdup(e->d_name))) st = MNT_ENOMEM;
+    else f->nfiles++;
+  }
+  closedir(d);
+  return st;
+}
+
+typedef struct folders { folder *v; int n, cap; } folders;
+
+/* every folder below dir (dir included), each read once */
+static int walk(const char *dir, int depth, folders *all) {
+  if (all->n == all->cap) {
+    int nc = all->cap ? 2 * all->cap : 16;
+    folder *q = realloc(all->v, (size_t)nc * sizeof *q);
+    if (!q) return MNT_ENOMEM;
+    all->v = q;
+    all->cap = nc;
+  }
+  folder *f = &all->v[all->n++];
+  int st = read_folder(dir, f, 0);
+  if (st != MNT_OK || !f->subs.n) return st;
   if (depth >= MAX_DEPTH) {
     MNT_WARN("%s: more than %d folders deep (a link loop?); not followed further", dir, MAX_DEPTH);
     return MNT_OK;
   }
-  DIR *d = opendir(dir);
-  if (!d) {
-    MNT_WARN("%s: cannot read the folder (%s); its files are left out", dir, strerror(errno));
-    return MNT_OK;
-  }
-  struct dirent *e;
-  strlist subs = {0};
-  int st = MNT_OK;
-  while ((e = readdir(d)) && st == MNT_OK) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    char p[4096];
-    struct stat sb;
-    if (child_path(p, sizeof p, dir, e->d_name)) continue;
-    if (stat(p, &sb) == 0 && S_ISDIR(sb.st_mode) && push(&subs, p)) st = MNT_ENOMEM;
-  }
-  closedir(d);
-  for (int i = 0; i < subs.n && st == MNT_OK; i++) st = walk_dirs(subs.v[i], depth + 1, dirs);
-  strlist_free(&subs);
+  strlist subs = f->subs; /* f may move as all grows */
+  for (int i = 0; i < subs.n && st == MNT_OK; i++) st = walk(subs.v[i], depth + 1, all);
   return st;
 }
 
-/* the image files of one class folder in ImageFolder's order: folders sorted by path, files by name */
+static int cmp_folder(const void *a, const void *b) {
+  return strcmp(((const folder *)a)->path, ((const folder *)b)->path);
+}
+
+/* the image files of one class folder in ImageFolder's order: sorted(os.walk(...)), i.e. folders
+ * sorted by path, and files sorted by name within each */
 static int class_files(inet *s, const char *cdir, int32_t label) {
-  strlist dirs = {0};
-  int st = walk_dirs(cdir, 0, &dirs);
-  if (st == MNT_OK) qsort(dirs.v, (size_t)dirs.n, sizeof *dirs.v, cmp_str);
-  for (int i = 0; i < dirs.n && st == MNT_OK; i++) {
-    DIR *d = opendir(dirs.v[i]);
-    if (!d) continue;
-    strlist names = {0};
-    struct dirent *e;
-    while ((e = readdir(d)) && st == MNT_OK)
-      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && push(&names, e->d_name)) st = MNT_ENOMEM;
-    closedir(d);
-    qsort(names.v, (size_t)names.n, sizeof *names.v, cmp_str);
-    for (int k = 0; k < names.n && st == MNT_OK; k++) {
+  folders all = {0};
+  int st = walk(cdir, 0, &all);
+  if (st == MNT_OK) qsort(all.v, (size_t)all.n, sizeof *all.v, cmp_folder);
+  for (int i = 0; i < all.n && st == MNT_OK; i++) {
+    folder *f = &all.v[i];
+    qsort(f->files, (size_t)f->nfiles, sizeof *f->files, cmp_entry);
+    for (int k = 0; k < f->nfiles && st == MNT_OK; k++) {
+      const char *name = f->files[k].name;
       char p[4096];
-      struct stat sb;
-      if (child_path(p, sizeof p, dirs.v[i], names.v[k])) {
+      if (child_path(p, sizeof p, f->path, name)) {
         s->ignored++;
         continue;
       }
-      if (stat(p, &sb) != 0 || S_ISDIR(sb.st_mode)) continue;
-      if (!is_image_name(names.v[k])) {
+      if (!is_image_name(name)) {
         MNT_WARN("%s: not an image by its name (ImageFolder's extensions: .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff "
                  ".webp); ignored", p);
         s->ignored++;
         continue;
       }
-      add_file(s, p, label, &sb);
+      add_file(s, p, label, &f->files[k].st);
     }
-    strlist_free(&names);
   }
-  strlist_free(&dirs);
+  for (int i = 0; i < all.n; i++) folder_free(&all.v[i]);
+  free(all.v);
   return st;
 }
 
@@ -450,25 +504,19 @@ static int inet_get(void *ctx, int64_t id, uint8_t *pixels, int32_t *label) {
 
 /* classes = the sorted folder names of src; every class must hold at least one image */
 static int scan_folders(inet *s, const char *src, strlist *classes) {
-  DIR *d = opendir(src);
-  if (!d) {
+  folder top;
+  if (access(src, R_OK | X_OK) != 0) {
     MNT_ERR("%s: %s", src, strerror(errno));
     return MNT_EARG;
   }
-  struct dirent *e;
-  int st = MNT_OK;
-  while ((e = readdir(d)) && st == MNT_OK) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    char p[4096];
-    struct stat sb;
-    if (child_path(p, sizeof p, src, e->d_name)) continue;
-    if (stat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) st = push(classes, e->d_name) ? MNT_ENOMEM : MNT_OK;
-    else if (stat(p, &sb) == 0) {
-      MNT_WARN("%s: a file beside the class folders; ignored", p);
-      s->ignored++;
-    }
+  int st = read_folder(src, &top, 1);
+  for (int i = 0; i < top.nfiles && st == MNT_OK; i++) {
+    MNT_WARN("%s/%s: a file beside the class folders; ignored", src, top.files[i].name);
+    s->ignored++;
   }
-  closedir(d);
+  for (int i = 0; i < top.subs.n && st == MNT_OK; i++) /* class names: the last part of each path */
+    st = push(classes, strrchr(top.subs.v[i], '/') + 1) ? MNT_ENOMEM : MNT_OK;
+  folder_free(&top);
   if (st != MNT_OK) return st;
   if (classes->n == 0) {
     MNT_ERR("%s: no class folders (expected SRC/<class>/... images, as torchvision's ImageFolder)", src);

@@ -300,23 +300,21 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
     st = MNT_EARG;
   }
   if (st == MNT_OK) st = check_memory(&o, &train, have_val, w->local_size);
-  if ((st = mnt_world_agree(w, st)) != MNT_OK) goto out;
   int out_channels = 3; /* grey data sets are repeated into the network's 3 input channels */
-  if ((st = mnt_backend_create(&be)) == MNT_OK)
+  if (st == MNT_OK && (st = mnt_backend_create(&be)) == MNT_OK)
     st = mnt_resnet_create_ex(be, o.arch, train.nclasses, o.size, o.batch, o.bn_batch ? o.bn_batch : o.batch,
                               (uint64_t)o.seed, o.zero_init, &m);
-  if ((st = mnt_world_agree(w, st)) != MNT_OK) goto out;
+  int64_t B = (int64_t)o.batch * w->size;
+  mnt_loader_cfg lc = {.out_size = o.size, .train = 1, .global_batch = (int)B, .rank = w->rank, .nranks = w->size,
+                       .seed = o.seed, .threads = o.loader_threads, .out_channels = out_channels,
+                       .min_scale = o.min_scale, .pad_crop = o.pad_crop};
+  if (st == MNT_OK) st = mnt_loader_open(&ld, &train, &lc, 0, 0);
+  if ((st = mnt_world_agree(w, st)) != MNT_OK) goto out; /* data, memory, model and loader: one agreement */
   m->label_smoothing = (float)o.smoothing;
   if ((st = mnt_comm_create(w, o.comm, topo, &c)) != MNT_OK) goto out;
   /* identical start: rank 0's weights and statistics everywhere */
   if ((st = mnt_broadcast(c, m->w, m->nw * sizeof(float), 0)) || (st = mnt_broadcast(c, m->bn, m->nbn * sizeof(float), 0)))
     goto out;
-  int64_t B = (int64_t)o.batch * w->size;
-  mnt_loader_cfg lc = {.out_size = o.size, .train = 1, .global_batch = (int)B, .rank = w->rank, .nranks = w->size,
-                       .seed = o.seed, .threads = o.loader_threads, .out_channels = out_channels,
-                       .min_scale = o.min_scale, .pad_crop = o.pad_crop};
-  st = mnt_loader_open(&ld, &train, &lc, 0, 0);
-  if ((st = mnt_world_agree(w, st)) != MNT_OK) goto out;
   int64_t per_epoch = mnt_loader_batches_per_epoch(ld);
   int64_t total = o.steps ? o.steps : per_epoch * o.epochs;
   mnt_sgd_cfg sc = {.base_lr = o.lr, .global_batch = (int)B, .warmup_epochs = o.warmup_epochs,

@@ -76,8 +76,10 @@ void mnt_tcp_addr_str(const mnt_tcp_addr *a, char *out, size_t n);
 int mnt_tcp_start_connect(const mnt_tcp_addr *to, const mnt_tcp_hello *h, int *fd, double deadline,
                           int peer_rank);
 int mnt_tcp_finish_connect(int fd, double deadline, int peer_rank);
-/* Connect (non-blocking, before the deadline) and send n bytes; *fd is then yours. */
-int mnt_tcp_dial(const mnt_tcp_addr *to, const void *msg, size_t n, double deadline, int *fd);
+/* Connect (non-blocking, before the deadline) and send n bytes; *fd is then yours. On failure
+ * why (if not NULL) says what went wrong; nothing is logged. */
+int mnt_tcp_dial(const mnt_tcp_addr *to, const void *msg, size_t n, double deadline, int *fd, char *why,
+                 size_t why_n);
 /* Send or receive exactly n bytes of a small message before the deadline. */
 int mnt_tcp_xfer(int fd, void *buf, size_t n, int writing, double deadline);
 

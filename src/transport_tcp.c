@@ -125,41 +125,13 @@ int mnt_tcp_xfer(int fd, void *buf, size_t n, int writing, double deadline) {
 
 int mnt_tcp_start_connect(const mnt_tcp_addr *to, const mnt_tcp_hello *h, int *fd, double deadline,
                           int peer_rank) {
-  char as[64];
-  mnt_tcp_addr_str(to, as, sizeof as);
-  int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0 || set_nonblock(s) != 0) {
-    MNT_ERR("socket failed: %s", strerror(errno));
-    if (s >= 0) close(s);
-    return MNT_ESYS;
+  char why[120];
+  int st = mnt_tcp_dial(to, h, sizeof *h, deadline, fd, why, sizeof why);
+  if (st != MNT_OK) {
+    char as[64];
+    mnt_tcp_addr_str(to, as, sizeof as);
+    MNT_ERR("connect to rank %d at %s: %s", peer_rank, as, why);
   }
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = to->port, .sin_addr.s_addr = to->ip};
-  int st = MNT_OK;
-  if (connect(s, (struct sockaddr *)&sa, sizeof sa) != 0 && errno != EINPROGRESS) {
-    MNT_ERR("connect to rank %d at %s failed: %s", peer_rank, as, strerror(errno));
-    st = MNT_EPEER;
-    goto done;
-  }
-  if ((st = wait_fd(s, POLLOUT, deadline)) != MNT_OK) {
-    MNT_ERR("connect to rank %d at %s: no answer before the deadline", peer_rank, as);
-    goto done;
-  }
-  int err = 0;
-  socklen_t el = sizeof err;
-  getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &el);
-  if (err) {
-    MNT_ERR("connect to rank %d at %s failed: %s", peer_rank, as, strerror(err));
-    st = MNT_EPEER;
-    goto done;
-  }
-  if ((st = mnt_tcp_xfer(s, (void *)h, sizeof *h, 1, deadline)) != MNT_OK) {
-    MNT_ERR("sending hello to rank %d at %s failed", peer_rank, as);
-    goto done;
-  }
-  *fd = s;
-  return MNT_OK;
-done:
-  close(s);
   return st;
 }
 
@@ -177,20 +149,30 @@ int mnt_tcp_finish_connect(int fd, double deadline, int peer_rank) {
   return MNT_OK;
 }
 
-int mnt_tcp_dial(const mnt_tcp_addr *to, const void *msg, size_t n, double deadline, int *fd) {
+int mnt_tcp_dial(const mnt_tcp_addr *to, const void *msg, size_t n, double deadline, int *fd, char *why,
+                 size_t why_n) {
+  char dummy[8];
+  if (!why) why = dummy, why_n = sizeof dummy;
   int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0 || set_nonblock(s) != 0) {
+    snprintf(why, why_n, "socket failed: %s", strerror(errno));
     if (s >= 0) close(s);
     return MNT_ESYS;
   }
   struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = to->port, .sin_addr.s_addr = to->ip};
   int st = MNT_OK, err = 0;
   socklen_t el = sizeof err;
-  if (connect(s, (struct sockaddr *)&sa, sizeof sa) != 0 && errno != EINPROGRESS) st = MNT_EPEER;
-  else if ((st = wait_fd(s, POLLOUT, deadline)) == MNT_OK &&
-           (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err))
+  if (connect(s, (struct sockaddr *)&sa, sizeof sa) != 0 && errno != EINPROGRESS) {
+    snprintf(why, why_n, "%s", strerror(errno));
     st = MNT_EPEER;
-  if (st == MNT_OK) st = mnt_tcp_xfer(s, (void *)msg, n, 1, deadline);
+  } else if ((st = wait_fd(s, POLLOUT, deadline)) != MNT_OK) {
+    snprintf(why, why_n, "no answer before the deadline");
+  } else if (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err) {
+    snprintf(why, why_n, "%s", strerror(err ? err : errno));
+    st = MNT_EPEER;
+  } else if ((st = mnt_tcp_xfer(s, (void *)msg, n, 1, deadline)) != MNT_OK) {
+    snprintf(why, why_n, "sending the first message failed");
+  }
   if (st != MNT_OK) {
     close(s);
     return st;

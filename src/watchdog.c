@@ -118,7 +118,7 @@ static int ask(mnt_watchdog *wd, int r, double probe_s, reply *rep) {
   memcpy(q.secret, wd->secret, MNT_SECRET_BYTES);
   double deadline = mnt_now() + probe_s;
   int fd;
-  if (!wd->addrs || mnt_tcp_dial(&wd->addrs[r], &q, sizeof q, deadline, &fd) != MNT_OK) return -1;
+  if (!wd->addrs || mnt_tcp_dial(&wd->addrs[r], &q, sizeof q, deadline, &fd, NULL, 0) != MNT_OK) return -1;
   int st = mnt_tcp_xfer(fd, rep, sizeof *rep, 0, deadline);
   close(fd);
   return st == MNT_OK && !memcmp(rep->magic, TELL, sizeof rep->magic) && rep->rank == r ? 0 : -1;
