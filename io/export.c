@@ -47,7 +47,24 @@ int mnt_output_probe(const char *path) {
   return MNT_OK;
 }
 
-int mnt_export_h5(const mnt_resnet *r, const char *path) {
+static int attr(hid_t loc, const char *name, hid_t type, int n, const void *v) {
+  hsize_t d = (hsize_t)n;
+  hid_t sp = n > 1 ? H5Screate_simple(1, &d, NULL) : H5Screate(H5S_SCALAR);
+  hid_t ft = type, a;
+  if (type == H5T_C_S1) {
+    ft = H5Tcopy(H5T_C_S1);
+    H5Tset_size(ft, strlen(v));
+  }
+  a = H5Acreate2(loc, name, type == H5T_NATIVE_INT ? H5T_STD_I32LE : type == H5T_NATIVE_FLOAT ? H5T_IEEE_F32LE : ft,
+                 sp, H5P_DEFAULT, H5P_DEFAULT);
+  herr_t e = a >= 0 ? H5Awrite(a, ft, v) : -1;
+  if (a >= 0) H5Aclose(a);
+  if (ft != type) H5Tclose(ft);
+  H5Sclose(sp);
+  return e < 0 ? MNT_ESYS : MNT_OK;
+}
+
+int mnt_export_h5(const mnt_resnet *r, const mnt_dataset *d, const char *path) {
   char tmp[1200];
   snprintf(tmp, sizeof tmp, "%s.tmp", path); /* renamed when complete: a file at path is whole */
   hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
@@ -56,7 +73,14 @@ int mnt_export_h5(const mnt_resnet *r, const char *path) {
     return MNT_ESYS;
   }
   char name[200];
-  int st = MNT_OK;
+  int st = attr(f, "format", H5T_C_S1, 1, "mntrain-weights");
+  if (st == MNT_OK) st = attr(f, "arch", H5T_C_S1, 1, r->arch);
+  if (st == MNT_OK) st = attr(f, "version", H5T_C_S1, 1, MNT_VERSION);
+  if (st == MNT_OK) st = attr(f, "classes", H5T_NATIVE_INT, 1, &r->classes);
+  if (st == MNT_OK) st = attr(f, "image_size", H5T_NATIVE_INT, 1, &r->size);
+  if (st == MNT_OK && d) st = attr(f, "mean", H5T_NATIVE_FLOAT, 3, d->mean);
+  if (st == MNT_OK && d) st = attr(f, "std", H5T_NATIVE_FLOAT, 3, d->std);
+  if (st != MNT_OK) MNT_ERR("%s: cannot write the attributes", tmp);
   for (int i = 0; i < r->nparams && st == MNT_OK; i++) {
     snprintf(name, sizeof name, "/model/%s", r->params[i].name);
     st = mnt_h5_put_f32(f, name, r->w + r->params[i].off, r->params[i].ndims, r->params[i].dims);

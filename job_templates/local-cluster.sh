@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # local-cluster.sh — a throwaway Slurm cluster on one machine, for trying and testing mntrain.
 #
-#   job_templates/local-cluster.sh up [--install] [--one-node]   start it (as root)
+#   job_templates/local-cluster.sh up [--install] [--one-node] [--gluster]   start it (as root)
 #   job_templates/local-cluster.sh status                        what is running
+#   job_templates/local-cluster.sh nsexec NODE|all -- CMD ARGS...  run CMD inside a node (as root)
 #   job_templates/local-cluster.sh down                          stop everything it started
 #
 # It starts munged with a fresh key, slurmctld, and two slurmd "nodes" (node1, node2; 4 CPUs
@@ -10,6 +11,23 @@
 # bridge, so that srun --mpi=pmix -N 2 gives processes on two nodes with their own addresses,
 # and PMIx reports two nodes with their own local ranks. Where network namespaces are not
 # permitted it falls back to one node (node1, 8 CPUs) and says so.
+#
+# --gluster: a shared checkpoint filesystem like a real cluster's: a GlusterFS volume "mntckpt"
+# (two bricks under /srv/mntrain-gluster, served by a glusterd of its own) mounted at
+# /mnt/mntrain-ckpt inside every node (each node is a separate FUSE client over the network).
+# It is checked with srun (findmnt on every node, a file written on one node read on the other).
+# On success /run/mntrain-cluster/gluster holds the mount path; otherwise gluster-unavailable
+# there holds the reason (no /dev/fuse, glusterfs not installed, glusterd failed, mount
+# failed...), 'up' says it and still succeeds: the cluster is usable without it. With --install
+# it also installs glusterfs-server and glusterfs-client. On a cluster that is already up,
+# 'up --gluster' adds the volume. Jobs only see mounts made inside the nodes' namespaces; a mount
+# in the root namespace is invisible to them (tests: tests/cluster/lib.sh, ckpt_fs_or_skip).
+#
+# nsexec runs CMD inside the mount and network namespaces of a node's slurmd (where its jobs
+# run), in every node one after the other with 'all'; exit status: CMD's (the first failure with
+# 'all'). E.g. a small filesystem that only the jobs see:
+#   local-cluster.sh nsexec all -- mount -t tmpfs -o size=8m tmpfs /some/dir
+#   local-cluster.sh nsexec all -- umount /some/dir
 #
 # How it works (verified on Debian 12, Slurm 22.05, see also README "Troubleshooting"):
 # - slurmd is started with nsenter --net=/var/run/netns/<node>; `ip netns exec` would remount
@@ -19,6 +37,11 @@
 #   its own mount namespace (unshare --mount --propagation private) with its own directory
 #   bind-mounted there. Everything else (/tmp, the build tree) stays shared, like a parallel
 #   filesystem.
+# - GlusterFS: the volume's host is the bridge address (.1), reachable from the root namespace
+#   and from the nodes; gluster refuses 127.0.0.1, and the host name maps to 127.0.0.1 (which a
+#   node would resolve to its own loopback). With one node (no bridge) the host is the machine's
+#   first global IPv4 address. 'down' unmounts inside each node, stops and deletes the volume,
+#   stops glusterd and removes the bricks (a reused brick directory is refused).
 #
 # It installs nothing unless asked (--install: apt-get install of slurm-wlm, munge, iproute2).
 # It writes /etc/slurm/slurm.conf (refusing to replace one it did not write) and keeps its state
@@ -33,6 +56,10 @@ NET=${MNT_CLUSTER_NET:-10.231.77}
 BRIDGE=mntbr0
 NODES=(node1 node2)
 NODETMP=/var/lib/slurm-nodetmp
+GL_VOL=mntckpt
+GL_MNT=/mnt/mntrain-ckpt
+GL_BRICKS=/srv/mntrain-gluster
+GL_LOGDIR=/var/log/glusterfs
 
 say() { printf 'local-cluster: %s\n' "$*"; }
 die() { printf 'local-cluster: error: %s\n' "$*" >&2; exit 1; }
@@ -44,18 +71,39 @@ usage() {
 need_root() { [ "$(id -u)" -eq 0 ] || die "must run as root (it starts daemons and namespaces)"; }
 
 install_packages() {
+  local gluster=$1
   say "installing slurm-wlm, munge, iproute2, util-linux with apt-get"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
   apt-get install -y -q slurm-wlm munge iproute2 util-linux
+  if [ "$gluster" -eq 1 ]; then
+    say "installing glusterfs-server, glusterfs-client with apt-get"
+    apt-get install -y -q --no-install-recommends glusterfs-server glusterfs-client
+  fi
 }
 
 is_up() { [ -f "$STATE/up" ] && scontrol ping >/dev/null 2>&1; }
 
-pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# a live process, not a zombie: on these machines PID 1 (a VM's process_api, not an init) reaps
+# orphans late, so a killed daemon stays a zombie for about a second and pgrep/kill -0 find it
+alive() {
+  local st
+  st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+  case $st in Z*) return 1 ;; esac
+}
+pid_alive() {
+  local p
+  p=$(cat "$1" 2>/dev/null) && [ -n "$p" ] && alive "$p"
+}
+# live processes named $1 (pgrep also lists zombies)
+live_pids() {
+  local p
+  for p in $(pgrep -x "$1"); do if alive "$p"; then echo "$p"; fi; done
+}
+running() { [ -n "$(live_pids "$1")" ]; }
 
 start_munge() {
-  if pgrep -x munged >/dev/null; then
+  if running munged; then
     say "munged is already running: using it"
     return
   fi
@@ -171,17 +219,274 @@ wait_idle() {
   return 1
 }
 
+# ---- GlusterFS (--gluster) ------------------------------------------------------------------------
+
+# the nodes of the running cluster, from its mode
+cluster_nodes() {
+  if [ "$(cat "$STATE/mode" 2>/dev/null)" = two ]; then echo node1 node2; else echo node1; fi
+}
+
+gl() { timeout 60 gluster --mode=script "$@"; }
+
+# the telling line of a command's output: the first error, else the first line
+gl_msg() { grep -m1 -iE 'error|fail' <<< "$1" || head -n1 <<< "$1"; }
+
+# pids of glusterd's hook scripts still running for our volume (run after create, set, start, delete)
+gl_hook_pids() { pgrep -f -- "/var/lib/glusterd/hooks/.* --volname=$GL_VOL( |\$)" || true; }
+
+# pids of the glusterfs (client) and glusterfsd (brick) processes of our volume
+gl_vol_pids() {
+  ps -eo pid=,comm=,args= 2>/dev/null | awk -v v="$GL_VOL" '
+    $2 == "glusterfs" || $2 == "glusterfsd" {
+      for (i = 3; i <= NF; i++) {
+        a = $i
+        if (a == "--volfile-id" && i < NF) a = "--volfile-id=" $(i + 1)
+        if (a == "--volfile-id=" v || a == "--volfile-id=/" v || index(a, "--volfile-id=" v ".") == 1) { print $1; break }
+      }
+    }'
+}
+
+# the gluster host: the bridge address with two nodes; with one node (no bridge) the first global
+# IPv4 address of the machine (gluster refuses 127.0.0.1 and the host name, which maps to it)
+gl_host() {
+  if [ "$(cat "$STATE/mode" 2>/dev/null)" = two ]; then
+    echo "$NET.1"
+  else
+    ip -4 -o addr show scope global 2>/dev/null | awk '{ sub(/\/.*/, "", $4); print $4; exit }'
+  fi
+}
+
+# fstype of GL_MNT in the mount namespace of pid $1 (empty: not a mount point)
+gl_fstype_in() { nsenter -t "$1" -m findmnt -n -o FSTYPE "$GL_MNT" 2>/dev/null || true; }
+
+gl_unavailable() {
+  echo "$*" > "$STATE/gluster-unavailable"
+  say "GlusterFS UNAVAILABLE: $* (the cluster is up without it; log: $STATE/gluster.log)"
+}
+
+# start glusterd, create, start and mount the volume in every node, check it with srun.
+# Never fails: on any problem it cleans up, writes $STATE/gluster-unavailable and returns 0.
+gluster_up() {
+  rm -f "$STATE/gluster" "$STATE/gluster-unavailable"
+  : > "$STATE/gluster.log"
+  local reason
+  if reason=$(gluster_try_up 2>>"$STATE/gluster.log"); then
+    echo "$GL_MNT" > "$STATE/gluster"
+    say "GlusterFS volume $GL_VOL mounted at $GL_MNT in: $(cluster_nodes)"
+  else
+    gluster_down >>"$STATE/gluster.log" 2>&1 || true
+    reason=$(tail -n1 <<< "$reason")
+    gl_unavailable "${reason:-unknown failure (see $STATE/gluster.log)}"
+  fi
+}
+
+# prints the reason and returns 1 on failure
+gluster_try_up() {
+  local c
+  for c in glusterd gluster glusterfs mount.glusterfs; do
+    command -v "$c" >/dev/null || [ -x "/usr/sbin/$c" ] || [ -x "/sbin/$c" ] || {
+      echo "glusterfs is not installed ('$c' missing: apt-get install glusterfs-server glusterfs-client, or up --install --gluster)"
+      return 1
+    }
+  done
+  [ -c /dev/fuse ] || { echo "no /dev/fuse (FUSE is not available here)"; return 1; }
+  local host
+  host=$(gl_host)
+  [ -n "$host" ] || { echo "no global IPv4 address for the gluster host in one-node mode (gluster refuses 127.0.0.1)"; return 1; }
+  echo "$host" > "$STATE/gluster-host"
+  mkdir -p "$GL_LOGDIR" "$GL_MNT" || { echo "cannot create $GL_MNT"; return 1; }
+  # glusterd: ours, unless one is already running
+  if running glusterd; then
+    echo "glusterd is already running: using it" >&2
+    rm -f "$STATE/glusterd.pid"
+  else
+    setsid /usr/sbin/glusterd -N </dev/null >>"$GL_LOGDIR/glusterd.stdout" 2>&1 &
+    echo $! > "$STATE/glusterd.pid"
+  fi
+  local i
+  for i in $(seq 1 150); do
+    gl volume list >/dev/null 2>&1 && break
+    if [ -f "$STATE/glusterd.pid" ] && ! pid_alive "$STATE/glusterd.pid"; then
+      echo "glusterd failed to start (see $GL_LOGDIR/glusterd.log)"
+      return 1
+    fi
+    [ "$i" -eq 150 ] && { echo "glusterd does not answer after 30 s (see $GL_LOGDIR/glusterd.log)"; return 1; }
+    sleep 0.2
+  done
+  # a volume left by a run that did not end cleanly
+  if gl volume info "$GL_VOL" >/dev/null 2>&1; then
+    echo "removing a volume $GL_VOL left by an earlier run" >&2
+    gl volume stop "$GL_VOL" force >&2 || true
+    gl volume delete "$GL_VOL" >&2 || true
+  fi
+  rm -rf "$GL_BRICKS"   # a brick directory used before is refused (.glusterfs/, xattrs)
+  mkdir -p "$GL_BRICKS/b1" "$GL_BRICKS/b2" || { echo "cannot create the bricks under $GL_BRICKS"; return 1; }
+  chmod 1777 "$GL_BRICKS/b1" "$GL_BRICKS/b2"   # the volume's root: writable by every user, like /tmp
+  local out
+  out=$(gl volume create "$GL_VOL" transport tcp "$host:$GL_BRICKS/b1" "$host:$GL_BRICKS/b2" force 2>&1) || {
+    echo "gluster volume create failed: $(gl_msg "$out")"
+    return 1
+  }
+  # read-after-rename across nodes returned old contents with the defaults (README "Troubleshooting")
+  local opt
+  for opt in performance.open-behind=off features.cache-invalidation=on performance.cache-invalidation=on; do
+    out=$(gl volume set "$GL_VOL" "${opt%%=*}" "${opt#*=}" 2>&1) || {
+      echo "gluster volume set $opt failed: $(gl_msg "$out")"
+      return 1
+    }
+  done
+  out=$(gl volume start "$GL_VOL" 2>&1) || { echo "gluster volume start failed: $(gl_msg "$out")"; return 1; }
+  # mount inside every node's mount + network namespace: the jobs' view
+  local n pid
+  for n in $(cluster_nodes); do
+    pid_alive "/run/slurmd-$n.pid" || { echo "slurmd of $n is not running"; return 1; }
+    pid=$(cat "/run/slurmd-$n.pid")
+    out=$(timeout 60 nsenter -t "$pid" -m -n mount -t glusterfs -o "log-file=$GL_LOGDIR/$GL_VOL-$n.log" \
+      "$host:/$GL_VOL" "$GL_MNT" </dev/null 2>&1) || {
+      echo "mount failed in $n: $(gl_msg "$out") (see $GL_LOGDIR/$GL_VOL-$n.log)"
+      return 1
+    }
+    [ "$(gl_fstype_in "$pid")" = fuse.glusterfs ] || { echo "mount in $n did not take"; return 1; }
+  done
+  gluster_check
+}
+
+# srun: the volume on every node, a file written on the first node read on the last
+gluster_check() {
+  local nodes want got first last token f i
+  read -r -a nodes <<< "$(cluster_nodes)"
+  want=${#nodes[@]}
+  got=$(timeout 60 srun --mpi=none -N "$want" -n "$want" --job-name=mntrain-gluster-check \
+    findmnt -n -o FSTYPE "$GL_MNT" 2>&1 | grep -cx fuse.glusterfs || true)
+  [ "$got" -eq "$want" ] || { echo "srun findmnt shows fuse.glusterfs on $got of $want node(s)"; return 1; }
+  first=${nodes[0]}
+  last=${nodes[$((want - 1))]}
+  token="mntrain $$ $(date +%s%N)"
+  f="$GL_MNT/.local-cluster-check"
+  # shellcheck disable=SC2016
+  timeout 60 srun --mpi=none -N1 -n1 -w "$first" --job-name=mntrain-gluster-check \
+    sh -c 'echo "$1" > "$2"' sh "$token" "$f" >&2 || { echo "srun: a write to $GL_MNT on $first failed"; return 1; }
+  # a reader racing a new name may briefly see ENOENT: retry a little
+  for i in 1 2 3 4 5; do
+    [ "$(timeout 60 srun --mpi=none -N1 -n1 -w "$last" --job-name=mntrain-gluster-check cat "$f" 2>/dev/null)" = "$token" ] && break
+    [ "$i" -eq 5 ] && { echo "a file written on $first was not read back on $last"; return 1; }
+    echo "check: read on $last did not match yet (try $i)" >&2
+    sleep 0.5
+  done
+  timeout 60 srun --mpi=none -N1 -n1 -w "$first" --job-name=mntrain-gluster-check rm -f "$f" >&2 || true
+}
+
+# everything gluster_up may have started, in any state; quiet and idempotent
+gluster_down() {
+  local f n pid i
+  # 1. unmount inside each node (before slurmd goes: its namespace is the way in)
+  for f in /run/slurmd-*.pid; do
+    pid_alive "$f" || continue
+    pid=$(cat "$f")
+    n=$(basename "$f" .pid); n=${n#slurmd-}
+    for i in 1 2 3; do   # (mounted twice by hand: twice)
+      gl_fstype_in "$pid" | grep -qx fuse.glusterfs || break
+      nsenter -t "$pid" -m umount "$GL_MNT" 2>/dev/null || nsenter -t "$pid" -m umount -l "$GL_MNT" ||
+        echo "local-cluster: could not unmount $GL_MNT in $n" >&2
+    done
+  done
+  # a mount in the root namespace (made by hand) is invisible to the jobs: remove it too
+  for i in 1 2 3; do
+    findmnt -n -o FSTYPE "$GL_MNT" 2>/dev/null | grep -qx fuse.glusterfs || break
+    umount "$GL_MNT" 2>/dev/null || umount -l "$GL_MNT" || true
+  done
+  # 2. the volume
+  if command -v gluster >/dev/null && running glusterd &&
+    gl volume info "$GL_VOL" >/dev/null 2>&1; then
+    gl volume stop "$GL_VOL" force >/dev/null 2>&1 || true
+    gl volume delete "$GL_VOL" >/dev/null 2>&1 || true
+  fi
+  # glusterd's hook scripts (the delete one, python, takes a second or two) would outlive it
+  for i in $(seq 1 50); do
+    [ -n "$(gl_hook_pids)" ] || break
+    sleep 0.2
+  done
+  # 3. our glusterd, then any client or brick process of the volume still there (a client whose
+  #    node is gone keeps that node's mount namespace alive)
+  if pid_alive "$STATE/glusterd.pid"; then kill "$(cat "$STATE/glusterd.pid")" 2>/dev/null || true; fi
+  local pids
+  pids=$(gl_vol_pids)
+  # shellcheck disable=SC2086
+  [ -z "$pids" ] || kill $pids 2>/dev/null || true
+  for i in $(seq 1 25); do
+    pids=$(gl_vol_pids)
+    if pid_alive "$STATE/glusterd.pid"; then pids="$pids $(cat "$STATE/glusterd.pid")"; fi
+    [ -z "${pids// /}" ] && break
+    # shellcheck disable=SC2086
+    [ "$i" -eq 25 ] && kill -9 $pids 2>/dev/null
+    sleep 0.2
+  done
+  rm -f "$STATE/glusterd.pid" "$STATE/gluster"
+  # a volume definition left by a glusterd that died before the delete would come back with it
+  if [ -d "/var/lib/glusterd/vols/$GL_VOL" ] && ! running glusterd; then
+    rm -rf "/var/lib/glusterd/vols/$GL_VOL"
+  fi
+  # 4. the bricks: .glusterfs/ and xattrs make a reused brick directory refused
+  rm -rf "$GL_BRICKS"
+}
+
+gluster_status() {
+  if [ -f "$STATE/gluster-unavailable" ]; then
+    say "GlusterFS: unavailable: $(cat "$STATE/gluster-unavailable")"
+    return 0
+  fi
+  [ -f "$STATE/gluster" ] || { say "GlusterFS: not used (up --gluster)"; return 0; }
+  local n pid where=""
+  for n in $(cluster_nodes); do
+    pid_alive "/run/slurmd-$n.pid" || continue
+    pid=$(cat "/run/slurmd-$n.pid")
+    if [ "$(id -u)" -ne 0 ] || [ "$(gl_fstype_in "$pid")" = fuse.glusterfs ]; then where="$where $n"; fi
+  done
+  if [ -n "$where" ]; then
+    say "GlusterFS: volume $GL_VOL mounted at $GL_MNT in:$where (host $(cat "$STATE/gluster-host" 2>/dev/null); glusterd $(live_pids glusterd | tr '\n' ' '))"
+  else
+    say "GlusterFS: volume $GL_VOL is NOT mounted in any node"
+  fi
+}
+
+cmd_nsexec() {
+  need_root
+  [ $# -ge 1 ] || die "nsexec NODE|all -- CMD ARGS..."
+  local which=$1 nodes n pid rc=0 r
+  shift
+  [ "${1:-}" = "--" ] && shift
+  [ $# -ge 1 ] || die "nsexec $which: no command given"
+  [ -f "$STATE/up" ] || die "the local cluster is not up"
+  if [ "$which" = all ]; then
+    nodes=$(cluster_nodes)
+  else
+    case " $(cluster_nodes) " in
+      *" $which "*) nodes=$which ;;
+      *) die "no node '$which' (nodes: $(cluster_nodes))" ;;
+    esac
+  fi
+  for n in $nodes; do
+    pid_alive "/run/slurmd-$n.pid" || die "slurmd of $n is not running"
+    pid=$(cat "/run/slurmd-$n.pid")
+    r=0
+    nsenter -t "$pid" -m -n "$@" || r=$?
+    [ $rc -ne 0 ] || rc=$r
+  done
+  return $rc
+}
+
 cmd_up() {
   need_root
-  local install=0 one=0 a
+  local install=0 one=0 gluster=0 a
   for a in "$@"; do
     case $a in
       --install) install=1 ;;
       --one-node) one=1 ;;
+      --gluster) gluster=1 ;;
       *) die "unknown option '$a' (see --help)" ;;
     esac
   done
-  [ $install -eq 1 ] && install_packages
+  [ $install -eq 1 ] && install_packages $gluster
   local c
   for c in slurmctld slurmd munged srun nsenter unshare ip; do
     command -v "$c" >/dev/null || [ -x "/usr/sbin/$c" ] ||
@@ -189,6 +494,7 @@ cmd_up() {
   done
   if is_up; then
     say "already up:"
+    if [ $gluster -eq 1 ] && ! [ -f "$STATE/gluster" ]; then gluster_up; fi
     cmd_status
     return 0
   fi
@@ -221,12 +527,14 @@ cmd_up() {
   timeout 60 srun -N "$want" -n "$want" --mpi=pmix true ||
     die "a test job failed; see /var/log/slurm/"
   say "up: $want node(s)"
+  [ $gluster -eq 1 ] && gluster_up
   cmd_status
 }
 
 cmd_down() {
   need_root
   scancel --quiet --full --user=root 2>/dev/null || true
+  gluster_down
   local f
   for f in /run/slurmd-*.pid /run/slurmctld.pid; do
     if pid_alive "$f"; then kill "$(cat "$f")" 2>/dev/null || true; fi
@@ -234,7 +542,7 @@ cmd_down() {
   # wait for them, then make sure no step daemon is left
   local i
   for i in $(seq 1 50); do
-    pgrep -x slurmd >/dev/null || pgrep -x slurmctld >/dev/null || break
+    running slurmd || running slurmctld || break
     sleep 0.2
   done
   pkill -9 -x slurmstepd 2>/dev/null || true
@@ -243,6 +551,8 @@ cmd_down() {
   rm -f /run/slurmd-*.pid /run/slurmctld.pid
   if [ -f "$STATE/munged-ours" ] && pid_alive /run/munge/munged.pid; then
     kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true
+    # gone before an 'up' that follows looks for a running munged
+    for i in $(seq 1 25); do pid_alive /run/munge/munged.pid || break; sleep 0.2; done
   fi
   remove_namespaces
   if [ -f "$CONF" ] && grep -qF "$MARK" "$CONF"; then rm -f "$CONF"; fi
@@ -258,15 +568,17 @@ cmd_status() {
   say "mode: $(cat "$STATE/mode" 2>/dev/null || echo '?') node(s); config $CONF"
   local d
   for d in munged slurmctld slurmd; do
-    printf '  %-10s %s\n' "$d" "$(pgrep -x "$d" | tr '\n' ' ')"
+    printf '  %-10s %s\n' "$d" "$(live_pids "$d" | tr '\n' ' ')"
   done
   sinfo -N -o '  %N %T %c CPUs %O load' 2>/dev/null || { say "slurmctld does not answer"; return 1; }
+  gluster_status
 }
 
 case ${1:-} in
   up) shift; cmd_up "$@" ;;
   down) shift; cmd_down ;;
   status) shift; cmd_status ;;
+  nsexec) shift; cmd_nsexec "$@" ;;
   -h|--help|help) usage ;;
   *) usage >&2; exit 2 ;;
 esac

@@ -189,5 +189,5 @@ void mnt_print_help(FILE *f, const char *usage, const char *about, const mnt_opt
     fprintf(f, "  %-28s %s\n", left, o->help);
   }
   fprintf(f, "  %-28s %s\n", "-h, --help", "show this help and do nothing else");
-  fprintf(f, "\nexit codes: 0 success, 1 failure at run time, 2 usage (see mntrain --help)\n");
+  fprintf(f, "\nexit codes: 0 success, 1 failure at run time, 2 usage, 3 preempted after a checkpoint\n(see mntrain --help)\n");
 }

@@ -16,11 +16,11 @@
 
 json_t *mnt_json_num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
-int mnt_json_save(const char *dir, const char *name, json_t *o) {
+static int save(const char *dir, const char *name, json_t *o, size_t flags) {
   char tmp[1200], path[1200];
   snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
   snprintf(path, sizeof path, "%s/%s", dir, name);
-  char *txt = o ? json_dumps(o, JSON_INDENT(2) | FLAGS) : NULL;
+  char *txt = o ? json_dumps(o, flags) : NULL;
   if (!txt) {
     MNT_ERR("%s: internal: the content cannot be encoded as JSON", path);
     return MNT_ESYS;
@@ -57,6 +57,14 @@ int mnt_json_save(const char *dir, const char *name, json_t *o) {
   }
   if (st != MNT_OK) unlink(tmp);
   return st;
+}
+
+int mnt_json_save(const char *dir, const char *name, json_t *o) {
+  return save(dir, name, o, JSON_INDENT(2) | FLAGS);
+}
+
+int mnt_json_save_precise(const char *dir, const char *name, json_t *o) {
+  return save(dir, name, o, JSON_INDENT(1) | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
 }
 
 int mnt_json_append(FILE *f, const char *path, json_t *o) {

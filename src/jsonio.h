@@ -1,7 +1,7 @@
 /* jsonio.h — JSON files the way mntrain writes them (index.json, config.json, summary.json,
  * metrics.jsonl), through jansson.
  * defines: mnt_json_num (a real, or null when not finite: NaN is not JSON), mnt_json_save (a
- *          whole file, atomically), mnt_json_append (one line of a JSON-lines file, checked). */
+ *          whole file, atomically), mnt_json_save_precise, mnt_json_append (one line of a JSON-lines file, checked). */
 #ifndef MNT_JSONIO_H
 #define MNT_JSONIO_H
 
@@ -13,6 +13,8 @@ struct json_t *mnt_json_num(double v);
 /* DIR/NAME written atomically: NAME.tmp, fsync, rename; nothing is left behind on failure, and
  * the error names the file and the reason (a value that cannot be encoded, or the write). */
 int mnt_json_save(const char *dir, const char *name, struct json_t *o);
+/* the same with every real written exactly (17 digits): state that must read back bit for bit */
+int mnt_json_save_precise(const char *dir, const char *name, struct json_t *o);
 /* o as one compact line appended to f (path names it in errors), flushed; every write checked. */
 int mnt_json_append(FILE *f, const char *path, struct json_t *o);
 

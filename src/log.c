@@ -74,7 +74,10 @@ double mnt_now(void) {
 }
 
 int mnt_exit_code(int st) {
-  return st == MNT_OK ? MNT_EXIT_OK : st == MNT_EARG ? MNT_EXIT_USAGE : MNT_EXIT_FAILURE;
+  return st == MNT_OK         ? MNT_EXIT_OK
+         : st == MNT_EARG     ? MNT_EXIT_USAGE
+         : st == MNT_EPREEMPT ? MNT_EXIT_PREEMPTED
+                              : MNT_EXIT_FAILURE;
 }
 
 const char *mnt_status_str(int st) {
@@ -88,6 +91,7 @@ const char *mnt_status_str(int st) {
     case MNT_EAUTH: return "authentication refused";
     case MNT_ENOMEM: return "out of memory";
     case MNT_EDATA: return "wrong data";
+    case MNT_EPREEMPT: return "preempted (checkpoint written)";
     default: return "unknown error";
   }
 }

@@ -16,15 +16,18 @@ typedef enum {
   MNT_ETIMEOUT = 6,  /* a deadline passed */
   MNT_EAUTH = 7,     /* a connection without the job secret */
   MNT_ENOMEM = 8,
-  MNT_EDATA = 9      /* wrong results or corrupt data */
+  MNT_EDATA = 9,     /* wrong results or corrupt data */
+  MNT_EPREEMPT = 10  /* stopped on request (SIGUSR1/SIGTERM, --stop-after) with a checkpoint written */
 } mnt_status;
 
 /* The exit-code contract of the mntrain command (README "Exit codes", `mntrain --help`):
  *   0 success; 1 failure at run time (I/O, corrupt data, a failed or timed-out collective, out
  *   of memory, wrong benchmark results); 2 usage: a bad flag, value, input path or environment
- *   variable, or a request that cannot fit (rerunning it unchanged fails the same way).
+ *   variable, or a request that cannot fit (rerunning it unchanged fails the same way); 3 preempted:
+ *   train stopped on SIGUSR1/SIGTERM or --stop-after after committing a checkpoint (rerunning the
+ *   same command resumes it: what a requeued job does).
  * Library code returns mnt_status; main maps it here, and nowhere else. */
-enum { MNT_EXIT_OK = 0, MNT_EXIT_FAILURE = 1, MNT_EXIT_USAGE = 2 };
+enum { MNT_EXIT_OK = 0, MNT_EXIT_FAILURE = 1, MNT_EXIT_USAGE = 2, MNT_EXIT_PREEMPTED = 3 };
 int mnt_exit_code(int status);
 
 enum { MNT_LOG_ERROR = 0, MNT_LOG_WARN = 1, MNT_LOG_INFO = 2, MNT_LOG_DEBUG = 3 };

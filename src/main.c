@@ -29,10 +29,11 @@ static const command COMMANDS[] = {
     {"train", NULL, mnt_train_main, "data-parallel training across the ranks of the job"},
     {"info", NULL, cmd_info, "print what PMIx says about every rank (rank, node, local rank)"},
     {"convert", NULL, mnt_convert_main, "write a sharded HDF5 dataset (imagenet: JPEG/PNG folders, idx, synth)"},
-    {"inspect", NULL, mnt_inspect_main, "shards, samples, classes of a dataset; --verify reads and checks all"},
+    {"inspect", NULL, mnt_inspect_main, "a dataset (--verify reads and checks all) or a checkpoint (verified)"},
     {"bench", "allreduce", mnt_bench_allreduce, "the allreduce of the communicator (nccl-tests style)"},
     {"bench", "step", mnt_bench_step, "training-step throughput of one process (img/s, memory per image)"},
     {"bench", "loader", mnt_bench_loader, "images per second the data loader delivers"},
+    {"bench", "ckpt", mnt_bench_ckpt, "checkpoint write and read MB/s (all ranks), next to dd conv=fsync"},
 };
 enum { NCOMMANDS = sizeof COMMANDS / sizeof COMMANDS[0] };
 
@@ -63,6 +64,8 @@ static void usage(FILE *f) {
           "     aborted through PMIx, naming the rank), out of memory, wrong benchmark results\n"
           "  2  usage: a bad flag, value, input path or environment variable, or a run that cannot\n"
           "     fit in this process's memory; rerunning it unchanged fails the same way\n"
+          "  3  preempted: train stopped on SIGUSR1/SIGTERM or --stop-after after committing a\n"
+          "     checkpoint; the same command line resumes it (what a requeued job does)\n"
           "\n");
   mnt_env_print_help(f);
 }

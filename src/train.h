@@ -1,4 +1,4 @@
-/* train.h — `mntrain train` (see train.c). defines: mnt_train_main, a command (see main.c): it
+/* train.h — `mntrain train` (see cmd/train.c; the trainer is src/train/trainer.h). defines: mnt_train_main, a command (see main.c): it
  * parses its options, initialises the world w, and returns an mnt_status. */
 #ifndef MNT_TRAIN_H
 #define MNT_TRAIN_H

@@ -2,9 +2,11 @@
 # run.sh — the test command: build mntrain, make sure a Slurm cluster is up, run every test.
 #   tests/run.sh [--install] [ctest options, e.g. -L unit]
 # --install  first install the Debian packages (job_templates/install-deps.sh; needs root)
-# If no cluster answers, it starts the local one (job_templates/local-cluster.sh up, as root)
-# and stops it again at the end, even when a test fails. Without root and without a cluster the
-# cluster tests report SKIPPED. Exit status: ctest's (non-zero when any test failed).
+# If no cluster answers, it starts the local one (job_templates/local-cluster.sh up --gluster, as
+# root: with the GlusterFS checkpoint volume where FUSE and GlusterFS are available; the tests
+# that need it report SKIPPED otherwise) and stops it again at the end, even when a test fails.
+# Without root and without a cluster the cluster tests report SKIPPED. Exit status: ctest's
+# (non-zero when any test failed).
 # Environment: BUILD_DIR (default build), CI=true turns warnings into errors.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,7 +28,7 @@ cleanup() {
 trap cleanup EXIT
 if ! scontrol ping >/dev/null 2>&1; then
   if [ "$(id -u)" -eq 0 ] && command -v slurmctld >/dev/null 2>&1; then
-    job_templates/local-cluster.sh up
+    job_templates/local-cluster.sh up --gluster
     started=1
   else
     echo "run.sh: no Slurm cluster and not root: the cluster tests will be skipped"

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "ckpt.h"
 #include "convert.h"
 #include "log.h"
 #include "world.h"
@@ -93,18 +94,24 @@ int mnt_convert_main(mnt_world *w, int argc, char **argv) {
 int mnt_inspect_main(mnt_world *w, int argc, char **argv) {
   int verify = 0, help = 0;
   const char *path = NULL;
-  mnt_opt opts[] = {{"DIR|SHARD", 0, MNT_OPT_ARG, &path, NULL, "a dataset directory, or one of its shards", 0, 0},
+  mnt_opt opts[] = {{"PATH", 0, MNT_OPT_ARG, &path, NULL,
+                     "a dataset directory or one of its shards; a checkpoint (CKPT_DIR, a step directory or its "
+                     "state.h5)", 0, 0},
                     {"verify", 0, MNT_OPT_FLAG, &verify, NULL, "read every image and check its checksum", 0, 0},
                     {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
   MNT_CHECK(mnt_parse_opts("inspect", opts, argc, argv, &help, 0));
   if (help) {
-    mnt_print_help(stdout, "mntrain inspect DIR|SHARD [--verify]",
+    mnt_print_help(stdout, "mntrain inspect DIR|SHARD [--verify]    mntrain inspect CKPT_DIR|STEP_DIR|state.h5",
                    "Shards, samples, classes, image size, mean/std and the per-class histogram of a dataset\n"
                    "made by mntrain convert; every label is read and checked against the index, with --verify\n"
                    "every image too (HDF5 checks its checksum). A bad sample is named by file and index, and\n"
-                   "the exit code is 1.",
+                   "the exit code is 1.\n"
+                   "Of a checkpoint (mntrain train --ckpt-dir): step, position, model, sizes, shares and the\n"
+                   "configuration, every share's checksum verified; of a checkpoint directory, every step in it.\n"
+                   "A damaged checkpoint is named with the reason, and the exit code is 1.",
                    opts);
     return MNT_OK;
   }
+  if (path && mnt_ckpt_is_path(path)) return mnt_ckpt_inspect(path);
   return mnt_inspect(path, verify);
 }

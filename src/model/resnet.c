@@ -391,6 +391,7 @@ int mnt_resnet_create_ex(mnt_backend *be, const char *arch, int classes, int siz
   }
   if (!st && !(r->scratch = malloc(r->scratch_n * sizeof(float)))) st = MNT_ENOMEM;
   if (!st && !(r->bn_tmp = malloc(2 * 2048 * sizeof(float)))) st = MNT_ENOMEM; /* 2 x the widest BN */
+  if (!st && !(r->bn_run = malloc(4 * 2048 * sizeof(float)))) st = MNT_ENOMEM;
   free(b.shape);
   if (st) {
     if (st == MNT_ENOMEM) MNT_ERR("out of memory building %s for batch %d at %d px", arch, batch, size);
@@ -419,7 +420,7 @@ void mnt_resnet_destroy(mnt_resnet *r) {
   for (int i = 0; i < r->npool; i++) free(r->pool[i].p);
   free(r->pool);
   free(r->act); free(r->dact); free(r->act_n); free(r->written); free(r->labels);
-  free(r->bn_save); free(r->bn_tmp); free(r->w); free(r->g); free(r->m); free(r->bn); free(r->scratch);
+  free(r->bn_save); free(r->bn_tmp); free(r->bn_run); free(r->w); free(r->g); free(r->m); free(r->bn); free(r->scratch);
   free(r->layers); free(r->params); free(r->stats);
   free(r);
 }
@@ -437,13 +438,36 @@ int mnt_resnet_forward(mnt_resnet *r, const float *x, int train) {
         const float *gm = r->w + r->params[l->p0].off, *bt = r->w + r->params[l->p1].off;
         float *rm = r->bn + r->stats[l->s0].off, *rv = r->bn + r->stats[l->s1].off;
         size_t per = n / (size_t)r->batch * (size_t)r->bn_group; /* floats per BN group */
-        for (int g = 0; g < r->batch / r->bn_group; g++) {
-          float *save = r->bn_save + l->save + 2 * (size_t)l->C * (size_t)g;
+        int G = r->batch / r->bn_group, C = l->C;
+        /* G groups update the running statistics as G ranks do: each from the same old values, then
+         * averaged (what averaging over ranks gives), not G momentum updates in a row */
+        float *old = r->bn_run, *sum = r->bn_run + 2 * C;
+        if (train && G > 1) {
+          memcpy(old, rm, (size_t)C * sizeof(float));
+          memcpy(old + C, rv, (size_t)C * sizeof(float));
+          memset(sum, 0, 2 * (size_t)C * sizeof(float));
+        }
+        for (int g = 0; g < G; g++) {
+          float *save = r->bn_save + l->save + 2 * (size_t)C * (size_t)g;
+          if (train && G > 1 && g > 0) {
+            memcpy(rm, old, (size_t)C * sizeof(float));
+            memcpy(rv, old + C, (size_t)C * sizeof(float));
+          }
           if (train)
-            MNT_CHECK(mnt_bn_forward_train(l->bng[g], in + g * per, gm, bt, out + g * per, save, save + l->C, rm, rv, 0.1f));
+            MNT_CHECK(mnt_bn_forward_train(l->bng[g], in + g * per, gm, bt, out + g * per, save, save + C, rm, rv, 0.1f));
           else
             MNT_CHECK(mnt_bn_forward_infer(l->bng[g], in + g * per, gm, bt, out + g * per, rm, rv));
+          if (train && G > 1)
+            for (int c = 0; c < C; c++) {
+              sum[c] += rm[c];
+              sum[C + c] += rv[c];
+            }
         }
+        if (train && G > 1)
+          for (int c = 0; c < C; c++) {
+            rm[c] = sum[c] / (float)G;
+            rv[c] = sum[C + c] / (float)G;
+          }
         break;
       }
       case OP_RELU: mnt_relu_forward(in, out, n); break;

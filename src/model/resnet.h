@@ -50,6 +50,7 @@ typedef struct mnt_resnet {
   size_t scratch_n;
   float *bn_save;      /* per BN layer and group: batch mean and variance for backward */
   float *bn_tmp;
+  float *bn_run;       /* running statistics of BN groups: the old values and the sums */
   int bn_group;        /* batch-norm statistics over groups of this many images (default: batch) */
   float label_smoothing; /* mnt_resnet_loss's target: (1 - e) onehot + e / classes (default 0) */
   float loss;

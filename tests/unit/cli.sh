@@ -95,6 +95,22 @@ expect 2 -- '--pad-crop must be smaller than --size' -- train --data "$data" --s
 expect 2 -- '--data DIR is required' -- train --steps 3
 expect 2 'index.json: No such file' -- train --data "$w/no-such-dataset" --out r2
 expect 1 'shard-00001-of-00002.h5' -- train --data "$broken" --arch resnet8 --size 16 --batch-per-rank 8 --steps 2 --out r3
+# train with checkpoints: preempted (3), resumed, inspected; checkpoint flags checked before anything runs
+# shellcheck disable=SC2086
+expect 3 'stopped after step 2/4 \(--stop-after\): checkpoint run2/ckpt/step-00000002' -- train $t --steps 4 --threads 1 --out run2 --stop-after 2
+expect 0 'step-00000002: ok' -- inspect run2/ckpt
+expect 0 'checkpoint run2/ckpt/step-00000002: step 2 of 4' -- inspect run2/ckpt/step-00000002/state.h5
+# shellcheck disable=SC2086
+expect 0 'resuming from run2/ckpt/step-00000002' -- train $t --steps 4 --threads 1 --out run2 --ckpt-dir run2/ckpt
+# shellcheck disable=SC2086
+expect 2 'holds checkpoints of an earlier run' -- train $t --steps 4 --out run3 --ckpt-dir run2/ckpt --resume none
+# shellcheck disable=SC2086
+expect 2 'run was trained with steps|its steps is 4, this command.s is 6' -- train $t --steps 6 --out run2 --ckpt-dir run2/ckpt
+expect 2 -- '--ckpt-stripe: a power of two' -- train --data "$data" --ckpt-stripe 1000
+expect 2 -- '--force starts the run over' -- train --data "$data" --force --resume auto
+expect 2 -- '--resume .*no-such-ckpt' -- train --data "$data" --arch resnet8 --size 16 --out run4 --resume "$w/no-such-ckpt"
+expect 0 'checkpoint: write .* MB/s .* of dd' -- bench ckpt --dir . --mb 2 --repeat 1
+expect 2 -- '--dir D is required' -- bench ckpt
 # info
 expect 0 'rank 0 of 1 .* \(no PMIx\)' -- info
 expect 2 "unexpected argument 'extra'" -- info extra
@@ -111,7 +127,7 @@ expect 2 'trunc-images|No such file' -- convert idx no-such-file trunc-labels s4
 # inspect
 expect 0 'dataset .*: 64 samples, 4 classes' -- inspect "$data"
 expect 0 'verify: 64 samples read and their checksums checked, 0 bad' -- inspect "$data" --verify
-expect 2 'missing DIR\|SHARD' -- inspect
+expect 2 'missing PATH' -- inspect
 expect 2 'No such file' -- inspect "$w/nothing-here"
 expect 1 'shard-00001-of-00002.h5' -- inspect "$broken"
 # bench step

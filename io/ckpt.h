@@ -1,0 +1,115 @@
+/* ckpt.h — collective checkpoints: one shared HDF5 file written by every rank, committed by a
+ * manifest (DESIGN "Checkpoint").
+ * defines: mnt_ckpt_tensor, mnt_ckpt_writer (create / begin / local_done / finish / destroy),
+ *          mnt_ckpt (open / get / close: find, verify and read one), mnt_ckpt_newest,
+ *          mnt_ckpt_is_path / mnt_ckpt_inspect, mnt_ckpt_step_dir.
+ *
+ * On disk: ROOT/step-00001000/state.h5 + MANIFEST.json. state.h5 is plain HDF5 (h5py, h5dump):
+ * one contiguous float32 dataset per tensor (/model/<torchvision name>, /optim/momentum/<name>,
+ * /bn/<name>), root attributes for the training state and the run's configuration (JSON).
+ *
+ * Writing (every rank, the same calls in the same order):
+ *  1. begin: the file's layout is made once per writer: rank 0 builds the HDF5 skeleton in memory
+ *     (core driver) — every dataset allocated early and unfilled, objects of a stripe or more
+ *     aligned to the stripe (H5Pset_alignment) — and broadcasts the byte offset of every dataset
+ *     (H5Dget_offset) and the file's size. The data range is cut at stripe boundaries into one
+ *     contiguous share per rank. At every checkpoint rank 0 makes a fresh step directory, and each
+ *     rank copies the bytes of its share into a staging buffer (the only time the training loop is
+ *     held up); a thread of its own pwrite()s them in large pieces (rank 0 also the file's size and
+ *     the skeleton's metadata blocks) and fsync()s, hashing them (XXH3-64). The training state
+ *     (step, position, ...) is a dataset too (/train_state, fixed-size JSON text), so the layout,
+ *     and the metadata, never change within a run.
+ *  2. finish (when every rank's thread is done, or at once to wait): the ranks agree on success,
+ *     the hashes are gathered, and rank 0 commits MANIFEST.json (tmp → fsync → rename → fsync of
+ *     the directory), then deletes checkpoints beyond the newest `keep`. A directory without a
+ *     valid manifest is no checkpoint, whatever else it holds.
+ * Reading (one process: rank 0 of a resuming job, or `mntrain inspect`): the newest directory
+ * whose manifest parses, whose file has the recorded size and HDF5 layout, and whose every share
+ * hashes to the recorded value; a failing one is reported by name and the previous one is tried.
+ * The data is read once into memory, as one packed image (datasets in file order). */
+#ifndef MNT_CKPT_H
+#define MNT_CKPT_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm.h"
+
+#define MNT_CKPT_FORMAT "mntrain-checkpoint"
+#define MNT_CKPT_VERSION 1
+#define MNT_CKPT_MANIFEST "MANIFEST.json"
+#define MNT_CKPT_FILE "state.h5"
+
+#define MNT_CKPT_STATE_BYTES 4096 /* /train_state: the state's JSON, padded with spaces */
+
+typedef struct mnt_ckpt_tensor {
+  char name[192];  /* HDF5 path, e.g. "/model/layer1.0.conv1.weight" */
+  void *data;      /* writing: the values (read during begin only); reading: where they go */
+  size_t n;        /* elements */
+  int ndims, dims[4];
+  int bytes_per;   /* 0: float32; 1: uint8 */
+} mnt_ckpt_tensor;
+
+static inline uint64_t mnt_ckpt_tensor_bytes(const mnt_ckpt_tensor *t) {
+  return (uint64_t)t->n * (t->bytes_per ? 1u : 4u);
+}
+
+typedef struct mnt_ckpt_writer mnt_ckpt_writer;
+
+/* Collective. root: the checkpoint directory (rank 0 creates it); stripe: alignment and share
+ * granularity in bytes (a power of two); keep: checkpoints kept (>= 1). */
+int mnt_ckpt_writer_create(mnt_comm *c, const char *root, size_t stripe, int keep, mnt_ckpt_writer **out);
+/* Collective: start checkpoint `step` of these tensors (identical on every rank, the same list
+ * every time), with `state` (the training state: "state" in the manifest and the dataset
+ * /train_state, its JSON text), `attrs` (the file's root attributes; with `config`, the run's
+ * configuration, they must not change between checkpoints of one writer: the file's layout is
+ * made once). A checkpoint still in flight is finished first. Returns when this rank's share is
+ * staged; *stall_s: the seconds this call took. */
+int mnt_ckpt_begin(mnt_ckpt_writer *wr, int64_t step, const mnt_ckpt_tensor *t, int nt, json_t *state, json_t *attrs,
+                   json_t *config, double *stall_s);
+/* 1 when a checkpoint is in flight */
+int mnt_ckpt_pending(const mnt_ckpt_writer *wr);
+/* 1 when this rank's share of the checkpoint in flight is on disk (or none is in flight) */
+int mnt_ckpt_local_done(mnt_ckpt_writer *wr);
+/* Collective: wait for this rank's share, agree, commit (rank 0). MNT_OK when nothing is in flight.
+ * A failure on any rank fails it on every rank (the same status), leaving the previous
+ * checkpoints as they were. */
+int mnt_ckpt_finish(mnt_ckpt_writer *wr);
+/* the step of the newest checkpoint this writer committed (-1: none) */
+int64_t mnt_ckpt_last_step(const mnt_ckpt_writer *wr);
+/* Does not commit: a checkpoint in flight is abandoned (its thread joined). */
+void mnt_ckpt_writer_destroy(mnt_ckpt_writer *wr);
+
+/* A checkpoint read into memory. */
+typedef struct mnt_ckpt {
+  char dir[1024];     /* ROOT/step-... */
+  int64_t step;
+  json_t *manifest;   /* the whole manifest; "state" and "config" inside */
+  uint8_t *image;     /* every dataset's bytes, in file order */
+  size_t image_bytes;
+  int verified;       /* the shares' hashes were checked */
+} mnt_ckpt;
+
+/* path: a checkpoint root (the newest valid step-* in it), a step directory or its state.h5.
+ * verify: check every share's hash. Returns MNT_OK with *found = 0 when a root holds no
+ * checkpoint (directories without a manifest are skipped, said at info level); MNT_EDATA when
+ * a named checkpoint fails its checks, or when a root holds checkpoints and none passes (a damaged
+ * run is not a fresh start); MNT_EARG when path does not exist. */
+int mnt_ckpt_open(const char *path, int verify, mnt_ckpt *out, int *found);
+/* Copy the tensor named `name` into dst (n elements); shape must match dims. MNT_EDATA naming
+ * the checkpoint when it is missing or has another shape. */
+int mnt_ckpt_get(const mnt_ckpt *c, const char *name, float *dst, size_t n, int ndims, const int *dims);
+void mnt_ckpt_close(mnt_ckpt *c);
+/* the newest step-* directory of root with a manifest that parses (no data read), -1 if none */
+int64_t mnt_ckpt_newest(const char *root);
+/* 1 when path looks like a checkpoint: a state.h5, a directory with a manifest, or a root of step-*
+ * directories (and no dataset index) */
+int mnt_ckpt_is_path(const char *path);
+/* `mntrain inspect` of a checkpoint or a root: what it holds, its checksums verified; MNT_EDATA
+ * when one is damaged */
+int mnt_ckpt_inspect(const char *path);
+/* "ROOT/step-00001000" */
+void mnt_ckpt_step_dir(char *out, size_t n, const char *root, int64_t step);
+
+#endif

@@ -1,0 +1,725 @@
+/* cmd/train.c — `mntrain train`: the command line, the run's outputs, checkpoints, preemption and
+ * the step loop around the trainer (src/train/trainer.h).
+ * Rank 0 prints progress and writes OUT/config.json, OUT/metrics.jsonl and OUT/summary.json (keys
+ * as DESIGN.md "Metrics"). With checkpoints on (any --ckpt-* flag, --resume or --stop-after):
+ *  - every K steps / M minutes, and at the end, a collective checkpoint (io/ckpt.h), asynchronous:
+ *    the loop is held up only while each rank copies its share of the state;
+ *  - SIGUSR1 and SIGTERM are taken by a thread of their own (blocked everywhere else, so no system
+ *    call in the communicator or the loader sees EINTR) and set a flag; the flag rides a small
+ *    allreduce at every step boundary (signals reach the ranks at different times), so every rank
+ *    stops after the same step, writes a checkpoint synchronously and returns MNT_EPREEMPT (exit 3);
+ *  - a run started again with the same command resumes from the newest valid checkpoint, on any
+ *    number of ranks that divides the global batch, and appends to its metrics.jsonl. */
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "ckpt.h"
+#include "export.h"
+#include "jsonio.h"
+#include "log.h"
+#include "train.h"
+#include "train/trainer.h"
+
+typedef struct opts {
+  mnt_train_cfg t;
+  const char *device, *out, *export_path, *ckpt_dir, *resume, *stripe_s, *init;
+  int threads, log_every, force, ckpt_steps, keep, no_verify, stop_after, sample_log;
+  double ckpt_minutes;
+  char ckpt_buf[1100];
+  size_t stripe;
+} opts;
+
+/* ---- signals: a thread of their own ------------------------------------------------------- */
+static volatile sig_atomic_t g_stop_signal;
+static sigset_t g_sigs;
+
+static void *signal_thread(void *arg) {
+  (void)arg;
+  for (;;) {
+    int sig;
+    if (sigwait(&g_sigs, &sig) == 0) g_stop_signal = sig;
+  }
+  return NULL;
+}
+
+/* ---- outputs ------------------------------------------------------------------------------ */
+
+/* The files of a run in --out; a directory holding any of them holds an earlier run. */
+static const char *const RUN_FILES[] = {"config.json", "metrics.jsonl", "summary.json", "config.json.tmp",
+                                        "summary.json.tmp"};
+
+static int remove_run(const opts *o) {
+  char p[1200];
+  for (size_t i = 0; i < sizeof RUN_FILES / sizeof RUN_FILES[0]; i++) {
+    snprintf(p, sizeof p, "%s/%s", o->out, RUN_FILES[i]);
+    if (unlink(p) != 0 && errno != ENOENT) {
+      MNT_ERR("cannot remove %s: %s", p, strerror(errno));
+      return MNT_EARG;
+    }
+  }
+  DIR *d = opendir(o->out); /* sample logs */
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    if (!strncmp(e->d_name, "samples-rank-", 13)) {
+      snprintf(p, sizeof p, "%s/%s", o->out, e->d_name);
+      unlink(p);
+    }
+  if (d) closedir(d);
+  return MNT_OK;
+}
+
+static int holds_run(const opts *o, char *found, size_t n) {
+  char p[1200];
+  found[0] = 0;
+  for (size_t i = 0; i < sizeof RUN_FILES / sizeof RUN_FILES[0]; i++) {
+    snprintf(p, sizeof p, "%s/%s", o->out, RUN_FILES[i]);
+    if (access(p, F_OK) != 0) continue;
+    size_t k = strlen(found);
+    snprintf(found + k, n - k, "%s%s", k ? ", " : "", RUN_FILES[i]);
+  }
+  return found[0] != 0;
+}
+
+/* every step-* directory of the checkpoint root (--force starts over) */
+static int remove_checkpoints(const char *root) {
+  DIR *d = opendir(root);
+  if (!d) return MNT_OK;
+  struct dirent *e;
+  char p[1200], q[2400];
+  int st = MNT_OK;
+  while ((e = readdir(d)))
+    if (!strncmp(e->d_name, "step-", 5)) {
+      snprintf(p, sizeof p, "%s/%s", root, e->d_name);
+      snprintf(q, sizeof q, "%s/%s", p, MNT_CKPT_MANIFEST); /* the manifest first: then it is no checkpoint */
+      unlink(q);
+      DIR *s = opendir(p);
+      struct dirent *f;
+      while (s && (f = readdir(s)))
+        if (strcmp(f->d_name, ".") && strcmp(f->d_name, "..")) {
+          snprintf(q, sizeof q, "%s/%s", p, f->d_name);
+          unlink(q);
+        }
+      if (s) closedir(s);
+      if (rmdir(p) != 0) {
+        MNT_ERR("--force: cannot remove %s: %s", p, strerror(errno));
+        st = MNT_EARG;
+      }
+    }
+  closedir(d);
+  return st;
+}
+
+/* the "ckpt_dir" of the earlier run's config.json in --out ("" if none) */
+static void earlier_ckpt_dir(const opts *o, char *out, size_t n) {
+  char p[1200];
+  snprintf(p, sizeof p, "%s/config.json", o->out);
+  json_t *c = json_load_file(p, 0, NULL);
+  const char *s = json_string_value(json_object_get(c, "ckpt_dir"));
+  snprintf(out, n, "%s", s ? s : "");
+  json_decref(c);
+}
+
+/* rank 0, before anything is computed: --out can be written; an earlier run there is resumed (a
+ * checkpoint found), replaced (--force, or this run's own attempt that never reached a
+ * checkpoint) or refused; --export can be created. *found: a checkpoint to resume, in ck. */
+static int prepare(const opts *o, mnt_ckpt *ck, int *found) {
+  *found = 0;
+  if (mkdir(o->out, 0755) != 0 && errno != EEXIST) {
+    MNT_ERR("--out %s: cannot create the directory: %s", o->out, strerror(errno));
+    return MNT_EARG;
+  }
+  char run[200];
+  int has_run = holds_run(o, run, sizeof run);
+  if (o->force) {
+    MNT_CHECK(remove_run(o));
+    if (o->ckpt_dir) MNT_CHECK(remove_checkpoints(o->ckpt_dir));
+  } else if (!strcmp(o->resume, "none")) {
+    if (o->ckpt_dir && mnt_ckpt_newest(o->ckpt_dir) >= 0) {
+      MNT_ERR("--ckpt-dir %s holds checkpoints of an earlier run: --resume auto continues it, --force starts over",
+              o->ckpt_dir);
+      return MNT_EARG;
+    }
+  } else {
+    const char *path = strcmp(o->resume, "auto") ? o->resume : o->ckpt_dir;
+    struct stat sb;
+    if (strcmp(o->resume, "auto") || stat(path, &sb) == 0) {
+      int st = mnt_ckpt_open(path, !o->no_verify, ck, found);
+      if (st != MNT_OK) return st == MNT_EDATA && strcmp(o->resume, "auto") ? MNT_EARG : st;
+      if (!*found && strcmp(o->resume, "auto")) {
+        MNT_ERR("--resume %s: no valid checkpoint there", path);
+        return MNT_EARG;
+      }
+    }
+    if (*found) {
+      printf("mntrain train: resuming from %s (step %lld%s)\n", ck->dir, (long long)ck->step,
+             ck->verified ? ", checksums verified" : ", checksums not verified");
+      char p[1200];
+      snprintf(p, sizeof p, "%s/summary.json", o->out); /* the run is not finished any more */
+      unlink(p);
+      has_run = 0;
+    } else if (has_run) {
+      char earlier[1100];
+      earlier_ckpt_dir(o, earlier, sizeof earlier);
+      if (o->ckpt_dir && !strcmp(earlier, o->ckpt_dir)) {
+        printf("mntrain train: %s holds an attempt of this run that wrote no checkpoint: starting over\n", o->out);
+        MNT_CHECK(remove_run(o));
+        has_run = 0;
+      }
+    }
+  }
+  if (has_run && !o->force) {
+    MNT_ERR("--out %s holds an earlier run (%s): choose another --out, add --force to replace it, or resume it with "
+            "--resume auto and its --ckpt-dir", o->out, run);
+    return MNT_EARG;
+  }
+  return o->export_path ? mnt_output_probe(o->export_path) : MNT_OK;
+}
+
+/* metrics.jsonl of a resumed run: the lines up to the checkpoint's step are kept (later ones were
+ * written by the interrupted job after it: they are written again), and the file is appended to */
+static FILE *open_metrics(const char *path, int64_t resumed_step) {
+  if (resumed_step < 0) return fopen(path, "w");
+  FILE *in = fopen(path, "r");
+  if (!in) return fopen(path, "a");
+  char tmp[1300];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *out = fopen(tmp, "w");
+  char *line = NULL;
+  size_t cap = 0;
+  int bad = !out;
+  while (out && getline(&line, &cap, in) > 0) {
+    json_t *j = json_loads(line, 0, NULL);
+    json_int_t s = json_integer_value(json_object_get(j, "step"));
+    json_decref(j);
+    if (j && s <= resumed_step && fputs(line, out) == EOF) bad = 1;
+  }
+  free(line);
+  fclose(in);
+  if (out && (fflush(out) != 0 || fsync(fileno(out)) != 0)) bad = 1;
+  if (out && fclose(out) != 0) bad = 1;
+  if (bad || rename(tmp, path) != 0) {
+    MNT_ERR("%s: cannot rewrite it for the resumed run: %s", path, strerror(errno));
+    unlink(tmp);
+    return NULL;
+  }
+  return fopen(path, "a");
+}
+
+/* rank 0: the checkpoint's run and this command must describe the same training */
+static int same_run(json_t *old, json_t *now, const char *dir) {
+  static const char *const KEYS[] = {"arch", "size", "seed", "schedule", "lr", "warmup_epochs", "momentum", "wd",
+                                     "no_bn_decay", "zero_init_residual", "min_crop", "pad_crop", "label_smoothing",
+                                     "global_batch", "steps", "data_fingerprint"};
+  for (size_t i = 0; i < sizeof KEYS / sizeof KEYS[0]; i++) {
+    json_t *a = json_object_get(old, KEYS[i]), *b = json_object_get(now, KEYS[i]);
+    if (json_equal(a, b) || (json_is_number(a) && json_is_number(b) && json_number_value(a) == json_number_value(b)))
+      continue;
+    char *x = a ? json_dumps(a, JSON_ENCODE_ANY) : NULL, *y = b ? json_dumps(b, JSON_ENCODE_ANY) : NULL;
+    MNT_ERR("the checkpoint %s is of another run: its %s is %s, this command's is %s (start a new run with another "
+            "--out and --ckpt-dir, or --force)", dir, KEYS[i], x ? x : "missing", y ? y : "missing");
+    free(x);
+    free(y);
+    return MNT_EARG;
+  }
+  return MNT_OK;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static const char *const flag_dtype[] = {"fp32", "bf16", "fp16"}; /* by mnt_dtype, as --grad-dtype spells them */
+
+/* the effective configuration: config.json, and every checkpoint's "config" */
+static json_t *config_json(const opts *o, const mnt_trainer *t) {
+  const mnt_train_cfg *c = &t->cfg;
+  const mnt_world *w = t->w;
+  json_t *j = json_pack("{s:s, s:s?, s:s, s:i, s:i, s:I, s:i, s:I, s:o, s:o, s:s, s:o, s:o, s:b, s:b, s:o, s:s, s:s,"
+                        " s:s, s:s, s:o, s:i, s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:s, s:i, s:o, s:o, s:i, s:s}",
+                        "data", c->data, "val", c->val, "arch", c->arch, "size", c->size, "batch_per_rank", c->batch,
+                        "global_batch", (json_int_t)t->s.global_batch, "epochs", c->epochs, "steps",
+                        (json_int_t)t->total, "lr", mnt_json_num(c->lr), "warmup_epochs",
+                        mnt_json_num(c->warmup_epochs), "schedule", c->schedule, "momentum", mnt_json_num(c->momentum),
+                        "wd", mnt_json_num(c->wd), "no_bn_decay", c->no_bn_decay, "zero_init_residual", c->zero_init,
+                        "min_crop", mnt_json_num(c->min_scale), "device", "cpu", "comm", t->c->ops->name, "topology",
+                        mnt_topology_name(t->c->topology), "grad_dtype", flag_dtype[t->grad_dtype], "bucket_mb",
+                        mnt_json_num(c->bucket_mb), "threads", o->threads > 0 ? o->threads : omp_get_max_threads(),
+                        "loader_threads", c->loader_threads, "seed", c->seed, "out", o->out, "ranks", w->size, "nodes",
+                        w->nnodes, "log_every", o->log_every, "skip_nonfinite", c->skip_nonfinite, "version",
+                        MNT_VERSION, "pad_crop", c->pad_crop, "val_crop", mnt_json_num(c->val_crop), "label_smoothing",
+                        mnt_json_num(c->smoothing), "bn_batch", (int)t->s.bn_group, "data_fingerprint",
+                        t->train.fingerprint);
+  if (j && o->ckpt_dir) {
+    json_object_set_new(j, "ckpt_dir", json_string(o->ckpt_dir));
+    json_object_set_new(j, "ckpt_every_steps", json_integer(o->ckpt_steps));
+    json_object_set_new(j, "ckpt_every_minutes", mnt_json_num(o->ckpt_minutes));
+    json_object_set_new(j, "keep", json_integer(o->keep));
+  }
+  return j;
+}
+
+/* ---- the command -------------------------------------------------------------------------- */
+
+typedef struct run {
+  opts *o;
+  mnt_world *w;
+  mnt_trainer *t;
+  mnt_ckpt_writer *wr;
+  json_t *config;
+  FILE *metrics, *samples;
+  char mpath[1200];
+  double ckpt_t0, last_ckpt_time, stall_sum;
+  int64_t ckpt_step, ncheckpoints;
+} run;
+
+/* rank 0: one line of metrics.jsonl (a full disk stops the run here, loudly) */
+static int metric(run *r, json_t *line) {
+  int st = r->w->rank == 0 ? mnt_json_append(r->metrics, r->mpath, line) : MNT_OK;
+  json_decref(line);
+  return st;
+}
+
+static int checkpoint_begin(run *r) {
+  double stall;
+  r->ckpt_t0 = mnt_now();
+  MNT_CHECK(mnt_trainer_save(r->t, r->wr, r->config, &stall));
+  r->ckpt_step = r->t->s.step;
+  r->last_ckpt_time = mnt_now();
+  r->stall_sum += stall;
+  return metric(r, json_pack("{s:I, s:I, s:o}", "step", (json_int_t)r->t->s.step, "checkpoint_step",
+                             (json_int_t)r->t->s.step, "ckpt_stall_ms", mnt_json_num(stall * 1e3)));
+}
+
+static int checkpoint_finish(run *r) {
+  if (!mnt_ckpt_pending(r->wr)) return MNT_OK;
+  MNT_CHECK(mnt_ckpt_finish(r->wr));
+  r->ncheckpoints++;
+  double s = mnt_now() - r->ckpt_t0;
+  char dir[1200];
+  mnt_ckpt_step_dir(dir, sizeof dir, r->o->ckpt_dir, r->ckpt_step);
+  if (r->w->rank == 0) {
+    printf("mntrain train: checkpoint %s committed (%.1f s after it started)\n", dir, s);
+    fflush(stdout);
+  }
+  return metric(r, json_pack("{s:I, s:I, s:s, s:o}", "step", (json_int_t)r->t->s.step, "checkpoint_step",
+                             (json_int_t)r->ckpt_step, "checkpoint", dir, "ckpt_write_s", mnt_json_num(s)));
+}
+
+static int train_loop(run *r) {
+  opts *o = r->o;
+  mnt_trainer *t = r->t;
+  mnt_world *w = r->w;
+  int64_t step0 = t->s.step, todo = t->total - step0;
+  if (o->stop_after && o->stop_after < todo) todo = o->stop_after;
+  double *step_ms = calloc((size_t)todo + 1, sizeof *step_ms);
+  if (!step_ms) return MNT_ENOMEM;
+  int st = MNT_OK, ckpt_on = o->ckpt_dir != NULL, stopped = 0;
+  double ph[5] = {0}, ph_all[5] = {0}; /* data, forward, backward, comm exposed, optimizer */
+  double t_start = mnt_now(), t_after_warmup = 0, last_loss = NAN, last_top1 = NAN, val_top1 = NAN, eval_s = 0,
+         eval_timed_s = 0, iv_t0 = mnt_now();
+  int64_t warm = todo > 20 ? 5 : todo > 4 ? 1 : 0, done = 0;
+  r->last_ckpt_time = mnt_now();
+  t->comm_span = 0;
+  while (t->s.step < t->total && st == MNT_OK) {
+    mnt_step_out so;
+    if ((st = mnt_trainer_step(t, &so)) != MNT_OK) break;
+    int64_t step = t->s.step; /* steps done, this one included */
+    done++;
+    double step_s = 0;
+    for (int k = 0; k < 5; k++) {
+      ph[k] += so.phase[k];
+      if (done > warm) ph_all[k] += so.phase[k];
+      step_s += so.phase[k];
+    }
+    step_ms[done - 1] = step_s * 1e3;
+    if (done == warm) t_after_warmup = mnt_now();
+    if (done == warm) t->comm_span = 0;
+    if (r->samples) { /* the global samples this rank trained on */
+      fprintf(r->samples, "%lld", (long long)step);
+      for (int i = 0; i < t->last->n; i++) fprintf(r->samples, " %lld", (long long)t->last->ids[i]);
+      fputc('\n', r->samples);
+    }
+    /* control: a stop request on any rank, this rank's checkpoint share written, rank 0's clock */
+    int stop = 0, due_time = 0;
+    if (ckpt_on) {
+      float ctl[3] = {g_stop_signal ? 1.0f : 0.0f, mnt_ckpt_local_done(r->wr) ? 1.0f : 0.0f,
+                      w->rank == 0 && o->ckpt_minutes > 0 && mnt_now() - r->last_ckpt_time >= o->ckpt_minutes * 60
+                          ? 1.0f : 0.0f};
+      if ((st = mnt_allreduce(t->c, ctl, 3, MNT_FP32, MNT_SUM)) != MNT_OK) break;
+      stop = ctl[0] > 0;
+      due_time = ctl[2] > 0;
+      if (mnt_ckpt_pending(r->wr) && (int)ctl[1] == w->size && (st = checkpoint_finish(r)) != MNT_OK) break;
+    }
+    int end_epoch = step % t->per_epoch == 0;
+    double epoch_f = (double)step / t->per_epoch;
+    if (step % o->log_every == 0 || step == t->total || end_epoch) {
+      double images;
+      if ((st = mnt_trainer_interval(t, &last_loss, &last_top1, &images)) != MNT_OK) break;
+      double now = mnt_now(), ips = images / (now - iv_t0);
+      double eta = (now - t_start - eval_s) / done * (double)(t->total - step);
+      double lr = mnt_lr_at(&t->sgd, (double)(step - 1) / t->per_epoch), ms = 1e3 / images * t->s.global_batch;
+      if (w->rank == 0) {
+        printf("epoch %.2f step %lld/%lld loss %.4f top1 %.3f lr %.4g %.1f img/s ETA %.0f s\n", epoch_f,
+               (long long)step, (long long)t->total, last_loss, last_top1, lr, ips, eta);
+        fflush(stdout);
+      }
+      st = metric(r, json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o}}", "step", (json_int_t)step,
+                               "epoch", mnt_json_num(epoch_f), "loss", mnt_json_num(last_loss), "top1",
+                               mnt_json_num(last_top1), "lr", mnt_json_num(lr), "img_per_s", mnt_json_num(ips), "ms",
+                               "data", mnt_json_num(ph[0] * ms), "forward", mnt_json_num(ph[1] * ms), "backward",
+                               mnt_json_num(ph[2] * ms), "comm_exposed", mnt_json_num(ph[3] * ms), "optimizer",
+                               mnt_json_num(ph[4] * ms)));
+      if (st) break;
+      memset(ph, 0, sizeof ph);
+      iv_t0 = mnt_now();
+    }
+    if (t->have_val && (end_epoch || step == t->total)) {
+      double vl, v1, v5, te = mnt_now();
+      if ((st = mnt_trainer_evaluate(t, &vl, &v1, &v5)) != MNT_OK) break;
+      val_top1 = v1;
+      if (w->rank == 0) {
+        printf("epoch %.2f validation: loss %.4f top1 %.4f top5 %.4f (%lld samples)\n", epoch_f, vl, v1, v5,
+               (long long)t->val.total);
+        fflush(stdout);
+      }
+      st = metric(r, json_pack("{s:I, s:o, s:o, s:o, s:o}", "step", (json_int_t)step, "epoch", mnt_json_num(epoch_f),
+                               "val_loss", mnt_json_num(vl), "val_top1", mnt_json_num(v1), "val_top5",
+                               mnt_json_num(v5)));
+      if (st) break;
+      double dt = mnt_now() - te; /* evaluation is not training: kept out of the throughput */
+      eval_s += dt;
+      if (done > warm) eval_timed_s += dt;
+      iv_t0 = mnt_now();
+    }
+    if (!ckpt_on) continue;
+    if (o->stop_after && done >= o->stop_after && step < t->total) stop = 1;
+    if (stop) { /* every rank knows: a checkpoint now, synchronously, then out */
+      if (!(mnt_ckpt_pending(r->wr) && r->ckpt_step == step) && (st = checkpoint_begin(r)) != MNT_OK) break;
+      if ((st = checkpoint_finish(r)) != MNT_OK) break;
+      stopped = 1;
+      break;
+    }
+    if (step < t->total && ((o->ckpt_steps && step % o->ckpt_steps == 0) || due_time) &&
+        (st = checkpoint_begin(r)) != MNT_OK)
+      break;
+  }
+  if (st == MNT_OK && ckpt_on && !stopped) { /* the finished run's checkpoint (resuming it finds nothing to do) */
+    if (mnt_ckpt_last_step(r->wr) != t->s.step && !(mnt_ckpt_pending(r->wr) && r->ckpt_step == t->s.step))
+      st = checkpoint_begin(r);
+    if (st == MNT_OK) st = checkpoint_finish(r);
+  }
+  if (st == MNT_OK && stopped) {
+    if (w->rank == 0) {
+      char dir[1200];
+      mnt_ckpt_step_dir(dir, sizeof dir, o->ckpt_dir, t->s.step);
+      printf("mntrain train: stopped after step %lld/%lld (%s): checkpoint %s; the same command resumes it\n",
+             (long long)t->s.step, (long long)t->total,
+             g_stop_signal ? (g_stop_signal == SIGTERM ? "SIGTERM" : "SIGUSR1")
+                           : (done >= o->stop_after ? "--stop-after" : "a signal on another rank"),
+             dir);
+      fflush(stdout);
+    }
+    free(step_ms);
+    return mnt_world_agree(w, MNT_EPREEMPT); /* agreed: the job ends normally, with exit code 3 */
+  }
+  if (st == MNT_OK && done > 0) {
+    double t_end = mnt_now();
+    /* the final model has one set of BN statistics: every rank's averaged (what --export writes) */
+    if ((st = mnt_allreduce(t->c, t->m->bn, t->m->nbn, MNT_FP32, MNT_AVG)) != MNT_OK) {
+      free(step_ms);
+      return st;
+    }
+    int64_t timed = done - warm;
+    double span = (timed > 0 && t_after_warmup > 0 ? t_end - t_after_warmup : t_end - t_start) -
+                  (timed > 0 && t_after_warmup > 0 ? eval_timed_s : eval_s);
+    if (timed <= 0) timed = done;
+    int64_t skip = done - timed;
+    double ips = (double)timed * t->s.global_batch / span;
+    /* bus bandwidth of the gradient allreduce as training saw it: bytes * 2(n-1)/n over the time from
+     * a step's first bucket start to its last completion (overlapped with backward, so a lower bound) */
+    double busbw = w->size > 1 && t->comm_span > 0 ? (double)t->m->nw * 4.0 * 2.0 * (w->size - 1) / w->size *
+                                                         (double)timed / t->comm_span / 1e9
+                                                   : 0.0;
+    qsort(step_ms + skip, (size_t)timed, sizeof *step_ms, cmp_d);
+    double mean = 0;
+    for (int64_t i = skip; i < done; i++) mean += step_ms[i];
+    mean /= timed;
+    if (w->rank == 0) {
+      int rpn = w->size / w->nnodes;
+      json_t *sm = json_pack(
+          "{s:s, s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:o, s:o,"
+          " s:{s:o, s:o, s:o}, s:{s:o, s:o, s:o, s:o, s:o}, s:I, s:o, s:s, s:o, s:o, s:I, s:o, s:o, s:I, s:I}",
+          "version", MNT_VERSION, "arch", t->cfg.arch, "image_size", t->cfg.size, "device", "cpu", "comm",
+          t->c->ops->name, "topology", mnt_topology_name(t->c->topology), "ranks", w->size, "nodes", w->nnodes,
+          "ranks_per_node", rpn, "threads_per_rank", o->threads > 0 ? o->threads : omp_get_max_threads(),
+          "batch_per_rank", t->cfg.batch, "global_batch", (json_int_t)t->s.global_batch, "steps", (json_int_t)t->total,
+          "img_per_s", mnt_json_num(ips), "img_per_s_per_rank", mnt_json_num(ips / w->size), "step_ms", "mean",
+          mnt_json_num(mean), "p50", mnt_json_num(step_ms[skip + timed / 2]), "p95",
+          mnt_json_num(step_ms[skip + (int64_t)(0.95 * (double)(timed - 1))]), "phases_ms", "data",
+          mnt_json_num(ph_all[0] * 1e3 / timed), "forward", mnt_json_num(ph_all[1] * 1e3 / timed), "backward",
+          mnt_json_num(ph_all[2] * 1e3 / timed), "comm_exposed", mnt_json_num(ph_all[3] * 1e3 / timed), "optimizer",
+          mnt_json_num(ph_all[4] * 1e3 / timed), "grad_bytes", (json_int_t)(t->m->nw * 4), "allreduce_busbw_gbs",
+          mnt_json_num(busbw), "slurm_job_id", w->jobid, "loss", mnt_json_num(last_loss), "top1",
+          mnt_json_num(last_top1), "skipped_steps", (json_int_t)t->s.skipped, "train_seconds", mnt_json_num(span),
+          "eval_seconds", mnt_json_num(eval_s), "resumed_from_step", (json_int_t)step0, "steps_this_job",
+          (json_int_t)done);
+      if (sm && !isnan(val_top1)) json_object_set_new(sm, "val_top1", mnt_json_num(val_top1));
+      if (sm && r->ncheckpoints) {
+        json_object_set_new(sm, "checkpoints", json_integer(r->ncheckpoints));
+        json_object_set_new(sm, "ckpt_stall_ms", mnt_json_num(r->stall_sum * 1e3 / r->ncheckpoints));
+      }
+      st = mnt_json_save(o->out, "summary.json", sm);
+      json_decref(sm);
+      if (st == MNT_OK && o->export_path) st = mnt_export_h5(t->m, &t->train, o->export_path);
+      if (st == MNT_OK) {
+        printf("mntrain train: done: %lld steps, %.1f img/s (%.1f per rank; %.1f s of evaluation apart), loss %.4f, "
+               "top1 %.4f; %s/summary.json\n",
+               (long long)t->total, ips, ips / w->size, eval_s, last_loss, last_top1, o->out);
+        if (!isnan(val_top1)) printf("mntrain train: validation top1 %.4f\n", val_top1);
+        if (o->export_path) printf("mntrain train: weights in %s\n", o->export_path);
+      }
+    }
+  } else if (st == MNT_OK && w->rank == 0) {
+    printf("mntrain train: the run is complete (step %lld of %lld): nothing to do\n", (long long)t->s.step,
+           (long long)t->total);
+  }
+  free(step_ms);
+  return st;
+}
+
+int mnt_train_main(mnt_world *w, int argc, char **argv) {
+  opts o = {.t = {.arch = "resnet50", .schedule = "step", .comm = "auto", .topology = "flat", .grad_dtype = "fp32",
+                  .size = 224, .batch = 0, .epochs = 0, .steps = 0, .seed = 1, .lr = 0.1, .warmup_epochs = 0,
+                  .bucket_mb = 25, .momentum = 0.9, .wd = 1e-4, .min_scale = 0.08, .val_crop = 0.875,
+                  .loader_threads = 2},
+            .device = "auto", .out = "mntrain-out", .log_every = 10, .keep = 2, .stripe_s = "1M"};
+  int help = 0;
+  mnt_train_cfg *c = &o.t;
+  const mnt_opt table[] = {
+      {"data", 0, MNT_OPT_STRING, &c->data, "DIR", "training set (mntrain convert), required", 0, 0},
+      {"val", 0, MNT_OPT_STRING, &c->val, "DIR", "validation set, evaluated after every epoch", 0, 0},
+      {"arch", 0, MNT_OPT_STRING, &c->arch, "A", "resnet8|20|18|34|50|101 (default resnet50)", 0, 0},
+      {"size", 0, MNT_OPT_INT, &c->size, "S", "training crop in pixels (default 224)", MNT_RANGE(1, 4096)},
+      {"batch-per-rank", 0, MNT_OPT_INT, &c->batch, "B",
+       "images per rank per step (default 32; on resume: the checkpoint's global batch / ranks)", MNT_RANGE(1, 1 << 20)},
+      {"epochs", 0, MNT_OPT_INT, &c->epochs, "E", "epochs to train (default 1 unless --steps)", MNT_RANGE(0, 1e6)},
+      {"steps", 0, MNT_OPT_INT, &c->steps, "N", "steps to train instead of whole epochs", MNT_RANGE(0, 2e9)},
+      {"lr", 0, MNT_OPT_DOUBLE, &c->lr, "LR", "learning rate per 256 images (linear scaling; default 0.1)",
+       MNT_RANGE(0, 1000)},
+      {"warmup-epochs", 0, MNT_OPT_DOUBLE, &c->warmup_epochs, "W", "linear warm-up (default 0)", MNT_RANGE(0, 1e6)},
+      {"schedule", 0, MNT_OPT_STRING, &c->schedule, "step|cosine", "decay after warm-up (default step)", 0, 0},
+      {"momentum", 0, MNT_OPT_DOUBLE, &c->momentum, "M", "SGD momentum (default 0.9)", MNT_RANGE(0, 1)},
+      {"wd", 0, MNT_OPT_DOUBLE, &c->wd, "WD", "weight decay (default 1e-4)", MNT_RANGE(0, 1)},
+      {"no-bn-decay", 0, MNT_OPT_FLAG, &c->no_bn_decay, NULL, "no weight decay on BN parameters and biases", 0, 0},
+      {"zero-init-residual", 0, MNT_OPT_FLAG, &c->zero_init, NULL, "zero the last BN of each residual branch", 0, 0},
+      {"min-crop", 0, MNT_OPT_DOUBLE, &c->min_scale, "F", "RandomResizedCrop's smallest area (default 0.08)",
+       MNT_RANGE(0.01, 1)},
+      {"pad-crop", 0, MNT_OPT_INT, &c->pad_crop, "P", "RandomCrop(size, padding=P) + flip instead (small images)",
+       MNT_RANGE(0, 4095)},
+      {"val-crop", 0, MNT_OPT_DOUBLE, &c->val_crop, "F", "validation centre crop, fraction of the side (default 0.875)",
+       MNT_RANGE(0.05, 1)},
+      {"label-smoothing", 0, MNT_OPT_DOUBLE, &c->smoothing, "E", "train against (1-E) onehot + E/classes (default 0)",
+       MNT_RANGE(0, 0.999)},
+      {"device", 0, MNT_OPT_STRING, &o.device, "cpu|cuda|auto", "where to compute (default auto: cpu here)", 0, 0},
+      {"comm", 0, MNT_OPT_STRING, &c->comm, "auto|cpu|nccl", "communicator (default auto)", 0, 0},
+      {"topology", 0, MNT_OPT_STRING, &c->topology, "flat|hier", "allreduce topology (default flat)", 0, 0},
+      {"grad-dtype", 0, MNT_OPT_STRING, &c->grad_dtype, "fp32|bf16|fp16", "allreduce precision (default fp32)", 0, 0},
+      {"bucket-mb", 0, MNT_OPT_DOUBLE, &c->bucket_mb, "M", "allreduce bucket size in MB (default 25)",
+       MNT_RANGE(0.001, 1e6)},
+      {"threads", 0, MNT_OPT_INT, &o.threads, "T", "compute threads per rank (default: OpenMP's)", MNT_RANGE(0, 4096)},
+      {"loader-threads", 0, MNT_OPT_INT, &c->loader_threads, "T", "prefetch threads per rank (default 2)",
+       MNT_RANGE(1, 256)},
+      {"seed", 0, MNT_OPT_INT, &c->seed, "S", "seed of weights, data order and augmentation (default 1)", MNT_ANY_INT},
+      {"out", 0, MNT_OPT_STRING, &o.out, "DIR", "output directory (default mntrain-out); must not hold an earlier run",
+       0, 0},
+      {"force", 0, MNT_OPT_FLAG, &o.force, NULL,
+       "start over: replace an earlier run's outputs in --out and its checkpoints in --ckpt-dir", 0, 0},
+      {"log-every", 0, MNT_OPT_INT, &o.log_every, "N", "progress and metrics every N steps (default 10)",
+       MNT_RANGE(1, 2e9)},
+      {"skip-nonfinite", 0, MNT_OPT_FLAG, &c->skip_nonfinite, NULL, "skip a step with NaN/Inf gradients", 0, 0},
+      {"bn-batch", 0, MNT_OPT_INT, &c->bn_batch, "N",
+       "batch-norm statistics over groups of N images (default: the batch per rank; on resume the checkpoint's)",
+       MNT_RANGE(0, 1 << 20)},
+      {"export", 0, MNT_OPT_STRING, &o.export_path, "FILE.h5", "write the final weights (torchvision names) to HDF5",
+       0, 0},
+      {"init", 0, MNT_OPT_STRING, &o.init, "FILE.h5",
+       "start from these weights (an --export file or a checkpoint's state.h5; checked by name and shape)", 0, 0},
+      {"ckpt-dir", 0, MNT_OPT_STRING, &o.ckpt_dir, "DIR",
+       "checkpoints (step-NNNNNNNN/state.h5 + MANIFEST.json) on a shared filesystem (default OUT/ckpt when any "
+       "checkpoint flag is given)", 0, 0},
+      {"ckpt-every-steps", 0, MNT_OPT_INT, &o.ckpt_steps, "K", "a checkpoint every K steps (and at the end)",
+       MNT_RANGE(0, 2e9)},
+      {"ckpt-every-minutes", 0, MNT_OPT_DOUBLE, &o.ckpt_minutes, "M", "a checkpoint every M minutes (rank 0's clock)",
+       MNT_RANGE(0, 1e7)},
+      {"keep", 0, MNT_OPT_INT, &o.keep, "N", "checkpoints kept, newest first (default 2)", MNT_RANGE(1, 1e6)},
+      {"resume", 0, MNT_OPT_STRING, &o.resume, "auto|PATH|none",
+       "auto: the newest valid checkpoint in --ckpt-dir, else a fresh start (default with checkpoints); PATH: that "
+       "checkpoint; none: never (default without)", 0, 0},
+      {"ckpt-stripe", 0, MNT_OPT_STRING, &o.stripe_s, "BYTES",
+       "alignment and share granularity of checkpoint writes (default 1M: a parallel filesystem's stripe)", 0, 0},
+      {"no-ckpt-verify", 0, MNT_OPT_FLAG, &o.no_verify, NULL, "resume without checking the checkpoint's checksums", 0,
+       0},
+      {"stop-after", 0, MNT_OPT_INT, &o.stop_after, "N",
+       "stop after N steps of this job with a checkpoint, as if preempted (exit 3)", MNT_RANGE(0, 2e9)},
+      {"sample-log", 0, MNT_OPT_FLAG, &o.sample_log, NULL,
+       "each rank writes the global sample ids of every step to OUT/samples-rank-RRRRR.txt (audits)", 0, 0},
+      {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+  int quiet = mnt_world_guess_rank() != 0;
+  int st = mnt_parse_opts("train", table, argc, argv, &help, quiet);
+  if (st) return st;
+  if (help) {
+    if (!quiet)
+      mnt_print_help(stdout, "srun --mpi=pmix mntrain train --data DIR [--val DIR] --arch A --size S --batch-per-rank B ...",
+                     "Data-parallel training over all ranks of the job (one process per CPU socket or GPU).\n"
+                     "Writes OUT/config.json at the start, OUT/metrics.jsonl while it trains and OUT/summary.json\n"
+                     "when it ends; an --out that holds an earlier run is refused unless --force or resumed.\n"
+                     "Checkpoints (any --ckpt-* flag): written by all ranks into one HDF5 file, committed by a\n"
+                     "manifest; SIGUSR1/SIGTERM stop every rank after the same step with a checkpoint (exit 3),\n"
+                     "and the same command line resumes the run, on any rank count that divides the global batch.",
+                     table);
+    return MNT_OK;
+  }
+  mnt_sched sched;
+  mnt_dtype gdt;
+  mnt_topology topo;
+  const char *bad = NULL;
+  int ckpt_on = o.ckpt_dir || o.ckpt_steps || o.ckpt_minutes > 0 || o.stop_after || (o.resume && strcmp(o.resume, "none"));
+  if (!c->data) bad = "--data DIR is required";
+  else if (mnt_resnet_arch_ok(c->arch)) bad = "--arch: resnet8, resnet20, resnet18, resnet34, resnet50 or resnet101";
+  else if (mnt_sched_parse(c->schedule, &sched)) bad = "--schedule: step or cosine";
+  else if (mnt_dtype_parse(c->grad_dtype, &gdt)) bad = "--grad-dtype: fp32, bf16 or fp16";
+  else if (mnt_topology_parse(c->topology, &topo)) bad = "--topology: flat or hier";
+  else if (strcmp(o.device, "auto") && strcmp(o.device, "cpu")) bad = "--device: this build trains on cpu (cuda is not ready yet)";
+  else if (strcmp(c->comm, "auto") && strcmp(c->comm, "cpu")) bad = "--comm: this build has the cpu communicator";
+  else if (c->pad_crop >= c->size) bad = "--pad-crop must be smaller than --size";
+  else if (c->bn_batch && c->batch && c->batch % c->bn_batch) bad = "--bn-batch must divide --batch-per-rank";
+  else if (mnt_parse_size(o.stripe_s, &o.stripe) || o.stripe < 4096 || (o.stripe & (o.stripe - 1)))
+    bad = "--ckpt-stripe: a power of two of at least 4096 bytes (e.g. 1M, 4M)";
+  else if (o.force && o.resume && strcmp(o.resume, "none"))
+    bad = "--force starts the run over: it cannot be combined with --resume auto|PATH";
+  if (bad) {
+    if (!quiet) fprintf(stderr, "mntrain train: %s (see mntrain train --help)\n", bad);
+    return MNT_EARG;
+  }
+  if (!o.resume) o.resume = ckpt_on && !o.force ? "auto" : "none";
+  if (ckpt_on && !o.ckpt_dir) {
+    snprintf(o.ckpt_buf, sizeof o.ckpt_buf, "%s/ckpt", o.out);
+    o.ckpt_dir = o.ckpt_buf;
+  }
+  if (!c->epochs && !c->steps) c->epochs = 1;
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  pthread_t sig_thr;
+  int have_sig_thr = 0;
+  if (ckpt_on) { /* before PMIx and every other thread exist: they all inherit the blocked signals */
+    sigemptyset(&g_sigs);
+    sigaddset(&g_sigs, SIGUSR1);
+    sigaddset(&g_sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &g_sigs, NULL);
+    have_sig_thr = pthread_create(&sig_thr, NULL, signal_thread, NULL) == 0;
+  }
+  MNT_CHECK(mnt_world_init(w));
+
+  run r = {.o = &o, .w = w, .ckpt_step = -1};
+  mnt_ckpt ck = {0};
+  int found = 0;
+  snprintf(r.mpath, sizeof r.mpath, "%s/metrics.jsonl", o.out);
+  /* rank 0: outputs, and the checkpoint to resume (read and verified once, here); everyone: its state */
+  st = w->rank == 0 ? prepare(&o, &ck, &found) : MNT_OK;
+  mnt_train_state rs = {0};
+  if (st == MNT_OK && found) st = mnt_train_state_parse(json_object_get(ck.manifest, "state"), &rs, ck.dir);
+  if ((st = mnt_world_agree(w, st)) != MNT_OK) goto out;
+  struct { int64_t found; mnt_train_state s; } hdr = {found, rs};
+  if ((st = mnt_world_bcast(w, &hdr, sizeof hdr, 0)) != MNT_OK) goto out;
+  found = (int)hdr.found;
+  if (found) { /* the global batch is the run's invariant; the batch per rank follows the rank count */
+    rs = hdr.s;
+    int64_t G = rs.global_batch;
+    if (G % w->size) {
+      if (w->rank == 0)
+        MNT_ERR("the checkpoint's global batch %lld does not divide over %d ranks: resume it on a rank count that "
+                "divides %lld", (long long)G, w->size, (long long)G);
+      st = mnt_world_agree(w, MNT_EARG);
+      goto out;
+    }
+    int was = c->batch;
+    c->batch = (int)(G / w->size);
+    if (w->rank == 0 && was && was != c->batch)
+      printf("mntrain train: --batch-per-rank %d ignored: the run's global batch is %lld, so %d per rank on %d ranks\n",
+             was, (long long)G, c->batch, w->size);
+    if (!c->bn_batch) c->bn_batch = c->batch % rs.bn_group == 0 ? (int)rs.bn_group : c->batch;
+    if (w->rank == 0 && c->bn_batch != rs.bn_group)
+      MNT_WARN("batch-norm groups change from %lld to %d images (the checkpoint's do not divide %d per rank)",
+               (long long)rs.bn_group, c->bn_batch, c->batch);
+  } else if (!c->batch) {
+    c->batch = 32;
+  }
+  if ((st = mnt_trainer_create(w, c, found ? &rs : NULL, &r.t)) != MNT_OK) goto out;
+  mnt_trainer *t = r.t;
+  r.config = config_json(&o, t);
+  if (w->rank == 0) {
+    if (found) {
+      st = mnt_trainer_load(t, &ck);
+      if (st == MNT_OK) st = same_run(json_object_get(ck.manifest, "config"), r.config, ck.dir);
+    } else if (o.init) {
+      st = mnt_trainer_init_from(t, o.init);
+    }
+    mnt_ckpt_close(&ck);
+  }
+  if ((st = mnt_world_agree(w, st)) != MNT_OK) goto out;
+  if ((st = mnt_trainer_sync(t)) != MNT_OK) goto out; /* identical start: rank 0's state everywhere */
+  if (o.ckpt_dir && (st = mnt_ckpt_writer_create(t->c, o.ckpt_dir, o.stripe, o.keep, &r.wr)) != MNT_OK) goto out;
+  if (found) json_object_set_new(r.config, "resumed_from_step", json_integer(rs.step));
+  if (w->rank == 0) { /* the effective configuration; the outputs open early */
+    char *txt = json_dumps(r.config, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
+    if (txt) printf("mntrain train: %s\n", txt);
+    free(txt);
+    st = mnt_json_save(o.out, "config.json", r.config);
+    if (st == MNT_OK && !(r.metrics = open_metrics(r.mpath, found ? rs.step : -1))) {
+      MNT_ERR("%s: cannot open: %s", r.mpath, strerror(errno));
+      st = MNT_ESYS;
+    }
+    if (st == MNT_OK)
+      printf("mntrain train: %s, %d ranks on %d nodes, global batch %lld (%d per rank), %lld steps (%lld per epoch), "
+             "%.1f M parameters%s\n",
+             c->arch, w->size, w->nnodes, (long long)t->s.global_batch, c->batch, (long long)t->total,
+             (long long)t->per_epoch, (double)t->m->nw / 1e6, found ? ", resumed" : "");
+    fflush(stdout);
+  }
+  if (st == MNT_OK && o.sample_log) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/samples-rank-%05d.txt", o.out, w->rank);
+    if (!(r.samples = fopen(p, found ? "a" : "w"))) {
+      MNT_ERR("%s: cannot open: %s", p, strerror(errno));
+      st = MNT_ESYS;
+    }
+  }
+  if ((st = mnt_world_agree(w, st)) != MNT_OK) goto out;
+  st = train_loop(&r);
+out:
+  if (r.metrics && fclose(r.metrics) != 0 && st == MNT_OK) {
+    MNT_ERR("%s: cannot write: %s", r.mpath, strerror(errno));
+    st = MNT_ESYS;
+  }
+  if (r.samples && fclose(r.samples) != 0 && st == MNT_OK) st = MNT_ESYS;
+  mnt_ckpt_close(&ck);
+  mnt_ckpt_writer_destroy(r.wr);
+  json_decref(r.config);
+  mnt_trainer_destroy(r.t);
+  if (have_sig_thr) {
+    pthread_cancel(sig_thr);
+    pthread_join(sig_thr, NULL);
+  }
+  return st;
+}

@@ -1,0 +1,410 @@
+/* trainer.c — see trainer.h. One step, top to bottom: the next global batch's slice (io/loader),
+ * forward, loss, backward; the gradient allreduce runs in buckets of --bucket-mb, each started as
+ * soon as backward has finished its slab range (decreasing offsets), so that it overlaps the rest
+ * of backward and the step waits only for what is still in flight ("exposed comm"); then the
+ * non-finite check and SGD. */
+#include "trainer.h"
+
+#include <hdf5.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "sysmem.h"
+
+/* ---- the gradient reducer: bucketed allreduce overlapped with backward ---------------------- */
+typedef struct bucket { size_t off, n; mnt_comm_req *req; uint16_t *half; } bucket;
+struct mnt_reducer {
+  mnt_comm *c;
+  float *g;
+  mnt_dtype t;
+  size_t limit;     /* floats per bucket */
+  size_t lo, hi;    /* the range gathered so far: [lo, hi) */
+  bucket *b;
+  int nb, cap;
+  int st;
+  double t_first;   /* when this step's first bucket started */
+};
+
+static void flush(mnt_reducer *o) {
+  if (o->hi == o->lo || o->st) return;
+  if (o->nb == o->cap) {
+    int cap = o->cap ? 2 * o->cap : 16;
+    bucket *b = realloc(o->b, (size_t)cap * sizeof *b);
+    if (!b) {
+      o->st = MNT_ENOMEM;
+      return;
+    }
+    o->b = b;
+    o->cap = cap;
+  }
+  if (o->nb == 0) o->t_first = mnt_now();
+  bucket *k = &o->b[o->nb++];
+  k->off = o->lo;
+  k->n = o->hi - o->lo;
+  k->half = NULL;
+  k->req = NULL;
+  void *buf = o->g + k->off;
+  if (o->t != MNT_FP32) { /* reduced-precision allreduce: cast, reduce (fp32 accumulation), cast back */
+    if (!(k->half = malloc(k->n * 2))) {
+      o->st = MNT_ENOMEM;
+      return;
+    }
+    mnt_from_f32(o->t, o->g + k->off, k->half, k->n);
+    buf = k->half;
+  }
+  o->st = o->c->ops->iallreduce(o->c, buf, k->n, o->t, MNT_AVG, NULL, &k->req);
+  o->lo = o->hi;
+}
+
+/* backward's hook: [off, off+n) of the gradient slab is final. Ranges arrive in decreasing
+ * offsets; a bucket is [lo, hi), the padding between views included (it stays zero). */
+static void grad_ready(void *ctx, size_t off, size_t n) {
+  mnt_reducer *o = ctx;
+  if (o->hi == o->lo) o->hi = off + n; /* a new bucket */
+  o->lo = off;
+  if (o->hi - o->lo >= o->limit) flush(o);
+}
+
+static int finish(mnt_reducer *o) {
+  flush(o);
+  for (int i = 0; i < o->nb; i++) {
+    bucket *k = &o->b[i];
+    int st = k->req ? o->c->ops->wait(o->c, k->req) : MNT_OK;
+    if (st && !o->st) o->st = st;
+    if (k->half) {
+      if (!st) mnt_to_f32(o->t, k->half, o->g + k->off, k->n);
+      free(k->half);
+    }
+  }
+  o->nb = 0;
+  int st = o->st;
+  o->st = 0;
+  o->lo = o->hi = 0;
+  return st;
+}
+
+/* ---- state -------------------------------------------------------------------------------- */
+json_t *mnt_train_state_json(const mnt_train_state *s) {
+  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f}", "step", (json_int_t)s->step, "epoch",
+                   (json_int_t)s->epoch, "cursor", (json_int_t)s->cursor, "skipped_steps", (json_int_t)s->skipped,
+                   "global_batch", (json_int_t)s->global_batch, "bn_group", (json_int_t)s->bn_group, "interval_loss_sum",
+                   s->iv_loss, "interval_top1_sum", s->iv_top1, "interval_images", s->iv_n);
+}
+
+int mnt_train_state_parse(json_t *o, mnt_train_state *s, const char *what) {
+  json_error_t e;
+  json_int_t st, ep, cu, sk, gb, bg;
+  if (!o || json_unpack_ex(o, &e, 0, "{s:I, s:I, s:I, s:I, s:I, s:I, s:F, s:F, s:F}", "step", &st, "epoch", &ep,
+                           "cursor", &cu, "skipped_steps", &sk, "global_batch", &gb, "bn_group", &bg,
+                           "interval_loss_sum", &s->iv_loss, "interval_top1_sum", &s->iv_top1, "interval_images",
+                           &s->iv_n) != 0) {
+    MNT_ERR("%s: the training state is incomplete: %s", what, o ? e.text : "missing");
+    return MNT_EDATA;
+  }
+  if (st < 0 || ep < 0 || cu < 0 || gb < 1 || bg < 1) {
+    MNT_ERR("%s: the training state is out of range (step %lld, epoch %lld, cursor %lld, global batch %lld)", what,
+            (long long)st, (long long)ep, (long long)cu, (long long)gb);
+    return MNT_EDATA;
+  }
+  *s = (mnt_train_state){.step = st, .epoch = ep, .cursor = cu, .skipped = sk, .global_batch = gb, .bn_group = bg,
+                         .iv_loss = s->iv_loss, .iv_top1 = s->iv_top1, .iv_n = s->iv_n};
+  return MNT_OK;
+}
+
+/* ---- create / destroy --------------------------------------------------------------------- */
+
+/* what the run will hold in memory per rank, from the model plan and the loader's buffers */
+static int check_memory(const mnt_train_cfg *o, const mnt_dataset *train, int have_val, int bn, int local_size) {
+  size_t model;
+  MNT_CHECK(mnt_resnet_plan_bytes(o->arch, train->nclasses, o->size, o->batch, bn, &model));
+  double img = 3.0 * o->size * o->size * sizeof(float) * o->batch; /* one batch of network input */
+  double need = (double)model + img * (2.0 * o->loader_threads + 1 + have_val) + 2.0 * 8 * (double)train->total;
+  char what[200];
+  snprintf(what, sizeof what, "--arch %s at --size %d with --batch-per-rank %d", o->arch, o->size, o->batch);
+  return mnt_mem_check(need > 1e19 ? SIZE_MAX : (size_t)need, what, local_size);
+}
+int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_state *state, mnt_trainer **out) {
+  *out = NULL;
+  mnt_trainer *t = calloc(1, sizeof *t);
+  if (!t) return MNT_ENOMEM;
+  t->cfg = *cfg;
+  t->w = w;
+  const mnt_train_cfg *o = &t->cfg;
+  int bn = o->bn_batch ? o->bn_batch : o->batch;
+  int64_t B = (int64_t)o->batch * w->size;
+  if (state) t->s = *state;
+  t->s.global_batch = B;
+  t->s.bn_group = bn;
+  mnt_sched sched = MNT_SCHED_STEP;
+  mnt_topology topo = MNT_TOPO_FLAT;
+  mnt_sched_parse(o->schedule, &sched);
+  mnt_topology_parse(o->topology, &topo);
+  mnt_dtype_parse(o->grad_dtype, &t->grad_dtype);
+  int st = mnt_dataset_open(o->data, &t->train);
+  t->have_train = st == MNT_OK;
+  if (st == MNT_OK && o->val && (st = mnt_dataset_open(o->val, &t->val)) == MNT_OK) t->have_val = 1;
+  if (st == MNT_OK && t->have_val && t->val.nclasses != t->train.nclasses) {
+    MNT_ERR("--val %s has %d classes, --data %s has %d", o->val, t->val.nclasses, o->data, t->train.nclasses);
+    st = MNT_EARG;
+  }
+  if (st == MNT_OK) st = check_memory(o, &t->train, t->have_val, bn, w->local_size);
+  if (st == MNT_OK && (st = mnt_backend_create(&t->be)) == MNT_OK)
+    st = mnt_resnet_create_ex(t->be, o->arch, t->train.nclasses, o->size, o->batch, bn, (uint64_t)o->seed, o->zero_init,
+                              &t->m);
+  mnt_loader_cfg lc = {.out_size = o->size, .train = 1, .global_batch = (int)B, .rank = w->rank, .nranks = w->size,
+                       .seed = o->seed, .threads = o->loader_threads, .out_channels = 3, .min_scale = o->min_scale,
+                       .pad_crop = o->pad_crop};
+  if (st == MNT_OK) st = mnt_loader_open(&t->ld, &t->train, &lc, t->s.epoch, t->s.cursor);
+  size_t in_floats = (size_t)o->batch * 3 * o->size * o->size;
+  t->red = calloc(1, sizeof *t->red);
+  if (st == MNT_OK && (!(t->x = aligned_alloc(64, in_floats * sizeof(float))) || !t->red)) st = MNT_ENOMEM;
+  if ((st = mnt_world_agree(w, st)) == MNT_OK) st = mnt_comm_create(w, o->comm, topo, &t->c);
+  if (st != MNT_OK) {
+    mnt_trainer_destroy(t);
+    return st;
+  }
+  t->m->label_smoothing = (float)o->smoothing;
+  t->per_epoch = mnt_loader_batches_per_epoch(t->ld);
+  t->total = o->steps ? o->steps : t->per_epoch * o->epochs;
+  t->sgd = (mnt_sgd_cfg){.base_lr = o->lr, .global_batch = (int)B, .warmup_epochs = o->warmup_epochs,
+                         .epochs = (double)t->total / t->per_epoch, .schedule = sched, .momentum = o->momentum,
+                         .weight_decay = o->wd, .no_bn_bias_decay = o->no_bn_decay};
+  *t->red = (mnt_reducer){.c = t->c, .g = t->m->g, .t = t->grad_dtype, .limit = (size_t)(o->bucket_mb * 1e6 / 4)};
+  t->m->grad_ready = grad_ready;
+  t->m->grad_ctx = t->red;
+  *out = t;
+  return MNT_OK;
+}
+
+void mnt_trainer_destroy(mnt_trainer *t) {
+  if (!t) return;
+  if (t->red) free(t->red->b);
+  free(t->red);
+  free(t->x);
+  mnt_loader_close(t->ld);
+  mnt_comm_destroy(t->c);
+  mnt_resnet_destroy(t->m);
+  mnt_backend_destroy(t->be);
+  if (t->have_val) mnt_dataset_close(&t->val);
+  if (t->have_train) mnt_dataset_close(&t->train);
+  free(t);
+}
+
+int mnt_trainer_sync(mnt_trainer *t) {
+  mnt_resnet *m = t->m;
+  MNT_CHECK(mnt_broadcast(t->c, m->w, m->nw * sizeof(float), 0));
+  MNT_CHECK(mnt_broadcast(t->c, m->m, m->nw * sizeof(float), 0));
+  return mnt_broadcast(t->c, m->bn, m->nbn * sizeof(float), 0);
+}
+
+/* ---- the step ----------------------------------------------------------------------------- */
+double mnt_trainer_lr(const mnt_trainer *t) { return mnt_lr_at(&t->sgd, (double)t->s.step / t->per_epoch); }
+
+int mnt_trainer_step(mnt_trainer *t, mnt_step_out *out) {
+  mnt_resnet *m = t->m;
+  double t0 = mnt_now();
+  const mnt_batch *b;
+  MNT_CHECK(mnt_loader_next(t->ld, &b));
+  t->last = b;
+  memcpy(t->x, b->images, (size_t)b->n * 3 * t->cfg.size * t->cfg.size * sizeof(float));
+  double t1 = mnt_now();
+  MNT_CHECK(mnt_resnet_forward(m, t->x, 1));
+  int top1 = 0;
+  float loss = mnt_resnet_loss(m, b->labels, &top1, NULL);
+  double t2 = mnt_now();
+  MNT_CHECK(mnt_resnet_backward(m));
+  double t3 = mnt_now();
+  MNT_CHECK(finish(t->red)); /* what is still in flight after backward */
+  double t4 = mnt_now();
+  if (t->w->size > 1) t->comm_span += t4 - t->red->t_first;
+  int finite = 1; /* the gradients are identical on every rank now: every rank decides the same */
+  for (size_t i = 0; i < m->nw && finite; i++) finite = isfinite(m->g[i]);
+  double lr = mnt_trainer_lr(t);
+  if (!finite) {
+    if (!t->cfg.skip_nonfinite) {
+      MNT_ERR("step %lld (epoch %.3f): NaN or Inf in the averaged gradients (local loss %g); stopping "
+              "(--skip-nonfinite skips such steps)", (long long)t->s.step, (double)t->s.step / t->per_epoch,
+              (double)loss);
+      return mnt_world_agree(t->w, MNT_EDATA); /* every rank found it: they stop together */
+    }
+    t->s.skipped++;
+    if (t->w->rank == 0) MNT_WARN("step %lld: NaN or Inf in the gradients: step skipped", (long long)t->s.step);
+  } else {
+    mnt_sgd_update(m, &t->sgd, lr, t->s.step == 0);
+  }
+  double t5 = mnt_now();
+  t->s.step++;
+  mnt_loader_position(t->ld, &t->s.epoch, &t->s.cursor);
+  t->s.iv_loss += (double)loss * b->n;
+  t->s.iv_top1 += top1;
+  t->s.iv_n += b->n;
+  *out = (mnt_step_out){.phase = {t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4}, .loss = loss, .top1 = top1,
+                        .n = b->n, .skipped = !finite};
+  return MNT_OK;
+}
+
+int mnt_trainer_interval(mnt_trainer *t, double *loss, double *top1, double *images) {
+  /* in double: exact for any sum a float holds exactly, and the order of ranks fixed by the ring */
+  float agg[3] = {(float)t->s.iv_loss, (float)t->s.iv_top1, (float)t->s.iv_n};
+  MNT_CHECK(mnt_allreduce(t->c, agg, 3, MNT_FP32, MNT_SUM));
+  *loss = agg[0] / agg[2];
+  *top1 = agg[1] / agg[2];
+  *images = agg[2];
+  t->s.iv_loss = t->s.iv_top1 = t->s.iv_n = 0;
+  return MNT_OK;
+}
+
+/* exact multi-node evaluation: rank r takes samples r, r+R, ...; sums and counts are reduced */
+int mnt_trainer_evaluate(mnt_trainer *t, double *loss, double *top1, double *top5) {
+  mnt_resnet *m = t->m;
+  mnt_dataset *val = &t->val;
+  mnt_world *w = t->w;
+  MNT_CHECK(mnt_allreduce(t->c, m->bn, m->nbn, MNT_FP32, MNT_AVG)); /* BN statistics agree before evaluation */
+  int B = m->batch, size = t->cfg.size;
+  size_t per = (size_t)3 * size * size;
+  float *x = calloc((size_t)B * per, sizeof(float));
+  int32_t *y = calloc((size_t)B, sizeof *y);
+  double sums[4] = {0, 0, 0, 0}; /* loss sum, top-1, top-5, count */
+  int st = x && y ? MNT_OK : MNT_ENOMEM;
+  for (int64_t g0 = w->rank; g0 < val->total && st == MNT_OK; g0 += (int64_t)B * w->size) {
+    int n = 0;
+    for (int64_t g = g0; g < val->total && n < B; g += w->size, n++)
+      if ((st = mnt_loader_val_sample(val, g, size, 3, t->cfg.val_crop, x + (size_t)n * per, &y[n])) != MNT_OK) break;
+    if (st) break;
+    for (int i = n; i < B; i++) { /* pad the last batch; padded samples are not counted */
+      memcpy(x + (size_t)i * per, x, per * sizeof(float));
+      y[i] = y[0];
+    }
+    if ((st = mnt_resnet_forward(m, x, 0)) != MNT_OK) break;
+    const float *z = mnt_resnet_logits(m);
+    int t1, t5;
+    float l = mnt_softmax_xent(z, y, NULL, n, m->classes, 0, &t1, &t5); /* plain loss for validation */
+    sums[0] += (double)l * n;
+    sums[1] += t1;
+    sums[2] += t5;
+    sums[3] += n;
+  }
+  float f[4] = {(float)sums[0], (float)sums[1], (float)sums[2], (float)sums[3]};
+  if (st == MNT_OK) st = mnt_allreduce(t->c, f, 4, MNT_FP32, MNT_SUM);
+  free(x);
+  free(y);
+  if (st == MNT_OK) {
+    *loss = f[0] / f[3];
+    *top1 = f[1] / f[3];
+    *top5 = f[2] / f[3];
+  }
+  return st;
+}
+
+/* ---- checkpoints -------------------------------------------------------------------------- */
+
+/* the tensors of a checkpoint: /model/<name>, /optim/momentum/<name>, /bn/<name> */
+static mnt_ckpt_tensor *tensors(const mnt_trainer *t, int *nt) {
+  const mnt_resnet *m = t->m;
+  int n = 2 * m->nparams + m->nstats, k = 0;
+  mnt_ckpt_tensor *v = calloc((size_t)n, sizeof *v);
+  if (!v) return NULL;
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < m->nparams; i++, k++) {
+      const mnt_param *p = &m->params[i];
+      snprintf(v[k].name, sizeof v[k].name, "%s/%s", pass ? "/optim/momentum" : "/model", p->name);
+      v[k].data = (pass ? m->m : m->w) + p->off;
+      v[k].n = p->n;
+      v[k].ndims = p->ndims;
+      memcpy(v[k].dims, p->dims, sizeof v[k].dims);
+    }
+  for (int i = 0; i < m->nstats; i++, k++) {
+    const mnt_param *p = &m->stats[i];
+    snprintf(v[k].name, sizeof v[k].name, "/bn/%s", p->name);
+    v[k].data = m->bn + p->off;
+    v[k].n = p->n;
+    v[k].ndims = 1;
+    v[k].dims[0] = (int)p->n;
+  }
+  *nt = n;
+  return v;
+}
+
+int mnt_trainer_save(mnt_trainer *t, mnt_ckpt_writer *wr, json_t *config, double *stall_s) {
+  double t0 = mnt_now();
+  /* BN statistics averaged over ranks first (ChainerMN's AllreducePersistent): the file holds one model */
+  MNT_CHECK(mnt_allreduce(t->c, t->m->bn, t->m->nbn, MNT_FP32, MNT_AVG));
+  int nt;
+  mnt_ckpt_tensor *v = tensors(t, &nt);
+  if (!v) return MNT_ENOMEM;
+  json_t *state = mnt_train_state_json(&t->s);
+  json_object_set_new(state, "lr", json_real(mnt_trainer_lr(t)));
+  const mnt_dataset *d = &t->train; /* what makes the file self-describing; fixed for the run */
+  json_t *attrs = json_pack("{s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:s, s:[f, f, f], s:[f, f, f]}", "arch", t->cfg.arch,
+                            "classes", d->nclasses, "image_size", t->cfg.size, "world_size", t->w->size, "seed",
+                            t->cfg.seed, "total_steps", (json_int_t)t->total, "global_batch",
+                            (json_int_t)t->s.global_batch, "data_fingerprint", d->fingerprint, "mean", d->mean[0],
+                            d->mean[1], d->mean[2], "std", d->std[0], d->std[1], d->std[2]);
+  int st = mnt_ckpt_begin(wr, t->s.step, v, nt, state, attrs, config, NULL);
+  json_decref(attrs);
+  json_decref(state);
+  free(v);
+  if (stall_s) *stall_s = mnt_now() - t0;
+  return st;
+}
+
+int mnt_trainer_load(mnt_trainer *t, const mnt_ckpt *ck) {
+  int nt;
+  mnt_ckpt_tensor *v = tensors(t, &nt);
+  if (!v) return MNT_ENOMEM;
+  int st = MNT_OK;
+  for (int i = 0; i < nt && st == MNT_OK; i++) st = mnt_ckpt_get(ck, v[i].name, v[i].data, v[i].n, v[i].ndims, v[i].dims);
+  free(v);
+  return st;
+}
+
+/* one float32 dataset of f into dst, checked against the expected shape */
+static int read_named(hid_t f, const char *path, const char *name, float *dst, int ndims, const int *dims, size_t n) {
+  if (H5Lexists(f, name, H5P_DEFAULT) <= 0) {
+    MNT_ERR("--init %s: no dataset %s (is it a mntrain export or checkpoint of this --arch?)", path, name);
+    return MNT_EARG;
+  }
+  hid_t ds = H5Dopen2(f, name, H5P_DEFAULT), sp = ds >= 0 ? H5Dget_space(ds) : -1;
+  hsize_t d[8] = {0};
+  int nd = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1, same = nd == ndims;
+  if (same) H5Sget_simple_extent_dims(sp, d, NULL);
+  for (int k = 0; k < ndims && same; k++) same = d[k] == (hsize_t)dims[k];
+  int st = MNT_OK;
+  if (!same) {
+    MNT_ERR("--init %s: %s has %d dimensions (%llu x %llu ...), the model's has %d (%d x %d ...)", path, name, nd,
+            (unsigned long long)d[0], (unsigned long long)d[1], ndims, dims[0], ndims > 1 ? dims[1] : 1);
+    st = MNT_EARG;
+  } else if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0) {
+    MNT_ERR("--init %s: reading %s failed", path, name);
+    st = MNT_EDATA;
+  }
+  (void)n;
+  if (sp >= 0) H5Sclose(sp);
+  if (ds >= 0) H5Dclose(ds);
+  return st;
+}
+
+int mnt_trainer_init_from(mnt_trainer *t, const char *path) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) {
+    MNT_ERR("--init %s: not an HDF5 file that can be read", path);
+    return MNT_EARG;
+  }
+  mnt_resnet *m = t->m;
+  char name[200];
+  int st = MNT_OK;
+  for (int i = 0; i < m->nparams && st == MNT_OK; i++) {
+    snprintf(name, sizeof name, "/model/%s", m->params[i].name);
+    st = read_named(f, path, name, m->w + m->params[i].off, m->params[i].ndims, m->params[i].dims, m->params[i].n);
+  }
+  for (int i = 0; i < m->nstats && st == MNT_OK; i++) {
+    snprintf(name, sizeof name, "/bn/%s", m->stats[i].name);
+    int dim = (int)m->stats[i].n;
+    st = read_named(f, path, name, m->bn + m->stats[i].off, 1, &dim, m->stats[i].n);
+  }
+  H5Fclose(f);
+  return st;
+}

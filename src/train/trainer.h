@@ -1,0 +1,95 @@
+/* trainer.h — the state of a data-parallel training run as one thing, and what can be done to it.
+ * defines: mnt_train_cfg, mnt_train_state, mnt_step_out, mnt_trainer and
+ *          mnt_trainer_create / sync / step / interval / evaluate / save / load / init_from / destroy.
+ *
+ * A checkpoint saves exactly: the model's weights, the optimizer's momentum and the BN running
+ * statistics (tensors, under torchvision's names), and mnt_train_state (below). Everything else
+ * is derived from the configuration: the learning rate from (config, step), the data order and
+ * every augmentation from (seed, epoch, sample) — there is no other random state to carry.
+ * Collective calls (every rank, same order): create, sync, step, interval, evaluate, save. */
+#ifndef MNT_TRAINER_H
+#define MNT_TRAINER_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "ckpt.h"
+#include "comm.h"
+#include "dataset.h"
+#include "loader.h"
+#include "model/resnet.h"
+#include "optim.h"
+
+typedef struct mnt_train_cfg {
+  const char *data, *val, *arch, *schedule, *comm, *topology, *grad_dtype;
+  int size, batch, bn_batch, epochs, steps, loader_threads, seed, skip_nonfinite, zero_init, no_bn_decay, pad_crop;
+  double lr, warmup_epochs, bucket_mb, momentum, wd, min_scale, val_crop, smoothing;
+} mnt_train_cfg;
+
+/* the scalars a checkpoint saves */
+typedef struct mnt_train_state {
+  int64_t step;                    /* steps done */
+  int64_t epoch, cursor;           /* the loader's position of the next global batch */
+  int64_t skipped;                 /* steps skipped for non-finite gradients */
+  int64_t global_batch, bn_group;  /* the run's invariants (a resume on other rank counts keeps them) */
+  double iv_loss, iv_top1, iv_n;   /* this rank's sums over the log interval in progress */
+} mnt_train_state;
+
+/* what one step did (this rank) */
+typedef struct mnt_step_out {
+  double phase[5]; /* seconds: data wait, forward, backward, exposed comm, optimizer */
+  float loss;
+  int top1, n, skipped;
+} mnt_step_out;
+
+typedef struct mnt_reducer mnt_reducer;
+
+typedef struct mnt_trainer {
+  mnt_train_cfg cfg;     /* effective: on resume the batch per rank is derived from the global batch */
+  mnt_world *w;
+  mnt_comm *c;
+  mnt_backend *be;
+  mnt_resnet *m;
+  mnt_loader *ld;
+  mnt_dataset train, val;
+  int have_train, have_val;
+  mnt_sgd_cfg sgd;
+  mnt_dtype grad_dtype;
+  int64_t per_epoch, total; /* batches per epoch, steps of the whole run */
+  mnt_train_state s;        /* saved by a checkpoint */
+  /* this job only */
+  mnt_reducer *red;
+  float *x;                 /* the batch as the model reads it */
+  double comm_span;         /* seconds from a step's first bucket start to its last completion */
+  const mnt_batch *last;    /* the newest batch (ids for a sample log) */
+} mnt_trainer;
+
+/* Collective. Opens the data, builds the model and the loader at state->epoch/cursor (NULL: the
+ * start), creates the communicator. Every rank's weights are its own until mnt_trainer_sync. */
+int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_state *state, mnt_trainer **out);
+/* rank 0: load weights, momentum and BN statistics from a checkpoint */
+int mnt_trainer_load(mnt_trainer *t, const mnt_ckpt *ck);
+/* rank 0: start from the weights of an HDF5 file (an --export file or a checkpoint's state.h5),
+ * checked by name and shape; momentum stays zero */
+int mnt_trainer_init_from(mnt_trainer *t, const char *path);
+/* Collective: rank 0's weights, momentum and BN statistics everywhere. */
+int mnt_trainer_sync(mnt_trainer *t);
+/* Collective: one training step (reads, forward, loss, backward overlapped with the gradient
+ * allreduce, non-finite check, SGD). */
+int mnt_trainer_step(mnt_trainer *t, mnt_step_out *out);
+/* Collective: the log interval's mean loss and top-1 over all ranks and its images; resets it */
+int mnt_trainer_interval(mnt_trainer *t, double *loss, double *top1, double *images);
+/* Collective: BN statistics averaged over ranks, then loss / top-1 / top-5 on --val, every sample
+ * once (ChainerMN's multi-node evaluator). */
+int mnt_trainer_evaluate(mnt_trainer *t, double *loss, double *top1, double *top5);
+/* Collective: BN statistics averaged over ranks, then a checkpoint of the trainer started on wr
+ * (config: the run's configuration, recorded in it). */
+int mnt_trainer_save(mnt_trainer *t, mnt_ckpt_writer *wr, json_t *config, double *stall_s);
+/* learning rate of the current step */
+double mnt_trainer_lr(const mnt_trainer *t);
+/* The state a checkpoint carries, as JSON (and back: MNT_EDATA naming the key when missing). */
+json_t *mnt_train_state_json(const mnt_train_state *s);
+int mnt_train_state_parse(json_t *o, mnt_train_state *s, const char *what);
+void mnt_trainer_destroy(mnt_trainer *t);
+
+#endif

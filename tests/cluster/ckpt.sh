@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# ckpt.sh — collective checkpoints on the local cluster, on the local disk (a directory every node
+# sees) or on the GlusterFS volume (local-cluster.sh up --gluster; skipped without it).
+#   ckpt.sh MNTRAIN SCENARIO [local|gluster]
+# Scenarios:
+#   exact    2 ranks on 2 nodes: 2K steps straight vs K, stop (--stop-after), resume, K more:
+#            bit-identical weights and BN statistics, identical loss lines, and it really resumed
+#   elastic  a run of 4 ranks stopped after K steps resumes on 2 ranks, then on 1: per step, the
+#            samples trained on (union over ranks) equal the uninterrupted 4-rank run's; the
+#            weights agree to float rounding
+#   kill     a rank killed (SIGKILL) while a checkpoint is being written: the job fails, the
+#            unfinished directory has no manifest, and a resume starts from the newest committed
+#            checkpoint and completes
+#   corrupt  one flipped byte in the newest state.h5: inspect names it (exit 1), resume warns naming
+#            the file and falls back to the previous checkpoint, and the run completes
+#   full     a full disk (a tmpfs inside the nodes) during a checkpoint: exit 1 naming the
+#            error, the previous checkpoint intact, nothing half-committed
+set -u
+m=$1
+scenario=$2
+fs=${3:-local}
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=/dev/null
+. "$here/lib.sh"
+w=$(mktemp -d)
+# the GlusterFS volume is mounted in the nodes' namespaces only: look at it from there
+on_fs() { if [ "$fs" = gluster ]; then "$MNT_LOCAL_CLUSTER" nsexec node1 -- "$@"; else "$@"; fi; }
+cleanup() { rm -rf "$w"; [ -n "${ck:-}" ] && [ "$fs" = gluster ] && on_fs rm -rf "$ck"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+if [ "$fs" = gluster ]; then
+  mnt=$(ckpt_fs_or_skip) || exit 77
+  ck="$mnt/test-$scenario-$$"
+else
+  ck="$w/ckpt"
+fi
+"$m" convert synth "$w/data" --classes 10 --images 512 --size 16 --shards 2 >/dev/null || exit 1
+common=(train --data "$w/data" --arch resnet8 --size 16 --seed 5 --threads 1 --lr 0.4 --log-every 2)
+# run NAME SRUN_ARGS... -- TRAIN_ARGS...: the exit status is in $rc, the log in $w/NAME.log
+run() {
+  local name=$1
+  shift
+  local s=()
+  while [ "$1" != "--" ]; do s+=("$1"); shift; done
+  shift
+  "$here/srun_test.sh" 180 "${s[@]}" -- "$m" "${common[@]}" "$@" >"$w/$name.log" 2>&1
+  rc=$?
+  [ $rc -eq 77 ] && { cat "$w/$name.log"; exit 77; }
+}
+must() { # must RC NAME: the run's exit status
+  [ "$rc" -eq "$1" ] || { cat "$w/$2.log"; fail "run $2 exited $rc, expected $1"; }
+}
+# compare A.h5 B.h5 [TOL]: /model and /bn equal (bit for bit, or within TOL relative)
+compare() {
+  /usr/bin/python3 - "$@" <<'PY'
+import sys
+try:
+    import h5py, numpy as np
+except ImportError as e:
+    print(f"SKIP: {e}"); sys.exit(77)
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+tol = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
+bad = []
+for g in ("model", "bn"):
+    for k in a[g]:
+        x, y = np.array(a[g][k], dtype=np.float64), np.array(b[g][k], dtype=np.float64)
+        e = float(np.max(np.abs(x - y)) / max(np.max(np.abs(y)), 1e-12))
+        if (tol == 0 and not np.array_equal(x, y)) or e > tol:
+            bad.append(f"{g}/{k}: {e:.2e}")
+print(f"{len(bad)} tensors differ (tolerance {tol:g})" + ("" if not bad else ": " + ", ".join(bad[:5])))
+sys.exit(1 if bad else 0)
+PY
+}
+losses() { # the step and loss of every log line
+  /usr/bin/python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    j = json.loads(l)
+    if "loss" in j: print(j["step"], j["loss"])' "$1"
+}
+resumed_from() { sed -n 's/.*resuming from \([^ ]*\) (step \([0-9]*\).*/\2/p' "$w/$1.log" | head -n1; }
+
+case $scenario in
+exact)
+  K=6
+  run straight -N2 -n2 -- --steps $((2 * K)) --batch-per-rank 8 --out "$w/straight" --ckpt-dir "$w/ck-straight" \
+    --ckpt-every-steps $K --export "$w/straight.h5"
+  must 0 straight
+  run first -N2 -n2 -- --steps $((2 * K)) --batch-per-rank 8 --out "$w/resumed" --ckpt-dir "$ck" --ckpt-every-steps $K \
+    --stop-after $K --export "$w/resumed.h5"
+  must 3 first
+  [ -f "$w/resumed.h5" ] && fail "a stopped run wrote its final weights"
+  run second -N2 -n2 -- --steps $((2 * K)) --batch-per-rank 8 --out "$w/resumed" --ckpt-dir "$ck" --ckpt-every-steps $K \
+    --export "$w/resumed.h5"
+  must 0 second
+  [ "$(resumed_from second)" = "$K" ] || { cat "$w/second.log"; fail "the second job did not resume from step $K"; }
+  compare "$w/straight.h5" "$w/resumed.h5" || fail "resumed weights differ from the straight run's"
+  losses "$w/straight/metrics.jsonl" >"$w/l1"
+  losses "$w/resumed/metrics.jsonl" >"$w/l2"
+  diff "$w/l1" "$w/l2" || fail "loss lines differ"
+  [ "$(wc -l <"$w/l1")" -eq $((K)) ] || fail "expected $K loss lines, got $(wc -l <"$w/l1")"
+  echo "ok: $((2 * K)) steps straight = $K + resume + $K (bit-identical weights, $(wc -l <"$w/l1") identical loss lines)"
+  ;;
+elastic)
+  K=4
+  args=(--steps $((3 * K)) --out "$w/el" --ckpt-dir "$ck" --ckpt-every-steps "$K" --sample-log --bn-batch 4)
+  run ref -N2 -n4 --ntasks-per-node=2 -- --steps $((3 * K)) --batch-per-rank 4 --bn-batch 4 --out "$w/ref" \
+    --sample-log --export "$w/ref.h5"
+  must 0 ref
+  run four -N2 -n4 --ntasks-per-node=2 -- "${args[@]}" --batch-per-rank 4 --stop-after $K
+  must 3 four
+  run two -N2 -n2 -- "${args[@]}" --stop-after $K
+  must 3 two
+  grep -q "16 per global batch\|global batch 16 (8 per rank)" "$w/two.log" ||
+    { cat "$w/two.log"; fail "2 ranks did not take 8 images each of the global batch 16"; }
+  run one -N1 -n1 -- "${args[@]}" --export "$w/el.h5"
+  must 0 one
+  if [ "$(resumed_from two)" != "$K" ] || [ "$(resumed_from one)" != "$((2 * K))" ]; then
+    fail "resumed from the wrong steps"
+  fi
+  /usr/bin/python3 - "$w" $((3 * K)) <<'PY' || fail "the sample streams differ"
+import glob, sys
+w, steps = sys.argv[1], int(sys.argv[2])
+def stream(d):
+    per = {}
+    for f in glob.glob(f"{w}/{d}/samples-rank-*.txt"):
+        for line in open(f):
+            s, *ids = map(int, line.split())
+            per.setdefault(s, []).extend(ids)
+    return per
+ref, el = stream("ref"), stream("el")
+ok = sorted(ref) == sorted(el) == list(range(1, steps + 1))
+for s in ref:
+    if sorted(ref[s]) != sorted(el.get(s, [])) or len(set(ref[s])) != len(ref[s]):
+        ok = False
+        print(f"step {s}: {sorted(ref[s])[:6]}... vs {sorted(el.get(s, []))[:6]}...")
+seen = [i for s in sorted(el) for i in el[s]]
+print(f"{len(el)} steps, {len(seen)} samples ({len(set(seen))} distinct) over 4, 2 and 1 ranks; "
+      f"{'the same' if ok else 'NOT the same'} as 4 ranks straight")
+sys.exit(0 if ok else 1)
+PY
+  compare "$w/ref.h5" "$w/el.h5" 1e-4 || fail "4 -> 2 -> 1 ranks trained another model"
+  echo "ok: 4 -> 2 -> 1 ranks continue the same global sample stream"
+  ;;
+kill)
+  # resnet18 (about 90 MB of state) and a checkpoint every 2 steps: writes are long enough to be hit
+  args=(--arch resnet18 --size 32 --steps 40 --batch-per-rank 4 --out "$w/k" --ckpt-dir "$ck" --ckpt-every-steps 2 --keep 2)
+  ( run victim -N2 -n2 -- "${args[@]}"; echo "$rc" >"$w/victim.rc" ) &
+  job=$!
+  # wait for a checkpoint being written after a committed one (or the job's end)
+  # shellcheck disable=SC2016
+  killed=$(on_fs timeout 120 sh -c 'while ! [ -f "$2" ]; do
+      if ls "$1"/step-*/MANIFEST.json >/dev/null 2>&1; then
+        for d in "$1"/step-*; do [ -f "$d/state.h5" ] && ! [ -f "$d/MANIFEST.json" ] && { echo "$d"; exit 0; }; done
+      fi
+      sleep 0.02
+    done' sh "$ck" "$w/victim.rc")
+  [ -n "$killed" ] || { wait $job; cat "$w/victim.log"; fail "never saw a checkpoint being written"; }
+  pid=$(pgrep -f -- "^$m train .*--out $w/k " | tail -n1) # a task, not srun
+  kill -9 "$pid" 2>/dev/null
+  wait $job
+  vrc=$(cat "$w/victim.rc")
+  [ "$vrc" -ne 0 ] || fail "the job exited 0 although a rank was killed"
+  grep -E "rank [01].*(died|closed|dead|killed|lost)" "$w/victim.log" | head -n 3
+  on_fs test -f "$killed/MANIFEST.json" && echo "note: $killed was committed before the kill landed"
+  newest=$(on_fs "$m" inspect "$ck" 2>&1 | sed -n 's/^  \(step-[0-9]*\): ok$/\1/p' | head -n1)
+  [ -n "$newest" ] || { on_fs "$m" inspect "$ck"; fail "no valid checkpoint left"; }
+  run again -N2 -n2 -- "${args[@]}"
+  must 0 again
+  [ "step-$(printf %08d "$(resumed_from again)")" = "$newest" ] || { cat "$w/again.log"; fail "resume did not pick $newest"; }
+  echo "ok: rank killed (exit $vrc) while writing $(basename "$killed"); resumed from $newest and completed"
+  ;;
+corrupt)
+  run first -N2 -n2 -- --steps 12 --batch-per-rank 8 --out "$w/c" --ckpt-dir "$ck" --ckpt-every-steps 4 --keep 3 \
+    --stop-after 8
+  must 3 first
+  newest="$ck/step-00000008"
+  on_fs /usr/bin/python3 - "$newest" <<'PY' || fail "could not flip a byte"
+import json, sys
+d = sys.argv[1]
+m = json.load(open(f"{d}/MANIFEST.json"))
+big = max(m["datasets"], key=lambda x: x["bytes"])
+at = big["offset"] + big["bytes"] // 2
+with open(f"{d}/state.h5", "r+b") as f:
+    f.seek(at); b = f.read(1); f.seek(at); f.write(bytes([b[0] ^ 0x10]))
+print(f"flipped byte {at} of {d}/state.h5 (in {big['name']})")
+PY
+  on_fs "$m" inspect "$newest" >"$w/inspect.log" 2>&1
+  irc=$?
+  if [ $irc -ne 1 ] || ! grep -q "state.h5.*fails its checksum" "$w/inspect.log"; then
+    cat "$w/inspect.log"
+    fail "inspect exited $irc without naming the damaged share"
+  fi
+  run second -N2 -n2 -- --steps 12 --batch-per-rank 8 --out "$w/c" --ckpt-dir "$ck" --ckpt-every-steps 4 --keep 3
+  must 0 second
+  if ! grep -q "step-00000008/state.h5.*fails its checksum" "$w/second.log" ||
+    ! grep -q "falling back to .*step-00000004" "$w/second.log" || [ "$(resumed_from second)" != 4 ]; then
+    cat "$w/second.log"
+    fail "resume did not fall back from the damaged step 8 to step 4"
+  fi
+  echo "ok: a flipped byte is found (inspect exit 1, resume falls back to step 4 and completes)"
+  ;;
+full)
+  [ "$fs" = local ] || { echo "SKIP: the full-disk scenario uses its own tmpfs"; exit 77; }
+  ck=/var/tmp/mntrain-test-full-$$
+  node_tmpfs_mount "$ck" 150m || fail "cannot mount a tmpfs inside the nodes"
+  trap 'node_tmpfs_umount "$ck" >/dev/null 2>&1; rmdir "$ck" 2>/dev/null; rm -rf "$w"' EXIT
+  # resnet18: about 90 MB per checkpoint; the second does not fit next to the first
+  # one node: each node has a tmpfs of its own
+  run full -N1 -n2 -- --arch resnet18 --size 32 --steps 8 --batch-per-rank 4 --out "$w/f" --ckpt-dir "$ck" \
+    --ckpt-every-steps 2 --keep 1
+  must 1 full
+  grep -q "state.h5: .*No space left on device" "$w/full.log" || { cat "$w/full.log"; fail "the error does not say the disk is full"; }
+  grep "error" "$w/full.log" | head -n 4
+  "$here/srun_test.sh" 60 -N1 -n1 -- "$m" inspect "$ck" >"$w/inspect.log" 2>&1 ||
+    { cat "$w/inspect.log"; fail "the checkpoint left behind is damaged"; }
+  grep -q "step-00000002: ok" "$w/inspect.log" || { cat "$w/inspect.log"; fail "the first checkpoint is not intact"; }
+  [ "$(grep -c ': ok$' "$w/inspect.log")" -eq 1 ] || { cat "$w/inspect.log"; fail "a failed checkpoint was committed"; }
+  echo "ok: full disk -> exit 1 ('No space left on device'), step 2 intact, nothing half-committed"
+  ;;
+*)
+  echo "ckpt.sh: unknown scenario '$scenario'"
+  exit 2
+  ;;
+esac

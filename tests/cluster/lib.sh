@@ -1,0 +1,73 @@
+# shellcheck shell=bash
+# lib.sh — helpers for cluster test scripts, sourced:  . "$(dirname "$0")/lib.sh"
+#
+#   ckpt=$(ckpt_fs_or_skip) || exit 77   the GlusterFS checkpoint volume's mount path (shared by
+#                                        all nodes), or "SKIP: <reason>" on stderr and exit 77
+#                                        (CTest: skipped). Called without $( ), it exits the script.
+#   cluster_nodes                        2 or 1: the local cluster's nodes (its mode)
+#   node_tmpfs_mount DIR SIZE            a tmpfs of SIZE (e.g. 8m) at DIR inside every node, seen
+#                                        by the jobs only (not by this shell); a full disk on demand
+#   node_tmpfs_umount DIR                and away again
+#
+# The volume comes from 'job_templates/local-cluster.sh up --gluster', which records its mount
+# path in /run/mntrain-cluster/gluster (or the reason it is missing in gluster-unavailable); it is
+# re-checked with srun, because a path that is not mounted in the jobs' namespaces is a plain
+# directory there and writes to it would silently land on the local disk.
+# The tmpfs helpers need root and the local cluster (local-cluster.sh nsexec); without them they
+# print "SKIP: ..." and exit 77; a failing mount or unmount returns its status.
+
+MNT_CLUSTER_STATE=${MNT_CLUSTER_STATE:-/run/mntrain-cluster}
+MNT_LOCAL_CLUSTER=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/job_templates/local-cluster.sh
+
+cluster_nodes() {
+  case $(cat "$MNT_CLUSTER_STATE/mode" 2>/dev/null) in
+    two) echo 2 ;;
+    one) echo 1 ;;
+    *) # not the local cluster: what Slurm reports, at most 2
+      local n
+      n=$(sinfo -h -o '%D' 2>/dev/null | head -n1)
+      if [ "${n:-0}" -ge 2 ]; then echo 2; else echo 1; fi ;;
+  esac
+}
+
+_lib_skip() {
+  echo "SKIP: $*" >&2
+  exit 77
+}
+
+ckpt_fs_or_skip() {
+  command -v srun >/dev/null 2>&1 || _lib_skip "srun not found (apt-get install slurm-wlm, then job_templates/local-cluster.sh up --gluster)"
+  scontrol ping >/dev/null 2>&1 || _lib_skip "no Slurm cluster answers (start one: job_templates/local-cluster.sh up --gluster)"
+  if ! [ -f "$MNT_CLUSTER_STATE/gluster" ]; then
+    if [ -f "$MNT_CLUSTER_STATE/gluster-unavailable" ]; then
+      _lib_skip "no GlusterFS checkpoint volume: $(head -n1 "$MNT_CLUSTER_STATE/gluster-unavailable")"
+    fi
+    _lib_skip "no GlusterFS checkpoint volume (start the cluster with: job_templates/local-cluster.sh up --gluster)"
+  fi
+  local path nodes got
+  path=$(head -n1 "$MNT_CLUSTER_STATE/gluster")
+  nodes=$(cluster_nodes)
+  got=$(timeout 60 srun --mpi=none -N "$nodes" -n "$nodes" --job-name=mntrain-ckpt-check \
+    findmnt -n -o FSTYPE "$path" 2>/dev/null | grep -cx fuse.glusterfs || true)
+  [ "${got:-0}" -eq "$nodes" ] ||
+    _lib_skip "the GlusterFS volume is not mounted at $path on every node (srun findmnt: ${got:-0} of $nodes)"
+  echo "$path"
+}
+
+_lib_nsexec_ready() {
+  [ "$(id -u)" -eq 0 ] || _lib_skip "mounting inside the nodes needs root"
+  [ -f "$MNT_CLUSTER_STATE/up" ] || _lib_skip "the local cluster is not up (job_templates/local-cluster.sh up)"
+}
+
+node_tmpfs_mount() {
+  [ $# -eq 2 ] || { echo "usage: node_tmpfs_mount DIR SIZE" >&2; return 2; }
+  _lib_nsexec_ready
+  # shellcheck disable=SC2016
+  "$MNT_LOCAL_CLUSTER" nsexec all -- sh -c 'mkdir -p "$1" && mount -t tmpfs -o "size=$2" tmpfs "$1"' sh "$1" "$2"
+}
+
+node_tmpfs_umount() {
+  [ $# -eq 1 ] || { echo "usage: node_tmpfs_umount DIR" >&2; return 2; }
+  _lib_nsexec_ready
+  "$MNT_LOCAL_CLUSTER" nsexec all -- umount "$1"
+}

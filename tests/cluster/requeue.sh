@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# requeue.sh — preemption end to end with the real sbatch: job_templates/train.sbatch on 2 nodes,
+# `scancel --signal=USR1` once a checkpoint is committed; every rank stops after the same step with
+# a checkpoint (exit 3), the template requeues the job, the requeued job resumes by itself into the
+# same run directory and completes, and its final weights equal an uninterrupted run's bit for bit.
+#   requeue.sh MNTRAIN [local|gluster]
+set -u
+m=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+fs=${2:-local}
+here=$(cd "$(dirname "$0")" && pwd)
+tmpl=$here/../../job_templates/train.sbatch
+# shellcheck source=/dev/null
+. "$here/lib.sh"
+if ! command -v sbatch >/dev/null 2>&1 || ! scontrol ping >/dev/null 2>&1; then
+  echo "SKIP: no Slurm cluster answers (job_templates/local-cluster.sh up)"
+  exit 77
+fi
+[ "$(cluster_nodes)" -eq 2 ] || { echo "SKIP: needs the 2-node local cluster"; exit 77; }
+w=$(mktemp -d)
+ck=$w/ckpt
+if [ "$fs" = gluster ]; then
+  mnt=$(ckpt_fs_or_skip) || exit 77
+  ck=$mnt/test-requeue-$$
+fi
+job=""
+cleanup() {
+  [ -n "$job" ] && scancel "$job" 2>/dev/null
+  rm -rf "$w"
+  # the volume is mounted in the nodes' namespaces only
+  [ "$fs" = gluster ] && "$MNT_LOCAL_CLUSTER" nsexec node1 -- rm -rf "$ck"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; [ -f "$w/job.out" ] && cat "$w/job.out"; exit 1; }
+"$m" convert synth "$w/data" --classes 10 --images 512 --size 16 --shards 2 >/dev/null || exit 1
+args=(--data "$w/data" --arch resnet8 --size 16 --seed 9 --lr 0.4 --log-every 5 --batch-per-rank 8 --steps 120
+  --ckpt-every-steps 10)
+# the uninterrupted run, with the same checkpoints (they average the BN statistics) and threads
+"$here/srun_test.sh" 300 -N2 -n2 -- "$m" train "${args[@]}" --threads 1 --out "$w/ref" --ckpt-dir "$w/ref-ckpt" \
+  --export "$w/ref.h5" >"$w/ref.log" 2>&1 || { cat "$w/ref.log"; fail "the reference run failed"; }
+job=$(cd "$w" && MNTRAIN=$m OUT=$w/run CKPT_DIR=$ck sbatch --parsable -N2 --ntasks-per-node=1 --time=10 \
+  --output="$w/job.out" "$tmpl" "${args[@]}" --export "$w/run.h5") || fail "sbatch failed"
+echo "submitted job $job"
+for _ in $(seq 1 600); do # the first checkpoint committed
+  grep -q '"checkpoint":' "$w/run/metrics.jsonl" 2>/dev/null && break
+  sleep 0.1
+done
+grep -q '"checkpoint":' "$w/run/metrics.jsonl" 2>/dev/null || fail "no checkpoint within 60 s"
+scancel --signal=USR1 "$job" || fail "scancel --signal=USR1 failed"
+echo "sent SIGUSR1 to job $job"
+hurried=0
+for _ in $(seq 1 1800); do # until the requeued job has finished
+  state=$(squeue -h -j "$job" -o '%T %r' 2>/dev/null)
+  [ -z "$state" ] && break
+  # Slurm gives a requeued job a begin time about two minutes ahead; the test starts it as soon as
+  # the first attempt's step daemons are gone (before, mpi/pmix fails: its socket
+  # stepd.slurm.pmix.JOB.STEP is still bound, and the job id is the same)
+  if [ $hurried -eq 0 ] && [ "$state" = "PENDING BeginTime" ] && ! pgrep -f "slurmstepd: \[$job\." >/dev/null; then
+    scontrol update JobId="$job" StartTime=now && hurried=1 && echo "job $job requeued: started at once"
+  fi
+  sleep 0.1
+done
+[ -z "$state" ] || fail "job $job still $state after 3 minutes"
+job=""
+cat "$w/job.out"
+grep -q "stopped after step .*SIGUSR1" "$w/job.out" || fail "no rank stopped on SIGUSR1"
+grep -q "preempted with a checkpoint .*requeueing" "$w/job.out" || fail "the template did not requeue"
+grep -q "(attempt 2)" "$w/job.out" || fail "no second attempt"
+grep -q "resuming from" "$w/job.out" || fail "the requeued job did not resume"
+grep -q "mntrain train: done: 120 steps" "$w/job.out" || fail "the requeued job did not complete"
+/usr/bin/python3 - "$w/ref.h5" "$w/run.h5" <<'PY' || fail "the preempted and resumed run trained another model"
+import sys
+try:
+    import h5py, numpy as np
+except ImportError as e:
+    print(f"SKIP: {e}"); sys.exit(77)
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+bad = [f"{g}/{k}" for g in ("model", "bn") for k in a[g] if not np.array_equal(a[g][k][()], b[g][k][()])]
+print(f"{len(bad)} tensors differ from the uninterrupted run" + (": " + ", ".join(bad[:5]) if bad else ""))
+sys.exit(1 if bad else 0)
+PY
+echo "ok: SIGUSR1 -> checkpoint -> requeue -> resume -> done, weights bit-identical to an uninterrupted run"
