@@ -2,6 +2,7 @@
 #include "ckpt.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -32,6 +34,7 @@ struct mnt_ckpt_writer {
   size_t stripe;
   int keep;
   int64_t last_step;
+  int early_writeback;    /* sync_file_range after each piece (not on FUSE) */
   /* the file's layout, the same for every checkpoint of this writer (made at the first begin) */
   int nt;                 /* tensors, the training-state dataset last */
   uint64_t *offsets;      /* of each dataset, by tensor */
@@ -107,7 +110,111 @@ static int remove_step_dir(const char *dir) {
   return MNT_OK;
 }
 
-int mnt_ckpt_writer_create(mnt_comm *c, const char *root, size_t stripe, int keep, mnt_ckpt_writer **out) {
+/* On Lustre (statfs magic 0x0BD00BD0), new files in the checkpoint directory are striped over
+ * every OST in stripes of `stripe` bytes, through liblustreapi when it is installed (opened at run
+ * time: nothing to build against); anywhere else, or without the library, nothing happens. */
+static int step_of(const char *name, int64_t *step) {
+  char *end;
+  if (strncmp(name, "step-", 5) != 0) return 0;
+  long long v = strtoll(name + 5, &end, 10);
+  if (*end || end == name + 5 || v < 0) return 0;
+  *step = v;
+  return 1;
+}
+
+/* the manifest of dir, if it parses as one of ours (NULL otherwise; why says what is wrong) */
+static json_t *load_manifest(const char *dir, char *why, size_t n) {
+  char p[1200];
+  snprintf(p, sizeof p, "%s/%s", dir, MNT_CKPT_MANIFEST);
+  json_error_t e;
+  json_t *m = json_load_file(p, 0, &e);
+  if (!m) {
+    if (access(p, F_OK) != 0) snprintf(why, n, "no %s (an unfinished write)", MNT_CKPT_MANIFEST);
+    else snprintf(why, n, "%s does not parse: %s (line %d)", p, e.text, e.line);
+    return NULL;
+  }
+  const char *fmt = json_string_value(json_object_get(m, "format"));
+  if (!fmt || strcmp(fmt, MNT_CKPT_FORMAT) || !json_is_integer(json_object_get(m, "step")) ||
+      !json_is_array(json_object_get(m, "datasets")) || !json_is_array(json_object_get(m, "shares"))) {
+    snprintf(why, n, "%s is not an mntrain checkpoint manifest", p);
+    json_decref(m);
+    return NULL;
+  }
+  if (json_integer_value(json_object_get(m, "format_version")) > MNT_CKPT_VERSION) {
+    snprintf(why, n, "%s: format version %lld is newer than this mntrain reads (%d)", p,
+             (long long)json_integer_value(json_object_get(m, "format_version")), MNT_CKPT_VERSION);
+    json_decref(m);
+    return NULL;
+  }
+  return m;
+}
+
+typedef struct stepdir { int64_t step; char name[64]; } stepdir;
+static int cmp_stepdir_desc(const void *a, const void *b) {
+  const stepdir *x = a, *y = b;
+  return x->step < y->step ? 1 : x->step > y->step ? -1 : 0;
+}
+
+/* step-* directories of root, newest first */
+static int list_steps(const char *root, stepdir **out, int *n) {
+  *out = NULL;
+  *n = 0;
+  DIR *d = opendir(root);
+  if (!d) return errno == ENOENT ? MNT_OK : MNT_ESYS;
+  int cap = 0;
+  struct dirent *e;
+  int64_t s;
+  while ((e = readdir(d)))
+    if (step_of(e->d_name, &s) && strlen(e->d_name) < 64) {
+      if (*n == cap) {
+        cap = cap ? 2 * cap : 16;
+        stepdir *p = realloc(*out, (size_t)cap * sizeof *p);
+        if (!p) break;
+        *out = p;
+      }
+      (*out)[*n].step = s;
+      snprintf((*out)[*n].name, sizeof(*out)[*n].name, "%s", e->d_name);
+      (*n)++;
+    }
+  closedir(d);
+  if (*n) qsort(*out, (size_t)*n, sizeof **out, cmp_stepdir_desc);
+  return MNT_OK;
+}
+
+/* A step directory about to be written again: one with a manifest (a checkpoint of a branch of
+ * the run that was abandoned: a resume from an older one) is renamed to STEP.superseded-N, kept
+ * and ignored; one without (an unfinished write) is removed. */
+static int set_aside_or_remove(const char *dir) {
+  char man[1200], to[1200];
+  snprintf(man, sizeof man, "%s/%s", dir, MNT_CKPT_MANIFEST);
+  if (access(man, F_OK) != 0) return remove_step_dir(dir);
+  for (int k = 1; k < 1000; k++) {
+    snprintf(to, sizeof to, "%s.superseded-%d", dir, k);
+    if (access(to, F_OK) == 0) continue;
+    if (rename(dir, to) != 0) break;
+    MNT_WARN("%s is of an abandoned branch of this run (resumed from an older checkpoint): kept as %s", dir, to);
+    return MNT_OK;
+  }
+  MNT_ERR("%s: cannot set it aside: %s", dir, strerror(errno));
+  return MNT_ESYS;
+}
+
+static void lustre_stripe(const char *dir, size_t stripe) {
+  struct statfs sf;
+  if (statfs(dir, &sf) != 0 || (unsigned long)sf.f_type != 0x0BD00BD0UL) return;
+  void *lib = dlopen("liblustreapi.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) lib = dlopen("liblustreapi.so", RTLD_NOW | RTLD_LOCAL);
+  int (*set)(const char *, unsigned long long, int, int, int) = NULL;
+  if (lib) *(void **)&set = dlsym(lib, "llapi_dir_set_default_lov_stripe");
+  if (set && set(dir, stripe, -1, -1, 0) == 0)
+    MNT_INFO("%s: Lustre: new files striped over every OST in %zu-byte stripes", dir, stripe);
+  else
+    MNT_INFO("%s is on Lustre but its striping was left as it is (liblustreapi %s)", dir, lib ? "refused" : "not found");
+  if (lib) dlclose(lib);
+}
+
+int mnt_ckpt_writer_create(mnt_comm *c, const char *root, size_t stripe, int keep, int64_t resumed_step,
+                           mnt_ckpt_writer **out) {
   *out = NULL;
   mnt_ckpt_writer *wr = calloc(1, sizeof *wr);
   if (!wr) return MNT_ENOMEM;
@@ -115,13 +222,28 @@ int mnt_ckpt_writer_create(mnt_comm *c, const char *root, size_t stripe, int kee
   snprintf(wr->root, sizeof wr->root, "%s", root);
   wr->stripe = stripe;
   wr->keep = keep < 1 ? 1 : keep;
-  wr->last_step = -1;
+  wr->last_step = resumed_step; /* a resumed run has that checkpoint: it is not written again */
   int st = MNT_OK;
   if (c->world->rank == 0 && mkdir_p(root) != 0) {
     MNT_ERR("--ckpt-dir %s: cannot create the directory: %s", root, strerror(errno));
     st = MNT_EARG;
   }
+  if (st == MNT_OK && c->world->rank == 0) lustre_stripe(root, stripe);
+  if (st == MNT_OK && c->world->rank == 0 && resumed_step >= 0) { /* newer ones: a branch this run leaves */
+    stepdir *sd;
+    int n;
+    if (list_steps(root, &sd, &n) == MNT_OK) {
+      for (int i = 0; i < n && st == MNT_OK; i++) {
+        char dir[1200];
+        snprintf(dir, sizeof dir, "%s/%s", root, sd[i].name);
+        if (sd[i].step > resumed_step) st = set_aside_or_remove(dir);
+      }
+      free(sd);
+    }
+  }
   st = mnt_world_agree(c->world, st);
+  struct statfs sf; /* after the agreement: rank 0 has created root */
+  wr->early_writeback = !(statfs(root, &sf) == 0 && (unsigned long)sf.f_type == 0x65735546UL); /* FUSE_SUPER_MAGIC */
   if (st) {
     free(wr);
     return st;
@@ -294,6 +416,22 @@ static int build_layout(mnt_ckpt_writer *wr, const mnt_ckpt_tensor *t, int nt, j
   return st;
 }
 
+/* Every rank's status, agreed over the communicator (a one-float allreduce, not a PMIx fence):
+ * MNT_OK when all are, else this rank's failure (or MNT_ESYS for a rank that did not fail itself),
+ * recorded as agreed so that it ends the job normally instead of aborting it. */
+static int agree(mnt_ckpt_writer *wr, int st) {
+  float bad = st != MNT_OK;
+  int cs = mnt_allreduce(wr->c, &bad, 1, MNT_FP32, MNT_SUM);
+  if (cs != MNT_OK) return cs;
+  if (bad == 0) return MNT_OK;
+  if (st == MNT_OK) {
+    st = MNT_ESYS;
+    MNT_DBG("checkpoint: another rank failed (its error says why)");
+  }
+  wr->c->world->failed_together = st;
+  return st;
+}
+
 /* Collective, once per writer: rank 0 builds the layout and broadcasts it; every rank finds its
  * share: the stripes [lo, hi) of the data range, cut evenly, and the datasets' pieces in it. */
 static int layout(mnt_ckpt_writer *wr, const mnt_ckpt_tensor *t, int nt, json_t *attrs) {
@@ -302,16 +440,25 @@ static int layout(mnt_ckpt_writer *wr, const mnt_ckpt_tensor *t, int nt, json_t 
   uint64_t *hdr = calloc((size_t)nt + 2, sizeof *hdr);
   wr->offsets = calloc((size_t)nt, sizeof *wr->offsets);
   extent *ext = calloc((size_t)nt, sizeof *ext);
-  int st = hdr && wr->offsets && ext ? MNT_OK : MNT_ENOMEM;
-  if (st == MNT_OK && w->rank == 0) {
-    st = build_layout(wr, t, nt, attrs);
-    hdr[0] = (uint64_t)st;
+  int st = agree(wr, hdr && wr->offsets && ext ? MNT_OK : MNT_ENOMEM);
+  if (st != MNT_OK) {
+    free(hdr);
+    free(ext);
+    return st;
+  }
+  if (w->rank == 0) { /* its status travels with the layout */
+    hdr[0] = (uint64_t)build_layout(wr, t, nt, attrs);
     hdr[1] = wr->file_bytes;
     memcpy(hdr + 2, wr->offsets, (size_t)nt * sizeof *hdr);
   }
-  if (st == MNT_OK) st = mnt_broadcast(wr->c, hdr, ((size_t)nt + 2) * sizeof *hdr, 0);
-  if (st == MNT_OK) st = (int)hdr[0];
-  if (st == MNT_OK) {
+  st = mnt_broadcast(wr->c, hdr, ((size_t)nt + 2) * sizeof *hdr, 0);
+  if (st == MNT_OK && hdr[0] != MNT_OK) st = w->failed_together = (int)hdr[0];
+  if (st != MNT_OK) {
+    free(hdr);
+    free(ext);
+    return st;
+  }
+  {
     wr->file_bytes = hdr[1];
     memcpy(wr->offsets, hdr + 2, (size_t)nt * sizeof *hdr);
     uint64_t packed = 0;
@@ -355,7 +502,7 @@ static int layout(mnt_ckpt_writer *wr, const mnt_ckpt_tensor *t, int nt, json_t 
     wr->stage_cap = need;
     if (st) MNT_ERR("out of memory for the checkpoint's staging buffer (%" PRIu64 " bytes)", wr->share.bytes);
   }
-  return mnt_world_agree(w, st);
+  return agree(wr, st);
 }
 
 /* ---- every rank: its share, written by a thread --------------------------------------------- */
@@ -367,19 +514,22 @@ static int open_retry(const char *path, int flags) {
     int fd = open(path, flags | O_CLOEXEC, 0644);
     /* GlusterFS: two clients creating one file at once can get EEXIST without O_EXCL */
     if (fd < 0 && errno == EEXIST && (flags & O_CREAT)) fd = open(path, (flags & ~O_CREAT) | O_CLOEXEC);
-    if (fd >= 0 || (errno != ENOENT && errno != ESTALE) || i >= 100) return fd;
-    struct timespec ts = {0, 100 * 1000 * 1000};
+    if (fd >= 0 || (errno != ENOENT && errno != ESTALE) || i >= 110) return fd;
+    long ms = i < 7 ? 1L << i : 100; /* 1, 2, 4 ... 64 ms, then 100 ms: about 10 s in all */
+    if (i == 0) MNT_DBG("%s: %s, retrying", path, strerror(errno));
+    struct timespec ts = {0, ms * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
 }
 
-/* every piece's writeback is started at once (sync_file_range, where the filesystem has it): the
- * disk works while the next pieces are copied in, and the final fsync has less left to wait for */
-static int pwrite_all(int fd, const uint8_t *src, uint64_t off, uint64_t len, const char *path) {
+/* early: every piece's writeback is started at once (sync_file_range): the disk works while the
+ * next pieces are copied in, and the final fsync has less left to wait for. Not on FUSE
+ * (GlusterFS): there writes go to the daemon as they are made, and it only cost time there. */
+static int pwrite_all(int fd, const uint8_t *src, uint64_t off, uint64_t len, const char *path, int early) {
   for (uint64_t done = 0; done < len;) {
     size_t n = len - done > PIECE ? PIECE : (size_t)(len - done);
     ssize_t w = pwrite(fd, src + done, n, (off_t)(off + done));
-    if (w > 0) sync_file_range(fd, (off_t)(off + done), w, SYNC_FILE_RANGE_WRITE);
+    if (w > 0 && early) sync_file_range(fd, (off_t)(off + done), w, SYNC_FILE_RANGE_WRITE);
     if (w > 0) done += (uint64_t)w;
     else if (w < 0 && errno == EINTR) continue;
     else {
@@ -391,10 +541,19 @@ static int pwrite_all(int fd, const uint8_t *src, uint64_t off, uint64_t len, co
   return MNT_OK;
 }
 
+/* the share's hash, computed beside the writes (the staged bytes do not change meanwhile) */
+static void *hash_share(void *arg) {
+  mnt_ckpt_writer *wr = arg;
+  wr->share.hash = XXH3_64bits(wr->stage, wr->share.bytes);
+  return NULL;
+}
+
 static void *write_share(void *arg) {
   mnt_ckpt_writer *wr = arg;
   share_info *s = &wr->share;
   int st = MNT_OK;
+  pthread_t hthr;
+  int hashing = pthread_create(&hthr, NULL, hash_share, wr) == 0;
   int fd = open_retry(wr->path, O_WRONLY); /* rank 0 created it before anyone got here */
   if (fd < 0) {
     MNT_ERR("%s: cannot open for writing: %s", wr->path, strerror(errno));
@@ -406,17 +565,19 @@ static void *write_share(void *arg) {
       st = MNT_ESYS;
     }
     for (int i = 0; i < wr->nmeta && st == MNT_OK; i++)
-      st = pwrite_all(fd, wr->meta_bytes + wr->meta[i].packed, wr->meta[i].off, wr->meta[i].bytes, wr->path);
+      st = pwrite_all(fd, wr->meta_bytes + wr->meta[i].packed, wr->meta[i].off, wr->meta[i].bytes, wr->path,
+                      wr->early_writeback);
   }
   /* pieces adjacent in the file are adjacent in the staging buffer: runs of them in one go */
   for (int i = 0; i < wr->npieces && st == MNT_OK;) {
     uint64_t off = wr->mine[i].off, len = wr->mine[i].bytes;
     int j = i + 1;
     for (; j < wr->npieces && wr->mine[j].off == off + len; j++) len += wr->mine[j].bytes;
-    st = pwrite_all(fd, wr->stage + (wr->mine[i].packed - s->packed), off, len, wr->path);
+    st = pwrite_all(fd, wr->stage + (wr->mine[i].packed - s->packed), off, len, wr->path, wr->early_writeback);
     i = j;
   }
-  s->hash = XXH3_64bits(wr->stage, s->bytes); /* while the writeback runs */
+  if (hashing) pthread_join(hthr, NULL);
+  else hash_share(wr);
   if (fd >= 0 && st == MNT_OK && fsync(fd) != 0) {
     MNT_ERR("%s: fsync failed: %s", wr->path, strerror(errno));
     st = MNT_ESYS;
@@ -435,59 +596,65 @@ int mnt_ckpt_begin(mnt_ckpt_writer *wr, int64_t step, const mnt_ckpt_tensor *tin
   double t0 = mnt_now();
   mnt_world *w = wr->c->world;
   MNT_CHECK(mnt_ckpt_finish(wr)); /* the next checkpoint waits for the previous one */
-  /* the tensors, and the training state as a JSON text of fixed size (so that the layout holds) */
-  int nt = nin + 1;
+  /* the tensors, and the training state as a JSON text of fixed size (so that the layout holds);
+   * a local failure here is agreed on below, before anyone writes */
+  int nt = nin + 1, lst = MNT_OK;
   mnt_ckpt_tensor *t = calloc((size_t)nt, sizeof *t);
-  char *txt = json_dumps(state, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+  char *txt = state ? json_dumps(state, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17)) : NULL;
   if (!t || !txt || strlen(txt) >= sizeof wr->state_text) {
-    MNT_ERR("the training state does not fit the checkpoint's %d bytes for it", MNT_CKPT_STATE_BYTES);
-    free(t);
-    free(txt);
-    return mnt_world_agree(w, MNT_ESYS);
+    MNT_ERR("the training state cannot be encoded in the checkpoint's %d bytes for it", MNT_CKPT_STATE_BYTES);
+    lst = MNT_ESYS;
+  } else {
+    memcpy(t, tin, (size_t)nin * sizeof *t);
+    memset(wr->state_text, ' ', sizeof wr->state_text);
+    memcpy(wr->state_text, txt, strlen(txt));
+    t[nin] = (mnt_ckpt_tensor){.name = "/train_state", .data = wr->state_text, .n = sizeof wr->state_text,
+                               .ndims = 1, .dims = {(int)sizeof wr->state_text}, .bytes_per = 1};
   }
-  memcpy(t, tin, (size_t)nin * sizeof *t);
-  memset(wr->state_text, ' ', sizeof wr->state_text);
-  memcpy(wr->state_text, txt, strlen(txt));
   free(txt);
-  t[nin] = (mnt_ckpt_tensor){.name = "/train_state", .data = wr->state_text, .n = sizeof wr->state_text,
-                             .ndims = 1, .dims = {(int)sizeof wr->state_text}, .bytes_per = 1};
-  int st = MNT_OK;
-  if (!wr->offsets) {
-    json_t *a = json_deep_copy(attrs);
-    json_object_set_new(a, "format", json_string(MNT_CKPT_FORMAT));
-    json_object_set_new(a, "format_version", json_integer(MNT_CKPT_VERSION));
-    json_object_set_new(a, "version", json_string(MNT_VERSION));
-    json_object_set_new(a, "config", json_deep_copy(config));
-    st = layout(wr, t, nt, a);
-    json_decref(a);
-  } else if (nt != wr->nt) {
+  if (lst == MNT_OK && wr->offsets && nt != wr->nt) {
     MNT_ERR("internal: a checkpoint of %d tensors after one of %d", nt, wr->nt);
-    st = MNT_ESYS;
+    lst = MNT_ESYS;
   }
-  if (st != MNT_OK) {
-    free(t);
-    return st;
+  int st = MNT_OK;
+  if (!wr->offsets) { /* the first one: the layout, made together */
+    st = agree(wr, lst);
+    if (st == MNT_OK) {
+      json_t *a = json_deep_copy(attrs);
+      json_object_set_new(a, "format", json_string(MNT_CKPT_FORMAT));
+      json_object_set_new(a, "format_version", json_integer(MNT_CKPT_VERSION));
+      json_object_set_new(a, "version", json_string(MNT_VERSION));
+      json_object_set_new(a, "config", json_deep_copy(config));
+      st = layout(wr, t, nt, a);
+      json_decref(a);
+    }
+    if (st != MNT_OK) {
+      free(t);
+      return st;
+    }
   }
   wr->step = step;
   mnt_ckpt_step_dir(wr->dir, sizeof wr->dir, wr->root, step);
   snprintf(wr->path, sizeof wr->path, "%s/%s", wr->dir, MNT_CKPT_FILE);
-  /* rank 0: a fresh directory (one of this step without a manifest is a failed write); then
-   * everyone may write into it */
-  int32_t ok = MNT_OK;
-  if (w->rank == 0) {
-    ok = remove_step_dir(wr->dir);
-    if (ok == MNT_OK && mkdir(wr->dir, 0755) != 0) {
+  /* rank 0: a fresh directory (one of this step without a manifest is a failed write, one with a
+   * manifest an abandoned branch of the run: kept aside), and the file, created once; then, when
+   * every rank is ready, everyone may write into it */
+  int made = 0;
+  if (w->rank == 0 && lst == MNT_OK) {
+    lst = set_aside_or_remove(wr->dir);
+    if (lst == MNT_OK && mkdir(wr->dir, 0755) != 0) {
       MNT_ERR("%s: cannot create: %s", wr->dir, strerror(errno));
-      ok = MNT_ESYS;
+      lst = MNT_ESYS;
     }
-    int fd = ok == MNT_OK ? open(wr->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1; /* one creator */
-    if (ok == MNT_OK && (fd < 0 || close(fd) != 0)) {
+    made = lst == MNT_OK;
+    int fd = lst == MNT_OK ? open(wr->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1; /* one creator */
+    if (lst == MNT_OK && (fd < 0 || close(fd) != 0)) {
       MNT_ERR("%s: cannot create: %s", wr->path, strerror(errno));
-      ok = MNT_ESYS;
+      lst = MNT_ESYS;
     }
   }
-  st = mnt_broadcast(wr->c, &ok, sizeof ok, 0);
-  if (st == MNT_OK && ok != MNT_OK) st = mnt_world_agree(w, ok);
+  st = agree(wr, lst);
+  if (st != MNT_OK && made) remove_step_dir(wr->dir);
   /* the copy: the stall of an asynchronous checkpoint; in 1 MiB blocks over the compute threads */
   const int64_t B = 1 << 20, nblk = (int64_t)((wr->share.bytes + B - 1) / B);
   if (st == MNT_OK) {
@@ -526,72 +693,16 @@ int mnt_ckpt_begin(mnt_ckpt_writer *wr, int64_t step, const mnt_ckpt_tensor *tin
 
 /* ---- commit ----------------------------------------------------------------------------- */
 
-static int step_of(const char *name, int64_t *step) {
-  char *end;
-  if (strncmp(name, "step-", 5) != 0) return 0;
-  long long v = strtoll(name + 5, &end, 10);
-  if (*end || end == name + 5 || v < 0) return 0;
-  *step = v;
-  return 1;
-}
-
-/* the manifest of dir, if it parses as one of ours (NULL otherwise; why says what is wrong) */
-static json_t *load_manifest(const char *dir, char *why, size_t n) {
-  char p[1200];
-  snprintf(p, sizeof p, "%s/%s", dir, MNT_CKPT_MANIFEST);
-  json_error_t e;
-  json_t *m = json_load_file(p, 0, &e);
-  if (!m) {
-    if (access(p, F_OK) != 0) snprintf(why, n, "no %s (an unfinished write)", MNT_CKPT_MANIFEST);
-    else snprintf(why, n, "%s does not parse: %s (line %d)", p, e.text, e.line);
-    return NULL;
+int mnt_ckpt_remove_all(const char *root) {
+  stepdir *sd;
+  int n, st = list_steps(root, &sd, &n);
+  for (int i = 0; i < n && st == MNT_OK; i++) {
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/%s", root, sd[i].name);
+    st = remove_step_dir(dir);
   }
-  const char *fmt = json_string_value(json_object_get(m, "format"));
-  if (!fmt || strcmp(fmt, MNT_CKPT_FORMAT) || !json_is_integer(json_object_get(m, "step")) ||
-      !json_is_array(json_object_get(m, "datasets")) || !json_is_array(json_object_get(m, "shares"))) {
-    snprintf(why, n, "%s is not an mntrain checkpoint manifest", p);
-    json_decref(m);
-    return NULL;
-  }
-  if (json_integer_value(json_object_get(m, "format_version")) > MNT_CKPT_VERSION) {
-    snprintf(why, n, "%s: format version %lld is newer than this mntrain reads (%d)", p,
-             (long long)json_integer_value(json_object_get(m, "format_version")), MNT_CKPT_VERSION);
-    json_decref(m);
-    return NULL;
-  }
-  return m;
-}
-
-typedef struct stepdir { int64_t step; char name[64]; } stepdir;
-static int cmp_stepdir_desc(const void *a, const void *b) {
-  const stepdir *x = a, *y = b;
-  return x->step < y->step ? 1 : x->step > y->step ? -1 : 0;
-}
-
-/* step-* directories of root, newest first */
-static int list_steps(const char *root, stepdir **out, int *n) {
-  *out = NULL;
-  *n = 0;
-  DIR *d = opendir(root);
-  if (!d) return errno == ENOENT ? MNT_OK : MNT_ESYS;
-  int cap = 0;
-  struct dirent *e;
-  int64_t s;
-  while ((e = readdir(d)))
-    if (step_of(e->d_name, &s) && strlen(e->d_name) < 64) {
-      if (*n == cap) {
-        cap = cap ? 2 * cap : 16;
-        stepdir *p = realloc(*out, (size_t)cap * sizeof *p);
-        if (!p) break;
-        *out = p;
-      }
-      (*out)[*n].step = s;
-      snprintf((*out)[*n].name, sizeof(*out)[*n].name, "%s", e->d_name);
-      (*n)++;
-    }
-  closedir(d);
-  if (*n) qsort(*out, (size_t)*n, sizeof **out, cmp_stepdir_desc);
-  return MNT_OK;
+  free(sd);
+  return st;
 }
 
 int64_t mnt_ckpt_newest(const char *root) {
@@ -633,25 +744,33 @@ static void retain(const char *root, int keep, int64_t upto) {
   free(sd);
 }
 
+/* Agreement here rides the communicator, not PMIx fences: every rank's status comes with the
+ * hashes, and rank 0's commit status is broadcast. A failure all ranks know of is recorded as
+ * agreed (w->failed_together), so that it ends the job normally instead of aborting it. */
 int mnt_ckpt_finish(mnt_ckpt_writer *wr) {
   if (!wr || !wr->pending) return MNT_OK;
   mnt_world *w = wr->c->world;
   if (wr->have_thr) pthread_join(wr->thr, NULL);
   wr->have_thr = 0;
   wr->pending = 0;
-  int st = mnt_world_agree(w, (int)wr->share.status); /* one rank's failure fails the checkpoint everywhere */
-  if (st != MNT_OK) {
-    if (w->rank == 0) {
-      MNT_ERR("checkpoint %s failed (see the error of the failing rank above): it is not committed and is "
-              "removed; the previous checkpoints are kept", wr->dir);
-      remove_step_dir(wr->dir);
-    }
-    return st;
-  }
   share_info *all = calloc((size_t)w->size, sizeof *all);
   if (!all) return MNT_ENOMEM;
-  st = mnt_allgather(wr->c, &wr->share, all, sizeof *all);
-  if (st == MNT_OK && w->rank == 0) {
+  int st = mnt_allgather(wr->c, &wr->share, all, sizeof *all);
+  for (int r = 0; r < w->size && st == MNT_OK; r++)
+    if (all[r].status != MNT_OK) { /* one rank's failure fails the checkpoint everywhere */
+      st = w->failed_together = (int)all[r].status;
+      if (w->rank == 0) {
+        MNT_ERR("checkpoint %s failed on rank %d (its error is above): not committed, and removed; the previous "
+                "checkpoints are kept", wr->dir, r);
+        remove_step_dir(wr->dir);
+      }
+    }
+  if (st != MNT_OK) {
+    free(all);
+    return st;
+  }
+  int32_t committed = MNT_OK;
+  if (w->rank == 0) {
     json_t *shares = json_array();
     for (int r = 0; r < w->size; r++) {
       char h[17];
@@ -661,15 +780,14 @@ int mnt_ckpt_finish(mnt_ckpt_writer *wr) {
                                               (json_int_t)all[r].bytes, "xxh3", h));
     }
     json_object_set_new(wr->manifest, "shares", shares);
-    st = mnt_json_save_precise(wr->dir, MNT_CKPT_MANIFEST, wr->manifest); /* tmp, fsync, rename */
-    if (st == MNT_OK) st = fsync_dir(wr->dir);
-    if (st == MNT_OK) {
-      wr->last_step = wr->step;
-      retain(wr->root, wr->keep, wr->step);
-    }
+    committed = mnt_json_save_precise(wr->dir, MNT_CKPT_MANIFEST, wr->manifest); /* tmp, fsync, rename */
+    if (committed == MNT_OK) committed = fsync_dir(wr->dir);
+    if (committed == MNT_OK) committed = fsync_dir(wr->root); /* the step directory's own entry */
+    if (committed == MNT_OK) retain(wr->root, wr->keep, wr->step);
   }
   free(all);
-  st = mnt_world_agree(w, st);
+  st = mnt_broadcast(wr->c, &committed, sizeof committed, 0);
+  if (st == MNT_OK && committed != MNT_OK) st = w->failed_together = committed;
   if (st == MNT_OK) wr->last_step = wr->step;
   return st;
 }

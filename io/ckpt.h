@@ -57,9 +57,12 @@ static inline uint64_t mnt_ckpt_tensor_bytes(const mnt_ckpt_tensor *t) {
 
 typedef struct mnt_ckpt_writer mnt_ckpt_writer;
 
-/* Collective. root: the checkpoint directory (rank 0 creates it); stripe: alignment and share
- * granularity in bytes (a power of two); keep: checkpoints kept (>= 1). */
-int mnt_ckpt_writer_create(mnt_comm *c, const char *root, size_t stripe, int keep, mnt_ckpt_writer **out);
+/* Collective. root: the checkpoint directory (rank 0 creates it; on Lustre it sets the striping);
+ * stripe: alignment and share granularity in bytes (a power of two); keep: checkpoints kept
+ * (>= 1); resumed_step: the step of the checkpoint the run resumed from (-1: none): it is not
+ * written again, and newer step directories (a branch the run abandons) are set aside. */
+int mnt_ckpt_writer_create(mnt_comm *c, const char *root, size_t stripe, int keep, int64_t resumed_step,
+                           mnt_ckpt_writer **out);
 /* Collective: start checkpoint `step` of these tensors (identical on every rank, the same list
  * every time), with `state` (the training state: "state" in the manifest and the dataset
  * /train_state, its JSON text), `attrs` (the file's root attributes; with `config`, the run's
@@ -101,6 +104,8 @@ int mnt_ckpt_open(const char *path, int verify, mnt_ckpt *out, int *found);
  * the checkpoint when it is missing or has another shape. */
 int mnt_ckpt_get(const mnt_ckpt *c, const char *name, float *dst, size_t n, int ndims, const int *dims);
 void mnt_ckpt_close(mnt_ckpt *c);
+/* remove every step-* directory of root (each manifest first): a run started over */
+int mnt_ckpt_remove_all(const char *root);
 /* the newest step-* directory of root with a manifest that parses (no data read), -1 if none */
 int64_t mnt_ckpt_newest(const char *root);
 /* 1 when path looks like a checkpoint: a state.h5, a directory with a manifest, or a root of step-*

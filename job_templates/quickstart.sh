@@ -4,8 +4,9 @@
 # Fashion-MNIST (Debian's dataset-fashion-mnist) to shards, submits job_templates/train.sbatch with
 # sbatch for 1, 2 and 4 ranks (one after the other), follows each job's output while it runs, and
 # prints the final accuracies and the weak-scaling table from the runs' summary.json files (a rerun
-# replaces the earlier runs: --force). The cluster stays up afterwards (job_templates/local-cluster.sh
-# down stops it).
+# replaces the earlier runs: --force). Then the 2-rank run once more with checkpoints, preempted
+# (SIGUSR1) after its first checkpoint: it requeues itself and resumes to the same result. The
+# cluster stays up afterwards (job_templates/local-cluster.sh down stops it).
 #   job_templates/quickstart.sh [extra mntrain train options]
 # Environment: BUILD_DIR (default build), OUT (default /tmp/mntrain-quickstart), STEPS (default 300).
 set -euo pipefail
@@ -65,6 +66,42 @@ for ranks in 1 2 4; do
   follow "$job" "$out/train-$ranks-$job.out"
   summaries+=("$dir/summary.json")
 done
+echo "== preemption: the 2-rank job again, with a checkpoint every 50 steps; once one is committed it gets SIGUSR1"
+echo "   (what Slurm sends 120 s before the time limit): it stops with a checkpoint, requeues itself and resumes"
+pre="$out/run-preempt"
+rm -rf "$pre"
+job=$(MNTRAIN="$m" OUT="$pre" sbatch --parsable --chdir="$out" --nodes=2 --ntasks-per-node=1 \
+  --output="$out/train-preempt-%j.out" job_templates/train.sbatch \
+  --data "$out/fmnist-train" --val "$out/fmnist-test" --arch resnet8 --size 28 --batch-per-rank 32 \
+  --steps "$steps" --lr 0.4 --warmup-epochs 0.05 --schedule cosine --pad-crop 2 --val-crop 1 --log-every 50 \
+  --ckpt-every-steps 50 "$@")
+echo "   job $job, output $out/train-preempt-$job.out"
+( # the preemption, and (local cluster only) the requeued job started without Slurm's ~2 min requeue delay,
+  # as soon as the first attempt's step daemons are gone
+  until grep -q '"checkpoint":' "$pre/metrics.jsonl" 2>/dev/null; do
+    squeue -h -j "$job" 2>/dev/null | grep -q . || exit 0
+    sleep 0.2
+  done
+  scancel --signal=USR1 "$job"
+  for _ in $(seq 1 600); do
+    st=$(squeue -h -j "$job" -o '%T %r' 2>/dev/null)
+    [ -z "$st" ] && exit 0
+    if [ "$st" = "PENDING BeginTime" ] && ! pgrep -f "slurmstepd: \[$job\." >/dev/null; then
+      scontrol update JobId="$job" StartTime=now
+      exit 0
+    fi
+    sleep 0.2
+  done
+) &
+follow "$job" "$out/train-preempt-$job.out"
+wait
+grep -E "stopped after|requeueing|attempt 2|resuming from" "$out/train-preempt-$job.out" | sed 's/^/   /'
+/usr/bin/python3 - "$out/run-2/summary.json" "$pre/summary.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+print(f"   val top-1: uninterrupted 2-rank run {a.get('val_top1', float('nan')):.4f}, preempted and resumed "
+      f"{b.get('val_top1', float('nan')):.4f} (resumed from step {b['resumed_from_step']})")
+PY
 echo "== results (weak scaling: the same batch per rank; E = (img/s_N / N) / (img/s_1 / 1))"
 /usr/bin/python3 - "${summaries[@]}" <<'PY'
 import json, sys

@@ -124,7 +124,7 @@ int mnt_bench_ckpt(mnt_world *w, int argc, char **argv) {
   mnt_resnet_destroy(m);
   m = NULL;
   if ((st = mnt_world_agree(w, st)) != MNT_OK) goto done;
-  if ((st = mnt_ckpt_writer_create(c, root, stripe, repeat + 1, &wr)) != MNT_OK) goto done;
+  if ((st = mnt_ckpt_writer_create(c, root, stripe, repeat + 1, -1, &wr)) != MNT_OK) goto done;
   if (w->rank == 0) {
     printf("# mntrain bench ckpt: %s, %d ranks on %d nodes, state %.1f MB in %d tensors, stripe %zu KiB\n", dir, w->size,
            w->nnodes, state_mb, nt, stripe / 1024);

@@ -41,14 +41,14 @@ typedef struct opts {
 } opts;
 
 /* ---- signals: a thread of their own ------------------------------------------------------- */
-static volatile sig_atomic_t g_stop_signal;
+static int g_stop_signal; /* written by the signal thread, read by the loop: __atomic */
 static sigset_t g_sigs;
 
 static void *signal_thread(void *arg) {
   (void)arg;
   for (;;) {
     int sig;
-    if (sigwait(&g_sigs, &sig) == 0) g_stop_signal = sig;
+    if (sigwait(&g_sigs, &sig) == 0) __atomic_store_n(&g_stop_signal, sig, __ATOMIC_RELAXED);
   }
   return NULL;
 }
@@ -91,35 +91,6 @@ static int holds_run(const opts *o, char *found, size_t n) {
   return found[0] != 0;
 }
 
-/* every step-* directory of the checkpoint root (--force starts over) */
-static int remove_checkpoints(const char *root) {
-  DIR *d = opendir(root);
-  if (!d) return MNT_OK;
-  struct dirent *e;
-  char p[1200], q[2400];
-  int st = MNT_OK;
-  while ((e = readdir(d)))
-    if (!strncmp(e->d_name, "step-", 5)) {
-      snprintf(p, sizeof p, "%s/%s", root, e->d_name);
-      snprintf(q, sizeof q, "%s/%s", p, MNT_CKPT_MANIFEST); /* the manifest first: then it is no checkpoint */
-      unlink(q);
-      DIR *s = opendir(p);
-      struct dirent *f;
-      while (s && (f = readdir(s)))
-        if (strcmp(f->d_name, ".") && strcmp(f->d_name, "..")) {
-          snprintf(q, sizeof q, "%s/%s", p, f->d_name);
-          unlink(q);
-        }
-      if (s) closedir(s);
-      if (rmdir(p) != 0) {
-        MNT_ERR("--force: cannot remove %s: %s", p, strerror(errno));
-        st = MNT_EARG;
-      }
-    }
-  closedir(d);
-  return st;
-}
-
 /* the "ckpt_dir" of the earlier run's config.json in --out ("" if none) */
 static void earlier_ckpt_dir(const opts *o, char *out, size_t n) {
   char p[1200];
@@ -143,7 +114,7 @@ static int prepare(const opts *o, mnt_ckpt *ck, int *found) {
   int has_run = holds_run(o, run, sizeof run);
   if (o->force) {
     MNT_CHECK(remove_run(o));
-    if (o->ckpt_dir) MNT_CHECK(remove_checkpoints(o->ckpt_dir));
+    if (o->ckpt_dir) MNT_CHECK(mnt_ckpt_remove_all(o->ckpt_dir));
   } else if (!strcmp(o->resume, "none")) {
     if (o->ckpt_dir && mnt_ckpt_newest(o->ckpt_dir) >= 0) {
       MNT_ERR("--ckpt-dir %s holds checkpoints of an earlier run: --resume auto continues it, --force starts over",
@@ -164,9 +135,6 @@ static int prepare(const opts *o, mnt_ckpt *ck, int *found) {
     if (*found) {
       printf("mntrain train: resuming from %s (step %lld%s)\n", ck->dir, (long long)ck->step,
              ck->verified ? ", checksums verified" : ", checksums not verified");
-      char p[1200];
-      snprintf(p, sizeof p, "%s/summary.json", o->out); /* the run is not finished any more */
-      unlink(p);
       has_run = 0;
     } else if (has_run) {
       char earlier[1100];
@@ -186,9 +154,24 @@ static int prepare(const opts *o, mnt_ckpt *ck, int *found) {
   return o->export_path ? mnt_output_probe(o->export_path) : MNT_OK;
 }
 
-/* metrics.jsonl of a resumed run: the lines up to the checkpoint's step are kept (later ones were
- * written by the interrupted job after it: they are written again), and the file is appended to */
-static FILE *open_metrics(const char *path, int64_t resumed_step) {
+/* the step a line of metrics.jsonl (a JSON object) or of a sample log ("STEP id id ...") is about;
+ * -1 when it has none */
+static long long metrics_step(const char *line) {
+  json_t *j = json_loads(line, 0, NULL);
+  long long s = json_is_integer(json_object_get(j, "step")) ? json_integer_value(json_object_get(j, "step")) : -1;
+  json_decref(j);
+  return s;
+}
+static long long samples_step(const char *line) {
+  char *end;
+  long long s = strtoll(line, &end, 10);
+  return end == line ? -1 : s;
+}
+
+/* A log of a resumed run: the lines up to the checkpoint's step are kept (later ones were written
+ * by the interrupted job after it: they will be written again), then the file is appended to.
+ * resumed_step < 0: a new file. */
+static FILE *open_log(const char *path, int64_t resumed_step, long long (*step_of_line)(const char *)) {
   if (resumed_step < 0) return fopen(path, "w");
   FILE *in = fopen(path, "r");
   if (!in) return fopen(path, "a");
@@ -199,10 +182,8 @@ static FILE *open_metrics(const char *path, int64_t resumed_step) {
   size_t cap = 0;
   int bad = !out;
   while (out && getline(&line, &cap, in) > 0) {
-    json_t *j = json_loads(line, 0, NULL);
-    json_int_t s = json_integer_value(json_object_get(j, "step"));
-    json_decref(j);
-    if (j && s <= resumed_step && fputs(line, out) == EOF) bad = 1;
+    long long s = step_of_line(line);
+    if (s >= 0 && s <= resumed_step && fputs(line, out) == EOF) bad = 1;
   }
   free(line);
   fclose(in);
@@ -282,6 +263,7 @@ typedef struct run {
   char mpath[1200];
   double ckpt_t0, last_ckpt_time, stall_sum;
   int64_t ckpt_step, ncheckpoints;
+  double resumed_images; /* images of the interval in progress trained before the resume */
 } run;
 
 /* rank 0: one line of metrics.jsonl (a full disk stops the run here, loudly) */
@@ -291,10 +273,15 @@ static int metric(run *r, json_t *line) {
   return st;
 }
 
+static int checkpoint_finish(run *r);
+
 static int checkpoint_begin(run *r) {
-  double stall;
+  double stall, t0 = mnt_now();
+  MNT_CHECK(checkpoint_finish(r)); /* the previous one first (with its line in metrics.jsonl) */
+  if (mnt_ckpt_last_step(r->wr) == r->t->s.step) return MNT_OK; /* this step's is committed already */
   r->ckpt_t0 = mnt_now();
   MNT_CHECK(mnt_trainer_save(r->t, r->wr, r->config, &stall));
+  stall = mnt_now() - t0; /* waiting for the previous one included */
   r->ckpt_step = r->t->s.step;
   r->last_ckpt_time = mnt_now();
   r->stall_sum += stall;
@@ -354,7 +341,7 @@ static int train_loop(run *r) {
     /* control: a stop request on any rank, this rank's checkpoint share written, rank 0's clock */
     int stop = 0, due_time = 0;
     if (ckpt_on) {
-      float ctl[3] = {g_stop_signal ? 1.0f : 0.0f, mnt_ckpt_local_done(r->wr) ? 1.0f : 0.0f,
+      float ctl[3] = {__atomic_load_n(&g_stop_signal, __ATOMIC_RELAXED) ? 1.0f : 0.0f, mnt_ckpt_local_done(r->wr) ? 1.0f : 0.0f,
                       w->rank == 0 && o->ckpt_minutes > 0 && mnt_now() - r->last_ckpt_time >= o->ckpt_minutes * 60
                           ? 1.0f : 0.0f};
       if ((st = mnt_allreduce(t->c, ctl, 3, MNT_FP32, MNT_SUM)) != MNT_OK) break;
@@ -367,7 +354,8 @@ static int train_loop(run *r) {
     if (step % o->log_every == 0 || step == t->total || end_epoch) {
       double images;
       if ((st = mnt_trainer_interval(t, &last_loss, &last_top1, &images)) != MNT_OK) break;
-      double now = mnt_now(), ips = images / (now - iv_t0);
+      double now = mnt_now(), ips = (images - r->resumed_images) / (now - iv_t0);
+      r->resumed_images = 0;
       double eta = (now - t_start - eval_s) / done * (double)(t->total - step);
       double lr = mnt_lr_at(&t->sgd, (double)(step - 1) / t->per_epoch), ms = 1e3 / images * t->s.global_batch;
       if (w->rank == 0) {
@@ -384,6 +372,14 @@ static int train_loop(run *r) {
       if (st) break;
       memset(ph, 0, sizeof ph);
       iv_t0 = mnt_now();
+    }
+    if (ckpt_on && o->stop_after && done >= o->stop_after) stop = 1;
+    if (stop && step < t->total) { /* every rank knows: a checkpoint now (before any evaluation: a
+                                    * preempted job has seconds), synchronously, then out */
+      if ((st = checkpoint_begin(r)) != MNT_OK) break;
+      if ((st = checkpoint_finish(r)) != MNT_OK) break;
+      stopped = 1;
+      break;
     }
     if (t->have_val && (end_epoch || step == t->total)) {
       double vl, v1, v5, te = mnt_now();
@@ -404,30 +400,23 @@ static int train_loop(run *r) {
       iv_t0 = mnt_now();
     }
     if (!ckpt_on) continue;
-    if (o->stop_after && done >= o->stop_after && step < t->total) stop = 1;
-    if (stop) { /* every rank knows: a checkpoint now, synchronously, then out */
-      if (!(mnt_ckpt_pending(r->wr) && r->ckpt_step == step) && (st = checkpoint_begin(r)) != MNT_OK) break;
-      if ((st = checkpoint_finish(r)) != MNT_OK) break;
-      stopped = 1;
-      break;
-    }
     if (step < t->total && ((o->ckpt_steps && step % o->ckpt_steps == 0) || due_time) &&
         (st = checkpoint_begin(r)) != MNT_OK)
       break;
   }
-  if (st == MNT_OK && ckpt_on && !stopped) { /* the finished run's checkpoint (resuming it finds nothing to do) */
-    if (mnt_ckpt_last_step(r->wr) != t->s.step && !(mnt_ckpt_pending(r->wr) && r->ckpt_step == t->s.step))
-      st = checkpoint_begin(r);
+  if (st == MNT_OK && ckpt_on && !stopped && done > 0) { /* the finished run's checkpoint */
+    st = checkpoint_begin(r);
     if (st == MNT_OK) st = checkpoint_finish(r);
   }
   if (st == MNT_OK && stopped) {
     if (w->rank == 0) {
       char dir[1200];
+      int sig = __atomic_load_n(&g_stop_signal, __ATOMIC_RELAXED);
       mnt_ckpt_step_dir(dir, sizeof dir, o->ckpt_dir, t->s.step);
       printf("mntrain train: stopped after step %lld/%lld (%s): checkpoint %s; the same command resumes it\n",
              (long long)t->s.step, (long long)t->total,
-             g_stop_signal ? (g_stop_signal == SIGTERM ? "SIGTERM" : "SIGUSR1")
-                           : (done >= o->stop_after ? "--stop-after" : "a signal on another rank"),
+             sig ? (sig == SIGTERM ? "SIGTERM" : "SIGUSR1")
+                 : (o->stop_after && done >= o->stop_after ? "--stop-after" : "a signal on another rank"),
              dir);
       fflush(stdout);
     }
@@ -491,9 +480,11 @@ static int train_loop(run *r) {
         if (o->export_path) printf("mntrain train: weights in %s\n", o->export_path);
       }
     }
-  } else if (st == MNT_OK && w->rank == 0) {
-    printf("mntrain train: the run is complete (step %lld of %lld): nothing to do\n", (long long)t->s.step,
+  } else if (st == MNT_OK && w->rank == 0) { /* resumed at its end: its summary.json stays */
+    printf("mntrain train: the run is complete (step %lld of %lld): nothing to train\n", (long long)t->s.step,
            (long long)t->total);
+    if (o->export_path && (st = mnt_export_h5(t->m, &t->train, o->export_path)) == MNT_OK)
+      printf("mntrain train: weights in %s\n", o->export_path);
   }
   free(step_ms);
   return st;
@@ -629,20 +620,21 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &g_sigs, NULL);
     have_sig_thr = pthread_create(&sig_thr, NULL, signal_thread, NULL) == 0;
   }
-  MNT_CHECK(mnt_world_init(w));
-
   run r = {.o = &o, .w = w, .ckpt_step = -1};
   mnt_ckpt ck = {0};
   int found = 0;
+  mnt_train_state rs = {0};
+  st = mnt_world_init(w);
+  if (st != MNT_OK) goto out;
   snprintf(r.mpath, sizeof r.mpath, "%s/metrics.jsonl", o.out);
   /* rank 0: outputs, and the checkpoint to resume (read and verified once, here); everyone: its state */
   st = w->rank == 0 ? prepare(&o, &ck, &found) : MNT_OK;
-  mnt_train_state rs = {0};
   if (st == MNT_OK && found) st = mnt_train_state_parse(json_object_get(ck.manifest, "state"), &rs, ck.dir);
   if ((st = mnt_world_agree(w, st)) != MNT_OK) goto out;
   struct { int64_t found; mnt_train_state s; } hdr = {found, rs};
   if ((st = mnt_world_bcast(w, &hdr, sizeof hdr, 0)) != MNT_OK) goto out;
   found = (int)hdr.found;
+  r.resumed_images = found ? hdr.s.iv_n : 0;
   if (found) { /* the global batch is the run's invariant; the batch per rank follows the rank count */
     rs = hdr.s;
     int64_t G = rs.global_batch;
@@ -658,6 +650,14 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
     if (w->rank == 0 && was && was != c->batch)
       printf("mntrain train: --batch-per-rank %d ignored: the run's global batch is %lld, so %d per rank on %d ranks\n",
              was, (long long)G, c->batch, w->size);
+    if (c->bn_batch && c->batch % c->bn_batch) {
+      if (w->rank == 0)
+        MNT_ERR("--bn-batch %d does not divide the %d images per rank of this resume (global batch %lld on %d "
+                "ranks): leave --bn-batch out to keep the checkpoint's groups of %lld", c->bn_batch, c->batch,
+                (long long)G, w->size, (long long)rs.bn_group);
+      st = mnt_world_agree(w, MNT_EARG);
+      goto out;
+    }
     if (!c->bn_batch) c->bn_batch = c->batch % rs.bn_group == 0 ? (int)rs.bn_group : c->batch;
     if (w->rank == 0 && c->bn_batch != rs.bn_group)
       MNT_WARN("batch-norm groups change from %lld to %d images (the checkpoint's do not divide %d per rank)",
@@ -672,6 +672,12 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
     if (found) {
       st = mnt_trainer_load(t, &ck);
       if (st == MNT_OK) st = same_run(json_object_get(ck.manifest, "config"), r.config, ck.dir);
+      char p[1200];
+      snprintf(p, sizeof p, "%s/summary.json", o.out); /* resumed and unfinished: the run has no summary */
+      if (st == MNT_OK && rs.step < t->total && unlink(p) != 0 && errno != ENOENT) {
+        MNT_ERR("%s: cannot remove: %s", p, strerror(errno));
+        st = MNT_ESYS;
+      }
     } else if (o.init) {
       st = mnt_trainer_init_from(t, o.init);
     }
@@ -679,14 +685,15 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   }
   if ((st = mnt_world_agree(w, st)) != MNT_OK) goto out;
   if ((st = mnt_trainer_sync(t)) != MNT_OK) goto out; /* identical start: rank 0's state everywhere */
-  if (o.ckpt_dir && (st = mnt_ckpt_writer_create(t->c, o.ckpt_dir, o.stripe, o.keep, &r.wr)) != MNT_OK) goto out;
+  if (o.ckpt_dir && (st = mnt_ckpt_writer_create(t->c, o.ckpt_dir, o.stripe, o.keep, found ? rs.step : -1, &r.wr)))
+    goto out;
   if (found) json_object_set_new(r.config, "resumed_from_step", json_integer(rs.step));
   if (w->rank == 0) { /* the effective configuration; the outputs open early */
     char *txt = json_dumps(r.config, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
     if (txt) printf("mntrain train: %s\n", txt);
     free(txt);
     st = mnt_json_save(o.out, "config.json", r.config);
-    if (st == MNT_OK && !(r.metrics = open_metrics(r.mpath, found ? rs.step : -1))) {
+    if (st == MNT_OK && !(r.metrics = open_log(r.mpath, found ? rs.step : -1, metrics_step))) {
       MNT_ERR("%s: cannot open: %s", r.mpath, strerror(errno));
       st = MNT_ESYS;
     }
@@ -700,7 +707,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   if (st == MNT_OK && o.sample_log) {
     char p[1200];
     snprintf(p, sizeof p, "%s/samples-rank-%05d.txt", o.out, w->rank);
-    if (!(r.samples = fopen(p, found ? "a" : "w"))) {
+    if (!(r.samples = open_log(p, found ? rs.step : -1, samples_step))) {
       MNT_ERR("%s: cannot open: %s", p, strerror(errno));
       st = MNT_ESYS;
     }

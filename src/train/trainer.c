@@ -136,6 +136,7 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
   int bn = o->bn_batch ? o->bn_batch : o->batch;
   int64_t B = (int64_t)o->batch * w->size;
   if (state) t->s = *state;
+  if (state && w->rank != 0) t->s.iv_loss = t->s.iv_top1 = t->s.iv_n = 0; /* the saved sums are global: rank 0's */
   t->s.global_batch = B;
   t->s.bn_group = bn;
   mnt_sched sched = MNT_SCHED_STEP;
@@ -238,9 +239,11 @@ int mnt_trainer_step(mnt_trainer *t, mnt_step_out *out) {
   double t5 = mnt_now();
   t->s.step++;
   mnt_loader_position(t->ld, &t->s.epoch, &t->s.cursor);
-  t->s.iv_loss += (double)loss * b->n;
-  t->s.iv_top1 += top1;
-  t->s.iv_n += b->n;
+  if (isfinite(loss)) { /* a skipped step's non-finite loss would poison the interval (and a checkpoint) */
+    t->s.iv_loss += (double)loss * b->n;
+    t->s.iv_top1 += top1;
+    t->s.iv_n += b->n;
+  }
   *out = (mnt_step_out){.phase = {t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4}, .loss = loss, .top1 = top1,
                         .n = b->n, .skipped = !finite};
   return MNT_OK;
@@ -335,7 +338,14 @@ int mnt_trainer_save(mnt_trainer *t, mnt_ckpt_writer *wr, json_t *config, double
   int nt;
   mnt_ckpt_tensor *v = tensors(t, &nt);
   if (!v) return MNT_ENOMEM;
-  json_t *state = mnt_train_state_json(&t->s);
+  /* the log interval's sums over all ranks: one state, the same on every rank */
+  float iv[3] = {(float)t->s.iv_loss, (float)t->s.iv_top1, (float)t->s.iv_n};
+  MNT_CHECK(mnt_allreduce(t->c, iv, 3, MNT_FP32, MNT_SUM));
+  mnt_train_state s = t->s;
+  s.iv_loss = iv[0];
+  s.iv_top1 = iv[1];
+  s.iv_n = iv[2];
+  json_t *state = mnt_train_state_json(&s);
   json_object_set_new(state, "lr", json_real(mnt_trainer_lr(t)));
   const mnt_dataset *d = &t->train; /* what makes the file self-describing; fixed for the run */
   json_t *attrs = json_pack("{s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:s, s:[f, f, f], s:[f, f, f]}", "arch", t->cfg.arch,

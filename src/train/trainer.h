@@ -32,7 +32,8 @@ typedef struct mnt_train_state {
   int64_t epoch, cursor;           /* the loader's position of the next global batch */
   int64_t skipped;                 /* steps skipped for non-finite gradients */
   int64_t global_batch, bn_group;  /* the run's invariants (a resume on other rank counts keeps them) */
-  double iv_loss, iv_top1, iv_n;   /* this rank's sums over the log interval in progress */
+  double iv_loss, iv_top1, iv_n;   /* sums over the log interval in progress: this rank's while it trains,
+                                    * all ranks' in a checkpoint (restored to rank 0 alone) */
 } mnt_train_state;
 
 /* what one step did (this rank) */

@@ -103,6 +103,10 @@ expect 0 'checkpoint run2/ckpt/step-00000002: step 2 of 4' -- inspect run2/ckpt/
 # shellcheck disable=SC2086
 expect 0 'resuming from run2/ckpt/step-00000002' -- train $t --steps 4 --threads 1 --out run2 --ckpt-dir run2/ckpt
 # shellcheck disable=SC2086
+expect 0 'the run is complete \(step 4 of 4\): nothing to train' -- train $t --steps 4 --threads 1 --out run2 --ckpt-dir run2/ckpt
+[ -f run2/summary.json ] || { echo "FAIL: rerunning a finished run lost its summary.json"; fail=1; }
+[ -f run2/ckpt/step-00000004/MANIFEST.json ] || { echo "FAIL: rerunning a finished run lost its checkpoint"; fail=1; }
+# shellcheck disable=SC2086
 expect 2 'holds checkpoints of an earlier run' -- train $t --steps 4 --out run3 --ckpt-dir run2/ckpt --resume none
 # shellcheck disable=SC2086
 expect 2 'run was trained with steps|its steps is 4, this command.s is 6' -- train $t --steps 6 --out run2 --ckpt-dir run2/ckpt
