@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "dataset.h"
 #include "jsonio.h"
 #include "log.h"
 
@@ -49,7 +50,9 @@ struct mnt_ckpt_writer {
   /* the checkpoint in flight */
   int pending;
   int64_t step;
-  char dir[1100], path[1200];
+  char dir[1100], path[1200]; /* the step directory it becomes; the file being written (in incoming) */
+  char incoming[1100];        /* ROOT/incoming-TOKEN-SEQ: where the next checkpoint is written */
+  uint64_t token, seq;        /* the writer's random token (rank 0's, broadcast) and commit count */
   pthread_t thr;
   int have_thr;
   int done;               /* the thread finished (atomic) */
@@ -199,6 +202,32 @@ static int set_aside_or_remove(const char *dir) {
   return MNT_ESYS;
 }
 
+/* every rank: the name of the next checkpoint's directory before its commit. Never a name used
+ * before: a GlusterFS client on another node may still resolve an old name to the file that was
+ * renamed away (its lookup cache), and would write into a committed checkpoint. */
+static void incoming_name(mnt_ckpt_writer *wr) {
+  snprintf(wr->incoming, sizeof wr->incoming, "%s/incoming-%016" PRIx64 "-%06" PRIu64, wr->root, wr->token, wr->seq);
+}
+
+/* rank 0: an empty INCOMING/state.h5, made ahead of the checkpoint that will be written into it, so
+ * that starting one touches no metadata (a directory and a create take tens of ms on a busy
+ * parallel filesystem, and would hold up training) */
+static int prepare_incoming(mnt_ckpt_writer *wr) {
+  char p[1200];
+  snprintf(p, sizeof p, "%s/%s", wr->incoming, MNT_CKPT_FILE);
+  int st = remove_step_dir(wr->incoming);
+  if (st == MNT_OK && mkdir(wr->incoming, 0755) != 0) {
+    MNT_ERR("%s: cannot create: %s", wr->incoming, strerror(errno));
+    st = MNT_ESYS;
+  }
+  int fd = st == MNT_OK ? open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+  if (st == MNT_OK && (fd < 0 || close(fd) != 0)) {
+    MNT_ERR("%s: cannot create: %s", p, strerror(errno));
+    st = MNT_ESYS;
+  }
+  return st;
+}
+
 static void lustre_stripe(const char *dir, size_t stripe) {
   struct statfs sf;
   if (statfs(dir, &sf) != 0 || (unsigned long)sf.f_type != 0x0BD00BD0UL) return;
@@ -223,6 +252,8 @@ int mnt_ckpt_writer_create(mnt_comm *c, const char *root, size_t stripe, int kee
   wr->stripe = stripe;
   wr->keep = keep < 1 ? 1 : keep;
   wr->last_step = resumed_step; /* a resumed run has that checkpoint: it is not written again */
+  /* a token of this writer's own: rank 0's clock and pid, broadcast below */
+  wr->token = mnt_mix((uint64_t)(mnt_now() * 1e9), (uint64_t)getpid() ^ ((uint64_t)time(NULL) << 20));
   int st = MNT_OK;
   if (c->world->rank == 0 && mkdir_p(root) != 0) {
     MNT_ERR("--ckpt-dir %s: cannot create the directory: %s", root, strerror(errno));
@@ -241,6 +272,20 @@ int mnt_ckpt_writer_create(mnt_comm *c, const char *root, size_t stripe, int kee
       free(sd);
     }
   }
+  if (st == MNT_OK && c->world->rank == 0) { /* the unfinished writes of earlier jobs */
+    DIR *d = opendir(root);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+      char dir[1200];
+      snprintf(dir, sizeof dir, "%s/%s", root, e->d_name);
+      if (!strncmp(e->d_name, "incoming-", 9)) remove_step_dir(dir);
+    }
+    if (d) closedir(d);
+  }
+  int cs = mnt_broadcast(c, &wr->token, sizeof wr->token, 0);
+  if (cs != MNT_OK) st = cs;
+  incoming_name(wr);
+  if (st == MNT_OK && c->world->rank == 0) st = prepare_incoming(wr);
   st = mnt_world_agree(c->world, st);
   struct statfs sf; /* after the agreement: rank 0 has created root */
   wr->early_writeback = !(statfs(root, &sf) == 0 && (unsigned long)sf.f_type == 0x65735546UL); /* FUSE_SUPER_MAGIC */
@@ -635,26 +680,8 @@ int mnt_ckpt_begin(mnt_ckpt_writer *wr, int64_t step, const mnt_ckpt_tensor *tin
   }
   wr->step = step;
   mnt_ckpt_step_dir(wr->dir, sizeof wr->dir, wr->root, step);
-  snprintf(wr->path, sizeof wr->path, "%s/%s", wr->dir, MNT_CKPT_FILE);
-  /* rank 0: a fresh directory (one of this step without a manifest is a failed write, one with a
-   * manifest an abandoned branch of the run: kept aside), and the file, created once; then, when
-   * every rank is ready, everyone may write into it */
-  int made = 0;
-  if (w->rank == 0 && lst == MNT_OK) {
-    lst = set_aside_or_remove(wr->dir);
-    if (lst == MNT_OK && mkdir(wr->dir, 0755) != 0) {
-      MNT_ERR("%s: cannot create: %s", wr->dir, strerror(errno));
-      lst = MNT_ESYS;
-    }
-    made = lst == MNT_OK;
-    int fd = lst == MNT_OK ? open(wr->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1; /* one creator */
-    if (lst == MNT_OK && (fd < 0 || close(fd) != 0)) {
-      MNT_ERR("%s: cannot create: %s", wr->path, strerror(errno));
-      lst = MNT_ESYS;
-    }
-  }
-  st = agree(wr, lst);
-  if (st != MNT_OK && made) remove_step_dir(wr->dir);
+  snprintf(wr->path, sizeof wr->path, "%s/%s", wr->incoming, MNT_CKPT_FILE); /* made by the last commit */
+  st = agree(wr, lst); /* a rank that cannot take part says so before anyone writes */
   /* the copy: the stall of an asynchronous checkpoint; in 1 MiB blocks over the compute threads */
   const int64_t B = 1 << 20, nblk = (int64_t)((wr->share.bytes + B - 1) / B);
   if (st == MNT_OK) {
@@ -760,12 +787,15 @@ int mnt_ckpt_finish(mnt_ckpt_writer *wr) {
     if (all[r].status != MNT_OK) { /* one rank's failure fails the checkpoint everywhere */
       st = w->failed_together = (int)all[r].status;
       if (w->rank == 0) {
-        MNT_ERR("checkpoint %s failed on rank %d (its error is above): not committed, and removed; the previous "
-                "checkpoints are kept", wr->dir, r);
-        remove_step_dir(wr->dir);
+        MNT_ERR("checkpoint %s failed on rank %d (its error is above): not committed, and its bytes removed; the "
+                "previous checkpoints are kept", wr->dir, r);
+        remove_step_dir(wr->incoming);
       }
     }
-  if (st != MNT_OK) {
+  if (st != MNT_OK) { /* the next one gets a fresh name too */
+    wr->seq++;
+    incoming_name(wr);
+    if (w->rank == 0) prepare_incoming(wr); /* a failure here fails that one */
     free(all);
     return st;
   }
@@ -780,13 +810,27 @@ int mnt_ckpt_finish(mnt_ckpt_writer *wr) {
                                               (json_int_t)all[r].bytes, "xxh3", h));
     }
     json_object_set_new(wr->manifest, "shares", shares);
-    committed = mnt_json_save_precise(wr->dir, MNT_CKPT_MANIFEST, wr->manifest); /* tmp, fsync, rename */
-    if (committed == MNT_OK) committed = fsync_dir(wr->dir);
-    if (committed == MNT_OK) committed = fsync_dir(wr->root); /* the step directory's own entry */
+    /* the manifest (tmp, fsync, rename) into incoming, then incoming becomes the step directory */
+    committed = mnt_json_save_precise(wr->incoming, MNT_CKPT_MANIFEST, wr->manifest);
+    if (committed == MNT_OK) committed = fsync_dir(wr->incoming);
+    if (committed == MNT_OK) committed = set_aside_or_remove(wr->dir);
+    if (committed == MNT_OK && rename(wr->incoming, wr->dir) != 0) {
+      MNT_ERR("rename %s -> %s: %s", wr->incoming, wr->dir, strerror(errno));
+      committed = MNT_ESYS;
+    }
+    if (committed == MNT_OK) committed = fsync_dir(wr->root);
     if (committed == MNT_OK) retain(wr->root, wr->keep, wr->step);
+    wr->seq++;
+    incoming_name(wr);
+    int next = prepare_incoming(wr); /* the next checkpoint's file, before the others hear of this one */
+    if (committed == MNT_OK) committed = next;
   }
   free(all);
   st = mnt_broadcast(wr->c, &committed, sizeof committed, 0);
+  if (w->rank != 0) { /* the same next name everywhere */
+    wr->seq++;
+    incoming_name(wr);
+  }
   if (st == MNT_OK && committed != MNT_OK) st = w->failed_together = committed;
   if (st == MNT_OK) wr->last_step = wr->step;
   return st;

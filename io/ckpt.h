@@ -9,20 +9,24 @@
  * /bn/<name>), root attributes for the training state and the run's configuration (JSON).
  *
  * Writing (every rank, the same calls in the same order):
- *  1. begin: the file's layout is made once per writer: rank 0 builds the HDF5 skeleton in memory
- *     (core driver) — every dataset allocated early and unfilled, objects of a stripe or more
- *     aligned to the stripe (H5Pset_alignment) — and broadcasts the byte offset of every dataset
- *     (H5Dget_offset) and the file's size. The data range is cut at stripe boundaries into one
- *     contiguous share per rank. At every checkpoint rank 0 makes a fresh step directory, and each
- *     rank copies the bytes of its share into a staging buffer (the only time the training loop is
- *     held up); a thread of its own pwrite()s them in large pieces (rank 0 also the file's size and
- *     the skeleton's metadata blocks) and fsync()s, hashing them (XXH3-64). The training state
- *     (step, position, ...) is a dataset too (/train_state, fixed-size JSON text), so the layout,
- *     and the metadata, never change within a run.
- *  2. finish (when every rank's thread is done, or at once to wait): the ranks agree on success,
- *     the hashes are gathered, and rank 0 commits MANIFEST.json (tmp → fsync → rename → fsync of
- *     the directory), then deletes checkpoints beyond the newest `keep`. A directory without a
- *     valid manifest is no checkpoint, whatever else it holds.
+ *  1. begin: the file's layout is made once per writer: rank 0 builds the HDF5 skeleton as a
+ *     scratch file in /dev/shm — every dataset allocated early and unfilled, objects of a stripe
+ *     or more aligned to the stripe (H5Pset_alignment) — and broadcasts the byte offset of every
+ *     dataset (H5Dget_offset) and the file's size. The data range is cut at stripe boundaries into
+ *     one contiguous share per rank. Each checkpoint is written into ROOT/incoming-TOKEN-SEQ/state.h5,
+ *     made empty by rank 0 ahead of time (at the previous commit), under a name never used before
+ *     (a GlusterFS client may resolve an old name to the file renamed away). At begin the ranks
+ *     agree that each can take part (a one-float allreduce) and copy the bytes of their share into
+ *     a staging buffer: the only time the training loop is held up. A thread of each rank's own
+ *     pwrite()s them in 8 MiB pieces (rank 0 also the file's size and the skeleton's metadata) and
+ *     fsync()s, a second thread hashing them meanwhile (XXH3-64). The training state (step,
+ *     position, ...) is a dataset too (/train_state, fixed-size JSON text), so the layout and the
+ *     metadata never change within a run.
+ *  2. finish (when every rank's thread is done, or at once to wait): the statuses and hashes are
+ *     gathered (allgather); rank 0 writes MANIFEST.json into the incoming directory (tmp → fsync
+ *     → rename → fsync), renames the directory to ROOT/step-NNNNNNNN, fsyncs ROOT, deletes
+ *     checkpoints beyond the newest `keep`, makes the next incoming file, and broadcasts the
+ *     result. A directory without a valid manifest, or not named step-N, is no checkpoint.
  * Reading (one process: rank 0 of a resuming job, or `mntrain inspect`): the newest directory
  * whose manifest parses, whose file has the recorded size and HDF5 layout, and whose every share
  * hashes to the recorded value; a failing one is reported by name and the previous one is tried.

@@ -8,8 +8,8 @@
 #   elastic  a run of 4 ranks stopped after K steps resumes on 2 ranks, then on 1: per step, the
 #            samples trained on (union over ranks) equal the uninterrupted 4-rank run's; the
 #            weights agree to float rounding
-#   kill     a rank killed (SIGKILL) while a checkpoint is being written: the job fails, the
-#            unfinished directory has no manifest, and a resume starts from the newest committed
+#   kill     a rank killed (SIGKILL) while a checkpoint is being written (into D/incoming-*): the job
+#            fails, no step directory appears for it, and a resume starts from the newest committed
 #            checkpoint and completes
 #   corrupt  one flipped byte in the newest state.h5: inspect names it (exit 1), resume warns naming
 #            the file and falls back to the previous checkpoint, and the run completes
@@ -147,13 +147,13 @@ kill)
   args=(--arch resnet18 --size 32 --steps 40 --batch-per-rank 4 --out "$w/k" --ckpt-dir "$ck" --ckpt-every-steps 2 --keep 2)
   ( run victim -N2 -n2 -- "${args[@]}"; echo "$rc" >"$w/victim.rc" ) &
   job=$!
-  # wait for a checkpoint being written after a committed one (or the job's end)
+  # wait for a checkpoint being written (D/incoming-*/state.h5 sized) after a committed one, or the job's end
   # shellcheck disable=SC2016
   killed=$(on_fs timeout 120 sh -c 'while ! [ -f "$2" ]; do
-      if ls "$1"/step-*/MANIFEST.json >/dev/null 2>&1; then
-        for d in "$1"/step-*; do [ -f "$d/state.h5" ] && ! [ -f "$d/MANIFEST.json" ] && { echo "$d"; exit 0; }; done
+      if ls "$1"/step-*/MANIFEST.json >/dev/null 2>&1 && [ -n "$(find "$1" -path "*/incoming-*/state.h5" -size +0)" ]; then
+        ls -d "$1"/step-* | tail -n1; exit 0
       fi
-      sleep 0.02
+      sleep 0.01
     done' sh "$ck" "$w/victim.rc")
   [ -n "$killed" ] || { wait $job; cat "$w/victim.log"; fail "never saw a checkpoint being written"; }
   pid=$(pgrep -f -- "^$m train .*--out $w/k " | tail -n1) # a task, not srun
@@ -162,13 +162,15 @@ kill)
   vrc=$(cat "$w/victim.rc")
   [ "$vrc" -ne 0 ] || fail "the job exited 0 although a rank was killed"
   grep -E "rank [01].*(died|closed|dead|killed|lost)" "$w/victim.log" | head -n 3
-  on_fs test -f "$killed/MANIFEST.json" && echo "note: $killed was committed before the kill landed"
-  newest=$(on_fs "$m" inspect "$ck" 2>&1 | sed -n 's/^  \(step-[0-9]*\): ok$/\1/p' | head -n1)
-  [ -n "$newest" ] || { on_fs "$m" inspect "$ck"; fail "no valid checkpoint left"; }
+  on_fs "$m" inspect "$ck" >"$w/inspect.log" 2>&1 || { cat "$w/inspect.log"; fail "a checkpoint is damaged"; }
+  newest=$(sed -n 's/^  \(step-[0-9]*\): ok$/\1/p' "$w/inspect.log" | head -n1)
+  [ -n "$newest" ] || { cat "$w/inspect.log"; fail "no valid checkpoint left"; }
+  [ "$newest" = "$(basename "$killed")" ] || echo "note: $newest was committed after $(basename "$killed") as the kill landed"
+  if grep -q "not a checkpoint" "$w/inspect.log"; then cat "$w/inspect.log"; fail "a step directory without a manifest"; fi
   run again -N2 -n2 -- "${args[@]}"
   must 0 again
   [ "step-$(printf %08d "$(resumed_from again)")" = "$newest" ] || { cat "$w/again.log"; fail "resume did not pick $newest"; }
-  echo "ok: rank killed (exit $vrc) while writing $(basename "$killed"); resumed from $newest and completed"
+  echo "ok: rank killed (exit $vrc) while writing the checkpoint after $(basename "$killed"); resumed from $newest and completed"
   ;;
 corrupt)
   run first -N2 -n2 -- --steps 12 --batch-per-rank 8 --out "$w/c" --ckpt-dir "$ck" --ckpt-every-steps 4 --keep 3 \
