@@ -839,6 +839,7 @@ int mnt_ckpt_finish(mnt_ckpt_writer *wr) {
 void mnt_ckpt_writer_destroy(mnt_ckpt_writer *wr) {
   if (!wr) return;
   if (wr->have_thr) pthread_join(wr->thr, NULL);
+  if (wr->c->world->rank == 0 && wr->incoming[0]) remove_step_dir(wr->incoming); /* the next one's empty file */
   json_decref(wr->manifest);
   json_decref(wr->datasets);
   free(wr->stage);

@@ -6,7 +6,10 @@
 # - an --export path that cannot be written fails at the start (exit 2), before config.json;
 # - a run too large for this process's memory is refused at once with the estimate and the limit;
 # - a disk that fills while training stops the run loudly (exit 1, metrics.jsonl named), with no
-#   "done" line and no summary.json (tmpfs: root only).
+#   "done" line and no summary.json (tmpfs: root only);
+# - --init starts from an --export file's weights (checked with lr 0: they come out unchanged) and
+#   refuses one of another architecture naming the dataset; the export carries the model's
+#   attributes (arch, classes, image_size, mean, std).
 #   train_outputs.sh path/to/mntrain
 set -u
 m=$(realpath "$1")
@@ -20,6 +23,30 @@ py=/usr/bin/python3
 "$m" convert synth "$w/data" --classes 4 --images 64 --size 16 --shards 1 >/dev/null || exit 1
 "$m" convert synth "$w/val" --classes 4 --images 3000 --size 16 --shards 1 --seed 2 >/dev/null || exit 1
 base=(train --data "$w/data" --arch resnet8 --size 16 --batch-per-rank 8 --threads 1 --loader-threads 1)
+
+# --init from an --export file
+"$m" "${base[@]}" --steps 3 --out "$w/src" --export "$w/src.h5" >"$w/src.log" 2>&1 || { echo "FAIL: run src"; cat "$w/src.log"; fail=1; }
+"$m" "${base[@]}" --steps 1 --lr 0 --wd 0 --out "$w/init" --init "$w/src.h5" --export "$w/init.h5" --seed 7 \
+  >"$w/init.log" 2>&1 || { echo "FAIL: run init"; cat "$w/init.log"; fail=1; }
+$py - "$w/src.h5" "$w/init.h5" <<'PY' || fail=1
+import sys
+try:
+    import h5py, numpy as np
+except ImportError as e:
+    print(f"SKIP (no h5py): {e}"); sys.exit(0)
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+same = all(np.array_equal(a["model"][k][()], b["model"][k][()]) for k in a["model"])
+attrs = {k: a.attrs[k] for k in ("arch", "classes", "image_size", "mean", "std")}
+ok = same and attrs["arch"] in (b"resnet8", "resnet8") and int(attrs["classes"]) == 4 and len(attrs["mean"]) == 3
+print(f"{'ok' if ok else 'FAIL'}: --init with lr 0 keeps the exported weights ({same}); export attributes {attrs}")
+sys.exit(0 if ok else 1)
+PY
+"$m" train --data "$w/data" --arch resnet20 --size 16 --batch-per-rank 8 --threads 1 --steps 1 --out "$w/bad-init" \
+  --init "$w/src.h5" >"$w/bad-init.log" 2>&1
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q -- "--init .*src.h5: .*layer1.0.conv1.weight\|--init .*src.h5: no dataset" "$w/bad-init.log"; then
+  echo "FAIL: --init of another architecture: exit $rc"; cat "$w/bad-init.log"; fail=1
+fi
 
 # throughput without evaluation
 "$m" "${base[@]}" --steps 24 --val "$w/val" --log-every 100 --out "$w/tp" >"$w/tp.log" 2>&1 || { echo "FAIL: run tp"; cat "$w/tp.log"; fail=1; }
