@@ -9,10 +9,31 @@
 #include "args.h"
 #include "bench.h"
 #include "comm.h"
+#if MNT_HAVE_NCCL
+#include <cuda_runtime.h>
+#endif
 #include "log.h"
 
 /* Small integers: every partial sum is exact in fp32, bf16 and fp16 up to 15 ranks per
  * value of 8, so the expected result is known exactly on every rank. */
+/* nccl reduces GPU memory: the buffer lives there and is copied in and out for the check */
+static int to_device(void *dev, const void *host, size_t bytes) {
+  if (dev == host) return MNT_OK;
+#if MNT_HAVE_NCCL
+  if (cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice) == cudaSuccess) return MNT_OK;
+#endif
+  MNT_ERR("copying %zu bytes to the GPU failed", bytes);
+  return MNT_ESYS;
+}
+static int from_device(void *host, const void *dev, size_t bytes) {
+  if (dev == host) return MNT_OK;
+#if MNT_HAVE_NCCL
+  if (cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost) == cudaSuccess) return MNT_OK;
+#endif
+  MNT_ERR("copying %zu bytes from the GPU failed", bytes);
+  return MNT_ESYS;
+}
+
 static float pattern(size_t i, int rank) { return (float)((int)((i * 131u + (size_t)rank * 31u) % 17u) - 8); }
 
 static void fill(mnt_dtype t, void *buf, size_t count, int rank) {
@@ -59,7 +80,7 @@ int mnt_bench_allreduce(mnt_world *w, int argc, char **argv) {
       {"op", 'o', MNT_OPT_STRING, &ops, "OP", "sum or avg (default sum)", 0, 0},
       {"check", 'c', MNT_OPT_INT, &check, "0|1", "check results (default 1)", MNT_RANGE(0, 1)},
       {"topology", 0, MNT_OPT_STRING, &topos, "T", "flat or hier (default flat)", 0, 0},
-      {"comm", 0, MNT_OPT_STRING, &backend, "B", "communicator backend: auto or cpu (default auto)", 0, 0},
+      {"comm", 0, MNT_OPT_STRING, &backend, "B", "communicator backend: auto, cpu or nccl (GPU buffers; default auto: cpu)", 0, 0},
       {"min-busbw", 0, MNT_OPT_DOUBLE, &min_busbw, "GB/s", "fail when the average busbw is lower", MNT_RANGE(0, 1e6)},
       {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
   int quiet = mnt_world_guess_rank() != 0;
@@ -93,11 +114,20 @@ int mnt_bench_allreduce(mnt_world *w, int argc, char **argv) {
   void *buf = aligned_alloc(4096, (maxb + 4095) / 4096 * 4096);
   double *times = calloc((size_t)w->size, sizeof *times);
   long long *wrongs = calloc((size_t)w->size, sizeof *wrongs);
+  void *dev = buf; /* where the collectives run: buf, or GPU memory for nccl */
   if (!buf || !times || !wrongs) {
     MNT_ERR("out of memory for a %zu-byte buffer", maxb);
     st = MNT_ENOMEM;
     goto done;
   }
+#if MNT_HAVE_NCCL
+  if (!strcmp(c->ops->name, "nccl") && cudaMalloc(&dev, maxb) != cudaSuccess) {
+    MNT_ERR("out of GPU memory for a %zu-byte buffer", maxb);
+    dev = buf;
+    st = MNT_ENOMEM;
+  }
+  if ((st = mnt_world_agree(w, st)) != MNT_OK) goto done;
+#endif
   if (w->rank == 0) {
     printf("# mntrain bench allreduce: %d ranks on %d nodes, comm %s, topology %s, %s %s\n", w->size,
            w->nnodes, c->ops->name, mnt_topology_name(c->topology), mnt_dtype_name(t), mnt_redop_name(op));
@@ -121,18 +151,21 @@ int mnt_bench_allreduce(mnt_world *w, int argc, char **argv) {
     long long wrong = 0;
     if (check) {
       fill(t, buf, count, w->rank);
-      if ((st = mnt_allreduce(c, buf, count, t, op)) != MNT_OK) goto done;
+      if ((st = to_device(dev, buf, bytes)) != MNT_OK) goto done;
+      if ((st = mnt_allreduce(c, dev, count, t, op)) != MNT_OK) goto done;
+      if ((st = from_device(buf, dev, bytes)) != MNT_OK) goto done;
       wrong = count_wrong(t, op, buf, count, w->size);
     }
     for (int i = 0; i < warmup; i++)
-      if ((st = mnt_allreduce(c, buf, count, t, op)) != MNT_OK) goto done;
+      if ((st = mnt_allreduce(c, dev, count, t, op)) != MNT_OK) goto done;
     if ((st = mnt_barrier(c)) != MNT_OK) goto done;
     double t0 = mnt_now();
     for (int i = 0; i < iters; i++)
-      if ((st = mnt_allreduce(c, buf, count, t, op)) != MNT_OK) goto done;
+      if ((st = mnt_allreduce(c, dev, count, t, op)) != MNT_OK) goto done;
     double mine = (mnt_now() - t0) / iters;
-    if ((st = mnt_allgather(c, &mine, times, sizeof mine)) != MNT_OK) goto done;
-    if ((st = mnt_allgather(c, &wrong, wrongs, sizeof wrong)) != MNT_OK) goto done;
+    /* host values: over PMIx, whatever memory the communicator reduces */
+    if ((st = mnt_world_allgather(w, &mine, sizeof mine, times)) != MNT_OK) goto done;
+    if ((st = mnt_world_allgather(w, &wrong, sizeof wrong, wrongs)) != MNT_OK) goto done;
     double tmax = 0;
     wrong = 0;
     for (int r = 0; r < w->size; r++) {
@@ -167,6 +200,9 @@ int mnt_bench_allreduce(mnt_world *w, int argc, char **argv) {
     MNT_ERR("average busbw %.3f GB/s is under --min-busbw %.3f", avg, min_busbw);
   if (st) w->failed_together = st;
 done:
+#if MNT_HAVE_NCCL
+  if (dev != buf) cudaFree(dev);
+#endif
   free(buf);
   free(times);
   free(wrongs);

@@ -19,7 +19,12 @@ int mnt_comm_create(mnt_world *w, const char *backend, mnt_topology topo, mnt_co
   *out = NULL;
   if (!backend || !strcmp(backend, "auto") || !strcmp(backend, "cpu"))
     return mnt_comm_cpu_create(w, topo, out);
-  MNT_ERR("unknown communicator backend '%s' (this build has: cpu)", backend);
+#if MNT_HAVE_NCCL
+  if (!strcmp(backend, "nccl")) return mnt_comm_nccl_create(w, topo, out);
+  MNT_ERR("unknown communicator backend '%s' (this build has: cpu, nccl)", backend);
+#else
+  MNT_ERR("unknown communicator backend '%s' (this build has: cpu; nccl needs a build with CUDA and NCCL)", backend);
+#endif
   return MNT_EARG;
 }
 

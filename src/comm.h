@@ -44,11 +44,23 @@ struct mnt_comm {
   void *impl;
 };
 
-/* backend: "cpu" (the only one without a GPU) or "auto". Collective: all ranks call it. */
+/* backend: "cpu", "nccl" (built with NCCL: GPU buffers) or "auto" (cpu: the buffers of this build's
+ * training are in host memory). Collective: all ranks call it. */
 int mnt_comm_create(mnt_world *w, const char *backend, mnt_topology topo, mnt_comm **out);
 void mnt_comm_destroy(mnt_comm *c);
 /* The CPU backend (ring over shared memory within a node, TCP between nodes). */
 int mnt_comm_cpu_create(mnt_world *w, mnt_topology topo, mnt_comm **out);
+#if MNT_HAVE_NCCL
+/* The NCCL backend (src/comm/nccl/): buffers in GPU memory; stream: a cudaStream_t or NULL (the
+ * communicator's own). Collective; binds the process to its GPU first. */
+int mnt_comm_nccl_create(mnt_world *w, mnt_topology topo, mnt_comm **out);
+/* Collective: rank 0's ncclGetUniqueId, spread over PMIx (mnt_world_bcast) into id (bytes =
+ * sizeof(ncclUniqueId)); needs no GPU. */
+int mnt_nccl_bootstrap(mnt_world *w, void *id, size_t bytes);
+/* cudaSetDevice(local rank modulo the devices this process sees); MNT_EARG naming
+ * CUDA_VISIBLE_DEVICES when it sees none */
+int mnt_cuda_select_device(const mnt_world *w, int *device);
+#endif
 
 static inline int mnt_allreduce(mnt_comm *c, void *buf, size_t n, mnt_dtype t, mnt_redop op) {
   return c->ops->allreduce(c, buf, n, t, op, NULL);

@@ -593,7 +593,8 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   else if (mnt_dtype_parse(c->grad_dtype, &gdt)) bad = "--grad-dtype: fp32, bf16 or fp16";
   else if (mnt_topology_parse(c->topology, &topo)) bad = "--topology: flat or hier";
   else if (strcmp(o.device, "auto") && strcmp(o.device, "cpu")) bad = "--device: this build trains on cpu (cuda is not ready yet)";
-  else if (strcmp(c->comm, "auto") && strcmp(c->comm, "cpu")) bad = "--comm: this build has the cpu communicator";
+  else if (strcmp(c->comm, "auto") && strcmp(c->comm, "cpu"))
+    bad = "--comm: training runs on the CPU here, with the cpu communicator (nccl needs --device cuda, not ready yet)";
   else if (c->pad_crop >= c->size) bad = "--pad-crop must be smaller than --size";
   else if (c->bn_batch && c->batch && c->batch % c->bn_batch) bad = "--bn-batch must divide --batch-per-rank";
   else if (mnt_parse_size(o.stripe_s, &o.stripe) || o.stripe < 4096 || (o.stripe & (o.stripe - 1)))

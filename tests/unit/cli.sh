@@ -115,6 +115,11 @@ expect 2 -- '--force starts the run over' -- train --data "$data" --force --resu
 expect 2 -- '--resume .*no-such-ckpt' -- train --data "$data" --arch resnet8 --size 16 --out run4 --resume "$w/no-such-ckpt"
 expect 0 'checkpoint: write .* MB/s .* of dd' -- bench ckpt --dir . --mb 2 --repeat 1
 expect 2 -- '--dir D is required' -- bench ckpt
+# the NCCL communicator without a GPU: a clear refusal, not a hang or a crash
+if "$m" --version | grep -q "CUDA parts: yes" && ! command -v nvidia-smi >/dev/null 2>&1; then
+  expect 2 'no GPU visible to rank 0' -- bench allreduce --comm nccl -e 1K
+fi
+expect 2 -- '--comm: training runs on the CPU here' -- train --data "$data" --comm nccl
 # info
 expect 0 'rank 0 of 1 .* \(no PMIx\)' -- info
 expect 2 "unexpected argument 'extra'" -- info extra
