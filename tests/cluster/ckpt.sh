@@ -13,8 +13,9 @@
 #            checkpoint and completes
 #   corrupt  one flipped byte in the newest state.h5: inspect names it (exit 1), resume warns naming
 #            the file and falls back to the previous checkpoint, and the run completes
-#   full     a full disk (a tmpfs inside the nodes) during a checkpoint: exit 1 naming the
-#            error, the previous checkpoint intact, nothing half-committed
+#   full     a full disk during a checkpoint (local: a tmpfs inside the node; gluster: a GlusterFS
+#            volume of its own on a small brick, mounted in both nodes): exit 1 naming the error,
+#            the previous checkpoint intact, nothing half-committed
 set -u
 m=$1
 scenario=$2
@@ -203,13 +204,42 @@ PY
   echo "ok: a flipped byte is found (inspect exit 1, resume falls back to step 4 and completes)"
   ;;
 full)
-  [ "$fs" = local ] || { echo "SKIP: the full-disk scenario uses its own tmpfs"; exit 77; }
-  ck=/var/tmp/mntrain-test-full-$$
-  node_tmpfs_mount "$ck" 150m || fail "cannot mount a tmpfs inside the nodes"
-  trap 'node_tmpfs_umount "$ck" >/dev/null 2>&1; rmdir "$ck" 2>/dev/null; rm -rf "$w"' EXIT
-  # resnet18: about 90 MB per checkpoint; the second does not fit next to the first
-  # one node: each node has a tmpfs of its own
-  run full -N1 -n2 -- --arch resnet18 --size 32 --steps 8 --batch-per-rank 4 --out "$w/f" --ckpt-dir "$ck" \
+  # resnet18: about 90 MB per checkpoint; the second does not fit next to the first in 150 MB
+  if [ "$fs" = gluster ]; then
+    # a GlusterFS volume of its own, on a 150 MB tmpfs brick, mounted in both nodes: the disk fills
+    # behind a network client (the error may come from pwrite, or only from fsync)
+    [ "$(id -u)" -eq 0 ] || { echo "SKIP: making a small GlusterFS volume needs root"; exit 77; }
+    host=$(cat "$MNT_CLUSTER_STATE/gluster-host" 2>/dev/null) || { echo "SKIP: no GlusterFS host recorded"; exit 77; }
+    vol=mntfull$$
+    brick=/var/tmp/mntrain-test-brick-$$
+    ck=/mnt/$vol
+    small_down() {
+      "$MNT_LOCAL_CLUSTER" nsexec all -- umount "$ck" >/dev/null 2>&1
+      gluster --mode=script volume stop "$vol" force >/dev/null 2>&1
+      gluster --mode=script volume delete "$vol" >/dev/null 2>&1
+      umount "$brick" 2>/dev/null
+      rm -rf "$brick" "$w"
+      rmdir "$ck" 2>/dev/null
+    }
+    trap small_down EXIT
+    if ! { mkdir -p "$brick" && mount -t tmpfs -o size=150m tmpfs "$brick" && mkdir "$brick/b"; }; then
+      fail "cannot make the brick's tmpfs"
+    fi
+    if ! { gluster --mode=script volume create "$vol" transport tcp "$host:$brick/b" force >/dev/null &&
+      gluster --mode=script volume start "$vol" >/dev/null; }; then
+      fail "cannot create the GlusterFS volume $vol"
+    fi
+    # shellcheck disable=SC2016
+    "$MNT_LOCAL_CLUSTER" nsexec all -- sh -c 'mkdir -p "$1" && mount -t glusterfs -o "log-file=/var/log/glusterfs/$3.log" "$2:/$3" "$1"' \
+      sh "$ck" "$host" "$vol" || fail "cannot mount $vol in the nodes"
+    layout=(-N2 -n2)
+  else
+    ck=/var/tmp/mntrain-test-full-$$
+    node_tmpfs_mount "$ck" 150m || fail "cannot mount a tmpfs inside the nodes"
+    trap 'node_tmpfs_umount "$ck" >/dev/null 2>&1; rmdir "$ck" 2>/dev/null; rm -rf "$w"' EXIT
+    layout=(-N1 -n2) # one node: each node has a tmpfs of its own
+  fi
+  run full "${layout[@]}" -- --arch resnet18 --size 32 --steps 8 --batch-per-rank 4 --out "$w/f" --ckpt-dir "$ck" \
     --ckpt-every-steps 2 --keep 1
   must 1 full
   grep -q "state.h5: .*No space left on device" "$w/full.log" || { cat "$w/full.log"; fail "the error does not say the disk is full"; }
@@ -218,7 +248,7 @@ full)
     { cat "$w/inspect.log"; fail "the checkpoint left behind is damaged"; }
   grep -q "step-00000002: ok" "$w/inspect.log" || { cat "$w/inspect.log"; fail "the first checkpoint is not intact"; }
   [ "$(grep -c ': ok$' "$w/inspect.log")" -eq 1 ] || { cat "$w/inspect.log"; fail "a failed checkpoint was committed"; }
-  echo "ok: full disk -> exit 1 ('No space left on device'), step 2 intact, nothing half-committed"
+  echo "ok: full disk ($fs) -> exit 1 ('No space left on device'), step 2 intact, nothing half-committed"
   ;;
 *)
   echo "ckpt.sh: unknown scenario '$scenario'"
