@@ -405,17 +405,12 @@ static int build_layout(mnt_ckpt_writer *wr, const mnt_ckpt_tensor *t, int nt, j
   H5Pclose(dcpl);
   H5Pclose(lcpl);
   struct stat sb;
-  uint8_t *img = NULL;
   ssize_t n = -1;
-  if (st == MNT_OK && fstat(sfd, &sb) == 0 && (n = sb.st_size) > 0 && (img = malloc((size_t)n)) &&
-      pread_all(sfd, img, 0, (uint64_t)n) == 0) {
-    wr->file_bytes = (uint64_t)n;
-  } else if (st == MNT_OK) {
-    st = MNT_ESYS;
-  }
-  close(sfd);
-  unlink(scratch);
-  /* the metadata: the non-zero bytes outside every dataset, in pieces of up to 4 KiB (merged) */
+  if (st == MNT_OK && fstat(sfd, &sb) == 0 && (n = sb.st_size) > 0) wr->file_bytes = (uint64_t)n;
+  else if (st == MNT_OK) st = MNT_ESYS;
+  /* the metadata: the non-zero bytes outside every dataset (only those are read back), in pieces
+   * of up to 4 KiB, merged */
+  uint8_t blk[4096];
   extent *ext = st == MNT_OK ? calloc((size_t)nt + 1, sizeof *ext) : NULL;
   size_t cap = 0, used = 0;
   if (st == MNT_OK && !ext) st = MNT_ENOMEM;
@@ -429,8 +424,12 @@ static int build_layout(mnt_ckpt_writer *wr, const mnt_ckpt_tensor *t, int nt, j
     for (uint64_t off = from; off < ext[i].off && st == MNT_OK;) { /* the gap [from, ext[i].off) */
       uint64_t len = (off / 4096 + 1) * 4096 - off;
       if (off + len > ext[i].off) len = ext[i].off - off;
+      if (pread_all(sfd, blk, off, len) != 0) {
+        st = MNT_ESYS;
+        break;
+      }
       int nz = 0;
-      for (uint64_t j = 0; j < len && !nz; j++) nz = img[off + j] != 0;
+      for (uint64_t j = 0; j < len && !nz; j++) nz = blk[j] != 0;
       if (nz) {
         if (wr->nmeta && wr->meta[wr->nmeta - 1].off + wr->meta[wr->nmeta - 1].bytes == off) {
           wr->meta[wr->nmeta - 1].bytes += len;
@@ -448,7 +447,7 @@ static int build_layout(mnt_ckpt_writer *wr, const mnt_ckpt_tensor *t, int nt, j
           if (!p) st = MNT_ENOMEM;
           else wr->meta_bytes = p;
         }
-        if (st == MNT_OK) memcpy(wr->meta_bytes + used, img + off, len);
+        if (st == MNT_OK) memcpy(wr->meta_bytes + used, blk, len);
         used += len;
       }
       off += len;
@@ -456,7 +455,8 @@ static int build_layout(mnt_ckpt_writer *wr, const mnt_ckpt_tensor *t, int nt, j
     if (ext[i].off + ext[i].bytes > from) from = ext[i].off + ext[i].bytes;
   }
   free(ext);
-  free(img);
+  close(sfd);
+  unlink(scratch);
   if (st != MNT_OK) MNT_ERR("the checkpoint's HDF5 layout cannot be built (%d tensors)", nt);
   return st;
 }

@@ -276,12 +276,12 @@ static int metric(run *r, json_t *line) {
 static int checkpoint_finish(run *r);
 
 static int checkpoint_begin(run *r) {
-  double stall, t0 = mnt_now();
+  double t0 = mnt_now();
   MNT_CHECK(checkpoint_finish(r)); /* the previous one first (with its line in metrics.jsonl) */
   if (mnt_ckpt_last_step(r->wr) == r->t->s.step) return MNT_OK; /* this step's is committed already */
   r->ckpt_t0 = mnt_now();
-  MNT_CHECK(mnt_trainer_save(r->t, r->wr, r->config, &stall));
-  stall = mnt_now() - t0; /* waiting for the previous one included */
+  MNT_CHECK(mnt_trainer_save(r->t, r->wr, r->config));
+  double stall = mnt_now() - t0; /* waiting for the previous one included */
   r->ckpt_step = r->t->s.step;
   r->last_ckpt_time = mnt_now();
   r->stall_sum += stall;

@@ -331,8 +331,7 @@ static mnt_ckpt_tensor *tensors(const mnt_trainer *t, int *nt) {
   return v;
 }
 
-int mnt_trainer_save(mnt_trainer *t, mnt_ckpt_writer *wr, json_t *config, double *stall_s) {
-  double t0 = mnt_now();
+int mnt_trainer_save(mnt_trainer *t, mnt_ckpt_writer *wr, json_t *config) {
   /* BN statistics averaged over ranks first (ChainerMN's AllreducePersistent): the file holds one model */
   MNT_CHECK(mnt_allreduce(t->c, t->m->bn, t->m->nbn, MNT_FP32, MNT_AVG));
   int nt;
@@ -357,7 +356,6 @@ int mnt_trainer_save(mnt_trainer *t, mnt_ckpt_writer *wr, json_t *config, double
   json_decref(attrs);
   json_decref(state);
   free(v);
-  if (stall_s) *stall_s = mnt_now() - t0;
   return st;
 }
 
@@ -372,7 +370,7 @@ int mnt_trainer_load(mnt_trainer *t, const mnt_ckpt *ck) {
 }
 
 /* one float32 dataset of f into dst, checked against the expected shape */
-static int read_named(hid_t f, const char *path, const char *name, float *dst, int ndims, const int *dims, size_t n) {
+static int read_named(hid_t f, const char *path, const char *name, float *dst, int ndims, const int *dims) {
   if (H5Lexists(f, name, H5P_DEFAULT) <= 0) {
     MNT_ERR("--init %s: no dataset %s (is it a mntrain export or checkpoint of this --arch?)", path, name);
     return MNT_EARG;
@@ -391,7 +389,6 @@ static int read_named(hid_t f, const char *path, const char *name, float *dst, i
     MNT_ERR("--init %s: reading %s failed", path, name);
     st = MNT_EDATA;
   }
-  (void)n;
   if (sp >= 0) H5Sclose(sp);
   if (ds >= 0) H5Dclose(ds);
   return st;
@@ -408,12 +405,12 @@ int mnt_trainer_init_from(mnt_trainer *t, const char *path) {
   int st = MNT_OK;
   for (int i = 0; i < m->nparams && st == MNT_OK; i++) {
     snprintf(name, sizeof name, "/model/%s", m->params[i].name);
-    st = read_named(f, path, name, m->w + m->params[i].off, m->params[i].ndims, m->params[i].dims, m->params[i].n);
+    st = read_named(f, path, name, m->w + m->params[i].off, m->params[i].ndims, m->params[i].dims);
   }
   for (int i = 0; i < m->nstats && st == MNT_OK; i++) {
     snprintf(name, sizeof name, "/bn/%s", m->stats[i].name);
     int dim = (int)m->stats[i].n;
-    st = read_named(f, path, name, m->bn + m->stats[i].off, 1, &dim, m->stats[i].n);
+    st = read_named(f, path, name, m->bn + m->stats[i].off, 1, &dim);
   }
   H5Fclose(f);
   return st;

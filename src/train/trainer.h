@@ -85,7 +85,7 @@ int mnt_trainer_interval(mnt_trainer *t, double *loss, double *top1, double *ima
 int mnt_trainer_evaluate(mnt_trainer *t, double *loss, double *top1, double *top5);
 /* Collective: BN statistics averaged over ranks, then a checkpoint of the trainer started on wr
  * (config: the run's configuration, recorded in it). */
-int mnt_trainer_save(mnt_trainer *t, mnt_ckpt_writer *wr, json_t *config, double *stall_s);
+int mnt_trainer_save(mnt_trainer *t, mnt_ckpt_writer *wr, json_t *config);
 /* learning rate of the current step */
 double mnt_trainer_lr(const mnt_trainer *t);
 /* The state a checkpoint carries, as JSON (and back: MNT_EDATA naming the key when missing). */
