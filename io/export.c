@@ -64,7 +64,7 @@ static int attr(hid_t loc, const char *name, hid_t type, int n, const void *v) {
   return e < 0 ? MNT_ESYS : MNT_OK;
 }
 
-int mnt_export_h5(const mnt_resnet *r, const mnt_dataset *d, const char *path) {
+int mnt_export_h5(const mnt_resnet *r, const float *w, const float *bn, const mnt_dataset *d, const char *path) {
   char tmp[1200];
   snprintf(tmp, sizeof tmp, "%s.tmp", path); /* renamed when complete: a file at path is whole */
   hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
@@ -83,11 +83,11 @@ int mnt_export_h5(const mnt_resnet *r, const mnt_dataset *d, const char *path) {
   if (st != MNT_OK) MNT_ERR("%s: cannot write the attributes", tmp);
   for (int i = 0; i < r->nparams && st == MNT_OK; i++) {
     snprintf(name, sizeof name, "/model/%s", r->params[i].name);
-    st = mnt_h5_put_f32(f, name, r->w + r->params[i].off, r->params[i].ndims, r->params[i].dims);
+    st = mnt_h5_put_f32(f, name, w + r->params[i].off, r->params[i].ndims, r->params[i].dims);
   }
   for (int i = 0; i < r->nstats && st == MNT_OK; i++) {
     snprintf(name, sizeof name, "/bn/%s", r->stats[i].name);
-    st = mnt_h5_put_f32(f, name, r->bn + r->stats[i].off, 1, r->stats[i].dims);
+    st = mnt_h5_put_f32(f, name, bn + r->stats[i].off, 1, r->stats[i].dims);
   }
   if (H5Fclose(f) < 0 && st == MNT_OK) {
     MNT_ERR("%s: closing failed (disk full?)", tmp);

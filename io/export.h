@@ -13,7 +13,8 @@
 
 int mnt_h5_put_f32(int64_t file, const char *path, const float *data, int ndims, const int *dims);
 /* root attributes describe the model: arch, classes, image_size, mean, std (of the dataset d) */
-int mnt_export_h5(const mnt_resnet *r, const mnt_dataset *d, const char *path);
+/* w, bn: host copies of r's weights and BN statistics (mnt_trainer_host_model) */
+int mnt_export_h5(const mnt_resnet *r, const float *w, const float *bn, const mnt_dataset *d, const char *path);
 /* MNT_OK when a file can be created at path (tried with PATH.tmp, removed again); MNT_EARG and
  * an error naming path otherwise */
 int mnt_output_probe(const char *path);

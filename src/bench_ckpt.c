@@ -91,7 +91,7 @@ int mnt_bench_ckpt(mnt_world *w, int argc, char **argv) {
   snprintf(root, sizeof root, "%s/bench-ckpt", dir);
   /* the tensors: ResNet-50's (weights, momentum, BN statistics), scaled to --mb */
   if ((st = mnt_comm_create(w, "auto", MNT_TOPO_FLAT, &c)) != MNT_OK) return st;
-  if ((st = mnt_backend_create(&be)) == MNT_OK) st = mnt_resnet_create(be, "resnet50", 1000, 32, 1, 1, 0, &m);
+  if ((st = mnt_backend_create("cpu", NULL, &be)) == MNT_OK) st = mnt_resnet_create(be, "resnet50", 1000, 32, 1, 1, 0, &m);
   int nt = 0;
   size_t total = 0;
   if (st == MNT_OK) {

@@ -25,7 +25,9 @@ static double peak_rss_mb(void) {
 
 int mnt_bench_step(mnt_world *w, int argc, char **argv) {
   const char *arch = "resnet50";
+  const char *device = "cpu", *precision = "fp32";
   int size = 224, batch = 16, steps = 5, threads = 0, classes = 1000, warmup = 1, help = 0, seed = 1;
+  double seconds = 0;
   const mnt_opt opts[] = {
       {"arch", 0, MNT_OPT_STRING, &arch, "A", "resnet8, resnet20, resnet18, resnet34, resnet50 or resnet101 (default resnet50)", 0, 0},
       {"size", 0, MNT_OPT_INT, &size, "S", "image size in pixels (default 224)", MNT_RANGE(1, 4096)},
@@ -35,11 +37,15 @@ int mnt_bench_step(mnt_world *w, int argc, char **argv) {
       {"threads", 0, MNT_OPT_INT, &threads, "T", "compute threads (default: OpenMP's choice, all cores)", MNT_RANGE(0, 4096)},
       {"classes", 0, MNT_OPT_INT, &classes, "C", "output classes (default 1000)", MNT_RANGE(1, 1e6)},
       {"seed", 0, MNT_OPT_INT, &seed, "N", "seed of weights and data (default 1)", MNT_ANY_INT},
+      {"device", 0, MNT_OPT_STRING, &device, "cpu|cuda", "where to compute (default cpu)", 0, 0},
+      {"precision", 0, MNT_OPT_STRING, &precision, "fp32|bf16", "activations and convolutions (bf16: cuda)", 0, 0},
+      {"seconds", 0, MNT_OPT_DOUBLE, &seconds, "S", "time steps for about S seconds instead of --steps", MNT_RANGE(0, 1e6)},
       {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
   int st = mnt_parse_opts("bench step", opts, argc, argv, &help, 0);
   if (st) return st;
   if (help) {
-    mnt_print_help(stdout, "mntrain bench step [--arch A] [--size S] [--batch B] [--steps N] [--threads T]",
+    mnt_print_help(stdout, "mntrain bench step [--arch A] [--size S] [--batch B] [--steps N | --seconds S] [--threads T] "
+                   "[--device cpu|cuda] [--precision fp32|bf16]",
                    "Training-step throughput on synthetic input: forward, softmax cross-entropy, backward\n"
                    "and SGD update of one process; prints img/s and the peak memory per image.",
                    opts);
@@ -49,6 +55,11 @@ int mnt_bench_step(mnt_world *w, int argc, char **argv) {
     fprintf(stderr, "mntrain bench step: unknown --arch '%s' (resnet8, resnet20, resnet18, resnet34, resnet50, resnet101)\n", arch);
     return MNT_EARG;
   }
+  mnt_backend_opts bo = {.device = -1};
+  if (mnt_precision_parse(precision, &bo.precision)) {
+    fprintf(stderr, "mntrain bench step: --precision: fp32 or bf16, not '%s'\n", precision);
+    return MNT_EARG;
+  }
   if (threads > 0) omp_set_num_threads(threads);
   mnt_backend *be;
   mnt_resnet *r;
@@ -56,9 +67,10 @@ int mnt_bench_step(mnt_world *w, int argc, char **argv) {
   char what[160];
   snprintf(what, sizeof what, "--arch %s at --size %d with --batch %d", arch, size, batch);
   if ((st = mnt_resnet_plan_bytes(arch, classes, size, batch, batch, &need)) != MNT_OK ||
-      (st = mnt_mem_check(need + (size_t)batch * 3 * (size_t)size * (size_t)size * sizeof(float), what, 1)) != MNT_OK)
+      (!strcmp(device, "cpu") &&
+       (st = mnt_mem_check(need + (size_t)batch * 3 * (size_t)size * (size_t)size * sizeof(float), what, 1)) != MNT_OK))
     return st;
-  if ((st = mnt_backend_create(&be)) != MNT_OK) return st;
+  if ((st = mnt_backend_create(device, &bo, &be)) != MNT_OK) return st;
   if ((st = mnt_resnet_create(be, arch, classes, size, batch, (uint64_t)seed, 0, &r)) != MNT_OK) {
     mnt_backend_destroy(be);
     return st; /* the message names the problem; MNT_EARG for bad shapes */
@@ -78,23 +90,29 @@ int mnt_bench_step(mnt_world *w, int argc, char **argv) {
   }
   for (int i = 0; i < batch; i++) y[i] = (int32_t)((unsigned)(i * 7919) % (unsigned)classes);
   mnt_sgd_cfg cfg = {.base_lr = 0.1, .global_batch = batch, .epochs = 90, .momentum = 0.9, .weight_decay = 1e-4};
-  printf("# mntrain bench step: %s, %d px, batch %d, %d classes, %d threads, %.1f M parameters\n", arch, size, batch,
-         classes, threads > 0 ? threads : omp_get_max_threads(), (double)r->nw / 1e6);
+  printf("# mntrain bench step: %s, %d px, batch %d, %d classes, %s %s, %d threads, %.1f M parameters\n", arch, size,
+         batch, classes, be->name, mnt_precision_name(be->precision), threads > 0 ? threads : omp_get_max_threads(),
+         (double)r->nw / 1e6);
+  /* the synthetic batch is uploaded once: the step is compute only, as in peer_step_torch.py */
+  if ((st = mnt_act_upload(be, x, mnt_resnet_input(r), batch, 3, size, size)) != MNT_OK) goto done;
   double total = 0;
-  for (int k = 0; k < warmup + steps; k++) {
+  int timed = 0;
+  for (int k = 0; k < warmup + steps || (seconds > 0 && total < seconds); k++) {
     double t0 = mnt_now();
-    if ((st = mnt_resnet_forward(r, x, 1)) != MNT_OK) goto done;
-    float loss = mnt_resnet_loss(r, y, NULL, NULL);
-    if ((st = mnt_resnet_backward(r)) != MNT_OK) goto done;
-    mnt_sgd_update(r, &cfg, mnt_lr_at(&cfg, 10.0), k == 0);
+    float l3[3];
+    if ((st = mnt_resnet_forward(r, NULL, 1)) != MNT_OK || (st = mnt_resnet_loss(r, y, batch, 1)) != MNT_OK ||
+        (st = mnt_resnet_backward(r)) != MNT_OK || (st = mnt_sgd_update(r, &cfg, mnt_lr_at(&cfg, 10.0), k == 0)) ||
+        (st = mnt_resnet_read_loss(r, l3)) != MNT_OK) /* the read waits for the step */
+      goto done;
     double dt = mnt_now() - t0;
-    if (k >= warmup) total += dt;
-    printf("%s %d/%d: %.3f s, %.2f img/s, loss %.4f\n", k < warmup ? "warm-up" : "step", k < warmup ? k + 1 : k - warmup + 1,
-           k < warmup ? warmup : steps, dt, batch / dt, (double)loss);
+    if (k >= warmup) total += dt, timed++;
+    if (seconds <= 0 || k < warmup || timed % 20 == 0)
+      printf("%s %d/%d: %.3f s, %.2f img/s, loss %.4f\n", k < warmup ? "warm-up" : "step", k < warmup ? k + 1 : timed,
+             k < warmup ? warmup : seconds > 0 ? 0 : steps, dt, batch / dt, (double)l3[0] / batch);
     fflush(stdout);
   }
   printf("%s %d px batch %d threads %d: %.2f img/s (mean of %d steps), peak memory %.1f MB per image (planned %.1f)\n",
-         arch, size, batch, threads > 0 ? threads : omp_get_max_threads(), batch * steps / total, steps,
+         arch, size, batch, threads > 0 ? threads : omp_get_max_threads(), batch * timed / total, timed,
          peak_rss_mb() / batch, (double)need / 1048576.0 / batch);
 done:
   free(x);

@@ -1,6 +1,8 @@
 /* optim.c — see optim.h. */
 #include "optim.h"
 
+#include "log.h"
+
 #include <math.h>
 #include <string.h>
 #include <strings.h>
@@ -34,10 +36,17 @@ double mnt_lr_at(const mnt_sgd_cfg *c, double epoch) {
   return lr;
 }
 
-void mnt_sgd_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step) {
-  for (int i = 0; i < r->nparams; i++) {
-    const mnt_param *p = &r->params[i];
-    float wd = c->no_bn_bias_decay && p->no_decay ? 0.0f : (float)c->weight_decay;
-    mnt_sgd_step(r->w + p->off, r->g + p->off, r->m + p->off, p->n, (float)lr, (float)c->momentum, wd, first_step);
+int mnt_sgd_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step) {
+  /* one fused update per run of consecutive parameters with the same weight decay (the whole slab
+   * when every parameter decays); the padding between views is zero in w, g and m and stays so */
+  for (int i = 0; i < r->nparams;) {
+    float wd = c->no_bn_bias_decay && r->params[i].no_decay ? 0.0f : (float)c->weight_decay;
+    int j = i + 1;
+    while (j < r->nparams && (c->no_bn_bias_decay && r->params[j].no_decay ? 0.0f : (float)c->weight_decay) == wd) j++;
+    size_t off = r->params[i].off, end = r->params[j - 1].off + r->params[j - 1].n;
+    MNT_CHECK(mnt_sgd_step(r->be, r->w + off, r->g + off, r->m + off, end - off, (float)lr, (float)c->momentum, wd,
+                           first_step));
+    i = j;
   }
+  return MNT_OK;
 }

@@ -25,6 +25,6 @@ int mnt_sched_parse(const char *s, mnt_sched *out);
 /* learning rate at a (fractional) epoch */
 double mnt_lr_at(const mnt_sgd_cfg *c, double epoch);
 /* one step over every parameter of r (gradients in r->g, momentum in r->m) */
-void mnt_sgd_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step);
+int mnt_sgd_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step);
 
 #endif

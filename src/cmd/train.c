@@ -41,6 +41,13 @@ typedef struct opts {
 } opts;
 
 /* ---- signals: a thread of their own ------------------------------------------------------- */
+/* --export: the final weights and BN statistics, from the device where they live there */
+static int export_model(mnt_trainer *t, const char *path) {
+  float *w, *m, *bn;
+  MNT_CHECK(mnt_trainer_host_model(t, &w, &m, &bn));
+  return mnt_export_h5(t->m, w, bn, &t->train, path);
+}
+
 static int g_stop_signal; /* written by the signal thread, read by the loop: __atomic */
 static sigset_t g_sigs;
 
@@ -234,7 +241,7 @@ static json_t *config_json(const opts *o, const mnt_trainer *t) {
                         (json_int_t)t->total, "lr", mnt_json_num(c->lr), "warmup_epochs",
                         mnt_json_num(c->warmup_epochs), "schedule", c->schedule, "momentum", mnt_json_num(c->momentum),
                         "wd", mnt_json_num(c->wd), "no_bn_decay", c->no_bn_decay, "zero_init_residual", c->zero_init,
-                        "min_crop", mnt_json_num(c->min_scale), "device", "cpu", "comm", t->c->ops->name, "topology",
+                        "min_crop", mnt_json_num(c->min_scale), "device", t->be->name, "comm", t->c->ops->name, "topology",
                         mnt_topology_name(t->c->topology), "grad_dtype", flag_dtype[t->grad_dtype], "bucket_mb",
                         mnt_json_num(c->bucket_mb), "threads", o->threads > 0 ? o->threads : omp_get_max_threads(),
                         "loader_threads", c->loader_threads, "seed", c->seed, "out", o->out, "ranks", w->size, "nodes",
@@ -242,6 +249,7 @@ static json_t *config_json(const opts *o, const mnt_trainer *t) {
                         MNT_VERSION, "pad_crop", c->pad_crop, "val_crop", mnt_json_num(c->val_crop), "label_smoothing",
                         mnt_json_num(c->smoothing), "bn_batch", (int)t->s.bn_group, "data_fingerprint",
                         t->train.fingerprint);
+  if (j) json_object_set_new(j, "precision", json_string(mnt_precision_name(t->be->precision)));
   if (j && o->ckpt_dir) {
     json_object_set_new(j, "ckpt_dir", json_string(o->ckpt_dir));
     json_object_set_new(j, "ckpt_every_steps", json_integer(o->ckpt_steps));
@@ -450,7 +458,7 @@ static int train_loop(run *r) {
       json_t *sm = json_pack(
           "{s:s, s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:o, s:o,"
           " s:{s:o, s:o, s:o}, s:{s:o, s:o, s:o, s:o, s:o}, s:I, s:o, s:s, s:o, s:o, s:I, s:o, s:o, s:I, s:I}",
-          "version", MNT_VERSION, "arch", t->cfg.arch, "image_size", t->cfg.size, "device", "cpu", "comm",
+          "version", MNT_VERSION, "arch", t->cfg.arch, "image_size", t->cfg.size, "device", t->be->name, "comm",
           t->c->ops->name, "topology", mnt_topology_name(t->c->topology), "ranks", w->size, "nodes", w->nnodes,
           "ranks_per_node", rpn, "threads_per_rank", o->threads > 0 ? o->threads : omp_get_max_threads(),
           "batch_per_rank", t->cfg.batch, "global_batch", (json_int_t)t->s.global_batch, "steps", (json_int_t)t->total,
@@ -464,6 +472,7 @@ static int train_loop(run *r) {
           mnt_json_num(last_top1), "skipped_steps", (json_int_t)t->s.skipped, "train_seconds", mnt_json_num(span),
           "eval_seconds", mnt_json_num(eval_s), "resumed_from_step", (json_int_t)step0, "steps_this_job",
           (json_int_t)done);
+      if (sm) json_object_set_new(sm, "precision", json_string(mnt_precision_name(t->be->precision)));
       if (sm && !isnan(val_top1)) json_object_set_new(sm, "val_top1", mnt_json_num(val_top1));
       if (sm && r->ncheckpoints) {
         json_object_set_new(sm, "checkpoints", json_integer(r->ncheckpoints));
@@ -471,7 +480,7 @@ static int train_loop(run *r) {
       }
       st = mnt_json_save(o->out, "summary.json", sm);
       json_decref(sm);
-      if (st == MNT_OK && o->export_path) st = mnt_export_h5(t->m, &t->train, o->export_path);
+      if (st == MNT_OK && o->export_path) st = export_model(t, o->export_path);
       if (st == MNT_OK) {
         printf("mntrain train: done: %lld steps, %.1f img/s (%.1f per rank; %.1f s of evaluation apart), loss %.4f, "
                "top1 %.4f; %s/summary.json\n",
@@ -483,7 +492,7 @@ static int train_loop(run *r) {
   } else if (st == MNT_OK && w->rank == 0) { /* resumed at its end: its summary.json stays */
     printf("mntrain train: the run is complete (step %lld of %lld): nothing to train\n", (long long)t->s.step,
            (long long)t->total);
-    if (o->export_path && (st = mnt_export_h5(t->m, &t->train, o->export_path)) == MNT_OK)
+    if (o->export_path && (st = export_model(t, o->export_path)) == MNT_OK)
       printf("mntrain train: weights in %s\n", o->export_path);
   }
   free(step_ms);
@@ -492,7 +501,7 @@ static int train_loop(run *r) {
 
 int mnt_train_main(mnt_world *w, int argc, char **argv) {
   opts o = {.t = {.arch = "resnet50", .schedule = "step", .comm = "auto", .topology = "flat", .grad_dtype = "fp32",
-                  .size = 224, .batch = 0, .epochs = 0, .steps = 0, .seed = 1, .lr = 0.1, .warmup_epochs = 0,
+                  .precision = "fp32", .size = 224, .batch = 0, .epochs = 0, .steps = 0, .seed = 1, .lr = 0.1, .warmup_epochs = 0,
                   .bucket_mb = 25, .momentum = 0.9, .wd = 1e-4, .min_scale = 0.08, .val_crop = 0.875,
                   .loader_threads = 2},
             .device = "auto", .out = "mntrain-out", .log_every = 10, .keep = 2, .stripe_s = "1M"};
@@ -523,8 +532,13 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
        MNT_RANGE(0.05, 1)},
       {"label-smoothing", 0, MNT_OPT_DOUBLE, &c->smoothing, "E", "train against (1-E) onehot + E/classes (default 0)",
        MNT_RANGE(0, 0.999)},
-      {"device", 0, MNT_OPT_STRING, &o.device, "cpu|cuda|auto", "where to compute (default auto: cpu here)", 0, 0},
-      {"comm", 0, MNT_OPT_STRING, &c->comm, "auto|cpu|nccl", "communicator (default auto)", 0, 0},
+      {"device", 0, MNT_OPT_STRING, &o.device, "cpu|cuda|auto",
+       "where to compute: cpu (oneDNN) or cuda (cuDNN, one GPU per rank by local rank); auto: cuda with --comm nccl, "
+       "else cpu", 0, 0},
+      {"precision", 0, MNT_OPT_STRING, &c->precision, "fp32|bf16",
+       "activations and convolutions (bf16: cuda only; weights, BN statistics and accumulation stay fp32)", 0, 0},
+      {"comm", 0, MNT_OPT_STRING, &c->comm, "auto|cpu|nccl", "communicator (default auto: nccl with --device cuda)", 0,
+       0},
       {"topology", 0, MNT_OPT_STRING, &c->topology, "flat|hier", "allreduce topology (default flat)", 0, 0},
       {"grad-dtype", 0, MNT_OPT_STRING, &c->grad_dtype, "fp32|bf16|fp16", "allreduce precision (default fp32)", 0, 0},
       {"bucket-mb", 0, MNT_OPT_DOUBLE, &c->bucket_mb, "M", "allreduce bucket size in MB (default 25)",
@@ -585,6 +599,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   mnt_sched sched;
   mnt_dtype gdt;
   mnt_topology topo;
+  mnt_precision prec;
   const char *bad = NULL;
   int ckpt_on = o.ckpt_dir || o.ckpt_steps || o.ckpt_minutes > 0 || o.stop_after || (o.resume && strcmp(o.resume, "none"));
   if (!c->data) bad = "--data DIR is required";
@@ -592,9 +607,9 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   else if (mnt_sched_parse(c->schedule, &sched)) bad = "--schedule: step or cosine";
   else if (mnt_dtype_parse(c->grad_dtype, &gdt)) bad = "--grad-dtype: fp32, bf16 or fp16";
   else if (mnt_topology_parse(c->topology, &topo)) bad = "--topology: flat or hier";
-  else if (strcmp(o.device, "auto") && strcmp(o.device, "cpu")) bad = "--device: this build trains on cpu (cuda is not ready yet)";
-  else if (strcmp(c->comm, "auto") && strcmp(c->comm, "cpu"))
-    bad = "--comm: training runs on the CPU here, with the cpu communicator (nccl needs --device cuda, not ready yet)";
+  else if (strcmp(o.device, "auto") && strcmp(o.device, "cpu") && strcmp(o.device, "cuda")) bad = "--device: cpu, cuda or auto";
+  else if (strcmp(c->comm, "auto") && strcmp(c->comm, "cpu") && strcmp(c->comm, "nccl")) bad = "--comm: cpu, nccl or auto";
+  else if (mnt_precision_parse(c->precision, &prec)) bad = "--precision: fp32 or bf16";
   else if (c->pad_crop >= c->size) bad = "--pad-crop must be smaller than --size";
   else if (c->bn_batch && c->batch && c->batch % c->bn_batch) bad = "--bn-batch must divide --batch-per-rank";
   else if (mnt_parse_size(o.stripe_s, &o.stripe) || o.stripe < 4096 || (o.stripe & (o.stripe - 1)))
@@ -605,6 +620,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
     if (!quiet) fprintf(stderr, "mntrain train: %s (see mntrain train --help)\n", bad);
     return MNT_EARG;
   }
+  c->device = o.device;
   if (!o.resume) o.resume = ckpt_on && !o.force ? "auto" : "none";
   if (ckpt_on && !o.ckpt_dir) {
     snprintf(o.ckpt_buf, sizeof o.ckpt_buf, "%s/ckpt", o.out);

@@ -244,11 +244,13 @@ static uint64_t splitmix(uint64_t *s) {
 static double unif(uint64_t *s) { return ((double)(splitmix(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 static double normal(uint64_t *s) { return sqrt(-2.0 * log(unif(s))) * cos(6.283185307179586 * unif(s)); }
 
-static void init_weights(mnt_resnet *r, uint64_t seed, int zero_init_residual, int bottleneck) {
+/* into host buffers hw (nw floats) and hbn (nbn floats), uploaded by the caller */
+static void init_weights(const mnt_resnet *r, float *hw, float *hbn, uint64_t seed, int zero_init_residual,
+                         int bottleneck) {
   const char *last_bn = bottleneck ? ".bn3.weight" : ".bn2.weight"; /* the last BN of a branch */
   for (int i = 0; i < r->nparams; i++) {
     mnt_param *p = &r->params[i];
-    float *w = r->w + p->off;
+    float *w = hw + p->off;
     uint64_t s = seed ^ (0x51ed270b27ull * (uint64_t)(i + 1)); /* per tensor: independent of order */
     const char *leaf = strrchr(p->name, '.');
     int is_bn = p->ndims == 1 && strcmp(p->name, "fc.bias") != 0;
@@ -269,7 +271,7 @@ static void init_weights(mnt_resnet *r, uint64_t seed, int zero_init_residual, i
   }
   for (int i = 0; i < r->nstats; i++) {
     float v = strstr(r->stats[i].name, "running_var") ? 1.0f : 0.0f;
-    for (size_t k = 0; k < r->stats[i].n; k++) r->bn[r->stats[i].off + k] = v;
+    for (size_t k = 0; k < r->stats[i].n; k++) hbn[r->stats[i].off + k] = v;
   }
 }
 
@@ -334,7 +336,7 @@ int mnt_resnet_plan_bytes(const char *arch, int classes, int size, int batch, in
   double f = sizeof(float), acts = 0, widest = 0, relu_ws = 0;
   for (int i = 0; i < r.nact && !st; i++) {
     double n = (double)batch * b.shape[i][0] * b.shape[i][1] * b.shape[i][2];
-    if (i > 0) acts += n; /* the input belongs to the caller */
+    acts += n; /* the input included */
     if (n > widest) widest = n;
   }
   for (int i = 0; i < r.nlayers && !st; i++)
@@ -353,6 +355,13 @@ int mnt_resnet_plan_bytes(const char *arch, int classes, int size, int batch, in
   return st;
 }
 
+/* backend memory, zeroed; NULL (and st set) on failure */
+static void *be_alloc(mnt_resnet *r, size_t bytes, int *st) {
+  void *p = NULL;
+  if (!*st) *st = mnt_be_alloc(r->be, bytes ? bytes : 1, &p);
+  return p;
+}
+
 int mnt_resnet_create_ex(mnt_backend *be, const char *arch, int classes, int size, int batch, int bn_group,
                          uint64_t seed, int zero_init_residual, mnt_resnet **out) {
   *out = NULL;
@@ -369,131 +378,153 @@ int mnt_resnet_create_ex(mnt_backend *be, const char *arch, int classes, int siz
   builder b = {.r = r};
   build(&b, a, classes);
   int st = b.err;
+  size_t E = be->act_bytes, F = sizeof(float);
   if (!st) {
     r->act = calloc((size_t)r->nact, sizeof *r->act);
     r->dact = calloc((size_t)r->nact, sizeof *r->dact);
     r->act_n = calloc((size_t)r->nact, sizeof *r->act_n);
     r->written = calloc((size_t)r->nact, sizeof *r->written);
-    r->labels = calloc((size_t)batch, sizeof *r->labels);
-    r->bn_save = calloc(b.nsave + 1, sizeof(float));
-    r->w = aligned_alloc(256, r->nw * sizeof(float));
-    r->g = aligned_alloc(256, r->nw * sizeof(float));
-    r->m = aligned_alloc(256, r->nw * sizeof(float));
-    r->bn = calloc(r->nbn + 1, sizeof(float));
-    if (!r->act || !r->dact || !r->act_n || !r->written || !r->labels || !r->bn_save || !r->w || !r->g || !r->m || !r->bn)
-      st = MNT_ENOMEM;
+    if (!r->act || !r->dact || !r->act_n || !r->written) st = MNT_ENOMEM;
+    r->labels = be_alloc(r, (size_t)batch * sizeof *r->labels, &st);
+    r->bn_save = be_alloc(r, (b.nsave + 1) * F, &st);
+    r->w = be_alloc(r, r->nw * F, &st);
+    r->g = be_alloc(r, r->nw * F, &st);
+    r->m = be_alloc(r, r->nw * F, &st);
+    r->bn = be_alloc(r, (r->nbn + 1) * F, &st);
+    r->out3 = be_alloc(r, 4 * F, &st);
+    r->flag = be_alloc(r, sizeof *r->flag, &st);
   }
   for (int i = 0; i < r->nact && !st; i++) {
     r->act_n[i] = (size_t)batch * (size_t)b.shape[i][0] * (size_t)b.shape[i][1] * (size_t)b.shape[i][2];
     if (r->act_n[i] > r->scratch_n) r->scratch_n = r->act_n[i];
-    if (i > 0 && !(r->act[i] = malloc(r->act_n[i] * sizeof(float)))) st = MNT_ENOMEM;
-    if (!st && i == r->nact - 1 && !(r->dact[i] = malloc(r->act_n[i] * sizeof(float)))) st = MNT_ENOMEM;
+    r->act[i] = be_alloc(r, r->act_n[i] * E, &st); /* act[0]: the input, filled by mnt_resnet_forward */
+    if (i == r->nact - 1) r->dact[i] = be_alloc(r, r->act_n[i] * E, &st);
   }
-  if (!st && !(r->scratch = malloc(r->scratch_n * sizeof(float)))) st = MNT_ENOMEM;
-  if (!st && !(r->bn_tmp = malloc(2 * 2048 * sizeof(float)))) st = MNT_ENOMEM; /* 2 x the widest BN */
-  if (!st && !(r->bn_run = malloc(4 * 2048 * sizeof(float)))) st = MNT_ENOMEM;
+  r->scratch = be_alloc(r, r->scratch_n * E, &st);
+  r->bn_tmp = be_alloc(r, 2 * 2048 * F, &st); /* 2 x the widest BN */
+  r->bn_run = be_alloc(r, 4 * 2048 * F, &st);
   free(b.shape);
+  float *hw = NULL, *hbn = NULL;
+  if (!st && (!(hw = calloc(r->nw, F)) || !(hbn = calloc(r->nbn + 1, F)))) st = MNT_ENOMEM;
+  if (!st) {
+    init_weights(r, hw, hbn, seed, zero_init_residual, a->bottleneck);
+    st = mnt_be_copy(be, r->w, hw, r->nw * F, MNT_COPY_H2D);
+    if (!st) st = mnt_be_copy(be, r->bn, hbn, r->nbn * F, MNT_COPY_H2D);
+    if (!st) st = mnt_be_sync(be);
+  }
+  free(hw);
+  free(hbn);
   if (st) {
     if (st == MNT_ENOMEM) MNT_ERR("out of memory building %s for batch %d at %d px", arch, batch, size);
     mnt_resnet_destroy(r);
     return st;
   }
-  memset(r->g, 0, r->nw * sizeof(float));
-  memset(r->m, 0, r->nw * sizeof(float));
-  memset(r->w, 0, r->nw * sizeof(float));
-  init_weights(r, seed, zero_init_residual, a->bottleneck);
   *out = r;
   return MNT_OK;
 }
 
 void mnt_resnet_destroy(mnt_resnet *r) {
   if (!r) return;
+  mnt_backend *be = r->be;
   for (int i = 0; i < r->nlayers; i++) {
     mnt_conv_destroy(r->layers[i].conv);
     for (int g = 0; r->layers[i].bng && g < r->batch / r->bn_group; g++) mnt_bn_destroy(r->layers[i].bng[g]);
     free(r->layers[i].bng);
     mnt_pool_destroy(r->layers[i].pool);
   }
-  for (int i = 0; i < r->nact && r->act; i++)
-    if (i > 0) free(r->act[i]);
-  if (r->dact) free(r->dact[r->nact - 1]);
-  for (int i = 0; i < r->npool; i++) free(r->pool[i].p);
+  for (int i = 0; i < r->nact && r->act; i++) mnt_be_free(be, r->act[i]);
+  if (r->dact) mnt_be_free(be, r->dact[r->nact - 1]);
+  for (int i = 0; i < r->npool; i++) mnt_be_free(be, r->pool[i].p);
   free(r->pool);
-  free(r->act); free(r->dact); free(r->act_n); free(r->written); free(r->labels);
-  free(r->bn_save); free(r->bn_tmp); free(r->bn_run); free(r->w); free(r->g); free(r->m); free(r->bn); free(r->scratch);
+  free(r->act); free(r->dact); free(r->act_n); free(r->written);
+  void *bufs[] = {r->labels, r->bn_save, r->bn_tmp, r->bn_run, r->w, r->g, r->m, r->bn, r->scratch, r->out3, r->flag};
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) mnt_be_free(be, bufs[i]);
   free(r->layers); free(r->params); free(r->stats);
   free(r);
 }
 
+void *mnt_resnet_input(mnt_resnet *r) { return r->act[0]; }
+
 int mnt_resnet_forward(mnt_resnet *r, const float *x, int train) {
-  r->act[0] = (float *)x;
+  mnt_backend *be = r->be;
+  if (x) MNT_CHECK(mnt_act_upload(be, x, r->act[0], r->batch, 3, r->size, r->size));
+  size_t F = sizeof(float);
   for (int i = 0; i < r->nlayers; i++) {
     mnt_layer *l = &r->layers[i];
-    const float *in = r->act[l->in];
-    float *out = r->act[l->out];
+    const void *in = r->act[l->in];
+    void *out = r->act[l->out];
     size_t n = r->act_n[l->out];
     switch (l->kind) {
       case OP_CONV: MNT_CHECK(mnt_conv_forward(l->conv, in, r->w + r->params[l->p0].off, out)); break;
       case OP_BN: {
         const float *gm = r->w + r->params[l->p0].off, *bt = r->w + r->params[l->p1].off;
         float *rm = r->bn + r->stats[l->s0].off, *rv = r->bn + r->stats[l->s1].off;
-        size_t per = n / (size_t)r->batch * (size_t)r->bn_group; /* floats per BN group */
-        int G = r->batch / r->bn_group, C = l->C;
+        size_t per = n / (size_t)r->batch * (size_t)r->bn_group; /* elements per BN group */
+        int G = r->batch / r->bn_group;
+        size_t C = (size_t)l->C;
         /* G groups update the running statistics as G ranks do: each from the same old values, then
          * averaged (what averaging over ranks gives), not G momentum updates in a row */
         float *old = r->bn_run, *sum = r->bn_run + 2 * C;
         if (train && G > 1) {
-          memcpy(old, rm, (size_t)C * sizeof(float));
-          memcpy(old + C, rv, (size_t)C * sizeof(float));
-          memset(sum, 0, 2 * (size_t)C * sizeof(float));
+          MNT_CHECK(mnt_be_copy(be, old, rm, C * F, MNT_COPY_D2D));
+          MNT_CHECK(mnt_be_copy(be, old + C, rv, C * F, MNT_COPY_D2D));
+          MNT_CHECK(mnt_be_memset0(be, sum, 2 * C * F));
         }
         for (int g = 0; g < G; g++) {
-          float *save = r->bn_save + l->save + 2 * (size_t)C * (size_t)g;
+          float *save = r->bn_save + l->save + 2 * C * (size_t)g;
+          const void *xg = mnt_act_at(be, in, (size_t)g * per);
+          void *yg = mnt_act_at(be, out, (size_t)g * per);
           if (train && G > 1 && g > 0) {
-            memcpy(rm, old, (size_t)C * sizeof(float));
-            memcpy(rv, old + C, (size_t)C * sizeof(float));
+            MNT_CHECK(mnt_be_copy(be, rm, old, C * F, MNT_COPY_D2D));
+            MNT_CHECK(mnt_be_copy(be, rv, old + C, C * F, MNT_COPY_D2D));
           }
           if (train)
-            MNT_CHECK(mnt_bn_forward_train(l->bng[g], in + g * per, gm, bt, out + g * per, save, save + C, rm, rv, 0.1f));
+            MNT_CHECK(mnt_bn_forward_train(l->bng[g], xg, gm, bt, yg, save, save + C, rm, rv, 0.1f));
           else
-            MNT_CHECK(mnt_bn_forward_infer(l->bng[g], in + g * per, gm, bt, out + g * per, rm, rv));
-          if (train && G > 1)
-            for (int c = 0; c < C; c++) {
-              sum[c] += rm[c];
-              sum[C + c] += rv[c];
-            }
-        }
-        if (train && G > 1)
-          for (int c = 0; c < C; c++) {
-            rm[c] = sum[c] / (float)G;
-            rv[c] = sum[C + c] / (float)G;
+            MNT_CHECK(mnt_bn_forward_infer(l->bng[g], xg, gm, bt, yg, rm, rv));
+          if (train && G > 1) {
+            MNT_CHECK(mnt_f32_acc(be, sum, rm, C));
+            MNT_CHECK(mnt_f32_acc(be, sum + C, rv, C));
           }
+        }
+        if (train && G > 1) {
+          MNT_CHECK(mnt_f32_scale(be, sum, 1.0f / (float)G, 2 * C));
+          MNT_CHECK(mnt_be_copy(be, rm, sum, C * F, MNT_COPY_D2D));
+          MNT_CHECK(mnt_be_copy(be, rv, sum + C, C * F, MNT_COPY_D2D));
+        }
         break;
       }
-      case OP_RELU: mnt_relu_forward(in, out, n); break;
-      case OP_ADD: mnt_add_forward(in, r->act[l->in2], out, n); break;
+      case OP_RELU: MNT_CHECK(mnt_relu_forward(be, in, out, n)); break;
+      case OP_ADD: MNT_CHECK(mnt_add_forward(be, in, r->act[l->in2], out, n)); break;
       case OP_MAXPOOL: MNT_CHECK(mnt_pool_forward(l->pool, in, out)); break;
-      case OP_GAP: mnt_gap_forward(in, out, r->batch, l->inC, l->inH * l->inW); break;
+      case OP_GAP: MNT_CHECK(mnt_gap_forward(be, in, out, r->batch, l->inC, l->inH * l->inW)); break;
       case OP_FC:
-        MNT_CHECK(mnt_fc_forward(in, r->w + r->params[l->p0].off, r->w + r->params[l->p1].off, out, r->batch, l->inC,
-                                 r->classes));
+        MNT_CHECK(mnt_fc_forward(be, in, r->w + r->params[l->p0].off, r->w + r->params[l->p1].off, out, r->batch,
+                                 l->inC, r->classes));
         break;
     }
   }
   return MNT_OK;
 }
 
-const float *mnt_resnet_logits(const mnt_resnet *r) { return r->act[r->nact - 1]; }
+const void *mnt_resnet_logits(const mnt_resnet *r) { return r->act[r->nact - 1]; }
 
-float mnt_resnet_loss(mnt_resnet *r, const int32_t *labels, int *top1, int *top5) {
-  memcpy(r->labels, labels, (size_t)r->batch * sizeof *labels);
-  r->loss = mnt_softmax_xent(r->act[r->nact - 1], labels, r->dact[r->nact - 1], r->batch, r->classes,
-                             r->label_smoothing, top1, top5);
-  return r->loss;
+int mnt_resnet_loss(mnt_resnet *r, const int32_t *labels, int n, int for_backward) {
+  if (n < 1 || n > r->batch) {
+    MNT_ERR("internal: a loss over %d of a batch of %d", n, r->batch);
+    return MNT_EARG;
+  }
+  MNT_CHECK(mnt_be_copy(r->be, r->labels, labels, (size_t)n * sizeof *labels, MNT_COPY_H2D));
+  return mnt_softmax_xent(r->be, r->act[r->nact - 1], r->labels, for_backward ? r->dact[r->nact - 1] : NULL, n,
+                          r->classes, for_backward ? r->label_smoothing : 0.0f, r->out3);
 }
 
-/* the smallest free pooled buffer of at least n floats (a new one if none) */
-static float *acquire(mnt_resnet *r, size_t n) {
+int mnt_resnet_read_loss(mnt_resnet *r, float out[3]) {
+  return mnt_be_copy(r->be, out, r->out3, 3 * sizeof(float), MNT_COPY_D2H);
+}
+
+/* the smallest free pooled buffer of at least n elements (a new one if none) */
+static void *acquire(mnt_resnet *r, size_t n) {
   int best = -1;
   for (int i = 0; i < r->npool; i++)
     if (!r->pool[i].used && r->pool[i].n >= n && (best < 0 || r->pool[i].n < r->pool[best].n)) best = i;
@@ -505,8 +536,8 @@ static float *acquire(mnt_resnet *r, size_t n) {
       r->pool = q;
       r->cap_pool = nc;
     }
-    float *p = malloc(n * sizeof(float));
-    if (!p) return NULL;
+    void *p = NULL;
+    if (mnt_be_alloc(r->be, n * r->be->act_bytes, &p) != MNT_OK) return NULL;
     r->pool[r->npool] = (struct mnt_gradbuf){p, n, 0};
     best = r->npool++;
   }
@@ -523,16 +554,17 @@ static void release(mnt_resnet *r, int a) {
 
 /* Where a layer writes its input gradient: straight into dact[in] (taken from the pool) when it
  * is the first contributor this pass, otherwise into scratch, added afterwards by finish_dx. */
-static float *dx_target(mnt_resnet *r, int in) {
+static void *dx_target(mnt_resnet *r, int in) {
   if (in == 0) return NULL; /* the input image needs no gradient */
   if (r->written[in]) return r->scratch;
   if (!r->dact[in]) r->dact[in] = acquire(r, r->act_n[in]);
   return r->dact[in];
 }
-static void finish_dx(mnt_resnet *r, int in, float *t) {
-  if (!t) return;
-  if (t == r->scratch) mnt_acc(r->dact[in], t, r->act_n[in]);
+static int finish_dx(mnt_resnet *r, int in, void *t) {
+  if (!t) return MNT_OK;
+  if (t == r->scratch) MNT_CHECK(mnt_act_acc(r->be, r->dact[in], t, r->act_n[in]));
   r->written[in] = 1;
+  return MNT_OK;
 }
 
 static void ready(mnt_resnet *r, int p) {
@@ -540,15 +572,16 @@ static void ready(mnt_resnet *r, int p) {
 }
 
 int mnt_resnet_backward(mnt_resnet *r) {
+  mnt_backend *be = r->be;
   memset(r->written, 0, (size_t)r->nact * sizeof *r->written);
   for (int a = 0; a < r->nact; a++) release(r, a);
   r->written[r->nact - 1] = 1;
   for (int i = r->nlayers - 1; i >= 0; i--) {
     mnt_layer *l = &r->layers[i];
-    const float *dy = r->dact[l->out];
-    float *dx = dx_target(r, l->in);
+    const void *dy = r->dact[l->out];
+    void *dx = dx_target(r, l->in);
     if (l->in != 0 && !dx) {
-      MNT_ERR("out of memory for a gradient of %zu floats", r->act_n[l->in]);
+      MNT_ERR("out of memory for a gradient of %zu elements", r->act_n[l->in]);
       return MNT_ENOMEM;
     }
     switch (l->kind) {
@@ -558,40 +591,50 @@ int mnt_resnet_backward(mnt_resnet *r) {
         ready(r, l->p0);
         break;
       case OP_BN: {
-        size_t per = r->act_n[l->out] / (size_t)r->batch * (size_t)r->bn_group;
+        size_t per = r->act_n[l->out] / (size_t)r->batch * (size_t)r->bn_group, C = (size_t)l->C;
         float *dg = r->g + r->params[l->p0].off, *db = r->g + r->params[l->p1].off, *tmp = r->bn_tmp;
         for (int g = 0; g < r->batch / r->bn_group; g++) {
-          const float *save = r->bn_save + l->save + 2 * (size_t)l->C * (size_t)g;
-          float *dxg = (dx ? dx : r->scratch) + g * per;
-          MNT_CHECK(mnt_bn_backward(l->bng[g], r->act[l->in] + g * per, dy + g * per, r->w + r->params[l->p0].off,
-                                    save, save + l->C, dxg, g ? tmp : dg, g ? tmp + l->C : db));
-          if (g)
-            for (int k = 0; k < l->C; k++) dg[k] += tmp[k], db[k] += tmp[l->C + k];
+          const float *save = r->bn_save + l->save + 2 * C * (size_t)g;
+          void *dxg = mnt_act_at(be, dx ? dx : r->scratch, (size_t)g * per);
+          MNT_CHECK(mnt_bn_backward(l->bng[g], mnt_act_at(be, r->act[l->in], (size_t)g * per),
+                                    mnt_act_at(be, dy, (size_t)g * per), r->w + r->params[l->p0].off, save, save + C,
+                                    dxg, g ? tmp : dg, g ? tmp + C : db));
+          if (g) {
+            MNT_CHECK(mnt_f32_acc(be, dg, tmp, C));
+            MNT_CHECK(mnt_f32_acc(be, db, tmp + C, C));
+          }
         }
         ready(r, l->p1);
         ready(r, l->p0);
         break;
       }
-      case OP_RELU: if (dx) mnt_relu_backward(r->act[l->out], dy, dx, r->act_n[l->out]); break;
+      case OP_RELU:
+        if (dx) MNT_CHECK(mnt_relu_backward(be, r->act[l->out], dy, dx, r->act_n[l->out]));
+        break;
       case OP_ADD: {
-        if (dx) memcpy(dx, dy, r->act_n[l->out] * sizeof(float));
-        finish_dx(r, l->in, dx);
-        float *dx2 = dx_target(r, l->in2);
-        if (dx2) memcpy(dx2, dy, r->act_n[l->out] * sizeof(float));
-        finish_dx(r, l->in2, dx2);
+        size_t bytes = r->act_n[l->out] * be->act_bytes;
+        if (dx) MNT_CHECK(mnt_be_copy(be, dx, dy, bytes, MNT_COPY_D2D));
+        MNT_CHECK(finish_dx(r, l->in, dx));
+        void *dx2 = dx_target(r, l->in2);
+        if (dx2) MNT_CHECK(mnt_be_copy(be, dx2, dy, bytes, MNT_COPY_D2D));
+        MNT_CHECK(finish_dx(r, l->in2, dx2));
         release(r, l->out);
         continue;
       }
-      case OP_MAXPOOL: if (dx) MNT_CHECK(mnt_pool_backward(l->pool, dy, dx)); break;
-      case OP_GAP: if (dx) mnt_gap_backward(dy, dx, r->batch, l->inC, l->inH * l->inW); break;
+      case OP_MAXPOOL:
+        if (dx) MNT_CHECK(mnt_pool_backward(l->pool, dy, dx));
+        break;
+      case OP_GAP:
+        if (dx) MNT_CHECK(mnt_gap_backward(be, dy, dx, r->batch, l->inC, l->inH * l->inW));
+        break;
       case OP_FC:
-        MNT_CHECK(mnt_fc_backward(r->act[l->in], r->w + r->params[l->p0].off, dy, dx, r->g + r->params[l->p0].off,
+        MNT_CHECK(mnt_fc_backward(be, r->act[l->in], r->w + r->params[l->p0].off, dy, dx, r->g + r->params[l->p0].off,
                                   r->g + r->params[l->p1].off, r->batch, l->inC, r->classes));
         ready(r, l->p1);
         ready(r, l->p0);
         break;
     }
-    finish_dx(r, l->in, dx);
+    MNT_CHECK(finish_dx(r, l->in, dx));
     release(r, l->out); /* every consumer of this output came later in forward: all done */
   }
   return MNT_OK;

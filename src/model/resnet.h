@@ -6,7 +6,9 @@
  * widths 16/32/64): resnet8 (one basic block per stage) and resnet20 (three, He et al.'s CIFAR net). Any input size that leaves at least one
  * pixel after the stem, any class count.
  * Memory: one slab of weights, one of gradients and one of momentum with the same layout (each
- * view 256-byte aligned, in torchvision's state_dict order), BN running statistics apart. */
+ * view 256-byte aligned, in torchvision's state_dict order), BN running statistics apart; all of
+ * it, and every activation, is the backend's memory (device memory on cuda): host code reads it
+ * through mnt_be_copy / mnt_be_host_view. */
 #ifndef MNT_RESNET_H
 #define MNT_RESNET_H
 
@@ -30,7 +32,7 @@ typedef struct mnt_resnet {
   mnt_backend *be;
   mnt_param *params;   /* in slab order */
   int nparams;
-  float *w, *g, *m;    /* weights, gradients, momentum: nw elements each */
+  float *w, *g, *m;    /* weights, gradients, momentum: nw fp32 elements each (backend memory) */
   size_t nw;
   mnt_param *stats;    /* BN running_mean / running_var, in buffer order */
   int nstats;
@@ -39,22 +41,24 @@ typedef struct mnt_resnet {
   mnt_layer *layers;
   int nlayers;
   int nact;
-  float **act, **dact; /* activations and their gradients; act[0] is the input */
+  void **act, **dact;  /* activations and their gradients (backend memory, be->act_bytes per element);
+                        * act[0] is the input */
   size_t *act_n;
   int *written;        /* per backward pass: has dact[i] been written yet */
   /* gradient buffers live only from their first writer to their producer's backward; they
    * come from this pool, kept across steps (no page faults after the first) */
-  struct mnt_gradbuf { float *p; size_t n; int used; } *pool;
+  struct mnt_gradbuf { void *p; size_t n; int used; } *pool;
   int npool, cap_pool;
-  float *scratch;
+  void *scratch;
   size_t scratch_n;
   float *bn_save;      /* per BN layer and group: batch mean and variance for backward */
   float *bn_tmp;
   float *bn_run;       /* running statistics of BN groups: the old values and the sums */
   int bn_group;        /* batch-norm statistics over groups of this many images (default: batch) */
   float label_smoothing; /* mnt_resnet_loss's target: (1 - e) onehot + e / classes (default 0) */
-  float loss;
-  int32_t *labels;
+  int32_t *labels;     /* backend memory, batch entries */
+  float *out3;         /* backend memory: the last mnt_resnet_loss's loss sum, top-1 and top-5 hits */
+  int32_t *flag;       /* backend memory: one flag for the caller's non-finite check */
   /* called during backward, in decreasing slab offsets, once the gradient range
    * [off, off + n) is final (the hook for overlapping allreduce with backward) */
   void (*grad_ready)(void *ctx, size_t off, size_t n);
@@ -79,11 +83,21 @@ void mnt_resnet_destroy(mnt_resnet *r);
  * activations, gradient buffers, the backend's copies), computed from the layer plan without
  * allocating any of it: what a run checks against its memory limit before it starts. */
 int mnt_resnet_plan_bytes(const char *arch, int classes, int size, int batch, int bn_group, size_t *bytes);
-/* x: [batch, 3, size, size]. train: batch statistics (updating the running ones), else running. */
+/* x: host fp32 [batch, 3, size, size], uploaded into the input; NULL: the input was filled
+ * already (mnt_resnet_input, e.g. by the backend's normalize_u8). train: batch statistics
+ * (updating the running ones), else the running ones. */
 int mnt_resnet_forward(mnt_resnet *r, const float *x, int train);
-const float *mnt_resnet_logits(const mnt_resnet *r);
-/* softmax cross-entropy of the last forward; keeps dlogits for backward */
-float mnt_resnet_loss(mnt_resnet *r, const int32_t *labels, int *top1, int *top5);
+/* the model's input activation (backend memory, batch x 3 x size x size in the backend's layout) */
+void *mnt_resnet_input(mnt_resnet *r);
+/* the logits of the last forward (backend memory, [batch, classes], act_bytes per element) */
+const void *mnt_resnet_logits(const mnt_resnet *r);
+/* Softmax cross-entropy of the last forward's first n samples against labels (host, n entries),
+ * into r->out3 on the backend (loss sum, top-1, top-5; nothing read back). for_backward: with
+ * the label smoothing, keeping dlogits for backward (n must be the batch); else the plain loss
+ * (evaluation). */
+int mnt_resnet_loss(mnt_resnet *r, const int32_t *labels, int n, int for_backward);
+/* copies r->out3 to the host (waits for the queued work) */
+int mnt_resnet_read_loss(mnt_resnet *r, float out[3]);
 /* gradients of every parameter into r->g (overwritten), in reverse layer order */
 int mnt_resnet_backward(mnt_resnet *r);
 /* the parameter (or BN statistic) of that name, NULL if none */

@@ -1,8 +1,9 @@
 /* trainer.c — see trainer.h. One step, top to bottom: the next global batch's slice (io/loader),
- * forward, loss, backward; the gradient allreduce runs in buckets of --bucket-mb, each started as
- * soon as backward has finished its slab range (decreasing offsets), so that it overlaps the rest
- * of backward and the step waits only for what is still in flight ("exposed comm"); then the
- * non-finite check and SGD. */
+ * forward, loss, backward on the compute backend; the gradient allreduce runs in buckets of
+ * --bucket-mb (comm/reducer.c), each started as soon as backward has finished its slab range, so
+ * that it overlaps the rest of backward and the step waits only for what is still in flight
+ * ("exposed comm"); then the non-finite check on the backend (one flag read back) and SGD. The
+ * loss and top-1 stay on the backend and are read at log time. */
 #include "trainer.h"
 
 #include <hdf5.h>
@@ -13,78 +14,6 @@
 
 #include "log.h"
 #include "sysmem.h"
-
-/* ---- the gradient reducer: bucketed allreduce overlapped with backward ---------------------- */
-typedef struct bucket { size_t off, n; mnt_comm_req *req; uint16_t *half; } bucket;
-struct mnt_reducer {
-  mnt_comm *c;
-  float *g;
-  mnt_dtype t;
-  size_t limit;     /* floats per bucket */
-  size_t lo, hi;    /* the range gathered so far: [lo, hi) */
-  bucket *b;
-  int nb, cap;
-  int st;
-  double t_first;   /* when this step's first bucket started */
-};
-
-static void flush(mnt_reducer *o) {
-  if (o->hi == o->lo || o->st) return;
-  if (o->nb == o->cap) {
-    int cap = o->cap ? 2 * o->cap : 16;
-    bucket *b = realloc(o->b, (size_t)cap * sizeof *b);
-    if (!b) {
-      o->st = MNT_ENOMEM;
-      return;
-    }
-    o->b = b;
-    o->cap = cap;
-  }
-  if (o->nb == 0) o->t_first = mnt_now();
-  bucket *k = &o->b[o->nb++];
-  k->off = o->lo;
-  k->n = o->hi - o->lo;
-  k->half = NULL;
-  k->req = NULL;
-  void *buf = o->g + k->off;
-  if (o->t != MNT_FP32) { /* reduced-precision allreduce: cast, reduce (fp32 accumulation), cast back */
-    if (!(k->half = malloc(k->n * 2))) {
-      o->st = MNT_ENOMEM;
-      return;
-    }
-    mnt_from_f32(o->t, o->g + k->off, k->half, k->n);
-    buf = k->half;
-  }
-  o->st = o->c->ops->iallreduce(o->c, buf, k->n, o->t, MNT_AVG, NULL, &k->req);
-  o->lo = o->hi;
-}
-
-/* backward's hook: [off, off+n) of the gradient slab is final. Ranges arrive in decreasing
- * offsets; a bucket is [lo, hi), the padding between views included (it stays zero). */
-static void grad_ready(void *ctx, size_t off, size_t n) {
-  mnt_reducer *o = ctx;
-  if (o->hi == o->lo) o->hi = off + n; /* a new bucket */
-  o->lo = off;
-  if (o->hi - o->lo >= o->limit) flush(o);
-}
-
-static int finish(mnt_reducer *o) {
-  flush(o);
-  for (int i = 0; i < o->nb; i++) {
-    bucket *k = &o->b[i];
-    int st = k->req ? o->c->ops->wait(o->c, k->req) : MNT_OK;
-    if (st && !o->st) o->st = st;
-    if (k->half) {
-      if (!st) mnt_to_f32(o->t, k->half, o->g + k->off, k->n);
-      free(k->half);
-    }
-  }
-  o->nb = 0;
-  int st = o->st;
-  o->st = 0;
-  o->lo = o->hi = 0;
-  return st;
-}
 
 /* ---- state -------------------------------------------------------------------------------- */
 json_t *mnt_train_state_json(const mnt_train_state *s) {
@@ -151,19 +80,38 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
     MNT_ERR("--val %s has %d classes, --data %s has %d", o->val, t->val.nclasses, o->data, t->train.nclasses);
     st = MNT_EARG;
   }
-  if (st == MNT_OK) st = check_memory(o, &t->train, t->have_val, bn, w->local_size);
-  if (st == MNT_OK && (st = mnt_backend_create(&t->be)) == MNT_OK)
+  mnt_backend_opts bo = {.precision = MNT_PREC_FP32, .device = -1};
+  if (o->precision && mnt_precision_parse(o->precision, &bo.precision)) {
+    MNT_ERR("--precision %s: expected fp32 or bf16", o->precision);
+    st = MNT_EARG;
+  }
+  const char *dev = o->device ? o->device : "auto", *comm = o->comm ? o->comm : "auto";
+  if (st == MNT_OK && !strcmp(dev, "auto")) dev = !strcmp(comm, "nccl") ? "cuda" : "cpu";
+  if (st == MNT_OK && !strcmp(comm, "auto")) comm = !strcmp(dev, "cuda") ? "nccl" : "cpu";
+  if (st == MNT_OK && (!strcmp(dev, "cuda")) != (!strcmp(comm, "nccl"))) {
+    MNT_ERR("--device %s with --comm %s: GPU buffers need the nccl communicator and host buffers the cpu one", dev,
+            comm);
+    st = MNT_EARG;
+  }
+  if (st == MNT_OK && !strcmp(dev, "cpu")) st = check_memory(o, &t->train, t->have_val, bn, w->local_size);
+  /* the communicator first: on nccl it binds this process to its GPU, where the backend then runs */
+  if ((st = mnt_world_agree(w, st)) == MNT_OK) st = mnt_comm_create(w, comm, topo, &t->c);
+  if (st == MNT_OK) st = mnt_backend_create(dev, &bo, &t->be);
+  if (st == MNT_OK)
     st = mnt_resnet_create_ex(t->be, o->arch, t->train.nclasses, o->size, o->batch, bn, (uint64_t)o->seed, o->zero_init,
                               &t->m);
   mnt_loader_cfg lc = {.out_size = o->size, .train = 1, .global_batch = (int)B, .rank = w->rank, .nranks = w->size,
                        .seed = o->seed, .threads = o->loader_threads, .out_channels = 3, .min_scale = o->min_scale,
                        .pad_crop = o->pad_crop};
   if (st == MNT_OK) st = mnt_loader_open(&t->ld, &t->train, &lc, t->s.epoch, t->s.cursor);
-  size_t in_floats = (size_t)o->batch * 3 * o->size * o->size;
-  t->red = calloc(1, sizeof *t->red);
-  if (st == MNT_OK && (!(t->x = aligned_alloc(64, in_floats * sizeof(float))) || !t->red)) st = MNT_ENOMEM;
-  if ((st = mnt_world_agree(w, st)) == MNT_OK) st = mnt_comm_create(w, o->comm, topo, &t->c);
-  if (st != MNT_OK) {
+  if (st == MNT_OK)
+    st = mnt_reducer_create(t->c, t->be, t->m->g, t->m->nw, t->grad_dtype, (size_t)(o->bucket_mb * 1e6 / 4), &t->red);
+  if (st == MNT_OK) st = mnt_be_alloc(t->be, 4 * sizeof(float), (void **)&t->iv_dev);
+  if (st == MNT_OK && !t->be->host_visible &&
+      (!(t->hw = malloc(t->m->nw * sizeof(float))) || !(t->hm = malloc(t->m->nw * sizeof(float))) ||
+       !(t->hbn = malloc((t->m->nbn + 1) * sizeof(float)))))
+    st = MNT_ENOMEM;
+  if ((st = mnt_world_agree(w, st)) != MNT_OK) {
     mnt_trainer_destroy(t);
     return st;
   }
@@ -173,8 +121,7 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
   t->sgd = (mnt_sgd_cfg){.base_lr = o->lr, .global_batch = (int)B, .warmup_epochs = o->warmup_epochs,
                          .epochs = (double)t->total / t->per_epoch, .schedule = sched, .momentum = o->momentum,
                          .weight_decay = o->wd, .no_bn_bias_decay = o->no_bn_decay};
-  *t->red = (mnt_reducer){.c = t->c, .g = t->m->g, .t = t->grad_dtype, .limit = (size_t)(o->bucket_mb * 1e6 / 4)};
-  t->m->grad_ready = grad_ready;
+  t->m->grad_ready = mnt_reducer_ready;
   t->m->grad_ctx = t->red;
   *out = t;
   return MNT_OK;
@@ -182,13 +129,15 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
 
 void mnt_trainer_destroy(mnt_trainer *t) {
   if (!t) return;
-  if (t->red) free(t->red->b);
-  free(t->red);
-  free(t->x);
+  mnt_reducer_destroy(t->red);
+  if (t->be) mnt_be_free(t->be, t->iv_dev);
+  free(t->hw);
+  free(t->hm);
+  free(t->hbn);
   mnt_loader_close(t->ld);
-  mnt_comm_destroy(t->c);
   mnt_resnet_destroy(t->m);
   mnt_backend_destroy(t->be);
+  mnt_comm_destroy(t->c);
   if (t->have_val) mnt_dataset_close(&t->val);
   if (t->have_train) mnt_dataset_close(&t->train);
   free(t);
@@ -196,9 +145,42 @@ void mnt_trainer_destroy(mnt_trainer *t) {
 
 int mnt_trainer_sync(mnt_trainer *t) {
   mnt_resnet *m = t->m;
+  MNT_CHECK(mnt_be_sync(t->be));
   MNT_CHECK(mnt_broadcast(t->c, m->w, m->nw * sizeof(float), 0));
   MNT_CHECK(mnt_broadcast(t->c, m->m, m->nw * sizeof(float), 0));
   return mnt_broadcast(t->c, m->bn, m->nbn * sizeof(float), 0);
+}
+
+int mnt_trainer_host_model(mnt_trainer *t, float **w, float **m, float **bn) {
+  mnt_resnet *r = t->m;
+  if (t->be->host_visible) {
+    *w = r->w, *m = r->m, *bn = r->bn;
+    return mnt_be_sync(t->be);
+  }
+  MNT_CHECK(mnt_be_copy(t->be, t->hw, r->w, r->nw * sizeof(float), MNT_COPY_D2H));
+  MNT_CHECK(mnt_be_copy(t->be, t->hm, r->m, r->nw * sizeof(float), MNT_COPY_D2H));
+  MNT_CHECK(mnt_be_copy(t->be, t->hbn, r->bn, r->nbn * sizeof(float), MNT_COPY_D2H));
+  *w = t->hw, *m = t->hm, *bn = t->hbn;
+  return MNT_OK;
+}
+
+int mnt_trainer_upload(mnt_trainer *t) {
+  mnt_resnet *r = t->m;
+  if (t->be->host_visible) return MNT_OK;
+  MNT_CHECK(mnt_be_copy(t->be, r->w, t->hw, r->nw * sizeof(float), MNT_COPY_H2D));
+  MNT_CHECK(mnt_be_copy(t->be, r->m, t->hm, r->nw * sizeof(float), MNT_COPY_H2D));
+  MNT_CHECK(mnt_be_copy(t->be, r->bn, t->hbn, r->nbn * sizeof(float), MNT_COPY_H2D));
+  return mnt_be_sync(t->be);
+}
+
+/* this rank's interval sums from the backend into the state (and the backend's zeroed) */
+static int pull_interval(mnt_trainer *t) {
+  float v[3];
+  MNT_CHECK(mnt_be_copy(t->be, v, t->iv_dev, sizeof v, MNT_COPY_D2H));
+  MNT_CHECK(mnt_be_memset0(t->be, t->iv_dev, sizeof v));
+  t->s.iv_loss += v[0];
+  t->s.iv_top1 += v[1];
+  return MNT_OK;
 }
 
 /* ---- the step ----------------------------------------------------------------------------- */
@@ -206,50 +188,52 @@ double mnt_trainer_lr(const mnt_trainer *t) { return mnt_lr_at(&t->sgd, (double)
 
 int mnt_trainer_step(mnt_trainer *t, mnt_step_out *out) {
   mnt_resnet *m = t->m;
+  mnt_backend *be = t->be;
   double t0 = mnt_now();
   const mnt_batch *b;
   MNT_CHECK(mnt_loader_next(t->ld, &b));
   t->last = b;
-  memcpy(t->x, b->images, (size_t)b->n * 3 * t->cfg.size * t->cfg.size * sizeof(float));
   double t1 = mnt_now();
-  MNT_CHECK(mnt_resnet_forward(m, t->x, 1));
-  int top1 = 0;
-  float loss = mnt_resnet_loss(m, b->labels, &top1, NULL);
+  MNT_CHECK(mnt_resnet_forward(m, b->images, 1));
+  MNT_CHECK(mnt_resnet_loss(m, b->labels, b->n, 1));
   double t2 = mnt_now();
   MNT_CHECK(mnt_resnet_backward(m));
   double t3 = mnt_now();
-  MNT_CHECK(finish(t->red)); /* what is still in flight after backward */
+  MNT_CHECK(mnt_reducer_finish(t->red)); /* what is still in flight after backward */
   double t4 = mnt_now();
-  if (t->w->size > 1) t->comm_span += t4 - t->red->t_first;
-  int finite = 1; /* the gradients are identical on every rank now: every rank decides the same */
-  for (size_t i = 0; i < m->nw && finite; i++) finite = isfinite(m->g[i]);
+  if (t->w->size > 1) t->comm_span += t4 - mnt_reducer_first_start(t->red);
+  /* the gradients are identical on every rank now: every rank decides the same */
+  int32_t bad = 0;
+  MNT_CHECK(mnt_nonfinite(be, m->g, m->nw, m->flag));
+  MNT_CHECK(mnt_be_copy(be, &bad, m->flag, sizeof bad, MNT_COPY_D2H));
   double lr = mnt_trainer_lr(t);
-  if (!finite) {
+  if (bad) {
     if (!t->cfg.skip_nonfinite) {
+      float l3[3] = {NAN, 0, 0};
+      mnt_resnet_read_loss(m, l3);
       MNT_ERR("step %lld (epoch %.3f): NaN or Inf in the averaged gradients (local loss %g); stopping "
               "(--skip-nonfinite skips such steps)", (long long)t->s.step, (double)t->s.step / t->per_epoch,
-              (double)loss);
+              (double)l3[0] / b->n);
       return mnt_world_agree(t->w, MNT_EDATA); /* every rank found it: they stop together */
     }
     t->s.skipped++;
     if (t->w->rank == 0) MNT_WARN("step %lld: NaN or Inf in the gradients: step skipped", (long long)t->s.step);
   } else {
-    mnt_sgd_update(m, &t->sgd, lr, t->s.step == 0);
+    MNT_CHECK(mnt_sgd_update(m, &t->sgd, lr, t->s.step == 0));
+    /* a skipped step's non-finite loss would poison the interval (and a checkpoint) */
+    MNT_CHECK(mnt_f32_acc(be, t->iv_dev, m->out3, 2));
+    t->s.iv_n += b->n;
   }
+  MNT_CHECK(mnt_be_sync(be)); /* the optimizer's time is its own */
   double t5 = mnt_now();
   t->s.step++;
   mnt_loader_position(t->ld, &t->s.epoch, &t->s.cursor);
-  if (isfinite(loss)) { /* a skipped step's non-finite loss would poison the interval (and a checkpoint) */
-    t->s.iv_loss += (double)loss * b->n;
-    t->s.iv_top1 += top1;
-    t->s.iv_n += b->n;
-  }
-  *out = (mnt_step_out){.phase = {t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4}, .loss = loss, .top1 = top1,
-                        .n = b->n, .skipped = !finite};
+  *out = (mnt_step_out){.phase = {t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4}, .n = b->n, .skipped = bad != 0};
   return MNT_OK;
 }
 
 int mnt_trainer_interval(mnt_trainer *t, double *loss, double *top1, double *images) {
+  MNT_CHECK(pull_interval(t));
   /* in double: exact for any sum a float holds exactly, and the order of ranks fixed by the ring */
   float agg[3] = {(float)t->s.iv_loss, (float)t->s.iv_top1, (float)t->s.iv_n};
   MNT_CHECK(mnt_allreduce(t->c, agg, 3, MNT_FP32, MNT_SUM));
@@ -281,13 +265,13 @@ int mnt_trainer_evaluate(mnt_trainer *t, double *loss, double *top1, double *top
       memcpy(x + (size_t)i * per, x, per * sizeof(float));
       y[i] = y[0];
     }
-    if ((st = mnt_resnet_forward(m, x, 0)) != MNT_OK) break;
-    const float *z = mnt_resnet_logits(m);
-    int t1, t5;
-    float l = mnt_softmax_xent(z, y, NULL, n, m->classes, 0, &t1, &t5); /* plain loss for validation */
-    sums[0] += (double)l * n;
-    sums[1] += t1;
-    sums[2] += t5;
+    float l3[3];
+    if ((st = mnt_resnet_forward(m, x, 0)) != MNT_OK || (st = mnt_resnet_loss(m, y, n, 0)) != MNT_OK ||
+        (st = mnt_resnet_read_loss(m, l3)) != MNT_OK) /* plain loss for validation */
+      break;
+    sums[0] += l3[0];
+    sums[1] += l3[1];
+    sums[2] += l3[2];
     sums[3] += n;
   }
   float f[4] = {(float)sums[0], (float)sums[1], (float)sums[2], (float)sums[3]};
@@ -305,7 +289,7 @@ int mnt_trainer_evaluate(mnt_trainer *t, double *loss, double *top1, double *top
 /* ---- checkpoints -------------------------------------------------------------------------- */
 
 /* the tensors of a checkpoint: /model/<name>, /optim/momentum/<name>, /bn/<name> */
-static mnt_ckpt_tensor *tensors(const mnt_trainer *t, int *nt) {
+static mnt_ckpt_tensor *tensors(const mnt_trainer *t, float *hw, float *hm, float *hbn, int *nt) {
   const mnt_resnet *m = t->m;
   int n = 2 * m->nparams + m->nstats, k = 0;
   mnt_ckpt_tensor *v = calloc((size_t)n, sizeof *v);
@@ -314,7 +298,7 @@ static mnt_ckpt_tensor *tensors(const mnt_trainer *t, int *nt) {
     for (int i = 0; i < m->nparams; i++, k++) {
       const mnt_param *p = &m->params[i];
       snprintf(v[k].name, sizeof v[k].name, "%s/%s", pass ? "/optim/momentum" : "/model", p->name);
-      v[k].data = (pass ? m->m : m->w) + p->off;
+      v[k].data = (pass ? hm : hw) + p->off;
       v[k].n = p->n;
       v[k].ndims = p->ndims;
       memcpy(v[k].dims, p->dims, sizeof v[k].dims);
@@ -322,7 +306,7 @@ static mnt_ckpt_tensor *tensors(const mnt_trainer *t, int *nt) {
   for (int i = 0; i < m->nstats; i++, k++) {
     const mnt_param *p = &m->stats[i];
     snprintf(v[k].name, sizeof v[k].name, "/bn/%s", p->name);
-    v[k].data = m->bn + p->off;
+    v[k].data = hbn + p->off;
     v[k].n = p->n;
     v[k].ndims = 1;
     v[k].dims[0] = (int)p->n;
@@ -333,9 +317,13 @@ static mnt_ckpt_tensor *tensors(const mnt_trainer *t, int *nt) {
 
 int mnt_trainer_save(mnt_trainer *t, mnt_ckpt_writer *wr, json_t *config) {
   /* BN statistics averaged over ranks first (ChainerMN's AllreducePersistent): the file holds one model */
+  MNT_CHECK(mnt_be_sync(t->be));
   MNT_CHECK(mnt_allreduce(t->c, t->m->bn, t->m->nbn, MNT_FP32, MNT_AVG));
+  MNT_CHECK(pull_interval(t));
+  float *hw, *hm, *hbn;
+  MNT_CHECK(mnt_trainer_host_model(t, &hw, &hm, &hbn));
   int nt;
-  mnt_ckpt_tensor *v = tensors(t, &nt);
+  mnt_ckpt_tensor *v = tensors(t, hw, hm, hbn, &nt);
   if (!v) return MNT_ENOMEM;
   /* the log interval's sums over all ranks: one state, the same on every rank */
   float iv[3] = {(float)t->s.iv_loss, (float)t->s.iv_top1, (float)t->s.iv_n};
@@ -360,13 +348,15 @@ int mnt_trainer_save(mnt_trainer *t, mnt_ckpt_writer *wr, json_t *config) {
 }
 
 int mnt_trainer_load(mnt_trainer *t, const mnt_ckpt *ck) {
+  float *hw, *hm, *hbn;
+  MNT_CHECK(mnt_trainer_host_model(t, &hw, &hm, &hbn));
   int nt;
-  mnt_ckpt_tensor *v = tensors(t, &nt);
+  mnt_ckpt_tensor *v = tensors(t, hw, hm, hbn, &nt);
   if (!v) return MNT_ENOMEM;
   int st = MNT_OK;
   for (int i = 0; i < nt && st == MNT_OK; i++) st = mnt_ckpt_get(ck, v[i].name, v[i].data, v[i].n, v[i].ndims, v[i].dims);
   free(v);
-  return st;
+  return st == MNT_OK ? mnt_trainer_upload(t) : st;
 }
 
 /* one float32 dataset of f into dst, checked against the expected shape */
@@ -402,16 +392,17 @@ int mnt_trainer_init_from(mnt_trainer *t, const char *path) {
   }
   mnt_resnet *m = t->m;
   char name[200];
-  int st = MNT_OK;
+  float *hw, *hm, *hbn;
+  int st = mnt_trainer_host_model(t, &hw, &hm, &hbn);
   for (int i = 0; i < m->nparams && st == MNT_OK; i++) {
     snprintf(name, sizeof name, "/model/%s", m->params[i].name);
-    st = read_named(f, path, name, m->w + m->params[i].off, m->params[i].ndims, m->params[i].dims);
+    st = read_named(f, path, name, hw + m->params[i].off, m->params[i].ndims, m->params[i].dims);
   }
   for (int i = 0; i < m->nstats && st == MNT_OK; i++) {
     snprintf(name, sizeof name, "/bn/%s", m->stats[i].name);
     int dim = (int)m->stats[i].n;
-    st = read_named(f, path, name, m->bn + m->stats[i].off, 1, &dim);
+    st = read_named(f, path, name, hbn + m->stats[i].off, 1, &dim);
   }
   H5Fclose(f);
-  return st;
+  return st == MNT_OK ? mnt_trainer_upload(t) : st;
 }

@@ -13,15 +13,17 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "ckpt.h"
 #include "comm.h"
+#include "reducer.h"
 #include "dataset.h"
 #include "loader.h"
 #include "model/resnet.h"
 #include "optim.h"
 
 typedef struct mnt_train_cfg {
-  const char *data, *val, *arch, *schedule, *comm, *topology, *grad_dtype;
+  const char *data, *val, *arch, *schedule, *comm, *topology, *grad_dtype, *device, *precision;
   int size, batch, bn_batch, epochs, steps, loader_threads, seed, skip_nonfinite, zero_init, no_bn_decay, pad_crop;
   double lr, warmup_epochs, bucket_mb, momentum, wd, min_scale, val_crop, smoothing;
 } mnt_train_cfg;
@@ -39,11 +41,8 @@ typedef struct mnt_train_state {
 /* what one step did (this rank) */
 typedef struct mnt_step_out {
   double phase[5]; /* seconds: data wait, forward, backward, exposed comm, optimizer */
-  float loss;
-  int top1, n, skipped;
+  int n, skipped;
 } mnt_step_out;
-
-typedef struct mnt_reducer mnt_reducer;
 
 typedef struct mnt_trainer {
   mnt_train_cfg cfg;     /* effective: on resume the batch per rank is derived from the global batch */
@@ -60,7 +59,9 @@ typedef struct mnt_trainer {
   mnt_train_state s;        /* saved by a checkpoint */
   /* this job only */
   mnt_reducer *red;
-  float *x;                 /* the batch as the model reads it */
+  float *iv_dev;            /* backend memory: this interval's loss sum, top-1 and top-5 (read at log time) */
+  float *hw, *hm, *hbn;     /* host copies of weights, momentum and BN statistics for checkpoints and
+                             * exports when the backend's memory is not the host's (else the model's) */
   double comm_span;         /* seconds from a step's first bucket start to its last completion */
   const mnt_batch *last;    /* the newest batch (ids for a sample log) */
 } mnt_trainer;
@@ -86,6 +87,10 @@ int mnt_trainer_evaluate(mnt_trainer *t, double *loss, double *top1, double *top
 /* Collective: BN statistics averaged over ranks, then a checkpoint of the trainer started on wr
  * (config: the run's configuration, recorded in it). */
 int mnt_trainer_save(mnt_trainer *t, mnt_ckpt_writer *wr, json_t *config);
+/* host pointers to the weights, momentum and BN statistics, current (downloaded from the device
+ * where needed); mnt_trainer_upload sends the host copies back */
+int mnt_trainer_host_model(mnt_trainer *t, float **w, float **m, float **bn);
+int mnt_trainer_upload(mnt_trainer *t);
 /* learning rate of the current step */
 double mnt_trainer_lr(const mnt_trainer *t);
 /* The state a checkpoint carries, as JSON (and back: MNT_EDATA naming the key when missing). */

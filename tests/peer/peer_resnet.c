@@ -25,7 +25,7 @@ int main(int argc, char **argv) {
   int classes = atoi(argv[2]), size = atoi(argv[3]), batch = atoi(argv[4]), steps = atoi(argv[5]);
   mnt_backend *be;
   mnt_resnet *r;
-  if (mnt_backend_create(&be) || mnt_resnet_create(be, arch, classes, size, batch, 42, 0, &r)) return 1;
+  if (mnt_backend_create("cpu", NULL, &be) || mnt_resnet_create(be, arch, classes, size, batch, 42, 0, &r)) return 1;
   size_t nx = (size_t)batch * 3 * size * size;
   float *x = malloc(nx * sizeof *x);
   int32_t *y = malloc((size_t)batch * sizeof *y);
@@ -54,7 +54,9 @@ int main(int argc, char **argv) {
   float *losses = malloc((size_t)(steps + 1) * sizeof *losses);
   for (int k = 0; k <= steps && !err; k++) {
     if (mnt_resnet_forward(r, x, 1)) return 1;
-    losses[k] = mnt_resnet_loss(r, y, NULL, NULL);
+    float l3[3];
+    if (mnt_resnet_loss(r, y, batch, 1) || mnt_resnet_read_loss(r, l3)) return 1;
+    losses[k] = l3[0] / (float)batch;
     if (mnt_resnet_backward(r)) return 1;
     if (k == 0) {
       int ld[2] = {batch, classes};
@@ -65,7 +67,7 @@ int main(int argc, char **argv) {
       }
     }
     for (int i = 0; i < r->nparams; i++) /* lr 0.01, momentum 0.9, weight decay 1e-4 on all, as torch.optim.SGD */
-      mnt_sgd_step(r->w + r->params[i].off, r->g + r->params[i].off, r->m + r->params[i].off, r->params[i].n, 0.01f,
+      mnt_sgd_step(be, r->w + r->params[i].off, r->g + r->params[i].off, r->m + r->params[i].off, r->params[i].n, 0.01f,
                    0.9f, 1e-4f, k == 0);
   }
   int n1 = steps + 1;

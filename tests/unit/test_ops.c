@@ -26,6 +26,16 @@ static double dot(const float *a, const float *b, size_t n) {
   return s;
 }
 
+static mnt_backend *g_be;
+/* the mean loss over 3 samples of 4 classes, top-1/top-5 hits */
+static float xent(const float *x, const int32_t *lab, float *dx, float eps, int *t1, int *t5) {
+  float o[3];
+  EXPECT(mnt_softmax_xent(g_be, x, lab, dx, 3, 4, eps, o) == MNT_OK, "mnt_softmax_xent");
+  if (t1) *t1 = (int)o[1];
+  if (t5) *t5 = (int)o[2];
+  return o[0] / 3;
+}
+
 typedef double (*lossfn)(void *ctx);
 /* compare analytic grad g of parameter p (n values) with finite differences of f */
 static void check(const char *what, lossfn f, void *ctx, float *p, const float *g, size_t n, double tol) {
@@ -147,7 +157,7 @@ static void test_pool(mnt_backend *b) {
 typedef struct { float *x, *w, *bias, *y, *r; int N, I, O; } fc_ctx;
 static double fc_loss(void *v) {
   fc_ctx *c = v;
-  EXPECT(mnt_fc_forward(c->x, c->w, c->bias, c->y, c->N, c->I, c->O) == MNT_OK, "mnt_fc_forward");
+  EXPECT(mnt_fc_forward(g_be, c->x, c->w, c->bias, c->y, c->N, c->I, c->O) == MNT_OK, "mnt_fc_forward");
   return dot(c->y, c->r, (size_t)c->N * c->O);
 }
 static void test_fc(void) {
@@ -155,7 +165,7 @@ static void test_fc(void) {
   c.x = rnd(15); c.w = rnd(20); c.bias = rnd(4); c.y = malloc(12 * 4); c.r = rnd(12);
   float dx[15], dw[20], db[4];
   fc_loss(&c);
-  EXPECT(mnt_fc_backward(c.x, c.w, c.r, dx, dw, db, c.N, c.I, c.O) == MNT_OK, "mnt_fc_backward");
+  EXPECT(mnt_fc_backward(g_be, c.x, c.w, c.r, dx, dw, db, c.N, c.I, c.O) == MNT_OK, "mnt_fc_backward");
   check("fc dx", fc_loss, &c, c.x, dx, 15, 1e-3);
   check("fc dw", fc_loss, &c, c.w, dw, 20, 1e-3);
   check("fc dbias", fc_loss, &c, c.bias, db, 4, 1e-3);
@@ -165,9 +175,9 @@ static void test_fc(void) {
 typedef struct { float *x, *y, *r; int n; int kind; int32_t lab[3]; float eps; } ew_ctx;
 static double ew_loss(void *v) {
   ew_ctx *c = v;
-  if (c->kind == 0) { mnt_relu_forward(c->x, c->y, (size_t)c->n); return dot(c->y, c->r, (size_t)c->n); }
-  if (c->kind == 1) { mnt_gap_forward(c->x, c->y, 2, 3, 4); return dot(c->y, c->r, 6); }
-  return mnt_softmax_xent(c->x, c->lab, NULL, 3, 4, c->eps, NULL, NULL);
+  if (c->kind == 0) { mnt_relu_forward(g_be, c->x, c->y, (size_t)c->n); return dot(c->y, c->r, (size_t)c->n); }
+  if (c->kind == 1) { mnt_gap_forward(g_be, c->x, c->y, 2, 3, 4); return dot(c->y, c->r, 6); }
+  return xent(c->x, c->lab, NULL, c->eps, NULL, NULL);
 }
 static void test_small(void) {
   ew_ctx c = {.n = 24, .kind = 0};
@@ -175,19 +185,19 @@ static void test_small(void) {
   for (int i = 0; i < 24; i++) if (fabsf(c.x[i]) < 0.05f) c.x[i] = 0.3f; /* away from the kink */
   float dx[24];
   ew_loss(&c);
-  mnt_relu_backward(c.y, c.r, dx, 24);
+  mnt_relu_backward(g_be, c.y, c.r, dx, 24);
   check("relu dx", ew_loss, &c, c.x, dx, 24, 1e-3);
   c.kind = 1;
-  mnt_gap_backward(c.r, dx, 2, 3, 4);
+  mnt_gap_backward(g_be, c.r, dx, 2, 3, 4);
   check("global avg pool dx", ew_loss, &c, c.x, dx, 24, 1e-3);
   c.kind = 2;
   c.lab[0] = 1; c.lab[1] = 3; c.lab[2] = 0;
   int t1, t5;
-  mnt_softmax_xent(c.x, c.lab, dx, 3, 4, 0, &t1, &t5);
+  xent(c.x, c.lab, dx, 0, &t1, &t5);
   check("softmax cross-entropy dlogits", ew_loss, &c, c.x, dx, 12, 1e-3);
   EXPECT(t5 == 3, "top-5 of 4 classes must always hit (%d)", t5);
   c.eps = 0.1f; /* label smoothing: the gradient, and the value against its definition */
-  float ls = mnt_softmax_xent(c.x, c.lab, dx, 3, 4, c.eps, NULL, NULL);
+  float ls = xent(c.x, c.lab, dx, c.eps, NULL, NULL);
   check("label-smoothed cross-entropy dlogits", ew_loss, &c, c.x, dx, 12, 1e-3);
   double want = 0;
   for (int n = 0; n < 3; n++) {
@@ -198,25 +208,37 @@ static void test_small(void) {
   }
   EXPECT(fabs(ls - want) <= 1e-5 * fabs(want), "label-smoothed loss %g, want %g", ls, want);
   int32_t bad[3] = {0, 4, 1};
-  EXPECT(isnan(mnt_softmax_xent(c.x, bad, dx, 3, 4, 0, &t1, &t5)), "label 4 of 4 classes accepted");
+  EXPECT(isnan(xent(c.x, bad, dx, 0, &t1, &t5)), "label 4 of 4 classes accepted");
   free(c.x); free(c.y); free(c.r);
 }
 
 static void test_sgd(void) {
   /* PyTorch: first step m = g + wd*w; then m = mu*m + g + wd*w; w -= lr*m */
   float w[2] = {1, -2}, g[2] = {0.5f, 0.25f}, m[2];
-  mnt_sgd_step(w, g, m, 2, 0.1f, 0.9f, 0.01f, 1);
+  mnt_sgd_step(g_be, w, g, m, 2, 0.1f, 0.9f, 0.01f, 1);
   float w1 = 1 - 0.1f * (0.5f + 0.01f * 1);
-  mnt_sgd_step(w, g, m, 2, 0.1f, 0.9f, 0.01f, 0);
+  mnt_sgd_step(g_be, w, g, m, 2, 0.1f, 0.9f, 0.01f, 0);
   float m2 = 0.9f * (0.5f + 0.01f) + 0.5f + 0.01f * w1;
   float w2 = w1 - 0.1f * m2;
   EXPECT(fabsf(w[0] - w2) <= 1e-6f, "sgd: %g want %g", w[0], w2);
   if (fabsf(w[0] - w2) <= 1e-6f) printf("  %-28s ok\n", "sgd momentum + weight decay");
+  /* the non-finite check finds one NaN or infinity anywhere, and nothing in finite data */
+  size_t n = 100000;
+  float *v = rnd(n);
+  int32_t flag = -1;
+  EXPECT(mnt_nonfinite(g_be, v, n, &flag) == MNT_OK && flag == 0, "nonfinite: finite data flagged (%d)", flag);
+  v[n - 3] = INFINITY;
+  EXPECT(mnt_nonfinite(g_be, v, n, &flag) == MNT_OK && flag == 1, "nonfinite: an infinity missed");
+  v[n - 3] = 0;
+  v[7] = NAN;
+  EXPECT(mnt_nonfinite(g_be, v, n, &flag) == MNT_OK && flag == 1, "nonfinite: a NaN missed");
+  free(v);
 }
 
 int main(void) {
   mnt_backend *b;
-  if (mnt_backend_create(&b) != MNT_OK) return 1;
+  if (mnt_backend_create("cpu", NULL, &b) != MNT_OK) return 1;
+  g_be = b;
   test_conv(b, 1, 1, 3, 3, 4);
   test_conv(b, 2, 1, 3, 3, 4);
   test_conv(b, 2, 0, 1, 3, 4);

@@ -138,18 +138,18 @@ static int comm_ready(void *comm) {
   return r == ncclSuccess ? 1 : r == ncclInProgress ? 0 : -1;
 }
 
-static cudaStream_t stream_of(mnt_comm *c, void *stream) {
+static cudaStream_t stream_of(mnt_comm *c, mnt_stream *stream) {
   return stream ? (cudaStream_t)stream : ((nccl_impl *)c->impl)->stream;
 }
 
-static int n_allreduce(mnt_comm *c, void *buf, size_t count, mnt_dtype t, mnt_redop op, void *stream) {
+static int n_allreduce(mnt_comm *c, void *buf, size_t count, mnt_dtype t, mnt_redop op, mnt_stream *stream) {
   nccl_impl *n = c->impl;
   cudaStream_t s = stream_of(c, stream);
   NCCL_OK(ncclAllReduce(buf, buf, count, nccl_type(t), op == MNT_AVG ? ncclAvg : ncclSum, n->comm, s), "allreduce");
   return watch(c, "allreduce", stream_done, s);
 }
 
-static int n_iallreduce(mnt_comm *c, void *buf, size_t count, mnt_dtype t, mnt_redop op, void *stream,
+static int n_iallreduce(mnt_comm *c, void *buf, size_t count, mnt_dtype t, mnt_redop op, mnt_stream *stream,
                         mnt_comm_req **req) {
   nccl_impl *n = c->impl;
   cudaStream_t s = stream_of(c, stream);
@@ -169,14 +169,14 @@ static int n_wait(mnt_comm *c, mnt_comm_req *r) {
   return st;
 }
 
-static int n_broadcast(mnt_comm *c, void *buf, size_t bytes, int root, void *stream) {
+static int n_broadcast(mnt_comm *c, void *buf, size_t bytes, int root, mnt_stream *stream) {
   nccl_impl *n = c->impl;
   cudaStream_t s = stream_of(c, stream);
   NCCL_OK(ncclBroadcast(buf, buf, bytes, ncclUint8, root, n->comm, s), "broadcast");
   return watch(c, "broadcast", stream_done, s);
 }
 
-static int n_allgather(mnt_comm *c, const void *send, void *recv, size_t bytes, void *stream) {
+static int n_allgather(mnt_comm *c, const void *send, void *recv, size_t bytes, mnt_stream *stream) {
   nccl_impl *n = c->impl;
   cudaStream_t s = stream_of(c, stream);
   NCCL_OK(ncclAllGather(send, recv, bytes, ncclUint8, n->comm, s), "allgather");

@@ -458,7 +458,7 @@ static int run_sync(cpu_comm *c, mnt_comm_req *q) {
 }
 
 static int cpu_iallreduce(mnt_comm *pc, void *buf, size_t count, mnt_dtype t, mnt_redop op,
-                          void *stream, mnt_comm_req **req) {
+                          mnt_stream *stream, mnt_comm_req **req) {
   mnt_comm_req *q = calloc(1, sizeof *q);
   if (!q) return MNT_ENOMEM;
   *q = (mnt_comm_req){.kind = REQ_ALLREDUCE, .buf = buf, .count = count, .t = t, .op = op};
@@ -467,12 +467,12 @@ static int cpu_iallreduce(mnt_comm *pc, void *buf, size_t count, mnt_dtype t, mn
 }
 
 static int cpu_allreduce(mnt_comm *pc, void *buf, size_t count, mnt_dtype t, mnt_redop op,
-                         void *stream) {
+                         mnt_stream *stream) {
   mnt_comm_req q = {.kind = REQ_ALLREDUCE, .buf = buf, .count = count, .t = t, .op = op};
   return run_sync(pc->impl, &q);
 }
 
-static int cpu_broadcast(mnt_comm *pc, void *buf, size_t bytes, int root, void *stream) {
+static int cpu_broadcast(mnt_comm *pc, void *buf, size_t bytes, int root, mnt_stream *stream) {
   cpu_comm *c = pc->impl;
   if (root < 0 || root >= c->w->size) {
     MNT_ERR("broadcast root %d is not a rank (size %d)", root, c->w->size);
@@ -482,7 +482,7 @@ static int cpu_broadcast(mnt_comm *pc, void *buf, size_t bytes, int root, void *
   return run_sync(c, &q);
 }
 
-static int cpu_allgather(mnt_comm *pc, const void *send, void *recv, size_t bytes, void *stream) {
+static int cpu_allgather(mnt_comm *pc, const void *send, void *recv, size_t bytes, mnt_stream *stream) {
   mnt_comm_req q = {.kind = REQ_ALLGATHER, .send = send, .buf = recv, .bytes = bytes};
   return run_sync(pc->impl, &q);
 }

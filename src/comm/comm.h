@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "dtype.h"
+#include "stream.h"
 #include "world.h"
 
 typedef enum { MNT_TOPO_FLAT = 0, MNT_TOPO_HIER = 1 } mnt_topology;
@@ -22,16 +23,18 @@ typedef struct mnt_comm_req mnt_comm_req;
 
 typedef struct mnt_comm_ops {
   const char *name;
-  /* buf[0..count) of every rank = sum (or average) over ranks; stream: a cudaStream_t for nccl */
-  int (*allreduce)(mnt_comm *c, void *buf, size_t count, mnt_dtype t, mnt_redop op, void *stream);
+  /* buf[0..count) of every rank = sum (or average) over ranks. stream: the compute stream whose
+   * queued work produced buf (nccl waits for it before reducing; NULL: none to wait for); cpu:
+   * ignored (NULL) */
+  int (*allreduce)(mnt_comm *c, void *buf, size_t count, mnt_dtype t, mnt_redop op, mnt_stream *stream);
   /* Start an allreduce and return at once; mnt_comm_wait completes it. Requests complete in
    * the order they were started. */
-  int (*iallreduce)(mnt_comm *c, void *buf, size_t count, mnt_dtype t, mnt_redop op, void *stream,
+  int (*iallreduce)(mnt_comm *c, void *buf, size_t count, mnt_dtype t, mnt_redop op, mnt_stream *stream,
                     mnt_comm_req **req);
   int (*wait)(mnt_comm *c, mnt_comm_req *req);
-  int (*broadcast)(mnt_comm *c, void *buf, size_t bytes, int root, void *stream);
+  int (*broadcast)(mnt_comm *c, void *buf, size_t bytes, int root, mnt_stream *stream);
   /* recv[r*bytes ..] = send of rank r */
-  int (*allgather)(mnt_comm *c, const void *send, void *recv, size_t bytes, void *stream);
+  int (*allgather)(mnt_comm *c, const void *send, void *recv, size_t bytes, mnt_stream *stream);
   int (*barrier)(mnt_comm *c);
   void (*destroy)(mnt_comm *c);
 } mnt_comm_ops;

@@ -1,5 +1,7 @@
-/* backend_cpu.c — the CPU compute backend on oneDNN 2.x (see backend.h). Primitives are created
- * once per layer shape; every step only binds the data pointers and executes. */
+/* backend_cpu.c — the CPU compute backend on oneDNN 2.x (see backend.h): memory is the host's,
+ * every op runs synchronously (the "stream" is the calling thread, mnt_stream NULL), activations
+ * are fp32 in oneDNN's blocked layouts. Primitives are created once per layer shape; every step
+ * only binds the data pointers and executes. */
 #include <oneapi/dnnl/dnnl.h>
 #include <float.h>
 #include <math.h>
@@ -9,21 +11,22 @@
 #include "backend.h"
 #include "log.h"
 
-struct mnt_backend {
+typedef struct cpu_impl {
   dnnl_engine_t eng;
   dnnl_stream_t strm;
-};
+} cpu_impl;
+#define IMPL(b) ((cpu_impl *)(b)->impl)
 
 /* Activations with a channel count divisible by the block are kept blocked (nChw16c on AVX-512,
  * nChw8c otherwise), the layout oneDNN's direct convolutions run fastest on; the rest (the
  * 3-channel input image) stay NCHW. */
 static int g_block;
-int mnt_act_block(void) {
+static int act_block(void) {
   if (!g_block) g_block = dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core ? 16 : 8;
   return g_block;
 }
 static dnnl_format_tag_t act_tag(int C) {
-  int b = mnt_act_block();
+  int b = act_block();
   return C % b ? dnnl_nchw : b == 16 ? dnnl_nChw16c : dnnl_nChw8c;
 }
 
@@ -36,26 +39,6 @@ static dnnl_format_tag_t act_tag(int C) {
     }                                                                   \
   } while (0)
 
-int mnt_backend_create(mnt_backend **out) {
-  mnt_backend *b = calloc(1, sizeof *b);
-  if (!b) return MNT_ENOMEM;
-  if (dnnl_engine_create(&b->eng, dnnl_cpu, 0) != dnnl_success ||
-      dnnl_stream_create(&b->strm, b->eng, dnnl_stream_default_flags) != dnnl_success) {
-    MNT_ERR("oneDNN: could not create a CPU engine and stream");
-    free(b);
-    return MNT_ESYS;
-  }
-  *out = b;
-  return MNT_OK;
-}
-
-void mnt_backend_destroy(mnt_backend *b) {
-  if (!b) return;
-  dnnl_stream_destroy(b->strm);
-  dnnl_engine_destroy(b->eng);
-  free(b);
-}
-
 /* A primitive with its memory objects, bound to our pointers at each execution. */
 typedef struct prim {
   dnnl_primitive_desc_t pd;
@@ -63,7 +46,7 @@ typedef struct prim {
 } prim;
 
 static int prim_make(mnt_backend *b, const void *op_desc, const_dnnl_primitive_desc_t hint, prim *out) {
-  DNNL_TRY(dnnl_primitive_desc_create(&out->pd, op_desc, NULL, b->eng, hint));
+  DNNL_TRY(dnnl_primitive_desc_create(&out->pd, op_desc, NULL, IMPL(b)->eng, hint));
   DNNL_TRY(dnnl_primitive_create(&out->p, out->pd));
   return MNT_OK;
 }
@@ -83,7 +66,7 @@ static int run(mnt_backend *b, prim *p, int n, const bind *binds) {
   dnnl_memory_t mem[12];
   int st = MNT_OK;
   for (int i = 0; i < n; i++) {
-    if (dnnl_memory_create(&mem[i], binds[i].md, b->eng, (void *)binds[i].ptr) != dnnl_success) {
+    if (dnnl_memory_create(&mem[i], binds[i].md, IMPL(b)->eng, (void *)binds[i].ptr) != dnnl_success) {
       MNT_ERR("oneDNN: memory_create for argument %d failed", binds[i].arg);
       for (int j = 0; j < i; j++) dnnl_memory_destroy(mem[j]);
       return MNT_ESYS;
@@ -91,8 +74,8 @@ static int run(mnt_backend *b, prim *p, int n, const bind *binds) {
     args[i].arg = binds[i].arg;
     args[i].memory = mem[i];
   }
-  dnnl_status_t es = dnnl_primitive_execute(p->p, b->strm, n, args);
-  if (es == dnnl_success) es = dnnl_stream_wait(b->strm);
+  dnnl_status_t es = dnnl_primitive_execute(p->p, IMPL(b)->strm, n, args);
+  if (es == dnnl_success) es = dnnl_stream_wait(IMPL(b)->strm);
   if (es != dnnl_success) {
     MNT_ERR("oneDNN: primitive execution failed with status %d", (int)es);
     st = MNT_ESYS;
@@ -104,7 +87,7 @@ static int run(mnt_backend *b, prim *p, int n, const bind *binds) {
 static int out_dim(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
 
 /* ---- convolution ------------------------------------------------------------------------ */
-struct mnt_conv {
+typedef struct cpu_conv {
   mnt_backend *b;
   int N, C, H, W, K, R, s, p, OH, OW;
   dnnl_memory_desc_t x, w, y;       /* x, y: activation layouts; w: OIHW (the slab) */
@@ -112,16 +95,16 @@ struct mnt_conv {
   float *wf_buf, *wbd_buf, *dwb_buf; /* NULL where the format is OIHW itself */
   prim fwd, bwd_data, bwd_w;
   prim to_wf, to_wbd, from_dwb;     /* reorders (unused where formats agree) */
-};
+} cpu_conv;
 
 static int make_reorder(mnt_backend *b, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, prim *out) {
-  DNNL_TRY(dnnl_reorder_primitive_desc_create(&out->pd, from, b->eng, to, b->eng, NULL));
+  DNNL_TRY(dnnl_reorder_primitive_desc_create(&out->pd, from, IMPL(b)->eng, to, IMPL(b)->eng, NULL));
   DNNL_TRY(dnnl_primitive_create(&out->p, out->pd));
   return MNT_OK;
 }
 
 /* the weights format a primitive wants; a buffer and a reorder when it is not OIHW */
-static int weights_view(mnt_conv *c, const prim *p, dnnl_query_t q, dnnl_memory_desc_t *md, float **buf,
+static int weights_view(cpu_conv *c, const prim *p, dnnl_query_t q, dnnl_memory_desc_t *md, float **buf,
                         prim *re, int to_prim) {
   *md = *dnnl_primitive_desc_query_md(p->pd, q, 0);
   if (dnnl_memory_desc_equal(md, &c->w)) return MNT_OK;
@@ -130,10 +113,11 @@ static int weights_view(mnt_conv *c, const prim *p, dnnl_query_t q, dnnl_memory_
   return to_prim ? make_reorder(c->b, &c->w, md, re) : make_reorder(c->b, md, &c->w, re);
 }
 
-int mnt_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, mnt_conv **out) {
-  mnt_conv *c = calloc(1, sizeof *c);
+static void conv_destroy(void *h);
+static int conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, void **out) {
+  cpu_conv *c = calloc(1, sizeof *c);
   if (!c) return MNT_ENOMEM;
-  *c = (mnt_conv){.b = b, .N = N, .C = C, .H = H, .W = W, .K = K, .R = R, .s = s, .p = p};
+  *c = (cpu_conv){.b = b, .N = N, .C = C, .H = H, .W = W, .K = K, .R = R, .s = s, .p = p};
   c->OH = out_dim(H, R, s, p);
   c->OW = out_dim(W, R, s, p);
   if (c->OH < 1 || c->OW < 1) {
@@ -170,13 +154,8 @@ int mnt_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, in
   return MNT_OK;
 fail:
   MNT_ERR("could not set up a %dx%d convolution %d->%d channels, stride %d, on %dx%d", R, R, C, K, s, H, W);
-  mnt_conv_destroy(c);
+  conv_destroy(c);
   return rc ? rc : MNT_ESYS;
-}
-
-void mnt_conv_out_hw(const mnt_conv *c, int *OH, int *OW) {
-  *OH = c->OH;
-  *OW = c->OW;
 }
 
 static int reorder(mnt_backend *b, prim *re, const dnnl_memory_desc_t *from_md, const void *from,
@@ -185,7 +164,8 @@ static int reorder(mnt_backend *b, prim *re, const dnnl_memory_desc_t *from_md, 
   return run(b, re, 2, bs);
 }
 
-int mnt_conv_forward(mnt_conv *c, const float *x, const float *w, float *y) {
+static int conv_forward(void *h, const void *x, const float *w, void *y) {
+  cpu_conv *c = h;
   const float *wf = w;
   if (c->wf_buf) {
     MNT_CHECK(reorder(c->b, &c->to_wf, &c->w, w, &c->wf, c->wf_buf));
@@ -195,7 +175,8 @@ int mnt_conv_forward(mnt_conv *c, const float *x, const float *w, float *y) {
   return run(c->b, &c->fwd, 3, bs);
 }
 
-int mnt_conv_backward(mnt_conv *c, const float *x, const float *w, const float *dy, float *dx, float *dw) {
+static int conv_backward(void *h, const void *x, const float *w, const void *dy, void *dx, float *dw) {
+  cpu_conv *c = h;
   bind bw[] = {{DNNL_ARG_SRC, &c->x, x}, {DNNL_ARG_DIFF_DST, &c->y, dy},
                {DNNL_ARG_DIFF_WEIGHTS, &c->dwb, c->dwb_buf ? c->dwb_buf : dw}};
   MNT_CHECK(run(c->b, &c->bwd_w, 3, bw));
@@ -213,7 +194,8 @@ int mnt_conv_backward(mnt_conv *c, const float *x, const float *w, const float *
   return run(c->b, &c->bwd_data, 3, bd);
 }
 
-void mnt_conv_destroy(mnt_conv *c) {
+static void conv_destroy(void *h) {
+  cpu_conv *c = h;
   if (!c) return;
   prim_free(&c->fwd);
   prim_free(&c->bwd_data);
@@ -228,7 +210,7 @@ void mnt_conv_destroy(mnt_conv *c) {
 }
 
 /* ---- batch normalization ------------------------------------------------------------------ */
-struct mnt_bn {
+typedef struct cpu_bn {
   mnt_backend *b;
   int N, C, HW;
   float eps;
@@ -236,12 +218,13 @@ struct mnt_bn {
   dnnl_memory_desc_t x, c1, ws;
   void *workspace; /* fused ReLU: which outputs were clipped, from forward to backward */
   prim fwd, infer, bwd;
-};
+} cpu_bn;
 
-int mnt_bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, int fuse_relu, mnt_bn **out) {
-  mnt_bn *bn = calloc(1, sizeof *bn);
+static void bn_destroy(void *h);
+static int bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, int fuse_relu, void **out) {
+  cpu_bn *bn = calloc(1, sizeof *bn);
   if (!bn) return MNT_ENOMEM;
-  *bn = (mnt_bn){.b = b, .N = N, .C = C, .HW = H * W, .eps = eps, .relu = fuse_relu};
+  *bn = (cpu_bn){.b = b, .N = N, .C = C, .HW = H * W, .eps = eps, .relu = fuse_relu};
   dnnl_dims_t xd = {N, C, H, W}, cd = {C};
   unsigned flags = dnnl_use_scale | dnnl_use_shift | (fuse_relu ? dnnl_fuse_norm_relu : 0u);
   dnnl_batch_normalization_desc_t fd, id, bd;
@@ -267,12 +250,13 @@ int mnt_bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, int fus
   return MNT_OK;
 fail:
   MNT_ERR("could not set up batch normalization over %d channels of %dx%dx%d", C, N, H, W);
-  mnt_bn_destroy(bn);
+  bn_destroy(bn);
   return rc ? rc : MNT_ESYS;
 }
 
-int mnt_bn_forward_train(mnt_bn *bn, const float *x, const float *gamma, const float *beta, float *y,
-                         float *save_mean, float *save_var, float *run_mean, float *run_var, float momentum) {
+static int bn_forward_train(void *h, const void *x, const float *gamma, const float *beta, void *y,
+                            float *save_mean, float *save_var, float *run_mean, float *run_var, float momentum) {
+  cpu_bn *bn = h;
   bind bs[] = {{DNNL_ARG_SRC, &bn->x, x},         {DNNL_ARG_SCALE, &bn->c1, gamma},
                {DNNL_ARG_SHIFT, &bn->c1, beta},   {DNNL_ARG_DST, &bn->x, y},
                {DNNL_ARG_MEAN, &bn->c1, save_mean}, {DNNL_ARG_VARIANCE, &bn->c1, save_var},
@@ -287,16 +271,18 @@ int mnt_bn_forward_train(mnt_bn *bn, const float *x, const float *gamma, const f
   return MNT_OK;
 }
 
-int mnt_bn_forward_infer(mnt_bn *bn, const float *x, const float *gamma, const float *beta, float *y,
-                         const float *run_mean, const float *run_var) {
+static int bn_forward_infer(void *h, const void *x, const float *gamma, const float *beta, void *y,
+                            const float *run_mean, const float *run_var) {
+  cpu_bn *bn = h;
   bind bs[] = {{DNNL_ARG_SRC, &bn->x, x},         {DNNL_ARG_SCALE, &bn->c1, gamma},
                {DNNL_ARG_SHIFT, &bn->c1, beta},   {DNNL_ARG_DST, &bn->x, y},
                {DNNL_ARG_MEAN, &bn->c1, run_mean}, {DNNL_ARG_VARIANCE, &bn->c1, run_var}};
   return run(bn->b, &bn->infer, 6, bs);
 }
 
-int mnt_bn_backward(mnt_bn *bn, const float *x, const float *dy, const float *gamma, const float *save_mean,
-                    const float *save_var, float *dx, float *dgamma, float *dbeta) {
+static int bn_backward(void *h, const void *x, const void *dy, const float *gamma, const float *save_mean,
+                       const float *save_var, void *dx, float *dgamma, float *dbeta) {
+  cpu_bn *bn = h;
   bind bs[] = {{DNNL_ARG_SRC, &bn->x, x},           {DNNL_ARG_DIFF_DST, &bn->x, dy},
                {DNNL_ARG_SCALE, &bn->c1, gamma},     {DNNL_ARG_SHIFT, &bn->c1, gamma}, /* 2.6 insists; unread */
                {DNNL_ARG_MEAN, &bn->c1, save_mean},
@@ -306,7 +292,8 @@ int mnt_bn_backward(mnt_bn *bn, const float *x, const float *dy, const float *ga
   return run(bn->b, &bn->bwd, bn->relu ? 10 : 9, bs);
 }
 
-void mnt_bn_destroy(mnt_bn *bn) {
+static void bn_destroy(void *h) {
+  cpu_bn *bn = h;
   if (!bn) return;
   prim_free(&bn->fwd);
   prim_free(&bn->infer);
@@ -316,16 +303,17 @@ void mnt_bn_destroy(mnt_bn *bn) {
 }
 
 /* ---- max pooling ----------------------------------------------------------------------------- */
-struct mnt_pool {
+typedef struct cpu_pool {
   mnt_backend *b;
   int OH, OW;
   dnnl_memory_desc_t x, y, ws;
   void *workspace;
   prim fwd, bwd;
-};
+} cpu_pool;
 
-int mnt_pool_create(mnt_backend *b, int N, int C, int H, int W, int R, int s, int p, mnt_pool **out) {
-  mnt_pool *pl = calloc(1, sizeof *pl);
+static void pool_destroy(void *h);
+static int pool_create(mnt_backend *b, int N, int C, int H, int W, int R, int s, int p, void **out) {
+  cpu_pool *pl = calloc(1, sizeof *pl);
   if (!pl) return MNT_ENOMEM;
   pl->b = b;
   pl->OH = out_dim(H, R, s, p);
@@ -355,27 +343,25 @@ int mnt_pool_create(mnt_backend *b, int N, int C, int H, int W, int R, int s, in
   return MNT_OK;
 fail:
   MNT_ERR("could not set up max pooling %dx%d stride %d on %dx%dx%dx%d", R, R, s, N, C, H, W);
-  mnt_pool_destroy(pl);
+  pool_destroy(pl);
   return rc ? rc : MNT_ESYS;
 }
 
-void mnt_pool_out_hw(const mnt_pool *pl, int *OH, int *OW) {
-  *OH = pl->OH;
-  *OW = pl->OW;
-}
-
-int mnt_pool_forward(mnt_pool *pl, const float *x, float *y) {
+static int pool_forward(void *h, const void *x, void *y) {
+  cpu_pool *pl = h;
   bind bs[] = {{DNNL_ARG_SRC, &pl->x, x}, {DNNL_ARG_DST, &pl->y, y}, {DNNL_ARG_WORKSPACE, &pl->ws, pl->workspace}};
   return run(pl->b, &pl->fwd, 3, bs);
 }
 
-int mnt_pool_backward(mnt_pool *pl, const float *dy, float *dx) {
+static int pool_backward(void *h, const void *dy, void *dx) {
+  cpu_pool *pl = h;
   bind bs[] = {{DNNL_ARG_DIFF_DST, &pl->y, dy}, {DNNL_ARG_WORKSPACE, &pl->ws, pl->workspace},
                {DNNL_ARG_DIFF_SRC, &pl->x, dx}};
   return run(pl->b, &pl->bwd, 3, bs);
 }
 
-void mnt_pool_destroy(mnt_pool *pl) {
+static void pool_destroy(void *h) {
+  cpu_pool *pl = h;
   if (!pl) return;
   prim_free(&pl->fwd);
   prim_free(&pl->bwd);
@@ -383,35 +369,118 @@ void mnt_pool_destroy(mnt_pool *pl) {
   free(pl);
 }
 
-/* ---- element-wise and small ops ---------------------------------------------------------- */
-void mnt_relu_forward(const float *x, float *y, size_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0;
+/* ---- memory: the host's; every op has finished when it returns ------------------------------ */
+static int cpu_alloc(mnt_backend *b, size_t bytes, void **p) {
+  (void)b;
+  *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (!*p) {
+    MNT_ERR("out of memory allocating %zu bytes", bytes);
+    return MNT_ENOMEM;
+  }
+  memset(*p, 0, bytes);
+  return MNT_OK;
 }
-
-void mnt_relu_backward(const float *y, const float *dy, float *dx, size_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0 ? dy[i] : 0;
+static void cpu_free(mnt_backend *b, void *p) {
+  (void)b;
+  free(p);
 }
-
-void mnt_add_forward(const float *a, const float *b, float *y, size_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+static int cpu_copy(mnt_backend *b, void *dst, const void *src, size_t bytes, mnt_copy_kind k) {
+  (void)b;
+  (void)k;
+  if (dst != src) memmove(dst, src, bytes);
+  return MNT_OK;
 }
-
-void mnt_acc(float *y, const float *x, size_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) y[i] += x[i];
+static int cpu_memset0(mnt_backend *b, void *p, size_t bytes) {
+  (void)b;
+  memset(p, 0, bytes);
+  return MNT_OK;
+}
+static int cpu_sync(mnt_backend *b) {
+  (void)b;
+  return MNT_OK;
 }
 
 /* element (n, c, hw) of an activation with C channels, in its layout (see act_tag) */
 static size_t act_index(int n, int c, int hw, int C, int HW) {
-  int b = mnt_act_block();
+  int b = act_block();
   if (C % b) return ((size_t)n * C + (size_t)c) * (size_t)HW + (size_t)hw;
   return (((size_t)n * (size_t)(C / b) + (size_t)(c / b)) * (size_t)HW + (size_t)hw) * (size_t)b + (size_t)(c % b);
 }
 
-void mnt_gap_forward(const float *x, float *y, int N, int C, int HW) {
+static int cpu_act_upload(mnt_backend *b, const float *src, void *act, int N, int C, int H, int W) {
+  (void)b;
+  float *y = act;
+  int HW = H * W;
+  if (C % act_block()) {
+    if ((const void *)src != act) memcpy(y, src, (size_t)N * C * HW * sizeof(float));
+    return MNT_OK;
+  }
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N * C; i++)
+    for (int j = 0; j < HW; j++) y[act_index(i / C, i % C, j, C, HW)] = src[(size_t)i * HW + j];
+  return MNT_OK;
+}
+
+static int cpu_act_download(mnt_backend *b, const void *act, float *dst, int N, int C, int H, int W) {
+  (void)b;
+  const float *x = act;
+  int HW = H * W;
+  if (C % act_block()) {
+    if ((void *)dst != act) memcpy(dst, x, (size_t)N * C * HW * sizeof(float));
+    return MNT_OK;
+  }
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N * C; i++)
+    for (int j = 0; j < HW; j++) dst[(size_t)i * HW + j] = x[act_index(i / C, i % C, j, C, HW)];
+  return MNT_OK;
+}
+
+/* ---- element-wise and small ops ---------------------------------------------------------- */
+static int cpu_relu_forward(mnt_backend *b, const void *xv, void *yv, size_t n) {
+  (void)b;
+  const float *x = xv;
+  float *y = yv;
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0;
+  return MNT_OK;
+}
+
+static int cpu_relu_backward(mnt_backend *b, const void *yv, const void *dyv, void *dxv, size_t n) {
+  (void)b;
+  const float *y = yv, *dy = dyv;
+  float *dx = dxv;
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0 ? dy[i] : 0;
+  return MNT_OK;
+}
+
+static int cpu_add_forward(mnt_backend *b, const void *x1, const void *x2, void *yv, size_t n) {
+  (void)b;
+  const float *a = x1, *c = x2;
+  float *y = yv;
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) y[i] = a[i] + c[i];
+  return MNT_OK;
+}
+
+static int cpu_f32_acc(mnt_backend *b, float *y, const float *x, size_t n) {
+  (void)b;
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (size_t i = 0; i < n; i++) y[i] += x[i];
+  return MNT_OK;
+}
+static int cpu_act_acc(mnt_backend *b, void *y, const void *x, size_t n) { return cpu_f32_acc(b, y, x, n); }
+
+static int cpu_f32_scale(mnt_backend *b, float *y, float a, size_t n) {
+  (void)b;
+  for (size_t i = 0; i < n; i++) y[i] *= a;
+  return MNT_OK;
+}
+
+static int cpu_gap_forward(mnt_backend *b, const void *xv, void *yv, int N, int C, int HW) {
+  (void)b;
+  const float *x = xv;
+  float *y = yv;
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N * C; i++) {
     int n = i / C, c = i % C;
@@ -419,18 +488,26 @@ void mnt_gap_forward(const float *x, float *y, int N, int C, int HW) {
     for (int j = 0; j < HW; j++) s += x[act_index(n, c, j, C, HW)];
     y[i] = s / (float)HW;
   }
+  return MNT_OK;
 }
 
-void mnt_gap_backward(const float *dy, float *dx, int N, int C, int HW) {
+static int cpu_gap_backward(mnt_backend *b, const void *dyv, void *dxv, int N, int C, int HW) {
+  (void)b;
+  const float *dy = dyv;
+  float *dx = dxv;
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N * C; i++) {
     int n = i / C, c = i % C;
     float g = dy[i] / (float)HW;
     for (int j = 0; j < HW; j++) dx[act_index(n, c, j, C, HW)] = g;
   }
+  return MNT_OK;
 }
 
-int mnt_fc_forward(const float *x, const float *w, const float *bias, float *y, int N, int I, int O) {
+static int cpu_fc_forward(mnt_backend *b, const void *x, const float *w, const float *bias, void *yv, int N, int I,
+                          int O) {
+  (void)b;
+  float *y = yv;
   for (int n = 0; n < N; n++) memcpy(y + (size_t)n * O, bias, (size_t)O * sizeof(float));
   if (dnnl_sgemm('N', 'T', N, O, I, 1.0f, x, I, w, I, 1.0f, y, O) != dnnl_success) {
     MNT_ERR("oneDNN sgemm failed (fully connected %d -> %d)", I, O);
@@ -439,8 +516,10 @@ int mnt_fc_forward(const float *x, const float *w, const float *bias, float *y, 
   return MNT_OK;
 }
 
-int mnt_fc_backward(const float *x, const float *w, const float *dy, float *dx, float *dw, float *dbias, int N,
-                    int I, int O) {
+static int cpu_fc_backward(mnt_backend *b, const void *x, const float *w, const void *dyv, void *dx, float *dw,
+                           float *dbias, int N, int I, int O) {
+  (void)b;
+  const float *dy = dyv;
   /* dw[O,I] = dy^T[O,N] x[N,I]; dx[N,I] = dy[N,O] w[O,I]; dbias = sum over N */
   if (dnnl_sgemm('T', 'N', O, I, N, 1.0f, dy, O, x, I, 0.0f, dw, I) != dnnl_success ||
       (dx && dnnl_sgemm('N', 'N', N, I, O, 1.0f, dy, O, w, I, 0.0f, dx, I) != dnnl_success)) {
@@ -455,14 +534,20 @@ int mnt_fc_backward(const float *x, const float *w, const float *dy, float *dx, 
   return MNT_OK;
 }
 
-float mnt_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int N, int classes, float smoothing,
-                       int *top1, int *top5) {
+static int cpu_softmax_xent(mnt_backend *b, const void *lv, const int32_t *labels, void *dv, int N, int classes,
+                            float smoothing, float *out3) {
+  (void)b;
+  const float *logits = lv;
+  float *dlogits = dv;
   double loss = 0, on = 1.0 - smoothing, off = (double)smoothing / classes;
   int t1 = 0, t5 = 0;
   for (int n = 0; n < N; n++) {
     const float *z = logits + (size_t)n * classes;
     int y = labels[n];
-    if (y < 0 || y >= classes) return NAN;
+    if (y < 0 || y >= classes) {
+      loss = NAN;
+      continue;
+    }
     float mx = -FLT_MAX;
     for (int k = 0; k < classes; k++) mx = z[k] > mx ? z[k] : mx;
     double s = 0, zsum = 0;
@@ -480,12 +565,15 @@ float mnt_softmax_xent(const float *logits, const int32_t *labels, float *dlogit
       for (int k = 0; k < classes; k++)
         dlogits[(size_t)n * classes + k] = (float)((exp((double)z[k] - lse) - on * (k == y) - off) / N);
   }
-  if (top1) *top1 = t1;
-  if (top5) *top5 = t5;
-  return (float)(loss / N);
+  out3[0] = (float)loss;
+  out3[1] = (float)t1;
+  out3[2] = (float)t5;
+  return MNT_OK;
 }
 
-void mnt_sgd_step(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first) {
+static int cpu_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd,
+                        int first) {
+  (void)b;
 #pragma omp parallel for simd schedule(static) if (n > 65536)
   for (size_t i = 0; i < n; i++) {
     float d = g[i] + wd * w[i];
@@ -493,4 +581,96 @@ void mnt_sgd_step(float *w, const float *g, float *m, size_t n, float lr, float 
     m[i] = v;
     w[i] -= lr * v;
   }
+  return MNT_OK;
+}
+
+static int cpu_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {
+  (void)b;
+  int bad = 0;
+#pragma omp parallel for reduction(| : bad) schedule(static) if (n > 65536)
+  for (size_t i = 0; i < n; i++) bad |= !isfinite(x[i]);
+  *flag = bad;
+  return MNT_OK;
+}
+
+static int cpu_cast_from_f32(mnt_backend *b, mnt_dtype t, const float *src, void *dst, size_t n) {
+  (void)b;
+  if (t == MNT_FP32) memmove(dst, src, n * sizeof(float));
+  else mnt_from_f32(t, src, dst, n);
+  return MNT_OK;
+}
+static int cpu_cast_to_f32(mnt_backend *b, mnt_dtype t, const void *src, float *dst, size_t n) {
+  (void)b;
+  if (t == MNT_FP32) memmove(dst, src, n * sizeof(float));
+  else mnt_to_f32(t, src, dst, n);
+  return MNT_OK;
+}
+
+static int cpu_normalize_u8(mnt_backend *b, const uint8_t *src, void *act, int N, int C, int H, int W,
+                            const float *mean, const float *std) {
+  (void)b;
+  float *y = act; /* C = 3: plain NCHW */
+  if (C % act_block() == 0) {
+    MNT_ERR("internal: normalize_u8 expects an input image of 1-7 channels, not %d", C);
+    return MNT_EARG;
+  }
+  size_t HW = (size_t)H * W;
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++)
+    for (size_t j = 0; j < HW; j++)
+      for (int c = 0; c < C; c++)
+        y[((size_t)n * C + c) * HW + j] = ((float)src[((size_t)n * HW + j) * C + c] / 255.0f - mean[c]) / std[c];
+  return MNT_OK;
+}
+
+static void cpu_destroy(mnt_backend *b) {
+  if (!b) return;
+  cpu_impl *c = IMPL(b);
+  if (c) {
+    dnnl_stream_destroy(c->strm);
+    dnnl_engine_destroy(c->eng);
+    free(c);
+  }
+  free(b);
+}
+
+static const mnt_backend_ops cpu_ops = {
+    .alloc = cpu_alloc, .free = cpu_free, .host_alloc = cpu_alloc, .host_free = cpu_free, .copy = cpu_copy,
+    .memset0 = cpu_memset0, .sync = cpu_sync, .act_upload = cpu_act_upload, .act_download = cpu_act_download,
+    .conv_create = conv_create, .conv_forward = conv_forward, .conv_backward = conv_backward,
+    .conv_destroy = conv_destroy, .bn_create = bn_create, .bn_forward_train = bn_forward_train,
+    .bn_forward_infer = bn_forward_infer, .bn_backward = bn_backward, .bn_destroy = bn_destroy,
+    .pool_create = pool_create, .pool_forward = pool_forward, .pool_backward = pool_backward,
+    .pool_destroy = pool_destroy, .relu_forward = cpu_relu_forward, .relu_backward = cpu_relu_backward,
+    .add_forward = cpu_add_forward, .act_acc = cpu_act_acc, .gap_forward = cpu_gap_forward,
+    .gap_backward = cpu_gap_backward, .fc_forward = cpu_fc_forward, .fc_backward = cpu_fc_backward,
+    .softmax_xent = cpu_softmax_xent, .f32_acc = cpu_f32_acc, .f32_scale = cpu_f32_scale, .sgd_step = cpu_sgd_step,
+    .nonfinite = cpu_nonfinite, .cast_from_f32 = cpu_cast_from_f32, .cast_to_f32 = cpu_cast_to_f32,
+    .normalize_u8 = cpu_normalize_u8, .destroy = cpu_destroy};
+
+int mnt_backend_cpu_create(const mnt_backend_opts *o, mnt_backend **out) {
+  *out = NULL;
+  if (o && o->precision != MNT_PREC_FP32) {
+    MNT_ERR("--precision %s needs --device cuda: the CPU backend computes in fp32", mnt_precision_name(o->precision));
+    return MNT_EARG;
+  }
+  mnt_backend *b = calloc(1, sizeof *b);
+  cpu_impl *c = calloc(1, sizeof *c);
+  if (!b || !c) {
+    free(b);
+    free(c);
+    return MNT_ENOMEM;
+  }
+  *b = (mnt_backend){.ops = &cpu_ops, .name = "cpu", .host_visible = 1, .device = -1,
+                     .precision = MNT_PREC_FP32, .act_bytes = sizeof(float), .impl = c};
+  if (dnnl_engine_create(&c->eng, dnnl_cpu, 0) != dnnl_success ||
+      dnnl_stream_create(&c->strm, c->eng, dnnl_stream_default_flags) != dnnl_success) {
+    MNT_ERR("oneDNN: could not create a CPU engine and stream");
+    if (c->eng) dnnl_engine_destroy(c->eng);
+    free(c);
+    free(b);
+    return MNT_ESYS;
+  }
+  *out = b;
+  return MNT_OK;
 }

@@ -1,0 +1,144 @@
+/* backend.c — backend selection and the layer handles every backend shares (see backend.h). A
+ * handle holds its backend, its output size and the implementation's own object. */
+#include "backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#if MNT_HAVE_CUDA
+#include "cast.h"
+#endif
+
+struct mnt_conv { mnt_backend *be; int OH, OW; void *h; };
+struct mnt_bn { mnt_backend *be; void *h; };
+struct mnt_pool { mnt_backend *be; int OH, OW; void *h; };
+
+int mnt_precision_parse(const char *s, mnt_precision *p) {
+  if (!strcmp(s, "fp32")) *p = MNT_PREC_FP32;
+  else if (!strcmp(s, "bf16")) *p = MNT_PREC_BF16;
+  else return -1;
+  return 0;
+}
+const char *mnt_precision_name(mnt_precision p) { return p == MNT_PREC_BF16 ? "bf16" : "fp32"; }
+
+const char *mnt_backend_names(void) { return MNT_HAVE_CUDA_BACKEND ? "cpu, cuda" : "cpu"; }
+
+int mnt_backend_create(const char *name, const mnt_backend_opts *o, mnt_backend **out) {
+  *out = NULL;
+  mnt_backend_opts def = {.precision = MNT_PREC_FP32, .device = -1};
+  if (!o) o = &def;
+  if (!name || !strcmp(name, "auto")) {
+#if MNT_HAVE_CUDA_BACKEND
+    name = mnt_cuda_device_count() > 0 ? "cuda" : "cpu";
+#else
+    name = "cpu";
+#endif
+  }
+  if (!strcmp(name, "cpu")) return mnt_backend_cpu_create(o, out);
+  if (!strcmp(name, "cuda")) {
+#if MNT_HAVE_CUDA_BACKEND
+    return mnt_backend_cuda_create(o, out);
+#else
+    MNT_ERR("--device cuda: this mntrain was built without the CUDA backend (it needs nvcc, cuDNN and cuBLAS at "
+            "configure time: cmake -DMNT_CUDA=ON)");
+    return MNT_EARG;
+#endif
+  }
+  MNT_ERR("unknown device '%s' (this build has: %s)", name, mnt_backend_names());
+  return MNT_EARG;
+}
+
+void mnt_backend_destroy(mnt_backend *b) {
+  if (b) b->ops->destroy(b);
+}
+
+const void *mnt_be_host_view(mnt_backend *b, const void *p, void *tmp, size_t bytes) {
+  if (b->host_visible) return p;
+  return mnt_be_copy(b, tmp, p, bytes, MNT_COPY_D2H) == MNT_OK ? tmp : NULL;
+}
+
+static int out_dim(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
+
+int mnt_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, mnt_conv **out) {
+  *out = NULL;
+  mnt_conv *c = calloc(1, sizeof *c);
+  if (!c) return MNT_ENOMEM;
+  *c = (mnt_conv){.be = b, .OH = out_dim(H, R, s, p), .OW = out_dim(W, R, s, p)};
+  int st = b->ops->conv_create(b, N, C, H, W, K, R, s, p, &c->h);
+  if (st) {
+    free(c);
+    return st;
+  }
+  *out = c;
+  return MNT_OK;
+}
+void mnt_conv_out_hw(const mnt_conv *c, int *OH, int *OW) {
+  *OH = c->OH;
+  *OW = c->OW;
+}
+int mnt_conv_forward(mnt_conv *c, const void *x, const float *w, void *y) { return c->be->ops->conv_forward(c->h, x, w, y); }
+int mnt_conv_backward(mnt_conv *c, const void *x, const float *w, const void *dy, void *dx, float *dw) {
+  return c->be->ops->conv_backward(c->h, x, w, dy, dx, dw);
+}
+void mnt_conv_destroy(mnt_conv *c) {
+  if (!c) return;
+  c->be->ops->conv_destroy(c->h);
+  free(c);
+}
+
+int mnt_bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, int fuse_relu, mnt_bn **out) {
+  *out = NULL;
+  mnt_bn *bn = calloc(1, sizeof *bn);
+  if (!bn) return MNT_ENOMEM;
+  bn->be = b;
+  int st = b->ops->bn_create(b, N, C, H, W, eps, fuse_relu, &bn->h);
+  if (st) {
+    free(bn);
+    return st;
+  }
+  *out = bn;
+  return MNT_OK;
+}
+int mnt_bn_forward_train(mnt_bn *bn, const void *x, const float *gamma, const float *beta, void *y, float *save_mean,
+                         float *save_var, float *run_mean, float *run_var, float momentum) {
+  return bn->be->ops->bn_forward_train(bn->h, x, gamma, beta, y, save_mean, save_var, run_mean, run_var, momentum);
+}
+int mnt_bn_forward_infer(mnt_bn *bn, const void *x, const float *gamma, const float *beta, void *y,
+                         const float *run_mean, const float *run_var) {
+  return bn->be->ops->bn_forward_infer(bn->h, x, gamma, beta, y, run_mean, run_var);
+}
+int mnt_bn_backward(mnt_bn *bn, const void *x, const void *dy, const float *gamma, const float *save_mean,
+                    const float *save_var, void *dx, float *dgamma, float *dbeta) {
+  return bn->be->ops->bn_backward(bn->h, x, dy, gamma, save_mean, save_var, dx, dgamma, dbeta);
+}
+void mnt_bn_destroy(mnt_bn *bn) {
+  if (!bn) return;
+  bn->be->ops->bn_destroy(bn->h);
+  free(bn);
+}
+
+int mnt_pool_create(mnt_backend *b, int N, int C, int H, int W, int R, int s, int p, mnt_pool **out) {
+  *out = NULL;
+  mnt_pool *pl = calloc(1, sizeof *pl);
+  if (!pl) return MNT_ENOMEM;
+  *pl = (mnt_pool){.be = b, .OH = out_dim(H, R, s, p), .OW = out_dim(W, R, s, p)};
+  int st = b->ops->pool_create(b, N, C, H, W, R, s, p, &pl->h);
+  if (st) {
+    free(pl);
+    return st;
+  }
+  *out = pl;
+  return MNT_OK;
+}
+void mnt_pool_out_hw(const mnt_pool *pl, int *OH, int *OW) {
+  *OH = pl->OH;
+  *OW = pl->OW;
+}
+int mnt_pool_forward(mnt_pool *pl, const void *x, void *y) { return pl->be->ops->pool_forward(pl->h, x, y); }
+int mnt_pool_backward(mnt_pool *pl, const void *dy, void *dx) { return pl->be->ops->pool_backward(pl->h, dy, dx); }
+void mnt_pool_destroy(mnt_pool *pl) {
+  if (!pl) return;
+  pl->be->ops->pool_destroy(pl->h);
+  free(pl);
+}

@@ -1,0 +1,246 @@
+/* backend.h — the compute backend: the memory, the stream and every operation a model layer runs,
+ * chosen at run time like the communicator ("cpu": oneDNN on the host, backend/cpu/; "cuda":
+ * cuDNN, cuBLAS and kernels/ on one GPU, backend/cuda/, in builds with CUDA and cuDNN).
+ *
+ * Memory. Everything an op touches comes from mnt_be_alloc (device memory on cuda, aligned host
+ * memory on cpu). Host code never dereferences it unless be->host_visible; it goes through
+ * mnt_be_copy (or mnt_be_host_view). Ops are queued on be->stream in call order; a copy to the
+ * host waits for what was queued before it, so a value read with mnt_be_copy is final.
+ *
+ * Precision and layout. Parameters, their gradients, momentum and BN statistics are always fp32
+ * in torchvision's layouts (conv weights OIHW, fully-connected [out][in]) so they map 1:1 onto a
+ * state_dict. Activations (and their gradients) are the backend's business: be->act_bytes per
+ * element (4: fp32; 2: bf16 with --precision bf16 on cuda) in its own layout (cpu: NCHW for
+ * channel counts not divisible by the oneDNN block, nChw16c/nChw8c otherwise; cuda: NCHW for
+ * fp32, NHWC for bf16). mnt_act_upload / mnt_act_download convert from and to plain fp32 NCHW;
+ * element-wise ops do not care about the layout. Sizes are in elements unless named bytes.
+ *
+ * Statuses are MNT_* codes (log.h); a failing call logs the call, file:line and rank. */
+#ifndef MNT_BACKEND_H
+#define MNT_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "stream.h"
+
+typedef struct mnt_backend mnt_backend;
+typedef struct mnt_conv mnt_conv;
+typedef struct mnt_bn mnt_bn;
+typedef struct mnt_pool mnt_pool;
+
+typedef enum { MNT_PREC_FP32 = 0, MNT_PREC_BF16 = 1 } mnt_precision;
+int mnt_precision_parse(const char *s, mnt_precision *p); /* "fp32", "bf16"; -1 otherwise */
+const char *mnt_precision_name(mnt_precision p);
+
+typedef enum { MNT_COPY_H2D = 0, MNT_COPY_D2H = 1, MNT_COPY_D2D = 2 } mnt_copy_kind;
+
+/* Creation options. device -1: the current CUDA device (the NCCL communicator's choice). */
+typedef struct mnt_backend_opts {
+  mnt_precision precision;
+  int device;
+} mnt_backend_opts;
+
+/* The implementation's table. Layer handles are the implementation's own (void *). */
+typedef struct mnt_backend_ops {
+  /* memory and stream */
+  int (*alloc)(mnt_backend *b, size_t bytes, void **p);  /* zeroed */
+  void (*free)(mnt_backend *b, void *p);
+  int (*host_alloc)(mnt_backend *b, size_t bytes, void **p); /* page-locked on cuda; zeroed */
+  void (*host_free)(mnt_backend *b, void *p);
+  int (*copy)(mnt_backend *b, void *dst, const void *src, size_t bytes, mnt_copy_kind k);
+  int (*memset0)(mnt_backend *b, void *p, size_t bytes);
+  int (*sync)(mnt_backend *b);
+  int (*act_upload)(mnt_backend *b, const float *host_nchw, void *act, int N, int C, int H, int W);
+  int (*act_download)(mnt_backend *b, const void *act, float *host_nchw, int N, int C, int H, int W);
+  /* layers: created once per shape, run every step */
+  int (*conv_create)(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, void **h);
+  int (*conv_forward)(void *h, const void *x, const float *w, void *y);
+  int (*conv_backward)(void *h, const void *x, const float *w, const void *dy, void *dx, float *dw);
+  void (*conv_destroy)(void *h);
+  int (*bn_create)(mnt_backend *b, int N, int C, int H, int W, float eps, int fuse_relu, void **h);
+  int (*bn_forward_train)(void *h, const void *x, const float *gamma, const float *beta, void *y, float *save_mean,
+                          float *save_var, float *run_mean, float *run_var, float momentum);
+  int (*bn_forward_infer)(void *h, const void *x, const float *gamma, const float *beta, void *y,
+                          const float *run_mean, const float *run_var);
+  int (*bn_backward)(void *h, const void *x, const void *dy, const float *gamma, const float *save_mean,
+                     const float *save_var, void *dx, float *dgamma, float *dbeta);
+  void (*bn_destroy)(void *h);
+  int (*pool_create)(mnt_backend *b, int N, int C, int H, int W, int R, int s, int p, void **h);
+  int (*pool_forward)(void *h, const void *x, void *y);
+  int (*pool_backward)(void *h, const void *dy, void *dx);
+  void (*pool_destroy)(void *h);
+  /* activations (act_bytes per element) */
+  int (*relu_forward)(mnt_backend *b, const void *x, void *y, size_t n);
+  int (*relu_backward)(mnt_backend *b, const void *y, const void *dy, void *dx, size_t n);
+  int (*add_forward)(mnt_backend *b, const void *x1, const void *x2, void *y, size_t n);
+  int (*act_acc)(mnt_backend *b, void *y, const void *x, size_t n);
+  int (*gap_forward)(mnt_backend *b, const void *x, void *y, int N, int C, int HW);
+  int (*gap_backward)(mnt_backend *b, const void *dy, void *dx, int N, int C, int HW);
+  int (*fc_forward)(mnt_backend *b, const void *x, const float *w, const float *bias, void *y, int N, int I, int O);
+  int (*fc_backward)(mnt_backend *b, const void *x, const float *w, const void *dy, void *dx, float *dw,
+                     float *dbias, int N, int I, int O);
+  int (*softmax_xent)(mnt_backend *b, const void *logits, const int32_t *labels, void *dlogits, int N, int classes,
+                      float smoothing, float *out3);
+  /* fp32 vectors (parameters, gradients, statistics) */
+  int (*f32_acc)(mnt_backend *b, float *y, const float *x, size_t n);
+  int (*f32_scale)(mnt_backend *b, float *y, float a, size_t n);
+  int (*sgd_step)(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd,
+                  int first);
+  int (*nonfinite)(mnt_backend *b, const float *x, size_t n, int32_t *flag);
+  int (*cast_from_f32)(mnt_backend *b, mnt_dtype t, const float *src, void *dst, size_t n);
+  int (*cast_to_f32)(mnt_backend *b, mnt_dtype t, const void *src, float *dst, size_t n);
+  /* raw loader batches (uint8 NHWC crops, already flipped/cropped by the loader) -> the model's
+   * input: (x / 255 - mean[c]) / std[c] in the activation layout; NULL where not provided */
+  int (*normalize_u8)(mnt_backend *b, const uint8_t *src_nhwc, void *act, int N, int C, int H, int W,
+                      const float *mean, const float *std);
+  void (*destroy)(mnt_backend *b);
+} mnt_backend_ops;
+
+struct mnt_backend {
+  const mnt_backend_ops *ops;
+  const char *name;        /* "cpu", "cuda" */
+  int host_visible;        /* mnt_be_alloc memory is host memory */
+  int device;              /* the CUDA device, -1 on cpu */
+  mnt_precision precision;
+  size_t act_bytes;        /* bytes per activation element */
+  mnt_stream *stream;      /* every op is queued here */
+  void *impl;
+};
+
+/* name: "cpu", "cuda" or "auto" (cuda when this build has it and a GPU is visible, else cpu).
+ * MNT_EARG naming what is missing when the backend cannot run here (no GPU, no CUDA build,
+ * bf16 on cpu). */
+int mnt_backend_create(const char *name, const mnt_backend_opts *o, mnt_backend **out);
+void mnt_backend_destroy(mnt_backend *b);
+/* the names this build knows, for --help and errors: "cpu" or "cpu, cuda" */
+const char *mnt_backend_names(void);
+#if MNT_HAVE_CUDA_BACKEND
+int mnt_backend_cuda_create(const mnt_backend_opts *o, mnt_backend **out); /* backend/cuda/ */
+#endif
+int mnt_backend_cpu_create(const mnt_backend_opts *o, mnt_backend **out);  /* backend/cpu/ */
+
+/* ---- memory ---------------------------------------------------------------------------------- */
+static inline int mnt_be_alloc(mnt_backend *b, size_t bytes, void **p) { return b->ops->alloc(b, bytes, p); }
+static inline void mnt_be_free(mnt_backend *b, void *p) {
+  if (p) b->ops->free(b, p);
+}
+static inline int mnt_be_host_alloc(mnt_backend *b, size_t bytes, void **p) { return b->ops->host_alloc(b, bytes, p); }
+static inline void mnt_be_host_free(mnt_backend *b, void *p) {
+  if (p) b->ops->host_free(b, p);
+}
+static inline int mnt_be_copy(mnt_backend *b, void *dst, const void *src, size_t bytes, mnt_copy_kind k) {
+  return bytes ? b->ops->copy(b, dst, src, bytes, k) : 0;
+}
+static inline int mnt_be_memset0(mnt_backend *b, void *p, size_t bytes) { return bytes ? b->ops->memset0(b, p, bytes) : 0; }
+static inline int mnt_be_sync(mnt_backend *b) { return b->ops->sync(b); }
+/* host-readable view of n bytes at device pointer p: p itself when host_visible, else copied into
+ * tmp (n bytes) and tmp returned; NULL on failure */
+const void *mnt_be_host_view(mnt_backend *b, const void *p, void *tmp, size_t bytes);
+static inline int mnt_act_upload(mnt_backend *b, const float *host_nchw, void *act, int N, int C, int H, int W) {
+  return b->ops->act_upload(b, host_nchw, act, N, C, H, W);
+}
+static inline int mnt_act_download(mnt_backend *b, const void *act, float *host_nchw, int N, int C, int H, int W) {
+  return b->ops->act_download(b, act, host_nchw, N, C, H, W);
+}
+/* p advanced by n activation elements */
+static inline void *mnt_act_at(const mnt_backend *b, const void *p, size_t n) {
+  return (char *)(uintptr_t)p + n * b->act_bytes;
+}
+
+/* ---- layers ---------------------------------------------------------------------------------- */
+/* Convolution without bias: x[N,C,H,W] * w[K,C,R,R] -> y[N,K,OH,OW], square kernel R, stride s,
+ * padding p on each side (PyTorch semantics: OH = (H + 2p - R) / s + 1). */
+int mnt_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, mnt_conv **out);
+void mnt_conv_out_hw(const mnt_conv *c, int *OH, int *OW);
+int mnt_conv_forward(mnt_conv *c, const void *x, const float *w, void *y);
+/* dx (may be NULL: not needed for the first layer) and dw from dy; both are overwritten. */
+int mnt_conv_backward(mnt_conv *c, const void *x, const float *w, const void *dy, void *dx, float *dw);
+void mnt_conv_destroy(mnt_conv *c);
+
+/* Batch normalization over N,H,W per channel, optionally followed by a fused ReLU (one pass
+ * forward and backward; the backward dy is then the gradient of the ReLU's output). Training:
+ * normalizes with the batch statistics, saves what backward needs into save_mean / save_var
+ * (fp32, C each: the batch mean and the backend's form of the variance, biased variance on cpu,
+ * 1/sqrt(var + eps) on cuda) and updates the running statistics as PyTorch does (momentum,
+ * unbiased variance). Inference: uses the running statistics.
+ * Layers that need their forward tensors in backward (fused ReLU's mask, max-pool's argmax) may
+ * keep pointers to the x and y of the last training forward: the caller keeps both unchanged until
+ * that layer's backward has run (the model does: every activation lives until the step ends). */
+int mnt_bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, int fuse_relu, mnt_bn **out);
+int mnt_bn_forward_train(mnt_bn *bn, const void *x, const float *gamma, const float *beta, void *y,
+                         float *save_mean, float *save_var, float *run_mean, float *run_var, float momentum);
+int mnt_bn_forward_infer(mnt_bn *bn, const void *x, const float *gamma, const float *beta, void *y,
+                         const float *run_mean, const float *run_var);
+int mnt_bn_backward(mnt_bn *bn, const void *x, const void *dy, const float *gamma, const float *save_mean,
+                    const float *save_var, void *dx, float *dgamma, float *dbeta);
+void mnt_bn_destroy(mnt_bn *bn);
+
+/* Max pooling, square window R, stride s, padding p (keeps what backward needs). */
+int mnt_pool_create(mnt_backend *b, int N, int C, int H, int W, int R, int s, int p, mnt_pool **out);
+void mnt_pool_out_hw(const mnt_pool *pl, int *OH, int *OW);
+int mnt_pool_forward(mnt_pool *pl, const void *x, void *y);
+int mnt_pool_backward(mnt_pool *pl, const void *dy, void *dx);
+void mnt_pool_destroy(mnt_pool *pl);
+
+/* ---- element-wise and small ops -------------------------------------------------------------- */
+static inline int mnt_relu_forward(mnt_backend *b, const void *x, void *y, size_t n) {
+  return b->ops->relu_forward(b, x, y, n);
+}
+/* uses the forward output y */
+static inline int mnt_relu_backward(mnt_backend *b, const void *y, const void *dy, void *dx, size_t n) {
+  return b->ops->relu_backward(b, y, dy, dx, n);
+}
+static inline int mnt_add_forward(mnt_backend *b, const void *x1, const void *x2, void *y, size_t n) {
+  return b->ops->add_forward(b, x1, x2, y, n);
+}
+/* y += x (activations) */
+static inline int mnt_act_acc(mnt_backend *b, void *y, const void *x, size_t n) { return b->ops->act_acc(b, y, x, n); }
+/* global average pool: activation [N,C,HW] -> [N,C] (plain, act_bytes per element) */
+static inline int mnt_gap_forward(mnt_backend *b, const void *x, void *y, int N, int C, int HW) {
+  return b->ops->gap_forward(b, x, y, N, C, HW);
+}
+static inline int mnt_gap_backward(mnt_backend *b, const void *dy, void *dx, int N, int C, int HW) {
+  return b->ops->gap_backward(b, dy, dx, N, C, HW);
+}
+/* y[N,O] = x[N,I] w[O,I]^T + bias[O] */
+static inline int mnt_fc_forward(mnt_backend *b, const void *x, const float *w, const float *bias, void *y, int N, int I,
+                                 int O) {
+  return b->ops->fc_forward(b, x, w, bias, y, N, I, O);
+}
+/* dx (may be NULL), dw, dbias: overwritten */
+static inline int mnt_fc_backward(mnt_backend *b, const void *x, const float *w, const void *dy, void *dx, float *dw,
+                                  float *dbias, int N, int I, int O) {
+  return b->ops->fc_backward(b, x, w, dy, dx, dw, dbias, N, I, O);
+}
+/* Softmax cross-entropy of logits [N, classes] against labels (backend memory) and the target
+ * (1 - e) onehot + e / classes (label smoothing e, as PyTorch's CrossEntropyLoss). out3 (backend
+ * memory, fp32): [0] the loss summed over the N samples, [1] top-1 hits, [2] top-5 hits,
+ * overwritten. dlogits (may be NULL) = (softmax - target) / N. A label outside [0, classes) makes
+ * the loss NaN. Nothing is read back: the caller copies out3 when it needs it. */
+static inline int mnt_softmax_xent(mnt_backend *b, const void *logits, const int32_t *labels, void *dlogits, int N,
+                                   int classes, float smoothing, float *out3) {
+  return b->ops->softmax_xent(b, logits, labels, dlogits, N, classes, smoothing, out3);
+}
+/* y += x, y *= a (fp32) */
+static inline int mnt_f32_acc(mnt_backend *b, float *y, const float *x, size_t n) { return b->ops->f32_acc(b, y, x, n); }
+static inline int mnt_f32_scale(mnt_backend *b, float *y, float a, size_t n) { return b->ops->f32_scale(b, y, a, n); }
+/* PyTorch SGD: g += wd * w; m = mu * m + g (m = g on the first step); w -= lr * m. */
+static inline int mnt_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd,
+                               int first) {
+  return b->ops->sgd_step(b, w, g, m, n, lr, mu, wd, first);
+}
+/* *flag (backend memory) = 1 when x[0..n) holds a NaN or an infinity, else 0 */
+static inline int mnt_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {
+  return b->ops->nonfinite(b, x, n, flag);
+}
+/* fp32 <-> bf16/fp16 (t = MNT_FP32 copies), in backend memory */
+static inline int mnt_be_cast_from_f32(mnt_backend *b, mnt_dtype t, const float *src, void *dst, size_t n) {
+  return b->ops->cast_from_f32(b, t, src, dst, n);
+}
+static inline int mnt_be_cast_to_f32(mnt_backend *b, mnt_dtype t, const void *src, float *dst, size_t n) {
+  return b->ops->cast_to_f32(b, t, src, dst, n);
+}
+
+#endif

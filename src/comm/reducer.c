@@ -1,0 +1,93 @@
+/* reducer.c — see reducer.h. */
+#include "reducer.h"
+
+#include <stdlib.h>
+
+#include "log.h"
+
+typedef struct bucket { size_t off, n; mnt_comm_req *req; } bucket;
+struct mnt_reducer {
+  mnt_comm *c;
+  mnt_backend *be;
+  float *g;
+  void *half;       /* reduced-precision copy of the whole slab (backend memory), NULL for fp32 */
+  mnt_dtype t;
+  size_t limit;     /* floats per bucket */
+  size_t lo, hi;    /* the range gathered so far: [lo, hi) */
+  bucket *b;
+  int nb, cap;
+  int st;
+  double t_first;   /* when this step's first bucket started */
+};
+
+int mnt_reducer_create(mnt_comm *c, mnt_backend *be, float *g, size_t n, mnt_dtype t, size_t limit, mnt_reducer **out) {
+  *out = NULL;
+  mnt_reducer *o = calloc(1, sizeof *o);
+  if (!o) return MNT_ENOMEM;
+  *o = (mnt_reducer){.c = c, .be = be, .g = g, .t = t, .limit = limit ? limit : 1};
+  if (t != MNT_FP32) {
+    int st = mnt_be_alloc(be, n * mnt_dtype_size(t), &o->half);
+    if (st) {
+      free(o);
+      return st;
+    }
+  }
+  *out = o;
+  return MNT_OK;
+}
+
+static void flush(mnt_reducer *o) {
+  if (o->hi == o->lo || o->st) return;
+  if (o->nb == o->cap) {
+    int cap = o->cap ? 2 * o->cap : 16;
+    bucket *b = realloc(o->b, (size_t)cap * sizeof *b);
+    if (!b) {
+      o->st = MNT_ENOMEM;
+      return;
+    }
+    o->b = b;
+    o->cap = cap;
+  }
+  if (o->nb == 0) o->t_first = mnt_now();
+  bucket *k = &o->b[o->nb++];
+  *k = (bucket){.off = o->lo, .n = o->hi - o->lo};
+  void *buf = o->g + k->off;
+  if (o->half) { /* reduced-precision allreduce: cast, reduce (fp32 accumulation), cast back */
+    buf = (char *)o->half + k->off * mnt_dtype_size(o->t);
+    if ((o->st = mnt_be_cast_from_f32(o->be, o->t, o->g + k->off, buf, k->n)) != MNT_OK) return;
+  }
+  o->st = o->c->ops->iallreduce(o->c, buf, k->n, o->t, MNT_AVG, o->be->stream, &k->req);
+  o->lo = o->hi;
+}
+
+void mnt_reducer_ready(void *reducer, size_t off, size_t n) {
+  mnt_reducer *o = reducer;
+  if (o->hi == o->lo) o->hi = off + n; /* a new bucket */
+  o->lo = off;
+  if (o->hi - o->lo >= o->limit) flush(o);
+}
+
+int mnt_reducer_finish(mnt_reducer *o) {
+  flush(o);
+  for (int i = 0; i < o->nb; i++) {
+    bucket *k = &o->b[i];
+    int st = k->req ? o->c->ops->wait(o->c, k->req) : MNT_OK;
+    if (st && !o->st) o->st = st;
+    if (o->half && !st && !o->st)
+      o->st = mnt_be_cast_to_f32(o->be, o->t, (char *)o->half + k->off * mnt_dtype_size(o->t), o->g + k->off, k->n);
+  }
+  o->nb = 0;
+  int st = o->st;
+  o->st = 0;
+  o->lo = o->hi = 0;
+  return st;
+}
+
+double mnt_reducer_first_start(const mnt_reducer *o) { return o->t_first; }
+
+void mnt_reducer_destroy(mnt_reducer *o) {
+  if (!o) return;
+  mnt_be_free(o->be, o->half);
+  free(o->b);
+  free(o);
+}

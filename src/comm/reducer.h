@@ -1,0 +1,30 @@
+/* reducer.h — the bucketed gradient allreduce that overlaps backward (the trainer's reducer).
+ * defines: mnt_reducer, mnt_reducer_create / ready / finish / first_start / destroy.
+ * Backward reports each final range of the gradient slab (mnt_reducer_ready, the model's
+ * grad_ready hook), in decreasing offsets; ranges are gathered into buckets of about `limit`
+ * floats and each bucket's allreduce (average over ranks) starts at once, on the communicator,
+ * after the compute work queued so far on the backend's stream (NCCL waits for it with an event;
+ * the CPU backend's work has finished when its ops return). With a reduced-precision gradient
+ * type the bucket is cast on the backend first (fp32 accumulation in the collective) and cast
+ * back when it completes. mnt_reducer_finish waits for every bucket of the step. */
+#ifndef MNT_REDUCER_H
+#define MNT_REDUCER_H
+
+#include <stddef.h>
+
+#include "backend.h"
+#include "comm.h"
+
+typedef struct mnt_reducer mnt_reducer;
+
+/* g: the backend's gradient slab of n floats */
+int mnt_reducer_create(mnt_comm *c, mnt_backend *be, float *g, size_t n, mnt_dtype t, size_t limit, mnt_reducer **out);
+/* the hook: [off, off + n) of the slab is final */
+void mnt_reducer_ready(void *reducer, size_t off, size_t n);
+/* start what is left, wait for every bucket of this step; the first failure's status */
+int mnt_reducer_finish(mnt_reducer *o);
+/* when this step's first bucket started (mnt_now), 0 when none did */
+double mnt_reducer_first_start(const mnt_reducer *o);
+void mnt_reducer_destroy(mnt_reducer *o);
+
+#endif
