@@ -117,10 +117,19 @@ static void centre_crop(const mnt_dataset *d, const uint8_t *src, double crop, i
   crop_resize(src, d->size, d->channels, o, o, side, side, 0, 0, out, outC, d->mean, d->std, dst);
 }
 
-static void augment(const mnt_loader *l, const uint8_t *src, int64_t epoch, int64_t id, float *dst) {
-  int S = l->d->size, out = l->cfg.out_size;
+void mnt_crop_resize(const uint8_t *src, int S, int C, const float box[MNT_BOX_FLOATS], int pad, int out, int outC,
+                     const float *mean, const float *std, float *dst) {
+  crop_resize(src, S, C, box[0], box[1], box[2], box[3], box[4] != 0, pad, out, outC, mean, std, dst);
+}
+
+/* the augmentation of sample id in epoch: its box (the same random draws on every rank) */
+static void aug_box(const mnt_loader *l, int64_t epoch, int64_t id, float box[MNT_BOX_FLOATS]) {
+  int S = l->d->size;
   if (!l->cfg.train) {
-    centre_crop(l->d, src, l->cfg.val_crop, out, l->C, dst);
+    double side = S * (l->cfg.val_crop > 0 ? l->cfg.val_crop : 0.875), o = (S - side) / 2;
+    box[0] = box[1] = (float)o;
+    box[2] = box[3] = (float)side;
+    box[4] = 0;
     return;
   }
   rng r = {mnt_mix(mnt_mix((uint64_t)l->cfg.seed, (uint64_t)epoch), (uint64_t)id)};
@@ -145,7 +154,14 @@ static void augment(const mnt_loader *l, const uint8_t *src, int64_t epoch, int6
     }
   }
   int flip = uni(&r) < 0.5; /* the fallback is the whole (square) image, centred */
-  crop_resize(src, S, l->d->channels, x0, y0, w, h, flip, l->cfg.pad_crop > 0, out, l->C, l->d->mean, l->d->std, dst);
+  box[0] = (float)x0, box[1] = (float)y0, box[2] = (float)w, box[3] = (float)h, box[4] = (float)flip;
+}
+
+static void augment(const mnt_loader *l, const uint8_t *src, int64_t epoch, int64_t id, float *dst) {
+  float box[MNT_BOX_FLOATS];
+  aug_box(l, epoch, id, box);
+  mnt_crop_resize(src, l->d->size, l->d->channels, box, l->cfg.train && l->cfg.pad_crop > 0, l->cfg.out_size, l->C,
+                  l->d->mean, l->d->std, dst);
 }
 
 static void *worker(void *arg) {
@@ -177,8 +193,10 @@ static void *worker(void *arg) {
     for (int i = 0; i < l->per_rank && st == MNT_OK; i++) {
       int64_t id = perm[c + (int64_t)l->cfg.rank * l->per_rank + i];
       s->b.ids[i] = id;
-      if (l->cfg.raw)
+      if (l->cfg.raw) {
         st = mnt_dataset_read(l->d, id, s->b.raw + (size_t)i * px, &s->b.labels[i]);
+        aug_box(l, e, id, s->b.boxes + (size_t)i * MNT_BOX_FLOATS);
+      }
       else if ((st = mnt_dataset_read(l->d, id, pix, &s->b.labels[i])) == MNT_OK)
         augment(l, pix, e, id, s->b.images + (size_t)i * img);
     }
@@ -247,7 +265,11 @@ int mnt_loader_open(mnt_loader **out, mnt_dataset *d, const mnt_loader_cfg *cfg,
     b->size = c.out_size;
     size_t px = (size_t)d->size * d->size * d->channels;
     if (c.raw) {
-      b->raw = aligned_alloc(64, ((size_t)l->per_rank * px + 63) / 64 * 64);
+      size_t bytes = ((size_t)l->per_rank * px + 63) / 64 * 64;
+      void *p = NULL;
+      if (c.host_alloc ? c.host_alloc(c.alloc_ctx, bytes, &p) == MNT_OK : (p = aligned_alloc(64, bytes)) != NULL)
+        b->raw = p;
+      b->boxes = malloc((size_t)l->per_rank * MNT_BOX_FLOATS * sizeof(float));
       b->size = d->size;
       b->channels = d->channels;
     } else {
@@ -255,7 +277,7 @@ int mnt_loader_open(mnt_loader **out, mnt_dataset *d, const mnt_loader_cfg *cfg,
     }
     b->labels = malloc((size_t)l->per_rank * sizeof *b->labels);
     b->ids = malloc((size_t)l->per_rank * sizeof *b->ids);
-    if (!(b->images || b->raw) || !b->labels || !b->ids) st = MNT_ENOMEM;
+    if (!(b->images || (b->raw && b->boxes)) || !b->labels || !b->ids) st = MNT_ENOMEM;
   }
   for (int i = 0; i < c.threads && st == MNT_OK; i++) {
     if (pthread_create(&l->thr[i], NULL, worker, l) != 0) st = MNT_ESYS;
@@ -318,7 +340,9 @@ void mnt_loader_close(mnt_loader *l) {
   for (int i = 0; i < l->nthr; i++) pthread_join(l->thr[i], NULL);
   for (int i = 0; l->slots && i < l->cfg.depth; i++) {
     free(l->slots[i].b.images);
-    free(l->slots[i].b.raw);
+    if (l->slots[i].b.raw && l->cfg.host_free) l->cfg.host_free(l->cfg.alloc_ctx, l->slots[i].b.raw);
+    else free(l->slots[i].b.raw);
+    free(l->slots[i].b.boxes);
     free(l->slots[i].b.labels);
     free(l->slots[i].b.ids);
   }

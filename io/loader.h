@@ -29,9 +29,18 @@ typedef struct mnt_loader_cfg {
   int pad_crop;      /* > 0: instead of RandomResizedCrop, the small-image (CIFAR) augmentation: the whole
                       * image shifted by up to pad_crop pixels each way, zeros around, + flip */
   double val_crop;   /* train = 0: side of the centre crop as a fraction of the image (0: 0.875) */
-  int raw;           /* 1: hand out the stored uint8 images (HWC) unaugmented, in `raw`, for a device
-                      * that augments itself (the GPU path); images is then NULL */
+  int raw;           /* 1: hand out the stored uint8 images (HWC) unaugmented, in `raw`, with each
+                      * sample's augmentation as a box, for a device that augments itself (the GPU
+                      * path: mnt_augment_u8); images is then NULL */
+  /* raw buffers' allocator (page-locked memory for fast copies to a GPU); NULL: aligned_alloc */
+  int (*host_alloc)(void *ctx, size_t bytes, void **p);
+  void (*host_free)(void *ctx, void *p);
+  void *alloc_ctx;
 } mnt_loader_cfg;
+
+/* One sample's augmentation: the box (x0, y0, w, h) of the S×S source resampled bilinearly to
+ * out×out, flipped when flip != 0 (stored as floats: x0, y0, w, h, flip). */
+enum { MNT_BOX_FLOATS = 5 };
 
 typedef struct mnt_batch {
   int n;             /* B / R images */
@@ -40,6 +49,7 @@ typedef struct mnt_batch {
   int32_t *labels;
   int64_t *ids;      /* global sample indices */
   uint8_t *raw;      /* cfg.raw: n × size × size × channels as stored (size: the dataset's) */
+  float *boxes;      /* cfg.raw: n × MNT_BOX_FLOATS, each sample's augmentation */
   int64_t epoch, cursor; /* position of this batch's global batch */
 } mnt_batch;
 
@@ -52,6 +62,12 @@ int mnt_loader_next(mnt_loader *l, const mnt_batch **b);
  * to out_size), for evaluation */
 int mnt_loader_val_sample(mnt_dataset *d, int64_t g, int out_size, int out_channels, double crop, float *dst,
                           int32_t *label);
+/* The loader's resampling (the reference for devices that augment): the box of the S×S×C uint8
+ * HWC src, flipped, with zeros outside it when pad (else the edge repeated), normalised with
+ * mean/std (C entries; a grey source feeds every one of outC channels), into outC×out×out
+ * floats at dst. */
+void mnt_crop_resize(const uint8_t *src, int S, int C, const float box[MNT_BOX_FLOATS], int pad, int out, int outC,
+                     const float *mean, const float *std, float *dst);
 /* where the next batch starts: what a checkpoint stores */
 void mnt_loader_position(const mnt_loader *l, int64_t *epoch, int64_t *cursor);
 int64_t mnt_loader_batches_per_epoch(const mnt_loader *l);

@@ -12,7 +12,7 @@
 
 int mnt_bench_loader(mnt_world *w, int argc, char **argv) {
   const char *data = NULL;
-  int size = 224, threads = 1, batch = 64, batches = 0, val = 0, help = 0;
+  int size = 224, threads = 1, batch = 64, batches = 0, val = 0, raw = 0, help = 0;
   double seconds = 5;
   const mnt_opt opts[] = {
       {"data", 0, MNT_OPT_STRING, &data, "DIR", "dataset directory (mntrain convert), required", 0, 0},
@@ -22,6 +22,8 @@ int mnt_bench_loader(mnt_world *w, int argc, char **argv) {
       {"batches", 0, MNT_OPT_INT, &batches, "N", "batches to time (default: as many as fit in --seconds)", MNT_RANGE(0, 2e9)},
       {"seconds", 0, MNT_OPT_DOUBLE, &seconds, "S", "how long to run when --batches is not given (default 5)", MNT_RANGE(0.01, 1e6)},
       {"val", 0, MNT_OPT_FLAG, &val, NULL, "validation transform (resize + centre crop) instead of training", 0, 0},
+      {"raw", 0, MNT_OPT_FLAG, &raw, NULL,
+       "the GPU path's raw mode: stored pixels and crop boxes only (the device augments)", 0, 0},
       {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
   int st = mnt_parse_opts("bench loader", opts, argc, argv, &help, 0);
   if (st) return st;
@@ -39,14 +41,15 @@ int mnt_bench_loader(mnt_world *w, int argc, char **argv) {
   mnt_dataset d;
   if ((st = mnt_dataset_open(data, &d)) != MNT_OK) return st;
   mnt_loader_cfg c = {.out_size = size, .train = !val, .global_batch = batch, .rank = 0, .nranks = 1, .seed = 1,
-                      .threads = threads};
+                      .threads = threads, .raw = raw};
   mnt_loader *l;
   if ((st = mnt_loader_open(&l, &d, &c, 0, 0)) != MNT_OK) {
     mnt_dataset_close(&d);
     return st;
   }
+  const char *mode = raw ? "raw" : val ? "validation" : "training";
   printf("# mntrain bench loader: %s (%dx%dx%d, %lld samples) -> %d px %s, batch %d, %d threads\n", data, d.size,
-         d.size, d.channels, (long long)d.total, size, val ? "validation" : "training", batch, threads);
+         d.size, d.channels, (long long)d.total, size, mode, batch, threads);
   const mnt_batch *b;
   if ((st = mnt_loader_next(l, &b)) != MNT_OK) goto done; /* warm-up: the first batch */
   double t0 = mnt_now();
@@ -56,8 +59,8 @@ int mnt_bench_loader(mnt_world *w, int argc, char **argv) {
     n++;
   }
   double dt = mnt_now() - t0, rate = (double)n * batch / dt;
-  printf("loader %d px %s threads %d: %.1f img/s, %.1f img/s per thread (%d batches in %.2f s)\n", size,
-         val ? "validation" : "training", threads, rate, rate / threads, n, dt);
+  printf("loader %d px %s threads %d: %.1f img/s, %.1f img/s per thread (%d batches in %.2f s)\n", size, mode,
+         threads, rate, rate / threads, n, dt);
 done:
   mnt_loader_close(l);
   mnt_dataset_close(&d);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "backend.h"
 #include "bench.h"
 #include "convert.h"
 #include "dataset.h"
@@ -98,7 +99,7 @@ int main(int argc, char **argv) {
     return argc < 2 ? MNT_EXIT_USAGE : MNT_EXIT_OK;
   }
   if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
-    printf("mntrain %s (CUDA parts: %s)\n", MNT_VERSION, MNT_HAVE_CUDA ? "yes" : "no");
+    printf("mntrain %s (CUDA parts: %s; devices: %s)\n", MNT_VERSION, MNT_HAVE_CUDA ? "yes" : "no", mnt_backend_names());
     return MNT_EXIT_OK;
   }
   const command *cmd = NULL;

@@ -91,10 +91,12 @@ typedef struct mnt_backend_ops {
   int (*nonfinite)(mnt_backend *b, const float *x, size_t n, int32_t *flag);
   int (*cast_from_f32)(mnt_backend *b, mnt_dtype t, const float *src, void *dst, size_t n);
   int (*cast_to_f32)(mnt_backend *b, mnt_dtype t, const void *src, float *dst, size_t n);
-  /* raw loader batches (uint8 NHWC crops, already flipped/cropped by the loader) -> the model's
-   * input: (x / 255 - mean[c]) / std[c] in the activation layout; NULL where not provided */
-  int (*normalize_u8)(mnt_backend *b, const uint8_t *src_nhwc, void *act, int N, int C, int H, int W,
-                      const float *mean, const float *std);
+  /* the loader's raw batches augmented here: n uint8 HWC images of S×S×C and their boxes
+   * (MNT_BOX_FLOATS each: x0, y0, w, h, flip), both in backend memory -> the model's input
+   * (n×outC×out×out in the activation layout), as io/loader.c's mnt_crop_resize computes it
+   * (pad: zeros outside the image); mean/std: host arrays. NULL where the host augments (cpu). */
+  int (*augment_u8)(mnt_backend *b, const uint8_t *src, int n, int S, int C, const float *boxes, int pad, int out,
+                    int outC, const float *mean, const float *std, void *act);
   void (*destroy)(mnt_backend *b);
 } mnt_backend_ops;
 

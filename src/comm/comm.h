@@ -54,8 +54,10 @@ void mnt_comm_destroy(mnt_comm *c);
 /* The CPU backend (ring over shared memory within a node, TCP between nodes). */
 int mnt_comm_cpu_create(mnt_world *w, mnt_topology topo, mnt_comm **out);
 #if MNT_HAVE_NCCL
-/* The NCCL backend (src/comm/nccl/): buffers in GPU memory; stream: a cudaStream_t or NULL (the
- * communicator's own). Collective; binds the process to its GPU first. */
+/* The NCCL backend (src/comm/nccl/): buffers in GPU memory (blocking calls also take host
+ * buffers, staged through the GPU: small control values); every collective runs on the
+ * communicator's own stream after the work queued on `stream` (NULL: nothing to wait for).
+ * Collective; binds the process to its GPU first. */
 int mnt_comm_nccl_create(mnt_world *w, mnt_topology topo, mnt_comm **out);
 /* Collective: rank 0's ncclGetUniqueId, spread over PMIx (mnt_world_bcast) into id (bytes =
  * sizeof(ncclUniqueId)); needs no GPU. */

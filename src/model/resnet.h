@@ -84,7 +84,7 @@ void mnt_resnet_destroy(mnt_resnet *r);
  * allocating any of it: what a run checks against its memory limit before it starts. */
 int mnt_resnet_plan_bytes(const char *arch, int classes, int size, int batch, int bn_group, size_t *bytes);
 /* x: host fp32 [batch, 3, size, size], uploaded into the input; NULL: the input was filled
- * already (mnt_resnet_input, e.g. by the backend's normalize_u8). train: batch statistics
+ * already (mnt_resnet_input, e.g. by the backend's augment_u8). train: batch statistics
  * (updating the running ones), else the running ones. */
 int mnt_resnet_forward(mnt_resnet *r, const float *x, int train);
 /* the model's input activation (backend memory, batch x 3 x size x size in the backend's layout) */

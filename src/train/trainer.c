@@ -55,6 +55,10 @@ static int check_memory(const mnt_train_cfg *o, const mnt_dataset *train, int ha
   snprintf(what, sizeof what, "--arch %s at --size %d with --batch-per-rank %d", o->arch, o->size, o->batch);
   return mnt_mem_check(need > 1e19 ? SIZE_MAX : (size_t)need, what, local_size);
 }
+/* the loader's raw buffers from the backend (page-locked on cuda) */
+static int loader_host_alloc(void *ctx, size_t bytes, void **p) { return mnt_be_host_alloc(ctx, bytes, p); }
+static void loader_host_free(void *ctx, void *p) { mnt_be_host_free(ctx, p); }
+
 int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_state *state, mnt_trainer **out) {
   *out = NULL;
   mnt_trainer *t = calloc(1, sizeof *t);
@@ -103,6 +107,18 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
   mnt_loader_cfg lc = {.out_size = o->size, .train = 1, .global_batch = (int)B, .rank = w->rank, .nranks = w->size,
                        .seed = o->seed, .threads = o->loader_threads, .out_channels = 3, .min_scale = o->min_scale,
                        .pad_crop = o->pad_crop};
+  /* a backend that augments (the GPU) gets the stored pixels in page-locked buffers and each
+   * sample's box: the CPU only reads and decodes */
+  int raw = st == MNT_OK && t->be->ops->augment_u8 != NULL;
+  if (raw) {
+    lc.raw = 1;
+    lc.host_alloc = loader_host_alloc;
+    lc.host_free = loader_host_free;
+    lc.alloc_ctx = t->be;
+    size_t px = (size_t)t->train.size * t->train.size * t->train.channels;
+    st = mnt_be_alloc(t->be, (size_t)o->batch * px, (void **)&t->raw_dev);
+    if (st == MNT_OK) st = mnt_be_alloc(t->be, (size_t)o->batch * MNT_BOX_FLOATS * sizeof(float), (void **)&t->box_dev);
+  }
   if (st == MNT_OK) st = mnt_loader_open(&t->ld, &t->train, &lc, t->s.epoch, t->s.cursor);
   if (st == MNT_OK)
     st = mnt_reducer_create(t->c, t->be, t->m->g, t->m->nw, t->grad_dtype, (size_t)(o->bucket_mb * 1e6 / 4), &t->red);
@@ -130,11 +146,15 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
 void mnt_trainer_destroy(mnt_trainer *t) {
   if (!t) return;
   mnt_reducer_destroy(t->red);
-  if (t->be) mnt_be_free(t->be, t->iv_dev);
+  if (t->be) {
+    mnt_be_free(t->be, t->iv_dev);
+    mnt_be_free(t->be, t->raw_dev);
+    mnt_be_free(t->be, t->box_dev);
+  }
   free(t->hw);
   free(t->hm);
   free(t->hbn);
-  mnt_loader_close(t->ld);
+  mnt_loader_close(t->ld); /* before the backend: its buffers may be the backend's */
   mnt_resnet_destroy(t->m);
   mnt_backend_destroy(t->be);
   mnt_comm_destroy(t->c);
@@ -193,8 +213,15 @@ int mnt_trainer_step(mnt_trainer *t, mnt_step_out *out) {
   const mnt_batch *b;
   MNT_CHECK(mnt_loader_next(t->ld, &b));
   t->last = b;
+  if (b->raw) { /* the device augments: raw pixels and boxes up, crops into the model's input */
+    const mnt_dataset *d = &t->train;
+    MNT_CHECK(mnt_be_copy(be, t->raw_dev, b->raw, (size_t)b->n * b->size * b->size * b->channels, MNT_COPY_H2D));
+    MNT_CHECK(mnt_be_copy(be, t->box_dev, b->boxes, (size_t)b->n * MNT_BOX_FLOATS * sizeof(float), MNT_COPY_H2D));
+    MNT_CHECK(be->ops->augment_u8(be, t->raw_dev, b->n, b->size, b->channels, t->box_dev, t->cfg.pad_crop > 0,
+                                  t->cfg.size, 3, d->mean, d->std, mnt_resnet_input(m)));
+  }
   double t1 = mnt_now();
-  MNT_CHECK(mnt_resnet_forward(m, b->images, 1));
+  MNT_CHECK(mnt_resnet_forward(m, b->raw ? NULL : b->images, 1));
   MNT_CHECK(mnt_resnet_loss(m, b->labels, b->n, 1));
   double t2 = mnt_now();
   MNT_CHECK(mnt_resnet_backward(m));

@@ -60,6 +60,8 @@ typedef struct mnt_trainer {
   /* this job only */
   mnt_reducer *red;
   float *iv_dev;            /* backend memory: this interval's loss sum, top-1 and top-5 (read at log time) */
+  uint8_t *raw_dev;         /* backends that augment (cuda): the raw batch and its boxes, on the device */
+  float *box_dev;
   float *hw, *hm, *hbn;     /* host copies of weights, momentum and BN statistics for checkpoints and
                              * exports when the backend's memory is not the host's (else the model's) */
   double comm_span;         /* seconds from a step's first bucket start to its last completion */

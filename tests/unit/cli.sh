@@ -116,10 +116,19 @@ expect 2 -- '--resume .*no-such-ckpt' -- train --data "$data" --arch resnet8 --s
 expect 0 'checkpoint: write .* MB/s .* of dd' -- bench ckpt --dir . --mb 2 --repeat 1
 expect 2 -- '--dir D is required' -- bench ckpt
 # the NCCL communicator without a GPU: a clear refusal, not a hang or a crash
+# shellcheck disable=SC2086
 if "$m" --version | grep -q "CUDA parts: yes" && ! command -v nvidia-smi >/dev/null 2>&1; then
   expect 2 'no GPU visible to rank 0' -- bench allreduce --comm nccl -e 1K
+  expect 2 'no GPU visible to rank 0' -- train $t --out run5 --comm nccl
+  expect 2 'no GPU visible to rank 0' -- train $t --out run5 --device cuda
+  expect 2 'no CUDA device visible' -- bench step --device cuda --arch resnet8 --size 16 --batch 2
 fi
-expect 2 -- '--comm: training runs on the CPU here' -- train --data "$data" --comm nccl
+# shellcheck disable=SC2086
+expect 2 'GPU buffers need the nccl communicator' -- train $t --out run5 --device cuda --comm cpu
+# shellcheck disable=SC2086
+expect 2 -- '--precision bf16 needs --device cuda' -- train $t --out run5 --precision bf16
+expect 2 -- '--device: cpu, cuda or auto' -- train --data "$data" --device tpu
+expect 2 -- '--precision: fp32 or bf16' -- bench step --precision fp16
 # info
 expect 0 'rank 0 of 1 .* \(no PMIx\)' -- info
 expect 2 "unexpected argument 'extra'" -- info extra

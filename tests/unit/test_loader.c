@@ -45,6 +45,51 @@ static void global_batches(mnt_dataset *d, int R, int64_t epoch, int64_t cursor,
   }
 }
 
+/* raw mode (the GPU path): the stored pixels and each sample's box, which mnt_crop_resize turns
+ * into exactly the augmented loader's images; its buffers come from the given allocator */
+static int allocs;
+static int count_alloc(void *ctx, size_t bytes, void **p) {
+  (void)ctx;
+  allocs++;
+  *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+  return *p ? MNT_OK : MNT_ENOMEM;
+}
+static void count_free(void *ctx, void *p) {
+  (void)ctx;
+  allocs--;
+  free(p);
+}
+static void raw_matches(mnt_dataset *d, int pad) {
+  mnt_loader_cfg c = {.out_size = OUT, .train = 1, .global_batch = B, .rank = 1, .nranks = 2, .seed = 5, .threads = 2,
+                      .pad_crop = pad};
+  mnt_loader_cfg rc = c;
+  rc.raw = 1;
+  rc.host_alloc = count_alloc;
+  rc.host_free = count_free;
+  mnt_loader *l, *lr;
+  if (mnt_loader_open(&l, d, &c, 2, B)) { failures++; return; }
+  if (mnt_loader_open(&lr, d, &rc, 2, B)) { failures++; mnt_loader_close(l); return; }
+  EXPECT(allocs > 0, "raw mode: the allocator hook was not used");
+  size_t per = 3 * OUT * OUT, px = (size_t)S * S * 3;
+  float got[3 * OUT * OUT];
+  int bad = 0;
+  for (int k = 0; k < 3; k++) {
+    const mnt_batch *a, *r;
+    if (mnt_loader_next(l, &a) || mnt_loader_next(lr, &r)) { failures++; break; }
+    EXPECT(!r->images && r->raw && r->boxes && r->size == S, "raw batch shape");
+    for (int i = 0; i < a->n && r->raw; i++) {
+      EXPECT(a->ids[i] == r->ids[i] && a->labels[i] == r->labels[i], "raw mode: another sample");
+      mnt_crop_resize(r->raw + i * px, S, 3, r->boxes + (size_t)i * MNT_BOX_FLOATS, pad > 0, OUT, 3, d->mean, d->std, got);
+      bad += memcmp(got, a->images + i * per, sizeof got) != 0;
+    }
+  }
+  EXPECT(bad == 0, "raw mode (pad %d): %d images differ from the augmented loader's", pad, bad);
+  mnt_loader_close(l);
+  mnt_loader_close(lr);
+  EXPECT(allocs == 0, "raw mode: %d buffers not given back to the allocator", allocs);
+  if (!bad) printf("  raw batches + boxes = augmented batches (pad %d)\n", pad);
+}
+
 int main(void) {
   char dir[] = "/tmp/mntrain-test-loader-XXXXXX";
   if (!mkdtemp(dir)) return 1;
@@ -202,6 +247,8 @@ int main(void) {
   EXPECT(mnt_loader_open(&l, &d, &bad, 0, 0) == MNT_EARG, "a global batch of 10 over 4 ranks must be refused");
   bad.global_batch = 12;
   EXPECT(mnt_loader_open(&l, &d, &bad, 0, 5) == MNT_EARG, "a cursor off a batch boundary must be refused");
+  raw_matches(&d, 0);
+  raw_matches(&d, 2);
   mnt_dataset_close(&d);
 
   /* a truncated shard: the error names it, at open */

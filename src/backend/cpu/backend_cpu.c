@@ -606,23 +606,6 @@ static int cpu_cast_to_f32(mnt_backend *b, mnt_dtype t, const void *src, float *
   return MNT_OK;
 }
 
-static int cpu_normalize_u8(mnt_backend *b, const uint8_t *src, void *act, int N, int C, int H, int W,
-                            const float *mean, const float *std) {
-  (void)b;
-  float *y = act; /* C = 3: plain NCHW */
-  if (C % act_block() == 0) {
-    MNT_ERR("internal: normalize_u8 expects an input image of 1-7 channels, not %d", C);
-    return MNT_EARG;
-  }
-  size_t HW = (size_t)H * W;
-#pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; n++)
-    for (size_t j = 0; j < HW; j++)
-      for (int c = 0; c < C; c++)
-        y[((size_t)n * C + c) * HW + j] = ((float)src[((size_t)n * HW + j) * C + c] / 255.0f - mean[c]) / std[c];
-  return MNT_OK;
-}
-
 static void cpu_destroy(mnt_backend *b) {
   if (!b) return;
   cpu_impl *c = IMPL(b);
@@ -646,7 +629,7 @@ static const mnt_backend_ops cpu_ops = {
     .gap_backward = cpu_gap_backward, .fc_forward = cpu_fc_forward, .fc_backward = cpu_fc_backward,
     .softmax_xent = cpu_softmax_xent, .f32_acc = cpu_f32_acc, .f32_scale = cpu_f32_scale, .sgd_step = cpu_sgd_step,
     .nonfinite = cpu_nonfinite, .cast_from_f32 = cpu_cast_from_f32, .cast_to_f32 = cpu_cast_to_f32,
-    .normalize_u8 = cpu_normalize_u8, .destroy = cpu_destroy};
+    .destroy = cpu_destroy};
 
 int mnt_backend_cpu_create(const mnt_backend_opts *o, mnt_backend **out) {
   *out = NULL;

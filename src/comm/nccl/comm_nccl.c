@@ -7,15 +7,47 @@
  * ncclCommInitRankConfig polled against the deadline (MNT_COMM_TIMEOUT): a rank that never
  * arrives makes the others abort the communicator and fail naming the wait, not hang.
  *
- * Every call is checked (the call, file:line, rank and node in the message). Collectives are
- * enqueued on the communicator's own stream (or the caller's) and waited for by polling the
- * stream (or the request's event) and ncclCommGetAsyncError, as nccl-tests' watchdog does: on an
- * asynchronous error or at the deadline the communicator is aborted (ncclCommAbort) and the call
- * fails, so that main takes the job down through PMIx with the reason. Topology: flat (one NCCL
- * communicator over all ranks; NCCL builds its own rings and trees across NVLink and the
- * network). --topology hier is accepted and runs flat, saying so once. */
+ * Non-blocking communicators: every NCCL call on them (init, split, each collective, finalize)
+ * may return ncclInProgress and finish its work, the enqueueing of kernels included, on an NCCL
+ * thread; until ncclCommGetAsyncError leaves ncclInProgress the communicator must not be used
+ * and nothing that depends on the enqueued kernels (an event record) may be queued. So every
+ * call is followed by a poll of that state against the deadline before the next one.
+ *
+ * Topology. flat: one NCCL communicator over all ranks (NCCL builds its own rings and trees over
+ * NVLink and the network). hier (--topology hier, ChainerMN's two-dimensional allreduce): two
+ * more communicators split from the flat one with ncclCommSplit, intra (color = node index, key
+ * = local rank: the ranks of one node) and inter (color = local rank, key = node index: one rank
+ * per node, those that hold the same slice). An allreduce of count elements reduce-scatters
+ * within the node (ncclReduceScatter, slice = count / local_size, each slice a multiple of 256
+ * bytes), allreduces its own slice across nodes (ncclAllReduce on inter), and allgathers within
+ * the node (ncclAllGather), all in place; the tail that does not fill local_size slices (fewer
+ * than local_size * 256 bytes, and any buffer smaller than that) is allreduced on the flat
+ * communicator. AVG uses ncclAvg at each step: the average over the node of the average over
+ * the nodes is the average over all ranks, because every node has the same number of ranks.
+ * hier is built only with more than one node, more than one rank per node and the same number
+ * of ranks on every node; otherwise it runs flat and rank 0 says why once. c->topology says
+ * which is used. broadcast, allgather and barrier always use the flat communicator.
+ *
+ * Streams. All collectives run on the communicator's own stream, one stream for all three NCCL
+ * communicators, so their operations are queued in the same order on every rank. The caller's
+ * stream (the compute stream whose work produced the buffer; NULL: nothing to wait for) gets an
+ * event recorded on it, and the communicator's stream waits for that event (cudaStreamWaitEvent)
+ * before the collectives, then records a done event. Blocking calls (allreduce, broadcast,
+ * allgather, barrier) wait for that event; iallreduce returns once the work is queued and wait()
+ * polls the request's event, so that the caller's next work (queued after wait returns) comes
+ * after the reduction. Request events come from a free list and are reused.
+ *
+ * Every CUDA and NCCL call is checked (the call, file:line, rank and node in the message). Every
+ * wait polls cudaEventQuery and ncclCommGetAsyncError of every communicator, as nccl-tests'
+ * watchdog does: on an asynchronous error, a CUDA error, a failed call in the middle of a
+ * collective, or at the deadline all the NCCL communicators are aborted (ncclCommAbort) and the
+ * call fails, so that main takes the job down through PMIx with the reason; every later call
+ * fails at once. destroy finalizes the communicators (ncclCommFinalize, polled against the
+ * deadline; aborted when it expires) before ncclCommDestroy. A communicator is used by one
+ * thread at a time. */
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +57,7 @@
 #include "comm.h"
 #include "log.h"
 
+/* For the functions that return at once (device selection). */
 #define CUDA_OK(call, what)                                                                  \
   do {                                                                                       \
     cudaError_t e_ = (call);                                                                 \
@@ -33,24 +66,51 @@
       return MNT_ESYS;                                                                       \
     }                                                                                        \
   } while (0)
-#define NCCL_OK(call, what)                                                                  \
+/* For the functions with a `st` and a `fail:` label that aborts the communicators. */
+#define CUDA_TRY(call, what)                                                                 \
+  do {                                                                                       \
+    cudaError_t e_ = (call);                                                                 \
+    if (e_ != cudaSuccess) {                                                                 \
+      MNT_ERR("NCCL %s: %s failed: %s", what, #call, cudaGetErrorString(e_));               \
+      st = MNT_ESYS;                                                                         \
+      goto fail;                                                                             \
+    }                                                                                        \
+  } while (0)
+/* A call on the non-blocking communicator `comm`: an error fails; ncclInProgress is waited out
+ * (against the deadline) before anything else is queued. */
+#define NCCL_TRY(comm, call, what)                                                           \
   do {                                                                                       \
     ncclResult_t r_ = (call);                                                                \
     if (r_ != ncclSuccess && r_ != ncclInProgress) {                                         \
-      MNT_ERR("%s: %s failed: %s (%s)", what, #call, ncclGetErrorString(r_), ncclGetLastError(NULL)); \
-      return MNT_EPEER;                                                                      \
+      MNT_ERR("NCCL %s: %s failed: %s (%s)", what, #call, ncclGetErrorString(r_), ncclGetLastError(comm)); \
+      st = MNT_EPEER;                                                                        \
+      goto fail;                                                                             \
     }                                                                                        \
+    if (r_ == ncclInProgress && (st = watch(c, what, NULL, (comm))) != MNT_OK) goto fail;    \
   } while (0)
 
+/* hier slices are multiples of this many bytes (aligned loads; the rest goes flat) */
+enum { HIER_ALIGN = 256 };
+
+struct mnt_comm_req {
+  cudaEvent_t done;
+  mnt_comm_req *next; /* on the free list */
+};
+
 typedef struct nccl_impl {
-  ncclComm_t comm;
-  cudaStream_t stream;
+  ncclComm_t flat;          /* all ranks */
+  ncclComm_t intra, inter;  /* hier: the ranks of this node; the ranks of this local rank */
+  int intra_rank, intra_size, inter_size;
+  cudaStream_t stream;      /* every collective runs here */
+  cudaEvent_t ready;        /* recorded on the caller's stream; the stream above waits for it */
+  cudaEvent_t done;         /* end of a blocking collective */
+  mnt_comm_req *free_reqs;
   int device;
-  float *scratch; /* one float on the device, for barrier */
+  float *one;               /* one float on the device, for barrier */
+  void *stage;              /* host buffers (control values) pass through here */
+  size_t stage_bytes;
   int aborted;
 } nccl_impl;
-
-struct mnt_comm_req { cudaEvent_t done; };
 
 int mnt_nccl_bootstrap(mnt_world *w, void *id_out, size_t bytes) {
   ncclUniqueId id;
@@ -59,8 +119,17 @@ int mnt_nccl_bootstrap(mnt_world *w, void *id_out, size_t bytes) {
     return MNT_ESYS;
   }
   memset(&id, 0, sizeof id);
-  if (w->rank == 0) NCCL_OK(ncclGetUniqueId(&id), "NCCL bootstrap");
-  MNT_CHECK(mnt_world_bcast(w, &id, sizeof id, 0)); /* PMIx put / commit / fence / get */
+  int st = MNT_OK;
+  if (w->rank == 0) {
+    ncclResult_t r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess) {
+      MNT_ERR("NCCL bootstrap: ncclGetUniqueId failed: %s (%s)", ncclGetErrorString(r), ncclGetLastError(NULL));
+      st = MNT_EPEER; /* still take part in the broadcast, so that no rank waits for rank 0 */
+    }
+  }
+  int rc = mnt_world_bcast(w, &id, sizeof id, 0); /* PMIx put / commit / fence / get */
+  if (st == MNT_OK) st = rc;
+  if (st != MNT_OK) return st;
   memcpy(id_out, &id, sizeof id);
   MNT_DBG("NCCL unique id %016llx from rank 0", (unsigned long long)XXH3_64bits(&id, sizeof id));
   return MNT_OK;
@@ -78,7 +147,8 @@ int mnt_cuda_select_device(const mnt_world *w, int *device) {
   }
   *device = w->local_rank % n;
   if (w->local_size > n && w->local_rank == 0)
-    MNT_WARN("%d ranks on node %s share %d GPU%s", w->local_size, w->hostname, n, n == 1 ? "" : "s");
+    MNT_WARN("%d ranks on node %s share %d GPU%s (NCCL does not support two ranks on one GPU)", w->local_size,
+             w->hostname, n, n == 1 ? "" : "s");
   CUDA_OK(cudaSetDevice(*device), "selecting the GPU");
   return MNT_OK;
 }
@@ -86,160 +156,511 @@ int mnt_cuda_select_device(const mnt_world *w, int *device) {
 static ncclDataType_t nccl_type(mnt_dtype t) {
   return t == MNT_BF16 ? ncclBfloat16 : t == MNT_FP16 ? ncclFloat16 : ncclFloat32;
 }
+static ncclRedOp_t nccl_op(mnt_redop op) { return op == MNT_AVG ? ncclAvg : ncclSum; }
 
-/* Wait until `done` says the work is complete, watching the communicator's asynchronous errors
- * and the deadline; abort the communicator on either. done: 1 complete, 0 not yet, <0 error. */
-static int watch(mnt_comm *c, const char *what, int (*done)(void *), void *arg) {
+static const char *comm_name(const nccl_impl *n, ncclComm_t x) {
+  return x == n->flat ? "flat" : x == n->intra ? "intra-node" : x == n->inter ? "inter-node" : "new";
+}
+
+/* Abort every NCCL communicator (the flat one first: aborting it also ends a split still under
+ * way, which may then leave a child to abort). Safe to call twice. */
+static void abort_all(nccl_impl *n) {
+  ncclComm_t *all[3] = {&n->flat, &n->intra, &n->inter};
+  static const char *const names[3] = {"flat", "intra-node", "inter-node"};
+  for (int i = 0; i < 3; i++) {
+    if (!*all[i]) continue;
+    ncclResult_t r = ncclCommAbort(*all[i]);
+    if (r != ncclSuccess) MNT_WARN("ncclCommAbort of the %s communicator failed: %s", names[i], ncclGetErrorString(r));
+    *all[i] = NULL;
+  }
+  n->aborted = 1;
+}
+
+/* Wait, against the deadline, until the event ev has completed (ev != NULL) or the communicator
+ * `pending` has left ncclInProgress (its call, init, split, enqueue or finalize, is done),
+ * watching every communicator's asynchronous error meanwhile. On an error or at the deadline
+ * abort all the communicators. */
+static int watch(mnt_comm *c, const char *what, cudaEvent_t ev, ncclComm_t pending) {
   nccl_impl *n = c->impl;
   double t0 = mnt_now(), warn = c->timeout_s < 60 ? c->timeout_s / 2 : 30;
   struct timespec nap = {0, 20 * 1000};
+  int st = MNT_EPEER;
   for (;;) {
-    int d = done(arg);
-    if (d > 0) return MNT_OK;
-    ncclResult_t ae = ncclSuccess;
-    ncclCommGetAsyncError(n->comm, &ae);
-    if (d < 0 || (ae != ncclSuccess && ae != ncclInProgress)) {
-      MNT_ERR("NCCL %s failed on rank %d (%s): %s", what, c->world->rank, c->world->hostname,
-              ae != ncclSuccess ? ncclGetErrorString(ae) : "CUDA error");
-      break;
+    int done = 1;
+    if (ev) {
+      cudaError_t e = cudaEventQuery(ev);
+      if (e != cudaSuccess && e != cudaErrorNotReady) {
+        MNT_ERR("NCCL %s: cudaEventQuery failed: %s", what, cudaGetErrorString(e));
+        goto fail;
+      }
+      done = e == cudaSuccess;
     }
+    ncclComm_t comms[4] = {n->flat, n->intra, n->inter, NULL};
+    if (pending && pending != n->flat && pending != n->intra && pending != n->inter) comms[3] = pending;
+    for (int i = 0; i < 4; i++) {
+      if (!comms[i]) continue;
+      ncclResult_t ae = ncclSuccess, r = ncclCommGetAsyncError(comms[i], &ae);
+      if (r != ncclSuccess) {
+        MNT_ERR("NCCL %s: ncclCommGetAsyncError (%s communicator) failed: %s", what, comm_name(n, comms[i]),
+                ncclGetErrorString(r));
+        goto fail;
+      }
+      if (ae != ncclSuccess && ae != ncclInProgress) {
+        MNT_ERR("NCCL %s failed on the %s communicator: %s (%s)", what, comm_name(n, comms[i]), ncclGetErrorString(ae),
+                ncclGetLastError(comms[i]));
+        goto fail;
+      }
+      if (comms[i] == pending && ae == ncclInProgress) done = 0;
+    }
+    if (done) return MNT_OK;
     double el = mnt_now() - t0;
-    if (el > warn) {
-      MNT_WARN("NCCL %s on rank %d (%s) has waited %.0f s (a peer stopped, died or is not in it?)", what,
-               c->world->rank, c->world->hostname, el);
-      warn *= 2;
-    }
     if (el > c->timeout_s) {
-      MNT_ERR("NCCL %s on rank %d (%s) did not complete in %.0f s (MNT_COMM_TIMEOUT): aborting the communicator", what,
-              c->world->rank, c->world->hostname, c->timeout_s);
-      ncclCommAbort(n->comm);
-      n->aborted = 1;
-      return MNT_ETIMEOUT;
+      MNT_ERR("NCCL %s did not complete in %.0f s (MNT_COMM_TIMEOUT): aborting the NCCL communicators", what,
+              c->timeout_s);
+      st = MNT_ETIMEOUT;
+      goto fail;
+    }
+    if (el > warn) {
+      MNT_WARN("NCCL %s has waited %.0f s (a peer stopped, died or is not in it?)", what, el);
+      warn *= 2;
     }
     nanosleep(&nap, NULL);
     if (nap.tv_nsec < 1000 * 1000) nap.tv_nsec *= 2; /* 20 us .. about 1 ms */
   }
-  ncclCommAbort(n->comm);
-  n->aborted = 1;
+fail:
+  abort_all(n);
+  return st;
+}
+
+static int refuse_aborted(const nccl_impl *n, const char *what) {
+  if (!n->aborted) return MNT_OK;
+  MNT_ERR("NCCL %s: the communicator was aborted by an earlier failure", what);
   return MNT_EPEER;
 }
 
-static int stream_done(void *s) {
-  cudaError_t e = cudaStreamQuery((cudaStream_t)s);
-  return e == cudaSuccess ? 1 : e == cudaErrorNotReady ? 0 : -1;
-}
-static int event_done(void *ev) {
-  cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
-  return e == cudaSuccess ? 1 : e == cudaErrorNotReady ? 0 : -1;
-}
-static int comm_ready(void *comm) {
-  ncclResult_t r = ncclSuccess;
-  if (ncclCommGetAsyncError((ncclComm_t)comm, &r) != ncclSuccess) return -1;
-  return r == ncclSuccess ? 1 : r == ncclInProgress ? 0 : -1;
+/* Make the communicator's stream wait for the work queued so far on the caller's stream. */
+static int after_caller(mnt_comm *c, mnt_stream *stream, const char *what) {
+  nccl_impl *n = c->impl;
+  int st = MNT_OK;
+  if (!stream || (cudaStream_t)stream == n->stream) return MNT_OK;
+  CUDA_TRY(cudaEventRecord(n->ready, (cudaStream_t)stream), what);
+  CUDA_TRY(cudaStreamWaitEvent(n->stream, n->ready, 0), what);
+  return MNT_OK;
+fail:
+  abort_all(n);
+  return st;
 }
 
-static cudaStream_t stream_of(mnt_comm *c, mnt_stream *stream) {
-  return stream ? (cudaStream_t)stream : ((nccl_impl *)c->impl)->stream;
+/* Queue an allreduce of buf[0..count) on the communicator's stream: flat, or hier's three
+ * steps on whole slices and flat for the tail. On failure the communicators are aborted. */
+static int enqueue_allreduce(mnt_comm *c, void *buf, size_t count, mnt_dtype t, mnt_redop op, const char *what) {
+  nccl_impl *n = c->impl;
+  int st = MNT_OK;
+  ncclDataType_t dt = nccl_type(t);
+  ncclRedOp_t rop = nccl_op(op);
+  size_t es = mnt_dtype_size(t), head = 0, slice = 0;
+  if (es == 0 || es > HIER_ALIGN) {
+    MNT_ERR("NCCL %s: element type %d is not one NCCL reduces here", what, (int)t);
+    return MNT_EARG; /* nothing queued: every rank was given the same type */
+  }
+  if (c->topology == MNT_TOPO_HIER) {
+    size_t unit = (size_t)n->intra_size * (HIER_ALIGN / es); /* elements per round of aligned slices */
+    head = count / unit * unit;
+    slice = head / (size_t)n->intra_size;
+  }
+  if (head > 0) {
+    char *mine = (char *)buf + (size_t)n->intra_rank * slice * es;
+    /* in place: rank i of the node keeps slice i, reduced (or averaged) over the node */
+    NCCL_TRY(n->intra, ncclReduceScatter(buf, mine, slice, dt, rop, n->intra, n->stream), what);
+    /* slice i over the nodes: now reduced (or averaged) over all ranks */
+    NCCL_TRY(n->inter, ncclAllReduce(mine, mine, slice, dt, rop, n->inter, n->stream), what);
+    NCCL_TRY(n->intra, ncclAllGather(mine, buf, slice, dt, n->intra, n->stream), what);
+  }
+  if (count > head) {
+    char *tail = (char *)buf + head * es;
+    NCCL_TRY(n->flat, ncclAllReduce(tail, tail, count - head, dt, rop, n->flat, n->stream), what);
+  }
+  return MNT_OK;
+fail:
+  abort_all(n);
+  return st;
+}
+
+/* Record `ev` after the queued collectives (and, with wait, wait for it). */
+static int finish(mnt_comm *c, cudaEvent_t ev, const char *what) {
+  nccl_impl *n = c->impl;
+  int st = MNT_OK;
+  CUDA_TRY(cudaEventRecord(ev, n->stream), what);
+  return watch(c, what, ev, NULL);
+fail:
+  abort_all(n);
+  return st;
+}
+
+/* Host memory (the trainer's control values, a checkpoint's agreement, statistics sums) goes
+ * through a device buffer: 1 for a host pointer (copied in when `in`), 0 for device memory. */
+static int is_host(const void *p) {
+  struct cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError(); /* older drivers: unknown pointers are host memory */
+    return 1;
+  }
+  return a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged;
+}
+static int stage_in(mnt_comm *c, const void *host, size_t bytes, size_t cap, const char *what) {
+  nccl_impl *n = c->impl;
+  if (cap > n->stage_bytes) {
+    if (n->stage) cudaFree(n->stage);
+    n->stage = NULL;
+    n->stage_bytes = 0;
+    cudaError_t e = cudaMalloc(&n->stage, cap);
+    if (e != cudaSuccess) {
+      MNT_ERR("NCCL %s: cudaMalloc of %zu bytes for host data failed: %s", what, cap, cudaGetErrorString(e));
+      return MNT_ENOMEM;
+    }
+    n->stage_bytes = cap;
+  }
+  cudaError_t e = host ? cudaMemcpyAsync(n->stage, host, bytes, cudaMemcpyHostToDevice, n->stream) : cudaSuccess;
+  if (e != cudaSuccess) {
+    MNT_ERR("NCCL %s: cudaMemcpyAsync of host data failed: %s", what, cudaGetErrorString(e));
+    return MNT_ESYS;
+  }
+  return MNT_OK;
+}
+static int stage_out(mnt_comm *c, void *host, size_t bytes, const char *what) {
+  nccl_impl *n = c->impl;
+  cudaError_t e = cudaMemcpy(host, n->stage, bytes, cudaMemcpyDeviceToHost); /* the collective has finished */
+  if (e != cudaSuccess) {
+    MNT_ERR("NCCL %s: cudaMemcpy of the result to the host failed: %s", what, cudaGetErrorString(e));
+    return MNT_ESYS;
+  }
+  return MNT_OK;
 }
 
 static int n_allreduce(mnt_comm *c, void *buf, size_t count, mnt_dtype t, mnt_redop op, mnt_stream *stream) {
   nccl_impl *n = c->impl;
-  cudaStream_t s = stream_of(c, stream);
-  NCCL_OK(ncclAllReduce(buf, buf, count, nccl_type(t), op == MNT_AVG ? ncclAvg : ncclSum, n->comm, s), "allreduce");
-  return watch(c, "allreduce", stream_done, s);
+  MNT_CHECK(refuse_aborted(n, "allreduce"));
+  MNT_CHECK(after_caller(c, stream, "allreduce"));
+  if (is_host(buf)) {
+    size_t bytes = count * mnt_dtype_size(t);
+    MNT_CHECK(stage_in(c, buf, bytes, bytes, "allreduce"));
+    MNT_CHECK(enqueue_allreduce(c, n->stage, count, t, op, "allreduce"));
+    MNT_CHECK(finish(c, n->done, "allreduce"));
+    return stage_out(c, buf, bytes, "allreduce");
+  }
+  MNT_CHECK(enqueue_allreduce(c, buf, count, t, op, "allreduce"));
+  return finish(c, n->done, "allreduce");
 }
 
 static int n_iallreduce(mnt_comm *c, void *buf, size_t count, mnt_dtype t, mnt_redop op, mnt_stream *stream,
                         mnt_comm_req **req) {
   nccl_impl *n = c->impl;
-  cudaStream_t s = stream_of(c, stream);
-  mnt_comm_req *r = calloc(1, sizeof *r);
-  if (!r) return MNT_ENOMEM;
+  int st = MNT_OK;
+  *req = NULL;
+  MNT_CHECK(refuse_aborted(n, "allreduce"));
+  if (is_host(buf)) {
+    MNT_ERR("NCCL allreduce: a started (non-blocking) allreduce needs GPU memory, not a host buffer");
+    return MNT_EARG;
+  }
+  mnt_comm_req *r = n->free_reqs;
+  if (r) {
+    n->free_reqs = r->next;
+  } else {
+    if (!(r = calloc(1, sizeof *r))) {
+      MNT_ERR("NCCL allreduce: out of memory for a request");
+      st = MNT_ENOMEM;
+      goto fail;
+    }
+    cudaError_t e = cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+      MNT_ERR("NCCL allreduce: cudaEventCreateWithFlags failed: %s", cudaGetErrorString(e));
+      free(r);
+      r = NULL;
+      st = MNT_ESYS;
+      goto fail;
+    }
+  }
+  r->next = NULL;
+  if ((st = after_caller(c, stream, "allreduce")) != MNT_OK ||
+      (st = enqueue_allreduce(c, buf, count, t, op, "allreduce")) != MNT_OK)
+    goto fail;
+  CUDA_TRY(cudaEventRecord(r->done, n->stream), "allreduce");
   *req = r;
-  CUDA_OK(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming), "allreduce");
-  NCCL_OK(ncclAllReduce(buf, buf, count, nccl_type(t), op == MNT_AVG ? ncclAvg : ncclSum, n->comm, s), "allreduce");
-  CUDA_OK(cudaEventRecord(r->done, s), "allreduce");
   return MNT_OK;
+fail:
+  abort_all(n); /* peers may have queued their part: do not leave them waiting for ours */
+  if (r) {
+    r->next = n->free_reqs;
+    n->free_reqs = r;
+  }
+  return st;
 }
 
 static int n_wait(mnt_comm *c, mnt_comm_req *r) {
-  int st = watch(c, "allreduce", event_done, r->done);
-  cudaEventDestroy(r->done);
-  free(r);
+  nccl_impl *n = c->impl;
+  if (!r) {
+    MNT_ERR("NCCL allreduce: wait on no request");
+    return MNT_EARG;
+  }
+  int st = refuse_aborted(n, "allreduce (wait)");
+  if (st == MNT_OK) st = watch(c, "allreduce (wait)", r->done, NULL);
+  r->next = n->free_reqs;
+  n->free_reqs = r;
   return st;
 }
 
 static int n_broadcast(mnt_comm *c, void *buf, size_t bytes, int root, mnt_stream *stream) {
   nccl_impl *n = c->impl;
-  cudaStream_t s = stream_of(c, stream);
-  NCCL_OK(ncclBroadcast(buf, buf, bytes, ncclUint8, root, n->comm, s), "broadcast");
-  return watch(c, "broadcast", stream_done, s);
+  int st = MNT_OK;
+  if (root < 0 || root >= c->world->size) {
+    MNT_ERR("NCCL broadcast: root %d is not a rank (0..%d)", root, c->world->size - 1);
+    return MNT_EARG;
+  }
+  MNT_CHECK(refuse_aborted(n, "broadcast"));
+  MNT_CHECK(after_caller(c, stream, "broadcast"));
+  void *host = is_host(buf) ? buf : NULL;
+  if (host) {
+    MNT_CHECK(stage_in(c, c->world->rank == root ? buf : NULL, bytes, bytes, "broadcast"));
+    buf = n->stage;
+  }
+  NCCL_TRY(n->flat, ncclBroadcast(buf, buf, bytes, ncclUint8, root, n->flat, n->stream), "broadcast");
+  MNT_CHECK(finish(c, n->done, "broadcast"));
+  return host ? stage_out(c, host, bytes, "broadcast") : MNT_OK;
+fail:
+  abort_all(n);
+  return st;
 }
 
 static int n_allgather(mnt_comm *c, const void *send, void *recv, size_t bytes, mnt_stream *stream) {
   nccl_impl *n = c->impl;
-  cudaStream_t s = stream_of(c, stream);
-  NCCL_OK(ncclAllGather(send, recv, bytes, ncclUint8, n->comm, s), "allgather");
-  return watch(c, "allgather", stream_done, s);
+  int st = MNT_OK;
+  MNT_CHECK(refuse_aborted(n, "allgather"));
+  MNT_CHECK(after_caller(c, stream, "allgather"));
+  void *host = is_host(recv) ? recv : NULL;
+  size_t all = bytes * (size_t)c->world->size;
+  if (host) { /* this rank's part in place in the staging buffer */
+    MNT_CHECK(stage_in(c, NULL, 0, all, "allgather"));
+    cudaError_t e = cudaMemcpyAsync((char *)n->stage + (size_t)c->world->rank * bytes, send, bytes,
+                                    is_host(send) ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice, n->stream);
+    if (e != cudaSuccess) {
+      MNT_ERR("NCCL allgather: cudaMemcpyAsync of this rank's part failed: %s", cudaGetErrorString(e));
+      return MNT_ESYS;
+    }
+    send = (char *)n->stage + (size_t)c->world->rank * bytes;
+    recv = n->stage;
+  }
+  NCCL_TRY(n->flat, ncclAllGather(send, recv, bytes, ncclUint8, n->flat, n->stream), "allgather");
+  MNT_CHECK(finish(c, n->done, "allgather"));
+  return host ? stage_out(c, host, all, "allgather") : MNT_OK;
+fail:
+  abort_all(n);
+  return st;
 }
 
 static int n_barrier(mnt_comm *c) {
   nccl_impl *n = c->impl;
-  return n_allreduce(c, n->scratch, 1, MNT_FP32, MNT_SUM, NULL);
+  int st = MNT_OK;
+  MNT_CHECK(refuse_aborted(n, "barrier"));
+  NCCL_TRY(n->flat, ncclAllReduce(n->one, n->one, 1, ncclFloat32, ncclSum, n->flat, n->stream), "barrier");
+  return finish(c, n->done, "barrier");
+fail:
+  abort_all(n);
+  return st;
 }
 
-static void n_destroy(mnt_comm *c) {
+/* Finalize (polled against the deadline) and destroy the communicators, children first; abort
+ * them all if that fails. */
+static void close_comms(mnt_comm *c) {
+  nccl_impl *n = c->impl;
+  int st = MNT_OK;
+  ncclComm_t *all[3] = {&n->inter, &n->intra, &n->flat};
+  for (int i = 0; i < 3 && !n->aborted; i++) {
+    if (!*all[i]) continue;
+    NCCL_TRY(*all[i], ncclCommFinalize(*all[i]), "finalize (ncclCommFinalize)");
+  }
+  for (int i = 0; i < 3 && !n->aborted; i++) {
+    if (!*all[i]) continue;
+    ncclResult_t r = ncclCommDestroy(*all[i]);
+    if (r != ncclSuccess && r != ncclInProgress)
+      MNT_WARN("ncclCommDestroy of the %s communicator failed: %s", comm_name(n, *all[i]), ncclGetErrorString(r));
+    *all[i] = NULL;
+  }
+  return;
+fail:
+  (void)st;
+  abort_all(n);
+}
+
+/* The CUDA resources, the requests on the free list and the structs (communicators already
+ * closed or aborted). */
+static void release(mnt_comm *c) {
   nccl_impl *n = c->impl;
   if (n) {
-    if (n->comm && !n->aborted) ncclCommDestroy(n->comm);
-    if (n->scratch) cudaFree(n->scratch);
+    while (n->free_reqs) {
+      mnt_comm_req *r = n->free_reqs;
+      n->free_reqs = r->next;
+      if (r->done) cudaEventDestroy(r->done);
+      free(r);
+    }
+    if (n->one) cudaFree(n->one);
+    if (n->stage) cudaFree(n->stage);
+    if (n->ready) cudaEventDestroy(n->ready);
+    if (n->done) cudaEventDestroy(n->done);
     if (n->stream) cudaStreamDestroy(n->stream);
     free(n);
   }
   free(c);
 }
 
+static void n_destroy(mnt_comm *c) {
+  close_comms(c);
+  release(c);
+}
+
 static const mnt_comm_ops NCCL_OPS = {"nccl", n_allreduce, n_iallreduce, n_wait, n_broadcast, n_allgather, n_barrier,
                                       n_destroy};
+
+/* Why hier cannot be used in this world (NULL: it can). The same answer on every rank: it
+ * reads only the world's tables. */
+static const char *hier_refusal(const mnt_world *w) {
+  if (w->nnodes <= 1) return "all ranks are on one node";
+  int L = 0;
+  for (int r = 0; r < w->size; r++) L += w->node_of[r] == 0;
+  if (L <= 1) return "there is one rank per node";
+  for (int node = 0; node < w->nnodes; node++) {
+    unsigned long long seen = 0; /* local ranks present, when L <= 64 */
+    int cnt = 0;
+    for (int r = 0; r < w->size; r++) {
+      if (w->node_of[r] != node) continue;
+      cnt++;
+      int lr = w->local_of[r];
+      if (lr < 0 || lr >= L) return "the local ranks of a node are not 0..n-1";
+      if (L <= 64) {
+        if (seen >> lr & 1ULL) return "two ranks of a node have the same local rank";
+        seen |= 1ULL << lr;
+      }
+    }
+    if (cnt != L) return "it needs the same number of ranks on every node";
+  }
+  return NULL;
+}
+
+/* One ncclCommSplit of the flat communicator, polled until the child is ready. */
+static int split(mnt_comm *c, int color, int key, const char *name, ncclComm_t *out, int *rank, int *size,
+                 const char *what) {
+  nccl_impl *n = c->impl;
+  int st = MNT_OK;
+  ncclComm_t child = NULL; /* written by an NCCL thread until the flat communicator is ready again */
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0; /* its collectives, like the flat one's, are polled against the deadline */
+  cfg.commName = name; /* in NCCL_DEBUG's lines; a literal, since NCCL keeps the pointer */
+  ncclResult_t r = ncclCommSplit(n->flat, color, key, &child, &cfg);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    MNT_ERR("NCCL %s: ncclCommSplit(color %d, key %d) failed: %s (%s)", what, color, key, ncclGetErrorString(r),
+            ncclGetLastError(n->flat));
+    st = MNT_EPEER;
+    goto fail;
+  }
+  if ((st = watch(c, what, NULL, n->flat)) != MNT_OK) goto fail; /* the split job runs on the parent */
+  if (!child) {
+    MNT_ERR("NCCL %s: ncclCommSplit(color %d, key %d) completed without a communicator", what, color, key);
+    st = MNT_EPEER;
+    goto fail;
+  }
+  if ((st = watch(c, what, NULL, child)) != MNT_OK) goto fail;
+  *out = child; /* from here on abort_all owns it */
+  child = NULL;
+  NCCL_TRY(*out, ncclCommUserRank(*out, rank), what);
+  NCCL_TRY(*out, ncclCommCount(*out, size), what);
+  return MNT_OK;
+fail:
+  abort_all(n); /* ends a split still under way; then the child it may have left */
+  if (child) ncclCommAbort(child);
+  return st;
+}
 
 int mnt_comm_nccl_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
   *out = NULL;
   mnt_comm *c = calloc(1, sizeof *c);
   nccl_impl *n = calloc(1, sizeof *n);
   if (!c || !n) {
+    MNT_ERR("NCCL communicator: out of memory");
     free(c);
     free(n);
     return MNT_ENOMEM;
   }
   *c = (mnt_comm){.ops = &NCCL_OPS, .world = w, .topology = MNT_TOPO_FLAT, .timeout_s = w->timeout_s, .impl = n};
-  if (topo == MNT_TOPO_HIER && w->rank == 0)
-    MNT_INFO("--topology hier with nccl runs flat (NCCL builds its own rings and trees over NVLink and the network)");
+  const char *no_hier = topo == MNT_TOPO_HIER ? hier_refusal(w) : NULL;
+  if (topo == MNT_TOPO_HIER && no_hier && w->rank == 0)
+    MNT_INFO("--topology hier with nccl runs flat here: %s", no_hier);
+
   int st = mnt_cuda_select_device(w, &n->device);
-  ncclUniqueId id;
   st = mnt_world_agree(w, st); /* every rank has a GPU, or none starts */
+  ncclUniqueId id;
   if (st == MNT_OK) st = mnt_nccl_bootstrap(w, &id, sizeof id);
-  if (st == MNT_OK && cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking) != cudaSuccess) st = MNT_ESYS;
-  if (st == MNT_OK && cudaMalloc((void **)&n->scratch, sizeof(float)) != cudaSuccess) st = MNT_ENOMEM;
-  if (st == MNT_OK) {
-    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    cfg.blocking = 0; /* polled against the deadline below */
-    ncclResult_t r = ncclCommInitRankConfig(&n->comm, w->size, id, w->rank, &cfg);
-    if (r != ncclSuccess && r != ncclInProgress) {
-      MNT_ERR("ncclCommInitRankConfig failed on rank %d (%s): %s", w->rank, w->hostname, ncclGetErrorString(r));
-      st = MNT_EPEER;
-    } else {
-      st = watch(c, "communicator set-up (ncclCommInitRankConfig)", comm_ready, n->comm);
-    }
+  if (st != MNT_OK) goto fail;
+  /* this rank's CUDA resources; a failure on any rank stops all before NCCL waits for it */
+  cudaError_t e = cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking);
+  if (e != cudaSuccess) MNT_ERR("NCCL set-up: cudaStreamCreateWithFlags failed: %s", cudaGetErrorString(e));
+  if (e == cudaSuccess && (e = cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming)) != cudaSuccess)
+    MNT_ERR("NCCL set-up: cudaEventCreateWithFlags failed: %s", cudaGetErrorString(e));
+  if (e == cudaSuccess && (e = cudaEventCreateWithFlags(&n->done, cudaEventDisableTiming)) != cudaSuccess)
+    MNT_ERR("NCCL set-up: cudaEventCreateWithFlags failed: %s", cudaGetErrorString(e));
+  if (e == cudaSuccess && (e = cudaMalloc((void **)&n->one, sizeof(float))) != cudaSuccess)
+    MNT_ERR("NCCL set-up: cudaMalloc failed: %s", cudaGetErrorString(e));
+  if (e == cudaSuccess && (e = cudaMemset(n->one, 0, sizeof(float))) != cudaSuccess)
+    MNT_ERR("NCCL set-up: cudaMemset failed: %s", cudaGetErrorString(e));
+  if ((st = mnt_world_agree(w, e == cudaSuccess ? MNT_OK : MNT_ESYS)) != MNT_OK) goto fail;
+
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0; /* polled against the deadline below */
+  cfg.commName = "mntrain flat";
+  ncclResult_t r = ncclCommInitRankConfig(&n->flat, w->size, id, w->rank, &cfg);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    MNT_ERR("NCCL set-up: ncclCommInitRankConfig failed: %s (%s)", ncclGetErrorString(r), ncclGetLastError(NULL));
+    st = MNT_EPEER;
+    goto fail;
   }
-  if (st != MNT_OK) {
-    n_destroy(c);
-    return st;
+  if (!n->flat) {
+    MNT_ERR("NCCL set-up: ncclCommInitRankConfig returned no communicator");
+    st = MNT_EPEER;
+    goto fail;
+  }
+  if ((st = watch(c, "communicator set-up (ncclCommInitRankConfig)", NULL, n->flat)) != MNT_OK) goto fail;
+
+  if (topo == MNT_TOPO_HIER && !no_hier) {
+    int inter_rank = -1;
+    if ((st = split(c, w->node_rank, w->local_rank, "mntrain intra-node", &n->intra, &n->intra_rank, &n->intra_size,
+                    "intra-node communicator (ncclCommSplit)")) != MNT_OK ||
+        (st = split(c, w->local_rank, w->node_rank, "mntrain inter-node", &n->inter, &inter_rank, &n->inter_size,
+                    "inter-node communicator (ncclCommSplit)")) != MNT_OK)
+      goto fail;
+    if (n->intra_rank != w->local_rank || n->intra_size != w->local_size || inter_rank != w->node_rank ||
+        n->inter_size != w->nnodes) {
+      MNT_ERR("NCCL set-up: split communicators do not match the world: intra rank %d of %d (local rank %d of %d), "
+              "inter rank %d of %d (node %d of %d)",
+              n->intra_rank, n->intra_size, w->local_rank, w->local_size, inter_rank, n->inter_size, w->node_rank,
+              w->nnodes);
+      st = MNT_EPEER;
+      goto fail;
+    }
+    c->topology = MNT_TOPO_HIER;
   }
   if (w->rank == 0) {
     int v = 0;
-    ncclGetVersion(&v);
-    MNT_INFO("NCCL %d.%d.%d: %d ranks, rank 0 on GPU %d", v / 10000, v / 100 % 100, v % 100, w->size, n->device);
+    if (ncclGetVersion(&v) != ncclSuccess) v = 0;
+    if (c->topology == MNT_TOPO_HIER)
+      MNT_INFO("NCCL %d.%d.%d: %d ranks, hier: %d nodes x %d ranks (intra-node reduce-scatter, inter-node allreduce, "
+               "intra-node allgather), rank 0 on GPU %d",
+               v / 10000, v / 100 % 100, v % 100, w->size, n->inter_size, n->intra_size, n->device);
+    else
+      MNT_INFO("NCCL %d.%d.%d: %d ranks, flat, rank 0 on GPU %d", v / 10000, v / 100 % 100, v % 100, w->size,
+               n->device);
   }
   *out = c;
   return MNT_OK;
+fail:
+  abort_all(n); /* peers may be inside an NCCL call with us: end it for them */
+  release(c);
+  return st;
 }

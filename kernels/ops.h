@@ -1,0 +1,62 @@
+/* ops.h — host launchers of kernels/act.cu and kernels/f32.cu, the CUDA backend's own kernels
+ * (C linkage, no CUDA headers needed: streams are passed as void *, the cudaStream_t).
+ * Every launcher queues its work on the stream and returns the cudaError_t of the launch as an
+ * int (0: queued); none synchronizes. `bf16` selects the activation element type: 0 fp32,
+ * 1 bf16 (__nv_bfloat16). Activations are NCHW in fp32 and NHWC in bf16 (backend.h).
+ * defines (activations): mnt_k_relu_fwd, mnt_k_relu_bwd, mnt_k_add, mnt_k_acc, mnt_k_gap_fwd,
+ *          mnt_k_gap_bwd, mnt_k_bias_rows, mnt_k_col_sum, mnt_k_nchw_to_act, mnt_k_act_to_nchw,
+ *          mnt_k_xent_rows, mnt_k_xent_reduce;
+ *          (weights) mnt_k_oihw_to_krsc_bf16, mnt_k_krsc_bf16_to_oihw;
+ *          (fp32 vectors) mnt_k_f32_acc, mnt_k_f32_scale, mnt_k_sgd, mnt_k_nonfinite. */
+#ifndef MNT_KERNELS_OPS_H
+#define MNT_KERNELS_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- activations (act.cu) ---- */
+int mnt_k_relu_fwd(int bf16, const void *x, void *y, size_t n, void *stream);          /* y = max(x, 0) */
+int mnt_k_relu_bwd(int bf16, const void *y, const void *dy, void *dx, size_t n, void *stream); /* y > 0 ? dy : 0 */
+int mnt_k_add(int bf16, const void *x1, const void *x2, void *y, size_t n, void *stream);
+int mnt_k_acc(int bf16, void *y, const void *x, size_t n, void *stream);              /* y += x */
+/* global average pool [N,C,HW] (NCHW when !bf16, NHWC when bf16) <-> plain [N,C] */
+int mnt_k_gap_fwd(int bf16, const void *x, void *y, int N, int C, int HW, void *stream);
+int mnt_k_gap_bwd(int bf16, const void *dy, void *dx, int N, int C, int HW, void *stream);
+/* y[n][o] = bias[o] (fp32 bias, activation y [N,O]) */
+int mnt_k_bias_rows(int bf16, const float *bias, void *y, int N, int O, void *stream);
+/* out[o] = sum over n of dy[n][o] (activation dy [N,O], fp32 out, overwritten) */
+int mnt_k_col_sum(int bf16, const void *dy, float *out, int N, int O, void *stream);
+/* plain fp32 NCHW <-> the activation layout (bf16 NHWC; fp32 NCHW: a copy) */
+int mnt_k_nchw_to_act(int bf16, const float *src, void *act, int N, int C, int HW, void *stream);
+int mnt_k_act_to_nchw(int bf16, const void *act, float *dst, int N, int C, int HW, void *stream);
+/* softmax cross-entropy, per row n of logits [N,K]: rows[3n..3n+2] = loss, top-1 hit, top-5 hit
+ * (NaN, 0, 0 for a label outside [0,K)); dlogits (may be NULL) = (softmax - target) / N with
+ * target (1-e) onehot + e/K (a NaN row for a bad label) */
+int mnt_k_xent_rows(int bf16, const void *logits, const int32_t *labels, void *dlogits, int N, int K, float smoothing,
+                    float *rows, void *stream);
+/* out3 = column sums of rows [N,3], in a fixed order (deterministic), overwritten */
+int mnt_k_xent_reduce(const float *rows, int N, float *out3, void *stream);
+
+/* ---- conv weights (act.cu) ---- */
+/* fp32 OIHW [K,C,R,R] -> bf16 KRSC [K,R,R,C] (cuDNN's NHWC filter) */
+int mnt_k_oihw_to_krsc_bf16(const float *w, void *out, int K, int C, int R, void *stream);
+/* bf16 KRSC -> fp32 OIHW (overwritten) */
+int mnt_k_krsc_bf16_to_oihw(const void *in, float *w, int K, int C, int R, void *stream);
+
+/* ---- fp32 vectors (f32.cu) ---- */
+int mnt_k_f32_acc(float *y, const float *x, size_t n, void *stream);   /* y += x */
+int mnt_k_f32_scale(float *y, float a, size_t n, void *stream);        /* y *= a */
+/* PyTorch SGD: d = g + wd w; m = first ? d : mu m + d; w -= lr m */
+int mnt_k_sgd(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first, void *stream);
+/* *flag = 1 when x[0..n) holds a NaN or an infinity, else 0 (flag is device memory) */
+int mnt_k_nonfinite(const float *x, size_t n, int32_t *flag, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

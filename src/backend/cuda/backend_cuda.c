@@ -1,0 +1,489 @@
+/* backend_cuda.c — the CUDA compute backend (see backend.h): one GPU, one non-blocking stream on
+ * which every op is queued, cuDNN (layers_cudnn.c) and cuBLAS handles bound to it, and the
+ * kernels of kernels/ops.h. Activations are fp32 NCHW, or bf16 NHWC with --precision bf16;
+ * parameters, gradients and statistics are fp32. No op synchronizes except a copy to the host,
+ * act_download and sync (and alloc, once, so that fresh memory is zero on every stream). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "augment.h"
+#include "cast.h"
+#include "cuda_impl.h"
+#include "ops.h"
+
+/* ---- scratch ------------------------------------------------------------------------------- */
+int mnt_cuda_reserve(mnt_cuda *c, void **p, size_t *have, size_t need) {
+  if (need <= *have && *p) return MNT_OK;
+  need = (need + 255) / 256 * 256;
+  if (need == 0) need = 256;
+  if (c->pools) {
+    if (*p) MNT_CUDA_CHECK(cudaFreeAsync(*p, c->stream));
+    *p = NULL;
+    *have = 0;
+    MNT_CUDA_CHECK(cudaMallocAsync(p, need, c->stream));
+  } else {
+    MNT_CUDA_CHECK(cudaStreamSynchronize(c->stream)); /* the old buffer may be in use */
+    if (*p) MNT_CUDA_CHECK(cudaFree(*p));
+    *p = NULL;
+    *have = 0;
+    MNT_CUDA_CHECK(cudaMalloc(p, need));
+  }
+  *have = need;
+  return MNT_OK;
+}
+
+void mnt_cuda_release(mnt_cuda *c, void **p, size_t *have) {
+  if (*p) {
+    cudaError_t e = c->pools ? cudaFreeAsync(*p, c->stream) : cudaFree(*p);
+    if (e != cudaSuccess) MNT_WARN("freeing a CUDA scratch buffer failed: %s", cudaGetErrorString(e));
+  }
+  *p = NULL;
+  *have = 0;
+}
+
+/* ---- memory and stream ----------------------------------------------------------------- */
+/* Memory may be taken from other threads than the one that created the backend (the loader's
+ * page-locked buffers): each such entry makes the backend's device current on its thread, so
+ * that no thread creates a context on device 0 or allocates on the wrong GPU. */
+static int mnt_cu_alloc(mnt_backend *b, size_t bytes, void **p) {
+  mnt_cuda *c = mnt_cuda_of(b);
+  *p = NULL;
+  if (bytes == 0) return MNT_OK;
+  MNT_CUDA_CHECK(cudaSetDevice(c->device));
+  int rc = MNT_CUDA_OK(cudaMalloc(p, bytes));
+  if (rc != MNT_OK) {
+    MNT_ERR("could not allocate %zu bytes on CUDA device %d", bytes, c->device);
+    *p = NULL;
+    return rc;
+  }
+  /* zeroed before any stream (the communicator's included) can touch it: setup time only */
+  if ((rc = MNT_CUDA_OK(cudaMemsetAsync(*p, 0, bytes, c->stream))) != MNT_OK ||
+      (rc = MNT_CUDA_OK(cudaStreamSynchronize(c->stream))) != MNT_OK) {
+    cudaFree(*p);
+    *p = NULL;
+    return rc;
+  }
+  return MNT_OK;
+}
+
+static void mnt_cu_free(mnt_backend *b, void *p) {
+  if (!p) return;
+  cudaError_t e = cudaSetDevice(mnt_cuda_of(b)->device);
+  if (e == cudaSuccess) e = cudaFree(p); /* waits for the device's work */
+  if (e != cudaSuccess) MNT_ERR("cudaFree(%p) failed: %s", p, cudaGetErrorString(e));
+}
+
+static int mnt_cu_host_alloc(mnt_backend *b, size_t bytes, void **p) {
+  *p = NULL;
+  if (bytes == 0) return MNT_OK;
+  MNT_CUDA_CHECK(cudaSetDevice(mnt_cuda_of(b)->device));
+  int rc = MNT_CUDA_OK(cudaMallocHost(p, bytes));
+  if (rc != MNT_OK) {
+    MNT_ERR("could not allocate %zu bytes of page-locked host memory", bytes);
+    *p = NULL;
+    return rc;
+  }
+  memset(*p, 0, bytes);
+  return MNT_OK;
+}
+
+static void mnt_cu_host_free(mnt_backend *b, void *p) {
+  if (!p) return;
+  cudaError_t e = cudaSetDevice(mnt_cuda_of(b)->device);
+  if (e == cudaSuccess) e = cudaFreeHost(p);
+  if (e != cudaSuccess) MNT_ERR("cudaFreeHost(%p) failed: %s", p, cudaGetErrorString(e));
+}
+
+static int mnt_cu_copy(mnt_backend *b, void *dst, const void *src, size_t bytes, mnt_copy_kind k) {
+  mnt_cuda *c = mnt_cuda_of(b);
+  if (bytes == 0) return MNT_OK;
+  switch (k) {
+  case MNT_COPY_H2D:
+    MNT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
+    return MNT_OK;
+  case MNT_COPY_D2D:
+    MNT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
+    return MNT_OK;
+  case MNT_COPY_D2H:
+    MNT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+    MNT_CUDA_CHECK(cudaStreamSynchronize(c->stream)); /* the value is final on return */
+    return MNT_OK;
+  }
+  MNT_ERR("unknown copy kind %d", (int)k);
+  return MNT_EARG;
+}
+
+static int mnt_cu_memset0(mnt_backend *b, void *p, size_t bytes) {
+  if (bytes == 0) return MNT_OK;
+  MNT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, mnt_cuda_of(b)->stream));
+  return MNT_OK;
+}
+
+static int mnt_cu_sync(mnt_backend *b) {
+  MNT_CUDA_CHECK(cudaStreamSynchronize(mnt_cuda_of(b)->stream));
+  return MNT_OK;
+}
+
+static size_t mnt_elems(int N, int C, int H, int W) {
+  if (N <= 0 || C <= 0 || H <= 0 || W <= 0) return 0;
+  return (size_t)N * (size_t)C * (size_t)H * (size_t)W;
+}
+
+/* fp32 NCHW on the host -> the activation layout: fp32 straight in; bf16 through the staging
+ * buffer and a transposing cast */
+static int mnt_cu_act_upload(mnt_backend *b, const float *host_nchw, void *act, int N, int C, int H, int W) {
+  mnt_cuda *c = mnt_cuda_of(b);
+  size_t n = mnt_elems(N, C, H, W);
+  if (n == 0) return MNT_OK;
+  if (!c->bf16) {
+    MNT_CUDA_CHECK(cudaMemcpyAsync(act, host_nchw, n * sizeof(float), cudaMemcpyHostToDevice, c->stream));
+    return MNT_OK;
+  }
+  MNT_CHECK(mnt_cuda_reserve(c, &c->stage, &c->stage_bytes, n * sizeof(float)));
+  MNT_CUDA_CHECK(cudaMemcpyAsync(c->stage, host_nchw, n * sizeof(float), cudaMemcpyHostToDevice, c->stream));
+  MNT_KERNEL_CHECK(mnt_k_nchw_to_act(1, c->stage, act, N, C, H * W, c->stream));
+  return MNT_OK;
+}
+
+static int mnt_cu_act_download(mnt_backend *b, const void *act, float *host_nchw, int N, int C, int H, int W) {
+  mnt_cuda *c = mnt_cuda_of(b);
+  size_t n = mnt_elems(N, C, H, W);
+  if (n == 0) return MNT_OK;
+  const void *src = act;
+  if (c->bf16) {
+    MNT_CHECK(mnt_cuda_reserve(c, &c->stage, &c->stage_bytes, n * sizeof(float)));
+    MNT_KERNEL_CHECK(mnt_k_act_to_nchw(1, act, c->stage, N, C, H * W, c->stream));
+    src = c->stage;
+  }
+  MNT_CUDA_CHECK(cudaMemcpyAsync(host_nchw, src, n * sizeof(float), cudaMemcpyDeviceToHost, c->stream));
+  MNT_CUDA_CHECK(cudaStreamSynchronize(c->stream));
+  return MNT_OK;
+}
+
+/* ---- activations ----------------------------------------------------------------------------- */
+static int mnt_cu_relu_forward(mnt_backend *b, const void *x, void *y, size_t n) {
+  mnt_cuda *c = mnt_cuda_of(b);
+  MNT_KERNEL_CHECK(mnt_k_relu_fwd(c->bf16, x, y, n, c->stream));
+  return MNT_OK;
+}
+
+static int mnt_cu_relu_backward(mnt_backend *b, const void *y, const void *dy, void *dx, size_t n) {
+  mnt_cuda *c = mnt_cuda_of(b);
+  MNT_KERNEL_CHECK(mnt_k_relu_bwd(c->bf16, y, dy, dx, n, c->stream));
+  return MNT_OK;
+}
+
+static int mnt_cu_add_forward(mnt_backend *b, const void *x1, const void *x2, void *y, size_t n) {
+  mnt_cuda *c = mnt_cuda_of(b);
+  MNT_KERNEL_CHECK(mnt_k_add(c->bf16, x1, x2, y, n, c->stream));
+  return MNT_OK;
+}
+
+static int mnt_cu_act_acc(mnt_backend *b, void *y, const void *x, size_t n) {
+  mnt_cuda *c = mnt_cuda_of(b);
+  MNT_KERNEL_CHECK(mnt_k_acc(c->bf16, y, x, n, c->stream));
+  return MNT_OK;
+}
+
+static int mnt_cu_gap_forward(mnt_backend *b, const void *x, void *y, int N, int C, int HW) {
+  mnt_cuda *c = mnt_cuda_of(b);
+  MNT_KERNEL_CHECK(mnt_k_gap_fwd(c->bf16, x, y, N, C, HW, c->stream));
+  return MNT_OK;
+}
+
+static int mnt_cu_gap_backward(mnt_backend *b, const void *dy, void *dx, int N, int C, int HW) {
+  mnt_cuda *c = mnt_cuda_of(b);
+  MNT_KERNEL_CHECK(mnt_k_gap_bwd(c->bf16, dy, dx, N, C, HW, c->stream));
+  return MNT_OK;
+}
+
+/* ---- fully connected (row-major y[N,O] = x[N,I] w[O,I]^T + bias, as column-major cuBLAS) ----- */
+/* the bf16 copy of w[O,I] that GemmEx reads */
+static int mnt_fc_w16(mnt_cuda *c, const float *w, int I, int O, const void **out) {
+  size_t n = (size_t)O * (size_t)I;
+  MNT_CHECK(mnt_cuda_reserve(c, &c->fc_w, &c->fc_w_bytes, n * 2));
+  int r = mnt_cuda_cast(MNT_FP32, MNT_BF16, w, c->fc_w, n, c->stream);
+  if (r != 0) {
+    MNT_ERR("mnt_cuda_cast(fp32 -> bf16) of a %dx%d fully-connected weight failed (%d): %s", O, I, r,
+            cudaGetErrorString(cudaGetLastError()));
+    return MNT_ESYS;
+  }
+  *out = c->fc_w;
+  return MNT_OK;
+}
+
+static int mnt_cu_fc_forward(mnt_backend *b, const void *x, const float *w, const float *bias, void *y, int N, int I,
+                             int O) {
+  mnt_cuda *c = mnt_cuda_of(b);
+  const float one = 1.0f;
+  if (N <= 0 || I <= 0 || O <= 0) {
+    MNT_ERR("bad fully-connected shape N %d I %d O %d", N, I, O);
+    return MNT_EARG;
+  }
+  MNT_KERNEL_CHECK(mnt_k_bias_rows(c->bf16, bias, y, N, O, c->stream)); /* then y += x w^T */
+  if (!c->bf16) {
+    MNT_CUBLAS_CHECK(cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, O, N, I, &one, w, I, x, I, &one, y, O));
+    return MNT_OK;
+  }
+  const void *w16 = NULL;
+  MNT_CHECK(mnt_fc_w16(c, w, I, O, &w16));
+  MNT_CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, O, N, I, &one, w16, CUDA_R_16BF, I, x, CUDA_R_16BF,
+                                I, &one, y, CUDA_R_16BF, O, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return MNT_OK;
+}
+
+static int mnt_cu_fc_backward(mnt_backend *b, const void *x, const float *w, const void *dy, void *dx, float *dw,
+                              float *dbias, int N, int I, int O) {
+  mnt_cuda *c = mnt_cuda_of(b);
+  const float one = 1.0f, zero = 0.0f;
+  if (N <= 0 || I <= 0 || O <= 0) {
+    MNT_ERR("bad fully-connected shape N %d I %d O %d", N, I, O);
+    return MNT_EARG;
+  }
+  /* dw[O,I] = dy^T x (column-major: dw^T[I,O] = x^T[I,N] dy[N,O]); dbias = column sums of dy */
+  if (!c->bf16)
+    MNT_CUBLAS_CHECK(cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, I, O, N, &one, x, I, dy, O, &zero, dw, I));
+  else
+    MNT_CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, I, O, N, &one, x, CUDA_R_16BF, I, dy,
+                                  CUDA_R_16BF, O, &zero, dw, CUDA_R_32F, I, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  MNT_KERNEL_CHECK(mnt_k_col_sum(c->bf16, dy, dbias, N, O, c->stream));
+  if (!dx) return MNT_OK;
+  /* dx[N,I] = dy w (column-major: dx^T[I,N] = w^T[I,O] dy^T[O,N]) */
+  if (!c->bf16) {
+    MNT_CUBLAS_CHECK(cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, I, N, O, &one, w, I, dy, O, &zero, dx, I));
+    return MNT_OK;
+  }
+  const void *w16 = NULL;
+  MNT_CHECK(mnt_fc_w16(c, w, I, O, &w16));
+  MNT_CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, I, N, O, &one, w16, CUDA_R_16BF, I, dy, CUDA_R_16BF,
+                                O, &zero, dx, CUDA_R_16BF, I, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return MNT_OK;
+}
+
+static int mnt_cu_softmax_xent(mnt_backend *b, const void *logits, const int32_t *labels, void *dlogits, int N,
+                               int classes, float smoothing, float *out3) {
+  mnt_cuda *c = mnt_cuda_of(b);
+  if (N <= 0 || classes <= 0) {
+    MNT_ERR("bad softmax cross-entropy shape N %d classes %d", N, classes);
+    return MNT_EARG;
+  }
+  MNT_CHECK(mnt_cuda_reserve(c, &c->xent, &c->xent_bytes, (size_t)N * 3 * sizeof(float)));
+  MNT_KERNEL_CHECK(mnt_k_xent_rows(c->bf16, logits, labels, dlogits, N, classes, smoothing, c->xent, c->stream));
+  MNT_KERNEL_CHECK(mnt_k_xent_reduce(c->xent, N, out3, c->stream));
+  return MNT_OK;
+}
+
+/* ---- fp32 vectors ---------------------------------------------------------------------------- */
+static int mnt_cu_f32_acc(mnt_backend *b, float *y, const float *x, size_t n) {
+  MNT_KERNEL_CHECK(mnt_k_f32_acc(y, x, n, mnt_cuda_of(b)->stream));
+  return MNT_OK;
+}
+
+static int mnt_cu_f32_scale(mnt_backend *b, float *y, float a, size_t n) {
+  MNT_KERNEL_CHECK(mnt_k_f32_scale(y, a, n, mnt_cuda_of(b)->stream));
+  return MNT_OK;
+}
+
+static int mnt_cu_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd,
+                           int first) {
+  MNT_KERNEL_CHECK(mnt_k_sgd(w, g, m, n, lr, mu, wd, first, mnt_cuda_of(b)->stream));
+  return MNT_OK;
+}
+
+static int mnt_cu_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {
+  MNT_KERNEL_CHECK(mnt_k_nonfinite(x, n, flag, mnt_cuda_of(b)->stream));
+  return MNT_OK;
+}
+
+static int mnt_cu_cast(mnt_cuda *c, mnt_dtype from, mnt_dtype to, const void *src, void *dst, size_t n) {
+  if (n == 0) return MNT_OK;
+  if (from == to) {
+    MNT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * mnt_dtype_size(from), cudaMemcpyDeviceToDevice, c->stream));
+    return MNT_OK;
+  }
+  int r = mnt_cuda_cast((int)from, (int)to, src, dst, n, c->stream);
+  if (r == -1) {
+    MNT_ERR("no GPU cast from %s to %s", mnt_dtype_name(from), mnt_dtype_name(to));
+    return MNT_EARG;
+  }
+  if (r != 0) {
+    MNT_ERR("mnt_cuda_cast(%s -> %s, %zu elements) failed: %s", mnt_dtype_name(from), mnt_dtype_name(to), n,
+            cudaGetErrorString(cudaGetLastError()));
+    return MNT_ESYS;
+  }
+  return MNT_OK;
+}
+
+static int mnt_cu_cast_from_f32(mnt_backend *b, mnt_dtype t, const float *src, void *dst, size_t n) {
+  return mnt_cu_cast(mnt_cuda_of(b), MNT_FP32, t, src, dst, n);
+}
+
+static int mnt_cu_cast_to_f32(mnt_backend *b, mnt_dtype t, const void *src, float *dst, size_t n) {
+  return mnt_cu_cast(mnt_cuda_of(b), t, MNT_FP32, src, dst, n);
+}
+
+/* the loader's raw batches, augmented on the GPU (kernels/augment.cu, as io/loader.c computes it) */
+static int mnt_cu_augment_u8(mnt_backend *b, const uint8_t *src, int n, int S, int C, const float *boxes, int pad,
+                             int out, int outC, const float *mean, const float *std, void *act) {
+  mnt_cuda *c = mnt_cuda_of(b);
+  if (n == 0) return MNT_OK;
+  if (n < 0 || S < 1 || out < 1 || out > 65535 || C < 1 || outC < 1 || outC > MNT_K_AUG_MAX_C ||
+      (C != 1 && C < outC) || !mean || !std) {
+    MNT_ERR("augment_u8: %d images of %dx%dx%d -> %d channels of %dx%d not supported (at most %d channels, the "
+            "source grey or with at least as many channels, host mean and std)",
+            n, S, S, C, outC, out, out, MNT_K_AUG_MAX_C);
+    return MNT_EARG;
+  }
+  MNT_KERNEL_CHECK(mnt_k_augment_u8(c->bf16, src, n, S, C, boxes, pad, out, outC, mean, std, act, c->stream));
+  return MNT_OK;
+}
+
+/* ---- the table, create, destroy ---------------------------------------------------------- */
+static void mnt_cu_destroy(mnt_backend *b);
+
+static const mnt_backend_ops mnt_cuda_ops = {
+    .alloc = mnt_cu_alloc,
+    .free = mnt_cu_free,
+    .host_alloc = mnt_cu_host_alloc,
+    .host_free = mnt_cu_host_free,
+    .copy = mnt_cu_copy,
+    .memset0 = mnt_cu_memset0,
+    .sync = mnt_cu_sync,
+    .act_upload = mnt_cu_act_upload,
+    .act_download = mnt_cu_act_download,
+    .conv_create = mnt_cuda_conv_create,
+    .conv_forward = mnt_cuda_conv_forward,
+    .conv_backward = mnt_cuda_conv_backward,
+    .conv_destroy = mnt_cuda_conv_destroy,
+    .bn_create = mnt_cuda_bn_create,
+    .bn_forward_train = mnt_cuda_bn_forward_train,
+    .bn_forward_infer = mnt_cuda_bn_forward_infer,
+    .bn_backward = mnt_cuda_bn_backward,
+    .bn_destroy = mnt_cuda_bn_destroy,
+    .pool_create = mnt_cuda_pool_create,
+    .pool_forward = mnt_cuda_pool_forward,
+    .pool_backward = mnt_cuda_pool_backward,
+    .pool_destroy = mnt_cuda_pool_destroy,
+    .relu_forward = mnt_cu_relu_forward,
+    .relu_backward = mnt_cu_relu_backward,
+    .add_forward = mnt_cu_add_forward,
+    .act_acc = mnt_cu_act_acc,
+    .gap_forward = mnt_cu_gap_forward,
+    .gap_backward = mnt_cu_gap_backward,
+    .fc_forward = mnt_cu_fc_forward,
+    .fc_backward = mnt_cu_fc_backward,
+    .softmax_xent = mnt_cu_softmax_xent,
+    .f32_acc = mnt_cu_f32_acc,
+    .f32_scale = mnt_cu_f32_scale,
+    .sgd_step = mnt_cu_sgd_step,
+    .nonfinite = mnt_cu_nonfinite,
+    .cast_from_f32 = mnt_cu_cast_from_f32,
+    .cast_to_f32 = mnt_cu_cast_to_f32,
+    .augment_u8 = mnt_cu_augment_u8,
+    .destroy = mnt_cu_destroy,
+};
+
+static void mnt_cu_destroy(mnt_backend *b) {
+  if (!b) return;
+  mnt_cuda *c = mnt_cuda_of(b);
+  if (c) {
+    if (c->stream) {
+      mnt_cuda_release(c, &c->ws, &c->ws_bytes);
+      mnt_cuda_release(c, &c->bn_dy, &c->bn_dy_bytes);
+      mnt_cuda_release(c, &c->bn32, &c->bn32_bytes);
+      mnt_cuda_release(c, &c->stage, &c->stage_bytes);
+      mnt_cuda_release(c, &c->fc_w, &c->fc_w_bytes);
+      mnt_cuda_release(c, &c->xent, &c->xent_bytes);
+      cudaError_t e = cudaStreamSynchronize(c->stream);
+      if (e != cudaSuccess) MNT_ERR("cudaStreamSynchronize at backend destroy: %s", cudaGetErrorString(e));
+    }
+    if (c->blas) cublasDestroy(c->blas);
+    if (c->dnn) cudnnDestroy(c->dnn);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    free(c);
+  }
+  free(b);
+}
+
+static int mnt_cu_setup(mnt_cuda *c) {
+  MNT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+  MNT_CUDNN_CHECK(cudnnCreate(&c->dnn));
+  MNT_CUDNN_CHECK(cudnnSetStream(c->dnn, c->stream));
+  MNT_CUBLAS_CHECK(cublasCreate(&c->blas));
+  MNT_CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
+  /* fp32 GEMMs stay fp32 (no TF32); bf16 ones ask for CUBLAS_COMPUTE_32F explicitly */
+  MNT_CUBLAS_CHECK(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
+  return MNT_OK;
+}
+
+int mnt_backend_cuda_create(const mnt_backend_opts *o, mnt_backend **out) {
+  *out = NULL;
+  if (o->precision != MNT_PREC_FP32 && o->precision != MNT_PREC_BF16) {
+    MNT_ERR("cuda backend: unknown precision %d", (int)o->precision);
+    return MNT_EARG;
+  }
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count <= 0) {
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    MNT_ERR("no CUDA device visible to this process (CUDA_VISIBLE_DEVICES=%s): %s", vis ? vis : "<unset>",
+            e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    (void)cudaGetLastError(); /* not sticky: leave no error behind for later calls */
+    return MNT_EARG;
+  }
+  int dev = o->device;
+  if (dev >= 0) {
+    if (dev >= count) {
+      MNT_ERR("CUDA device %d asked for, but this process sees %d (CUDA_VISIBLE_DEVICES=%s)", dev, count,
+              getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "<unset>");
+      return MNT_EARG;
+    }
+    MNT_CUDA_CHECK(cudaSetDevice(dev));
+  } else {
+    MNT_CUDA_CHECK(cudaGetDevice(&dev));
+  }
+  int major = 0, pools = 0;
+  MNT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  MNT_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, dev));
+  if (o->precision == MNT_PREC_BF16 && major < 8) {
+    MNT_ERR("--precision bf16 needs a GPU of compute capability 8.0 or newer; device %d is %d.x", dev, major);
+    return MNT_EARG;
+  }
+  mnt_backend *b = calloc(1, sizeof *b);
+  mnt_cuda *c = calloc(1, sizeof *c);
+  if (!b || !c) {
+    MNT_ERR("calloc of the cuda backend failed");
+    free(b);
+    free(c);
+    return MNT_ENOMEM;
+  }
+  c->be = b;
+  c->device = dev;
+  c->bf16 = o->precision == MNT_PREC_BF16;
+  c->pools = pools != 0;
+  *b = (mnt_backend){.ops = &mnt_cuda_ops,
+                     .name = "cuda",
+                     .host_visible = 0,
+                     .device = dev,
+                     .precision = o->precision,
+                     .act_bytes = c->bf16 ? 2 : 4,
+                     .stream = NULL,
+                     .impl = c};
+  int rc = mnt_cu_setup(c);
+  if (rc != MNT_OK) {
+    MNT_ERR("could not set up the cuda backend on device %d", dev);
+    mnt_cu_destroy(b);
+    return rc;
+  }
+  b->stream = mnt_as_stream(c->stream);
+  char name[256] = "";
+  struct cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, dev) == cudaSuccess) {
+    memcpy(name, prop.name, sizeof name < sizeof prop.name ? sizeof name : sizeof prop.name);
+    name[sizeof name - 1] = '\0';
+  }
+  MNT_DBG("cuda backend on device %d (%s, cc %d.x), %s activations, cuDNN %zu, memory pools %s", dev, name, major,
+          c->bf16 ? "bf16 NHWC" : "fp32 NCHW", cudnnGetVersion(), c->pools ? "yes" : "no");
+  *out = b;
+  return MNT_OK;
+}

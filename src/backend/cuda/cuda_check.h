@@ -1,0 +1,55 @@
+/* cuda_check.h — private to src/backend/cuda/: status checks of CUDA, cuDNN and cuBLAS calls
+ * and the stream conversion.
+ * defines: mnt_cuda_stream (mnt_stream * -> cudaStream_t, see stream.h), mnt_as_stream;
+ *          MNT_CUDA_OK / MNT_CUDNN_OK / MNT_CUBLAS_OK (an expression: MNT_OK, or the call's text and
+ *          the library's error string logged with MNT_ERR's file:line and a status returned),
+ *          MNT_CUDA_CHECK / MNT_CUDNN_CHECK / MNT_CUBLAS_CHECK (return that status from the caller),
+ *          MNT_KERNEL_CHECK (a kernels/ops.h launcher, whose int is a cudaError_t). */
+#ifndef MNT_CUDA_CHECK_H
+#define MNT_CUDA_CHECK_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "log.h"
+#include "stream.h"
+
+/* a mnt_stream * is the cudaStream_t itself (stream.h) */
+static inline cudaStream_t mnt_cuda_stream(mnt_stream *s) { return (cudaStream_t)(void *)s; }
+static inline mnt_stream *mnt_as_stream(cudaStream_t s) { return (mnt_stream *)(void *)s; }
+
+static inline int mnt_cuda_ok_at(cudaError_t e, const char *call, const char *file, int line) {
+  if (e == cudaSuccess) return MNT_OK;
+  mnt_log_at(MNT_LOG_ERROR, file, line, "%s failed: %s (%s)", call, cudaGetErrorString(e), cudaGetErrorName(e));
+  return e == cudaErrorMemoryAllocation ? MNT_ENOMEM : MNT_ESYS;
+}
+
+static inline int mnt_cudnn_ok_at(cudnnStatus_t s, const char *call, const char *file, int line) {
+  if (s == CUDNN_STATUS_SUCCESS) return MNT_OK;
+  char detail[512];
+  detail[0] = '\0';
+  cudnnGetLastErrorString(detail, sizeof detail);
+  mnt_log_at(MNT_LOG_ERROR, file, line, "%s failed: %s (%d)%s%s", call, cudnnGetErrorString(s), (int)s,
+             detail[0] ? ": " : "", detail);
+  return s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+                 s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED
+             ? MNT_ENOMEM
+             : MNT_ESYS;
+}
+
+static inline int mnt_cublas_ok_at(cublasStatus_t s, const char *call, const char *file, int line) {
+  if (s == CUBLAS_STATUS_SUCCESS) return MNT_OK;
+  mnt_log_at(MNT_LOG_ERROR, file, line, "%s failed: %s (%d)", call, cublasGetStatusString(s), (int)s);
+  return s == CUBLAS_STATUS_ALLOC_FAILED ? MNT_ENOMEM : MNT_ESYS;
+}
+
+#define MNT_CUDA_OK(call) mnt_cuda_ok_at((call), #call, __FILE__, __LINE__)
+#define MNT_CUDNN_OK(call) mnt_cudnn_ok_at((call), #call, __FILE__, __LINE__)
+#define MNT_CUBLAS_OK(call) mnt_cublas_ok_at((call), #call, __FILE__, __LINE__)
+#define MNT_CUDA_CHECK(call) MNT_CHECK(MNT_CUDA_OK(call))
+#define MNT_CUDNN_CHECK(call) MNT_CHECK(MNT_CUDNN_OK(call))
+#define MNT_CUBLAS_CHECK(call) MNT_CHECK(MNT_CUBLAS_OK(call))
+#define MNT_KERNEL_CHECK(call) MNT_CHECK(mnt_cuda_ok_at((cudaError_t)(call), #call, __FILE__, __LINE__))
+
+#endif

@@ -1,0 +1,66 @@
+/* cuda_impl.h — private to src/backend/cuda/: the CUDA backend's state shared by its files.
+ * defines: mnt_cuda (be->impl: stream, cuDNN and cuBLAS handles, the shared scratch buffers),
+ *          mnt_cuda_of, mnt_cuda_reserve (grow a scratch buffer, stream-ordered),
+ *          MNT_CUDA_WS_CAP (the most workspace one convolution algorithm may take),
+ *          the layer ops of layers_cudnn.c (mnt_cuda_conv_*, mnt_cuda_bn_*, mnt_cuda_pool_*). */
+#ifndef MNT_CUDA_IMPL_H
+#define MNT_CUDA_IMPL_H
+
+#include <stddef.h>
+
+#include "backend.h"
+#include "cuda_check.h"
+
+/* a convolution algorithm needing more workspace than this is passed over */
+#define MNT_CUDA_WS_CAP ((size_t)1 << 30)
+
+typedef struct mnt_cuda {
+  mnt_backend *be;
+  int device;
+  int bf16;             /* activations bf16 NHWC (else fp32 NCHW) */
+  int pools;            /* cudaMallocAsync available */
+  cudaStream_t stream;  /* be->stream */
+  cudnnHandle_t dnn;
+  cublasHandle_t blas;
+  /* scratch, each used by one op at a time on the stream; grown, never shrunk */
+  void *ws;             /* convolution workspace, sized at conv_create (max over layers) */
+  size_t ws_bytes;
+  void *bn_dy;          /* fused BN+ReLU backward: dy masked by y > 0, sized at bn_create */
+  size_t bn_dy_bytes;
+  void *bn32;           /* batch normalization on fp32 copies, where cuDNN refuses bf16 (3 tensors) */
+  size_t bn32_bytes;
+  void *stage;          /* act_upload / act_download: fp32 NCHW */
+  size_t stage_bytes;
+  void *fc_w;           /* bf16 copy of a fully-connected weight */
+  size_t fc_w_bytes;
+  void *xent;           /* softmax_xent: [N][3] per-row loss and hits */
+  size_t xent_bytes;
+} mnt_cuda;
+
+static inline mnt_cuda *mnt_cuda_of(mnt_backend *b) { return (mnt_cuda *)b->impl; }
+
+/* *p holds at least need bytes afterwards (contents lost when it grows). Stream-ordered: the old
+ * buffer is released after the work queued before, so growing never synchronizes. */
+int mnt_cuda_reserve(mnt_cuda *c, void **p, size_t *have, size_t need);
+/* release a scratch buffer taken by mnt_cuda_reserve */
+void mnt_cuda_release(mnt_cuda *c, void **p, size_t *have);
+
+/* layers_cudnn.c: the layer entries of the ops table */
+int mnt_cuda_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, void **h);
+int mnt_cuda_conv_forward(void *h, const void *x, const float *w, void *y);
+int mnt_cuda_conv_backward(void *h, const void *x, const float *w, const void *dy, void *dx, float *dw);
+void mnt_cuda_conv_destroy(void *h);
+int mnt_cuda_bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, int fuse_relu, void **h);
+int mnt_cuda_bn_forward_train(void *h, const void *x, const float *gamma, const float *beta, void *y,
+                              float *save_mean, float *save_var, float *run_mean, float *run_var, float momentum);
+int mnt_cuda_bn_forward_infer(void *h, const void *x, const float *gamma, const float *beta, void *y,
+                              const float *run_mean, const float *run_var);
+int mnt_cuda_bn_backward(void *h, const void *x, const void *dy, const float *gamma, const float *save_mean,
+                         const float *save_var, void *dx, float *dgamma, float *dbeta);
+void mnt_cuda_bn_destroy(void *h);
+int mnt_cuda_pool_create(mnt_backend *b, int N, int C, int H, int W, int R, int s, int p, void **h);
+int mnt_cuda_pool_forward(void *h, const void *x, void *y);
+int mnt_cuda_pool_backward(void *h, const void *dy, void *dx);
+void mnt_cuda_pool_destroy(void *h);
+
+#endif

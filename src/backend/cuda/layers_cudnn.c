@@ -1,0 +1,591 @@
+/* layers_cudnn.c — the CUDA backend's layers on cuDNN's legacy API: convolution (algorithms
+ * chosen once per layer at create time, one workspace shared by all layers), batch normalization
+ * (with the fused ReLU done by kernels/act.cu) and max pooling. See backend.h for the contract.
+ *
+ * fp32: NCHW tensors, OIHW filters, FMA math only (no TF32: results agree with the CPU backend to
+ * fp32 rounding). bf16: NHWC tensors, the fp32 OIHW master weights cast each call into a bf16
+ * KRSC copy the layer owns, fp32 accumulation (cuDNN's pseudo-bf16 configuration, tensor cores).
+ *
+ * cuDNN 9 marks these calls deprecated, but warns only when CUDNN_WARN_DEPRECATED is defined
+ * (cudnn_graph.h), which this build does not; they remain supported through cuDNN 9. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cast.h"
+#include "cuda_impl.h"
+#include "ops.h"
+
+static const float mnt_one = 1.0f, mnt_zero = 0.0f;
+
+static int mnt_out_dim(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
+
+static cudnnDataType_t mnt_act_dtype(const mnt_cuda *c) { return c->bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
+static cudnnTensorFormat_t mnt_act_format(const mnt_cuda *c) { return c->bf16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW; }
+
+/* a "not supported" status of any kind (cuDNN 9 codes 3000-3999) */
+static int mnt_cudnn_unsupported(cudnnStatus_t s) { return CUDNN_STATUS_CATEGORY(s) == CUDNN_STATUS_NOT_SUPPORTED; }
+
+/* ---- convolution ------------------------------------------------------------------------ */
+enum { MNT_CONV_FWD = 0, MNT_CONV_BWD_DATA = 1, MNT_CONV_BWD_FILTER = 2 };
+static const char *const mnt_conv_dir_name[3] = {"forward", "backward data", "backward filter"};
+
+/* one candidate of cudnnGetConvolution*Algorithm_v7, whatever the direction */
+typedef struct mnt_conv_cand {
+  int algo;
+  cudnnStatus_t status;
+  size_t memory;
+  cudnnDeterminism_t det;
+  cudnnMathType_t math;
+} mnt_conv_cand;
+
+/* a usable algorithm: cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, its math type, workspace */
+typedef struct mnt_conv_choice {
+  int algo;
+  cudnnMathType_t math;
+  size_t ws;
+  int det;
+} mnt_conv_choice;
+
+enum { MNT_CONV_MAX_CANDS = 32 };
+
+typedef struct mnt_cuda_conv {
+  mnt_cuda *c;
+  int N, C, H, W, K, R, s, p, OH, OW;
+  cudnnTensorDescriptor_t xd, yd;
+  cudnnFilterDescriptor_t wd;
+  cudnnConvolutionDescriptor_t cd[3]; /* one per direction: each carries its algorithm's math type */
+  mnt_conv_choice choice[3][MNT_CONV_MAX_CANDS]; /* per direction: the usable algorithms, best first */
+  int nchoice[3], cur[3];                         /* how many; the one in use */
+  void *w16, *dw16;                               /* bf16 only: KRSC weights and their gradient */
+} mnt_cuda_conv;
+
+static cudnnStatus_t mnt_conv_ws_size(const mnt_cuda_conv *cv, int dir, int algo, size_t *bytes) {
+  cudnnHandle_t h = cv->c->dnn;
+  switch (dir) {
+  case MNT_CONV_FWD:
+    return cudnnGetConvolutionForwardWorkspaceSize(h, cv->xd, cv->wd, cv->cd[dir], cv->yd,
+                                                   (cudnnConvolutionFwdAlgo_t)algo, bytes);
+  case MNT_CONV_BWD_DATA:
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, cv->wd, cv->yd, cv->cd[dir], cv->xd,
+                                                        (cudnnConvolutionBwdDataAlgo_t)algo, bytes);
+  default:
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, cv->xd, cv->yd, cv->cd[dir], cv->wd,
+                                                          (cudnnConvolutionBwdFilterAlgo_t)algo, bytes);
+  }
+}
+
+/* cuDNN's heuristic ranking (fastest first) of the algorithms of one direction */
+static int mnt_conv_candidates(mnt_cuda_conv *cv, int dir, mnt_conv_cand *out, int *n) {
+  cudnnHandle_t h = cv->c->dnn;
+  int max = 0, got = 0;
+  *n = 0;
+  if (dir == MNT_CONV_FWD) {
+    cudnnConvolutionFwdAlgoPerf_t perf[MNT_CONV_MAX_CANDS];
+    MNT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max));
+    max = max < MNT_CONV_MAX_CANDS ? max : MNT_CONV_MAX_CANDS;
+    MNT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, cv->xd, cv->wd, cv->cd[dir], cv->yd, max, &got, perf));
+    for (int i = 0; i < got && i < max; i++)
+      out[i] = (mnt_conv_cand){(int)perf[i].algo, perf[i].status, perf[i].memory, perf[i].determinism,
+                               perf[i].mathType};
+  } else if (dir == MNT_CONV_BWD_DATA) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[MNT_CONV_MAX_CANDS];
+    MNT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max));
+    max = max < MNT_CONV_MAX_CANDS ? max : MNT_CONV_MAX_CANDS;
+    MNT_CUDNN_CHECK(
+        cudnnGetConvolutionBackwardDataAlgorithm_v7(h, cv->wd, cv->yd, cv->cd[dir], cv->xd, max, &got, perf));
+    for (int i = 0; i < got && i < max; i++)
+      out[i] = (mnt_conv_cand){(int)perf[i].algo, perf[i].status, perf[i].memory, perf[i].determinism,
+                               perf[i].mathType};
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[MNT_CONV_MAX_CANDS];
+    MNT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max));
+    max = max < MNT_CONV_MAX_CANDS ? max : MNT_CONV_MAX_CANDS;
+    MNT_CUDNN_CHECK(
+        cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, cv->xd, cv->yd, cv->cd[dir], cv->wd, max, &got, perf));
+    for (int i = 0; i < got && i < max; i++)
+      out[i] = (mnt_conv_cand){(int)perf[i].algo, perf[i].status, perf[i].memory, perf[i].determinism,
+                               perf[i].mathType};
+  }
+  *n = got < max ? got : max;
+  return MNT_OK;
+}
+
+/* The usable algorithms of one direction in cuDNN's heuristic order, deterministic ones first
+ * (reruns are bit-identical), each supported and within MNT_CUDA_WS_CAP; the first is used.
+ * Chosen once, without timing, so every rank and every rerun of a shape runs the same algorithm.
+ * fp32 keeps FMA math (no TF32: tensor-op candidates are passed over); bf16 runs each algorithm
+ * in the math type cuDNN ranked it with. */
+static int mnt_conv_rank(mnt_cuda_conv *cv, int dir) {
+  mnt_conv_cand cand[MNT_CONV_MAX_CANDS];
+  int n = 0;
+  MNT_CHECK(mnt_conv_candidates(cv, dir, cand, &n));
+  cv->nchoice[dir] = 0;
+  cv->cur[dir] = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = 0; i < n; i++) {
+      if (cand[i].status != CUDNN_STATUS_SUCCESS) continue;
+      if ((cand[i].det == CUDNN_DETERMINISTIC) != (pass == 0)) continue;
+      if (cand[i].memory > MNT_CUDA_WS_CAP) continue;
+      cudnnMathType_t m = cand[i].math;
+      if (!cv->c->bf16) {
+        if (m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
+        m = CUDNN_FMA_MATH;
+      }
+      if (cudnnSetConvolutionMathType(cv->cd[dir], m) != CUDNN_STATUS_SUCCESS) continue;
+      size_t bytes = 0;
+      if (mnt_conv_ws_size(cv, dir, cand[i].algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > MNT_CUDA_WS_CAP) continue;
+      cv->choice[dir][cv->nchoice[dir]++] = (mnt_conv_choice){cand[i].algo, m, bytes, pass == 0};
+    }
+  }
+  if (cv->nchoice[dir] == 0) {
+    MNT_ERR("cuDNN offers no %s algorithm for a %dx%d convolution %d->%d channels, stride %d, padding %d, on "
+            "%dx%dx%dx%d in %s (%d candidates, workspace cap %zu bytes)",
+            mnt_conv_dir_name[dir], cv->R, cv->R, cv->C, cv->K, cv->s, cv->p, cv->N, cv->C, cv->H, cv->W,
+            cv->c->bf16 ? "bf16 NHWC" : "fp32 NCHW", n, MNT_CUDA_WS_CAP);
+    return MNT_EARG;
+  }
+  const mnt_conv_choice *ch = &cv->choice[dir][0];
+  MNT_CUDNN_CHECK(cudnnSetConvolutionMathType(cv->cd[dir], ch->math));
+  MNT_DBG("conv %dx%d s%d p%d %d->%d on %dx%dx%dx%d (%s): %s algorithm %d, math %d, workspace %zu bytes%s", cv->R,
+          cv->R, cv->s, cv->p, cv->C, cv->K, cv->N, cv->C, cv->H, cv->W, cv->c->bf16 ? "bf16" : "fp32",
+          mnt_conv_dir_name[dir], ch->algo, (int)ch->math, ch->ws, ch->det ? "" : " (not deterministic)");
+  return MNT_OK;
+}
+
+/* cuDNN refused the algorithm in use at run time: the next one, 1 when there is one */
+static int mnt_conv_next(mnt_cuda_conv *cv, int dir, cudnnStatus_t st) {
+  if (!mnt_cudnn_unsupported(st) && CUDNN_STATUS_CATEGORY(st) != CUDNN_STATUS_BAD_PARAM) return 0;
+  if (cv->cur[dir] + 1 >= cv->nchoice[dir]) return 0;
+  const mnt_conv_choice *old = &cv->choice[dir][cv->cur[dir]], *ch = &cv->choice[dir][++cv->cur[dir]];
+  MNT_WARN("conv %dx%d s%d p%d %d->%d on %dx%dx%dx%d: cuDNN refused %s algorithm %d at run time (%s); trying %d",
+           cv->R, cv->R, cv->s, cv->p, cv->C, cv->K, cv->N, cv->C, cv->H, cv->W, mnt_conv_dir_name[dir], old->algo,
+           cudnnGetErrorString(st), ch->algo);
+  if (cudnnSetConvolutionMathType(cv->cd[dir], ch->math) != CUDNN_STATUS_SUCCESS) return 0;
+  /* the one time the shared workspace may grow after create */
+  return mnt_cuda_reserve(cv->c, &cv->c->ws, &cv->c->ws_bytes, ch->ws) == MNT_OK;
+}
+
+void mnt_cuda_conv_destroy(void *h) {
+  mnt_cuda_conv *cv = h;
+  if (!cv) return;
+  if (cv->xd) cudnnDestroyTensorDescriptor(cv->xd);
+  if (cv->yd) cudnnDestroyTensorDescriptor(cv->yd);
+  if (cv->wd) cudnnDestroyFilterDescriptor(cv->wd);
+  for (int d = 0; d < 3; d++)
+    if (cv->cd[d]) cudnnDestroyConvolutionDescriptor(cv->cd[d]);
+  if (cv->w16 || cv->dw16) {
+    /* the stream may still use them */
+    if (cudaStreamSynchronize(cv->c->stream) != cudaSuccess) MNT_WARN("cudaStreamSynchronize before freeing a conv");
+    cudaFree(cv->w16);
+    cudaFree(cv->dw16);
+  }
+  free(cv);
+}
+
+static int mnt_conv_setup(mnt_cuda_conv *cv) {
+  mnt_cuda *c = cv->c;
+  cudnnDataType_t dt = mnt_act_dtype(c);
+  cudnnTensorFormat_t fmt = mnt_act_format(c);
+  MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&cv->xd));
+  MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&cv->yd));
+  MNT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&cv->wd));
+  MNT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(cv->xd, fmt, dt, cv->N, cv->C, cv->H, cv->W));
+  MNT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(cv->yd, fmt, dt, cv->N, cv->K, cv->OH, cv->OW));
+  MNT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(cv->wd, dt, fmt, cv->K, cv->C, cv->R, cv->R));
+  for (int d = 0; d < 3; d++) {
+    MNT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&cv->cd[d]));
+    MNT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cv->cd[d], cv->p, cv->p, cv->s, cv->s, 1, 1,
+                                                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    MNT_CUDNN_CHECK(cudnnSetConvolutionMathType(cv->cd[d], c->bf16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  }
+  int n = 0, k = 0, oh = 0, ow = 0;
+  MNT_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(cv->cd[0], cv->xd, cv->wd, &n, &k, &oh, &ow));
+  if (n != cv->N || k != cv->K || oh != cv->OH || ow != cv->OW) {
+    MNT_ERR("cuDNN's convolution output %dx%dx%dx%d differs from PyTorch's %dx%dx%dx%d", n, k, oh, ow, cv->N, cv->K,
+            cv->OH, cv->OW);
+    return MNT_ESYS;
+  }
+  size_t need = 0;
+  for (int d = 0; d < 3; d++) {
+    MNT_CHECK(mnt_conv_rank(cv, d));
+    if (cv->choice[d][0].ws > need) need = cv->choice[d][0].ws;
+  }
+  MNT_CHECK(mnt_cuda_reserve(c, &c->ws, &c->ws_bytes, need));
+  if (c->bf16) {
+    size_t bytes = (size_t)cv->K * cv->C * cv->R * cv->R * 2;
+    MNT_CUDA_CHECK(cudaMalloc(&cv->w16, bytes));
+    MNT_CUDA_CHECK(cudaMalloc(&cv->dw16, bytes));
+  }
+  return MNT_OK;
+}
+
+int mnt_cuda_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, void **h) {
+  *h = NULL;
+  if (N < 1 || C < 1 || H < 1 || W < 1 || K < 1 || R < 1 || s < 1 || p < 0) {
+    MNT_ERR("bad convolution shape: N %d C %d H %d W %d K %d R %d stride %d padding %d", N, C, H, W, K, R, s, p);
+    return MNT_EARG;
+  }
+  int OH = mnt_out_dim(H, R, s, p), OW = mnt_out_dim(W, R, s, p);
+  if (OH < 1 || OW < 1) {
+    MNT_ERR("convolution %dx%d stride %d on a %dx%d input has no output", R, R, s, H, W);
+    return MNT_EARG;
+  }
+  mnt_cuda_conv *cv = calloc(1, sizeof *cv);
+  if (!cv) {
+    MNT_ERR("calloc of a convolution failed");
+    return MNT_ENOMEM;
+  }
+  *cv = (mnt_cuda_conv){.c = mnt_cuda_of(b), .N = N, .C = C, .H = H, .W = W, .K = K, .R = R, .s = s, .p = p,
+                        .OH = OH, .OW = OW};
+  int rc = mnt_conv_setup(cv);
+  if (rc != MNT_OK) {
+    MNT_ERR("could not set up a %dx%d convolution %d->%d channels, stride %d, on %dx%dx%dx%d", R, R, C, K, s, N, C,
+            H, W);
+    mnt_cuda_conv_destroy(cv);
+    return rc;
+  }
+  *h = cv;
+  return MNT_OK;
+}
+
+int mnt_cuda_conv_forward(void *h, const void *x, const float *w, void *y) {
+  mnt_cuda_conv *cv = h;
+  mnt_cuda *c = cv->c;
+  const void *wk = w;
+  if (c->bf16) {
+    MNT_KERNEL_CHECK(mnt_k_oihw_to_krsc_bf16(w, cv->w16, cv->K, cv->C, cv->R, c->stream));
+    wk = cv->w16;
+  }
+  const int d = MNT_CONV_FWD;
+  cudnnStatus_t st;
+  do {
+    st = cudnnConvolutionForward(c->dnn, &mnt_one, cv->xd, x, cv->wd, wk, cv->cd[d],
+                                 (cudnnConvolutionFwdAlgo_t)cv->choice[d][cv->cur[d]].algo, c->ws, c->ws_bytes,
+                                 &mnt_zero, cv->yd, y);
+  } while (st != CUDNN_STATUS_SUCCESS && mnt_conv_next(cv, d, st));
+  MNT_CHECK(mnt_cudnn_ok_at(st, "cudnnConvolutionForward", __FILE__, __LINE__));
+  return MNT_OK;
+}
+
+int mnt_cuda_conv_backward(void *h, const void *x, const float *w, const void *dy, void *dx, float *dw) {
+  mnt_cuda_conv *cv = h;
+  mnt_cuda *c = cv->c;
+  int d = MNT_CONV_BWD_FILTER;
+  cudnnStatus_t st;
+  do {
+    st = cudnnConvolutionBackwardFilter(c->dnn, &mnt_one, cv->xd, x, cv->yd, dy, cv->cd[d],
+                                        (cudnnConvolutionBwdFilterAlgo_t)cv->choice[d][cv->cur[d]].algo, c->ws,
+                                        c->ws_bytes, &mnt_zero, cv->wd, c->bf16 ? cv->dw16 : (void *)dw);
+  } while (st != CUDNN_STATUS_SUCCESS && mnt_conv_next(cv, d, st));
+  MNT_CHECK(mnt_cudnn_ok_at(st, "cudnnConvolutionBackwardFilter", __FILE__, __LINE__));
+  if (c->bf16) MNT_KERNEL_CHECK(mnt_k_krsc_bf16_to_oihw(cv->dw16, dw, cv->K, cv->C, cv->R, c->stream));
+  if (!dx) return MNT_OK;
+  const void *wk = w;
+  if (c->bf16) {
+    MNT_KERNEL_CHECK(mnt_k_oihw_to_krsc_bf16(w, cv->w16, cv->K, cv->C, cv->R, c->stream));
+    wk = cv->w16;
+  }
+  d = MNT_CONV_BWD_DATA;
+  do {
+    st = cudnnConvolutionBackwardData(c->dnn, &mnt_one, cv->wd, wk, cv->yd, dy, cv->cd[d],
+                                      (cudnnConvolutionBwdDataAlgo_t)cv->choice[d][cv->cur[d]].algo, c->ws,
+                                      c->ws_bytes, &mnt_zero, cv->xd, dx);
+  } while (st != CUDNN_STATUS_SUCCESS && mnt_conv_next(cv, d, st));
+  MNT_CHECK(mnt_cudnn_ok_at(st, "cudnnConvolutionBackwardData", __FILE__, __LINE__));
+  return MNT_OK;
+}
+
+/* ---- batch normalization ------------------------------------------------------------------ */
+/* bf16 runs cuDNN on the bf16 NHWC tensors in SPATIAL_PERSISTENT mode (as TensorFlow does). Should
+ * cuDNN refuse that for a shape, the layer falls back for good to SPATIAL, then to "staged": fp32
+ * NHWC copies of the tensors in the shared c->bn32 scratch (slower, but the fp32 path is cuDNN's
+ * oldest). Each fallback is logged once, as a warning. */
+typedef struct mnt_cuda_bn {
+  mnt_cuda *c;
+  int N, C, H, W, relu;
+  size_t n;                  /* N*C*H*W */
+  double eps;
+  cudnnBatchNormMode_t mode; /* training and backward: SPATIAL_PERSISTENT for bf16 NHWC, else SPATIAL */
+  int staged;                /* bf16 only: cuDNN runs on fp32 copies */
+  cudnnTensorDescriptor_t xd, xd32, pd; /* activations (and fp32 NHWC for staged); per-channel fp32 */
+  const void *y;                        /* output of the last training forward (the fused ReLU's mask) */
+} mnt_cuda_bn;
+
+void mnt_cuda_bn_destroy(void *h) {
+  mnt_cuda_bn *bn = h;
+  if (!bn) return;
+  if (bn->xd) cudnnDestroyTensorDescriptor(bn->xd);
+  if (bn->xd32) cudnnDestroyTensorDescriptor(bn->xd32);
+  if (bn->pd) cudnnDestroyTensorDescriptor(bn->pd);
+  free(bn);
+}
+
+static int mnt_bn_setup(mnt_cuda_bn *bn) {
+  mnt_cuda *c = bn->c;
+  MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bn->xd));
+  MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bn->pd));
+  MNT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bn->xd, mnt_act_format(c), mnt_act_dtype(c), bn->N, bn->C, bn->H, bn->W));
+  MNT_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(bn->pd, bn->xd, CUDNN_BATCHNORM_SPATIAL));
+  if (c->bf16) {
+    MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bn->xd32));
+    MNT_CUDNN_CHECK(
+        cudnnSetTensor4dDescriptor(bn->xd32, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, bn->N, bn->C, bn->H, bn->W));
+  }
+  if (bn->relu) MNT_CHECK(mnt_cuda_reserve(c, &c->bn_dy, &c->bn_dy_bytes, bn->n * c->be->act_bytes));
+  return MNT_OK;
+}
+
+int mnt_cuda_bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, int fuse_relu, void **h) {
+  *h = NULL;
+  if (N < 1 || C < 1 || H < 1 || W < 1) {
+    MNT_ERR("bad batch normalization shape: N %d C %d H %d W %d", N, C, H, W);
+    return MNT_EARG;
+  }
+  if (!(eps >= CUDNN_BN_MIN_EPSILON) || !(eps > 0)) {
+    MNT_ERR("batch normalization epsilon %g: cuDNN needs a positive epsilon", (double)eps);
+    return MNT_EARG;
+  }
+  mnt_cuda_bn *bn = calloc(1, sizeof *bn);
+  if (!bn) {
+    MNT_ERR("calloc of a batch normalization failed");
+    return MNT_ENOMEM;
+  }
+  mnt_cuda *c = mnt_cuda_of(b);
+  *bn = (mnt_cuda_bn){.c = c, .N = N, .C = C, .H = H, .W = W, .relu = fuse_relu ? 1 : 0,
+                      .n = (size_t)N * C * H * W, .eps = (double)eps,
+                      .mode = c->bf16 ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL};
+  int rc = mnt_bn_setup(bn);
+  if (rc != MNT_OK) {
+    MNT_ERR("could not set up batch normalization over %d channels of %dx%dx%dx%d", C, N, C, H, W);
+    mnt_cuda_bn_destroy(bn);
+    return rc;
+  }
+  *h = bn;
+  return MNT_OK;
+}
+
+/* after cuDNN refused a call (not supported, or a parameter it does not take for this
+ * configuration): the next fallback, 1 when there is one to try */
+static int mnt_bn_fallback(mnt_cuda_bn *bn, cudnnStatus_t st, int training, const char *what) {
+  if (!mnt_cudnn_unsupported(st) && CUDNN_STATUS_CATEGORY(st) != CUDNN_STATUS_BAD_PARAM) return 0;
+  if (training && bn->mode == CUDNN_BATCHNORM_SPATIAL_PERSISTENT) {
+    MNT_WARN("%s refused SPATIAL_PERSISTENT over %d channels of %dx%dx%dx%d (%s); using SPATIAL", what, bn->C, bn->N,
+             bn->C, bn->H, bn->W, cudnnGetErrorString(st));
+    bn->mode = CUDNN_BATCHNORM_SPATIAL;
+    return 1;
+  }
+  if (bn->c->bf16 && !bn->staged) {
+    MNT_WARN("%s refused bf16 NHWC over %d channels of %dx%dx%dx%d (%s); running it on fp32 copies", what, bn->C,
+             bn->N, bn->C, bn->H, bn->W, cudnnGetErrorString(st));
+    bn->mode = CUDNN_BATCHNORM_SPATIAL;
+    bn->staged = 1;
+    return 1;
+  }
+  return 0;
+}
+
+/* staged: element casts between the bf16 activations and the fp32 copies (same NHWC order) */
+static int mnt_bn_cast(mnt_cuda_bn *bn, int from, int to, const void *in, void *out) {
+  int r = mnt_cuda_cast(from, to, in, out, bn->n, bn->c->stream);
+  if (r != 0) {
+    MNT_ERR("mnt_cuda_cast(%d -> %d, %zu elements) for batch normalization failed: %s", from, to, bn->n,
+            cudaGetErrorString(cudaGetLastError()));
+    return MNT_ESYS;
+  }
+  return MNT_OK;
+}
+
+/* staged: the three fp32 copies a, b, d of n elements each */
+static int mnt_bn_stage(mnt_cuda_bn *bn, float **a, float **b, float **d) {
+  mnt_cuda *c = bn->c;
+  MNT_CHECK(mnt_cuda_reserve(c, &c->bn32, &c->bn32_bytes, 3 * bn->n * sizeof(float)));
+  *a = c->bn32;
+  *b = *a + bn->n;
+  *d = *b + bn->n;
+  return MNT_OK;
+}
+
+int mnt_cuda_bn_forward_train(void *h, const void *x, const float *gamma, const float *beta, void *y,
+                              float *save_mean, float *save_var, float *run_mean, float *run_var, float momentum) {
+  mnt_cuda_bn *bn = h;
+  mnt_cuda *c = bn->c;
+  /* cuDNN: running = (1 - factor) running + factor batch, running variance unbiased (as PyTorch);
+   * save_var receives 1/sqrt(var + eps) */
+  cudnnStatus_t st;
+  for (;;) {
+    if (bn->staged) {
+      float *a, *b, *d;
+      MNT_CHECK(mnt_bn_stage(bn, &a, &b, &d));
+      MNT_CHECK(mnt_bn_cast(bn, MNT_BF16, MNT_FP32, x, a));
+      st = cudnnBatchNormalizationForwardTraining(c->dnn, bn->mode, &mnt_one, &mnt_zero, bn->xd32, a, bn->xd32, b,
+                                                  bn->pd, gamma, beta, (double)momentum, run_mean, run_var, bn->eps,
+                                                  save_mean, save_var);
+      if (st == CUDNN_STATUS_SUCCESS) MNT_CHECK(mnt_bn_cast(bn, MNT_FP32, MNT_BF16, b, y));
+    } else {
+      st = cudnnBatchNormalizationForwardTraining(c->dnn, bn->mode, &mnt_one, &mnt_zero, bn->xd, x, bn->xd, y, bn->pd,
+                                                  gamma, beta, (double)momentum, run_mean, run_var, bn->eps, save_mean,
+                                                  save_var);
+    }
+    if (st == CUDNN_STATUS_SUCCESS || !mnt_bn_fallback(bn, st, 1, "cudnnBatchNormalizationForwardTraining")) break;
+  }
+  MNT_CHECK(mnt_cudnn_ok_at(st, "cudnnBatchNormalizationForwardTraining", __FILE__, __LINE__));
+  if (bn->relu) MNT_KERNEL_CHECK(mnt_k_relu_fwd(c->bf16, y, y, bn->n, c->stream));
+  bn->y = y;
+  return MNT_OK;
+}
+
+int mnt_cuda_bn_forward_infer(void *h, const void *x, const float *gamma, const float *beta, void *y,
+                              const float *run_mean, const float *run_var) {
+  mnt_cuda_bn *bn = h;
+  mnt_cuda *c = bn->c;
+  cudnnStatus_t st;
+  for (;;) {
+    if (bn->staged) {
+      float *a, *b, *d;
+      MNT_CHECK(mnt_bn_stage(bn, &a, &b, &d));
+      MNT_CHECK(mnt_bn_cast(bn, MNT_BF16, MNT_FP32, x, a));
+      st = cudnnBatchNormalizationForwardInference(c->dnn, CUDNN_BATCHNORM_SPATIAL, &mnt_one, &mnt_zero, bn->xd32, a,
+                                                   bn->xd32, b, bn->pd, gamma, beta, run_mean, run_var, bn->eps);
+      if (st == CUDNN_STATUS_SUCCESS) MNT_CHECK(mnt_bn_cast(bn, MNT_FP32, MNT_BF16, b, y));
+    } else {
+      st = cudnnBatchNormalizationForwardInference(c->dnn, CUDNN_BATCHNORM_SPATIAL, &mnt_one, &mnt_zero, bn->xd, x,
+                                                   bn->xd, y, bn->pd, gamma, beta, run_mean, run_var, bn->eps);
+    }
+    if (st == CUDNN_STATUS_SUCCESS || !mnt_bn_fallback(bn, st, 0, "cudnnBatchNormalizationForwardInference")) break;
+  }
+  MNT_CHECK(mnt_cudnn_ok_at(st, "cudnnBatchNormalizationForwardInference", __FILE__, __LINE__));
+  if (bn->relu) MNT_KERNEL_CHECK(mnt_k_relu_fwd(c->bf16, y, y, bn->n, c->stream));
+  return MNT_OK;
+}
+
+int mnt_cuda_bn_backward(void *h, const void *x, const void *dy, const float *gamma, const float *save_mean,
+                         const float *save_var, void *dx, float *dgamma, float *dbeta) {
+  mnt_cuda_bn *bn = h;
+  mnt_cuda *c = bn->c;
+  const void *g = dy;
+  if (bn->relu) {
+    if (!bn->y) {
+      MNT_ERR("batch normalization backward with a fused ReLU before any training forward");
+      return MNT_EARG;
+    }
+    MNT_KERNEL_CHECK(mnt_k_relu_bwd(c->bf16, bn->y, dy, c->bn_dy, bn->n, c->stream));
+    g = c->bn_dy;
+  }
+  /* dx, dgamma and dbeta overwritten (all betas 0) */
+  cudnnStatus_t st;
+  for (;;) {
+    if (bn->staged) {
+      float *a, *b, *d;
+      MNT_CHECK(mnt_bn_stage(bn, &a, &b, &d));
+      MNT_CHECK(mnt_bn_cast(bn, MNT_BF16, MNT_FP32, x, a));
+      MNT_CHECK(mnt_bn_cast(bn, MNT_BF16, MNT_FP32, g, b));
+      st = cudnnBatchNormalizationBackward(c->dnn, bn->mode, &mnt_one, &mnt_zero, &mnt_one, &mnt_zero, bn->xd32, a,
+                                           bn->xd32, b, bn->xd32, d, bn->pd, gamma, dgamma, dbeta, bn->eps, save_mean,
+                                           save_var);
+      if (st == CUDNN_STATUS_SUCCESS) MNT_CHECK(mnt_bn_cast(bn, MNT_FP32, MNT_BF16, d, dx));
+    } else {
+      st = cudnnBatchNormalizationBackward(c->dnn, bn->mode, &mnt_one, &mnt_zero, &mnt_one, &mnt_zero, bn->xd, x,
+                                           bn->xd, g, bn->xd, dx, bn->pd, gamma, dgamma, dbeta, bn->eps, save_mean,
+                                           save_var);
+    }
+    if (st == CUDNN_STATUS_SUCCESS || !mnt_bn_fallback(bn, st, 1, "cudnnBatchNormalizationBackward")) break;
+  }
+  MNT_CHECK(mnt_cudnn_ok_at(st, "cudnnBatchNormalizationBackward", __FILE__, __LINE__));
+  return MNT_OK;
+}
+
+/* ---- max pooling ----------------------------------------------------------------------------- */
+typedef struct mnt_cuda_pool {
+  mnt_cuda *c;
+  int N, C, H, W, R, s, p, OH, OW;
+  cudnnPoolingDescriptor_t pd;
+  cudnnTensorDescriptor_t xd, yd;
+  const void *x, *y; /* of the last forward, for backward */
+} mnt_cuda_pool;
+
+void mnt_cuda_pool_destroy(void *h) {
+  mnt_cuda_pool *pl = h;
+  if (!pl) return;
+  if (pl->pd) cudnnDestroyPoolingDescriptor(pl->pd);
+  if (pl->xd) cudnnDestroyTensorDescriptor(pl->xd);
+  if (pl->yd) cudnnDestroyTensorDescriptor(pl->yd);
+  free(pl);
+}
+
+static int mnt_pool_setup(mnt_cuda_pool *pl) {
+  mnt_cuda *c = pl->c;
+  MNT_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&pl->pd));
+  MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl->xd));
+  MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl->yd));
+  /* the deterministic max (backward without atomics); NaN not propagated */
+  MNT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pl->pd, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_NOT_PROPAGATE_NAN, pl->R,
+                                              pl->R, pl->p, pl->p, pl->s, pl->s));
+  MNT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->xd, mnt_act_format(c), mnt_act_dtype(c), pl->N, pl->C, pl->H, pl->W));
+  MNT_CUDNN_CHECK(
+      cudnnSetTensor4dDescriptor(pl->yd, mnt_act_format(c), mnt_act_dtype(c), pl->N, pl->C, pl->OH, pl->OW));
+  int n = 0, ch = 0, oh = 0, ow = 0;
+  MNT_CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(pl->pd, pl->xd, &n, &ch, &oh, &ow));
+  if (n != pl->N || ch != pl->C || oh != pl->OH || ow != pl->OW) {
+    MNT_ERR("cuDNN's pooling output %dx%dx%dx%d differs from PyTorch's %dx%dx%dx%d", n, ch, oh, ow, pl->N, pl->C,
+            pl->OH, pl->OW);
+    return MNT_ESYS;
+  }
+  return MNT_OK;
+}
+
+int mnt_cuda_pool_create(mnt_backend *b, int N, int C, int H, int W, int R, int s, int p, void **h) {
+  *h = NULL;
+  if (N < 1 || C < 1 || H < 1 || W < 1 || R < 1 || s < 1 || p < 0 || 2 * p > R) {
+    MNT_ERR("bad max pooling: N %d C %d H %d W %d window %d stride %d padding %d (padding at most half the window)", N,
+            C, H, W, R, s, p);
+    return MNT_EARG;
+  }
+  int OH = mnt_out_dim(H, R, s, p), OW = mnt_out_dim(W, R, s, p);
+  if (OH < 1 || OW < 1) {
+    MNT_ERR("max pooling %dx%d stride %d on a %dx%d input has no output", R, R, s, H, W);
+    return MNT_EARG;
+  }
+  mnt_cuda_pool *pl = calloc(1, sizeof *pl);
+  if (!pl) {
+    MNT_ERR("calloc of a pooling layer failed");
+    return MNT_ENOMEM;
+  }
+  *pl = (mnt_cuda_pool){.c = mnt_cuda_of(b), .N = N, .C = C, .H = H, .W = W, .R = R, .s = s, .p = p, .OH = OH,
+                        .OW = OW};
+  int rc = mnt_pool_setup(pl);
+  if (rc != MNT_OK) {
+    MNT_ERR("could not set up max pooling %dx%d stride %d on %dx%dx%dx%d", R, R, s, N, C, H, W);
+    mnt_cuda_pool_destroy(pl);
+    return rc;
+  }
+  *h = pl;
+  return MNT_OK;
+}
+
+int mnt_cuda_pool_forward(void *h, const void *x, void *y) {
+  mnt_cuda_pool *pl = h;
+  mnt_cuda *c = pl->c;
+  cudnnStatus_t st = cudnnPoolingForward(c->dnn, pl->pd, &mnt_one, pl->xd, x, &mnt_zero, pl->yd, y);
+  if (mnt_cudnn_unsupported(st)) { /* fall back to the plain max mode for good */
+    MNT_WARN("cuDNN refuses deterministic max pooling here (%s); using CUDNN_POOLING_MAX", cudnnGetErrorString(st));
+    MNT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pl->pd, CUDNN_POOLING_MAX, CUDNN_NOT_PROPAGATE_NAN, pl->R, pl->R, pl->p,
+                                                pl->p, pl->s, pl->s));
+    st = cudnnPoolingForward(c->dnn, pl->pd, &mnt_one, pl->xd, x, &mnt_zero, pl->yd, y);
+  }
+  MNT_CHECK(mnt_cudnn_ok_at(st, "cudnnPoolingForward", __FILE__, __LINE__));
+  pl->x = x;
+  pl->y = y;
+  return MNT_OK;
+}
+
+int mnt_cuda_pool_backward(void *h, const void *dy, void *dx) {
+  mnt_cuda_pool *pl = h;
+  mnt_cuda *c = pl->c;
+  if (!pl->x || !pl->y) {
+    MNT_ERR("max pooling backward before any forward");
+    return MNT_EARG;
+  }
+  MNT_CUDNN_CHECK(cudnnPoolingBackward(c->dnn, pl->pd, &mnt_one, pl->yd, pl->y, pl->yd, dy, pl->xd, pl->x, &mnt_zero,
+                                       pl->xd, dx));
+  return MNT_OK;
+}
