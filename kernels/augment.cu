@@ -46,7 +46,7 @@ __global__ void augment_kernel(const uint8_t *__restrict__ src, int S, int C, co
 
 extern "C" int mnt_k_augment_u8(int bf16, const uint8_t *src, int n, int S, int C, const float *boxes, int pad, int out,
                                 int outC, const float *mean, const float *std, void *act, void *stream) {
-  if (n < 1 || out < 1 || outC < 1 || outC > MNT_K_AUG_MAX_C || C < 1 || S < 1 || out > 65535)
+  if (n < 1 || n > 65535 || out < 1 || outC < 1 || outC > MNT_K_AUG_MAX_C || C < 1 || S < 1 || out > 65535)
     return (int)cudaErrorInvalidValue;
   aug_norm nm;
   for (int c = 0; c < outC; c++) {

@@ -41,7 +41,7 @@ extern "C" int mnt_cuda_cast(int from, int to, const void *in, void *out, size_t
     f16_to_f32<<<blocks, 256, 0, s>>>(static_cast<const __half *>(in), static_cast<float *>(out), n);
   else
     return -1;
-  return cudaGetLastError() == cudaSuccess ? 0 : -2;
+  return cudaPeekAtLastError() == cudaSuccess ? 0 : -2; /* the caller reads (and clears) the error */
 }
 
 extern "C" int mnt_cuda_device_count(void) {

@@ -5,7 +5,9 @@
  * Memory. Everything an op touches comes from mnt_be_alloc (device memory on cuda, aligned host
  * memory on cpu). Host code never dereferences it unless be->host_visible; it goes through
  * mnt_be_copy (or mnt_be_host_view). Ops are queued on be->stream in call order; a copy to the
- * host waits for what was queued before it, so a value read with mnt_be_copy is final.
+ * host waits for what was queued before it, so a value read with mnt_be_copy is final. A copy
+ * from page-locked host memory may return before the device has read it: keep the source
+ * unchanged until the stream has passed the copy (mnt_be_sync, or a later copy to the host).
  *
  * Precision and layout. Parameters, their gradients, momentum and BN statistics are always fp32
  * in torchvision's layouts (conv weights OIHW, fully-connected [out][in]) so they map 1:1 onto a

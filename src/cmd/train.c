@@ -434,7 +434,7 @@ static int train_loop(run *r) {
   if (st == MNT_OK && done > 0) {
     double t_end = mnt_now();
     /* the final model has one set of BN statistics: every rank's averaged (what --export writes) */
-    if ((st = mnt_allreduce(t->c, t->m->bn, t->m->nbn, MNT_FP32, MNT_AVG)) != MNT_OK) {
+    if ((st = mnt_be_sync(t->be)) != MNT_OK || (st = mnt_allreduce(t->c, t->m->bn, t->m->nbn, MNT_FP32, MNT_AVG)) != MNT_OK) {
       free(step_ms);
       return st;
     }

@@ -24,8 +24,8 @@ typedef struct mnt_comm_req mnt_comm_req;
 typedef struct mnt_comm_ops {
   const char *name;
   /* buf[0..count) of every rank = sum (or average) over ranks. stream: the compute stream whose
-   * queued work produced buf (nccl waits for it before reducing; NULL: none to wait for); cpu:
-   * ignored (NULL) */
+   * queued work produced buf (nccl waits for it before reducing; NULL: the caller has
+   * synchronised, nothing to wait for, as in the inline wrappers below); cpu: ignored */
   int (*allreduce)(mnt_comm *c, void *buf, size_t count, mnt_dtype t, mnt_redop op, mnt_stream *stream);
   /* Start an allreduce and return at once; mnt_comm_wait completes it. Requests complete in
    * the order they were started. */

@@ -224,7 +224,11 @@ int mnt_trainer_step(mnt_trainer *t, mnt_step_out *out) {
   MNT_CHECK(mnt_resnet_forward(m, b->raw ? NULL : b->images, 1));
   MNT_CHECK(mnt_resnet_loss(m, b->labels, b->n, 1));
   double t2 = mnt_now();
-  MNT_CHECK(mnt_resnet_backward(m));
+  int st = mnt_resnet_backward(m);
+  if (st != MNT_OK) { /* buckets already started must finish (or time out) before anything is freed */
+    (void)mnt_reducer_finish(t->red);
+    return st;
+  }
   double t3 = mnt_now();
   MNT_CHECK(mnt_reducer_finish(t->red)); /* what is still in flight after backward */
   double t4 = mnt_now();
@@ -276,6 +280,7 @@ int mnt_trainer_evaluate(mnt_trainer *t, double *loss, double *top1, double *top
   mnt_resnet *m = t->m;
   mnt_dataset *val = &t->val;
   mnt_world *w = t->w;
+  MNT_CHECK(mnt_be_sync(t->be)); /* blocking collectives start after the caller's work */
   MNT_CHECK(mnt_allreduce(t->c, m->bn, m->nbn, MNT_FP32, MNT_AVG)); /* BN statistics agree before evaluation */
   int B = m->batch, size = t->cfg.size;
   size_t per = (size_t)3 * size * size;

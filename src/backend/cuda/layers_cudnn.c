@@ -325,7 +325,9 @@ static int mnt_bn_setup(mnt_cuda_bn *bn) {
   MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bn->xd));
   MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bn->pd));
   MNT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bn->xd, mnt_act_format(c), mnt_act_dtype(c), bn->N, bn->C, bn->H, bn->W));
-  MNT_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(bn->pd, bn->xd, CUDNN_BATCHNORM_SPATIAL));
+  /* gamma, beta and the statistics are fp32 for every input type (bf16 and the staged fp32 path):
+   * set explicitly rather than derived from the bf16 descriptor */
+  MNT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bn->pd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, bn->C, 1, 1));
   if (c->bf16) {
     MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bn->xd32));
     MNT_CUDNN_CHECK(
@@ -518,7 +520,7 @@ static int mnt_pool_setup(mnt_cuda_pool *pl) {
   MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl->xd));
   MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl->yd));
   /* the deterministic max (backward without atomics); NaN not propagated */
-  MNT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pl->pd, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_NOT_PROPAGATE_NAN, pl->R,
+  MNT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pl->pd, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_PROPAGATE_NAN, pl->R,
                                               pl->R, pl->p, pl->p, pl->s, pl->s));
   MNT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->xd, mnt_act_format(c), mnt_act_dtype(c), pl->N, pl->C, pl->H, pl->W));
   MNT_CUDNN_CHECK(
@@ -568,7 +570,7 @@ int mnt_cuda_pool_forward(void *h, const void *x, void *y) {
   cudnnStatus_t st = cudnnPoolingForward(c->dnn, pl->pd, &mnt_one, pl->xd, x, &mnt_zero, pl->yd, y);
   if (mnt_cudnn_unsupported(st)) { /* fall back to the plain max mode for good */
     MNT_WARN("cuDNN refuses deterministic max pooling here (%s); using CUDNN_POOLING_MAX", cudnnGetErrorString(st));
-    MNT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pl->pd, CUDNN_POOLING_MAX, CUDNN_NOT_PROPAGATE_NAN, pl->R, pl->R, pl->p,
+    MNT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pl->pd, CUDNN_POOLING_MAX, CUDNN_PROPAGATE_NAN, pl->R, pl->R, pl->p,
                                                 pl->p, pl->s, pl->s));
     st = cudnnPoolingForward(c->dnn, pl->pd, &mnt_one, pl->xd, x, &mnt_zero, pl->yd, y);
   }

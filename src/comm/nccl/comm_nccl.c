@@ -310,10 +310,11 @@ static int is_host(const void *p) {
 static int stage_in(mnt_comm *c, const void *host, size_t bytes, size_t cap, const char *what) {
   nccl_impl *n = c->impl;
   if (cap > n->stage_bytes) {
-    if (n->stage) cudaFree(n->stage);
+    /* in stream order: a cudaFree would wait for the whole device without a deadline */
+    if (n->stage) cudaFreeAsync(n->stage, n->stream);
     n->stage = NULL;
     n->stage_bytes = 0;
-    cudaError_t e = cudaMalloc(&n->stage, cap);
+    cudaError_t e = cudaMallocAsync(&n->stage, cap, n->stream);
     if (e != cudaSuccess) {
       MNT_ERR("NCCL %s: cudaMalloc of %zu bytes for host data failed: %s", what, cap, cudaGetErrorString(e));
       return MNT_ENOMEM;
@@ -444,7 +445,8 @@ static int n_allgather(mnt_comm *c, const void *send, void *recv, size_t bytes, 
                                     is_host(send) ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice, n->stream);
     if (e != cudaSuccess) {
       MNT_ERR("NCCL allgather: cudaMemcpyAsync of this rank's part failed: %s", cudaGetErrorString(e));
-      return MNT_ESYS;
+      st = MNT_ESYS;
+      goto fail; /* the peers fail at once instead of at their deadline */
     }
     send = (char *)n->stage + (size_t)c->world->rank * bytes;
     recv = n->stage;
