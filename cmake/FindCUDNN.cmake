@@ -1,9 +1,42 @@
-# FindCUDNN: cuDNN 9 headers and library (CUDA image at /usr/local/cuda, or CUDNN_HOME).
-# Defines CUDNN_FOUND, CUDNN_VERSION and the imported target CUDNN::CUDNN.
-find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ENV CUDNN_HOME ENV CUDA_HOME /usr/local/cuda
-  PATH_SUFFIXES include)
-find_library(CUDNN_LIBRARY cudnn HINTS ENV CUDNN_HOME ENV CUDA_HOME /usr/local/cuda
-  PATH_SUFFIXES lib64 lib)
+# FindCUDNN: cuDNN 9 headers and library. Looks in CUDNN_HOME, CUDA_HOME, /usr/local/cuda (the
+# CUDA image here), the system paths, then in the nvidia-cudnn wheel of the python3 on PATH
+# (PyTorch's: site-packages/nvidia/cudnn/{include,lib}, where the library is only libcudnn.so.9,
+# without the unversioned link). Defines CUDNN_FOUND, CUDNN_VERSION and the imported target
+# CUDNN::CUDNN.
+
+# site-packages/nvidia/<pkg> roots of PyTorch's NVIDIA wheels (empty without python3 or them)
+if(NOT DEFINED MNT_NVIDIA_WHEEL_DIRS)
+  find_program(MNT_PYTHON3 NAMES python3 DOC "python3 whose NVIDIA wheels (nvidia/cudnn, nvidia/nccl) may serve")
+  mark_as_advanced(MNT_PYTHON3)
+  set(_mnt_nv "")
+  if(MNT_PYTHON3)
+    execute_process(COMMAND "${MNT_PYTHON3}" -c
+      "import nvidia, os; print(';'.join(sorted({os.path.realpath(p) for p in nvidia.__path__})))"
+      OUTPUT_VARIABLE _mnt_nv RESULT_VARIABLE _mnt_rc ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE TIMEOUT 60)
+    if(NOT _mnt_rc EQUAL 0)
+      set(_mnt_nv "")
+    endif()
+  endif()
+  set(MNT_NVIDIA_WHEEL_DIRS "${_mnt_nv}" CACHE INTERNAL "site-packages/nvidia directories of python3's wheels")
+endif()
+set(_cudnn_roots $ENV{CUDNN_HOME} $ENV{CUDA_HOME} /usr/local/cuda)
+set(_cudnn_wheel_roots "")
+foreach(_d IN LISTS MNT_NVIDIA_WHEEL_DIRS)
+  list(APPEND _cudnn_wheel_roots "${_d}/cudnn" "${_d}/cu13" "${_d}/cu12")
+endforeach()
+
+find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${_cudnn_roots} PATH_SUFFIXES include)
+if(NOT CUDNN_INCLUDE_DIR)
+  find_path(CUDNN_INCLUDE_DIR cudnn.h PATHS ${_cudnn_wheel_roots} PATH_SUFFIXES include NO_DEFAULT_PATH)
+endif()
+# the library from the headers' own root first (no cudnn.h of one install with another's library)
+set(_cudnn_lib_hints "")
+if(CUDNN_INCLUDE_DIR)
+  get_filename_component(_cudnn_lib_hints "${CUDNN_INCLUDE_DIR}/.." ABSOLUTE)
+endif()
+find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 NAMES_PER_DIR
+  HINTS ${_cudnn_lib_hints} ${_cudnn_roots} ${_cudnn_wheel_roots} PATH_SUFFIXES lib64 lib)
+
 if(CUDNN_INCLUDE_DIR AND EXISTS "${CUDNN_INCLUDE_DIR}/cudnn_version.h")
   file(STRINGS "${CUDNN_INCLUDE_DIR}/cudnn_version.h" _v REGEX "^#define CUDNN_(MAJOR|MINOR|PATCHLEVEL) ")
   string(REGEX REPLACE ".*CUDNN_MAJOR ([0-9]+).*" "\\1" _maj "${_v}")

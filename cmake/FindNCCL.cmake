@@ -1,9 +1,42 @@
-# FindNCCL: NCCL headers and library (CUDA image at /usr/local/cuda, or NCCL_HOME).
-# Defines NCCL_FOUND, NCCL_VERSION and the imported target NCCL::NCCL.
-find_path(NCCL_INCLUDE_DIR nccl.h HINTS ENV NCCL_HOME ENV CUDA_HOME /usr/local/cuda
-  PATH_SUFFIXES include)
-find_library(NCCL_LIBRARY nccl HINTS ENV NCCL_HOME ENV CUDA_HOME /usr/local/cuda
-  PATH_SUFFIXES lib64 lib)
+# FindNCCL: NCCL headers and library. Looks in NCCL_HOME, CUDA_HOME, /usr/local/cuda (the CUDA
+# image here), the system paths, then in the nvidia-nccl wheel of the python3 on PATH (PyTorch's:
+# site-packages/nvidia/nccl/{include,lib}, where the library is only libnccl.so.2, without the
+# unversioned link). Defines NCCL_FOUND, NCCL_VERSION and the imported target NCCL::NCCL.
+
+# site-packages/nvidia/<pkg> roots of PyTorch's NVIDIA wheels (empty without python3 or them);
+# the same cache entry as FindCUDNN.cmake's
+if(NOT DEFINED MNT_NVIDIA_WHEEL_DIRS)
+  find_program(MNT_PYTHON3 NAMES python3 DOC "python3 whose NVIDIA wheels (nvidia/cudnn, nvidia/nccl) may serve")
+  mark_as_advanced(MNT_PYTHON3)
+  set(_mnt_nv "")
+  if(MNT_PYTHON3)
+    execute_process(COMMAND "${MNT_PYTHON3}" -c
+      "import nvidia, os; print(';'.join(sorted({os.path.realpath(p) for p in nvidia.__path__})))"
+      OUTPUT_VARIABLE _mnt_nv RESULT_VARIABLE _mnt_rc ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE TIMEOUT 60)
+    if(NOT _mnt_rc EQUAL 0)
+      set(_mnt_nv "")
+    endif()
+  endif()
+  set(MNT_NVIDIA_WHEEL_DIRS "${_mnt_nv}" CACHE INTERNAL "site-packages/nvidia directories of python3's wheels")
+endif()
+set(_nccl_roots $ENV{NCCL_HOME} $ENV{CUDA_HOME} /usr/local/cuda)
+set(_nccl_wheel_roots "")
+foreach(_d IN LISTS MNT_NVIDIA_WHEEL_DIRS)
+  list(APPEND _nccl_wheel_roots "${_d}/nccl" "${_d}/cu13" "${_d}/cu12")
+endforeach()
+
+find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_nccl_roots} PATH_SUFFIXES include)
+if(NOT NCCL_INCLUDE_DIR)
+  find_path(NCCL_INCLUDE_DIR nccl.h PATHS ${_nccl_wheel_roots} PATH_SUFFIXES include NO_DEFAULT_PATH)
+endif()
+# the library from the header's own root first
+set(_nccl_lib_hints "")
+if(NCCL_INCLUDE_DIR)
+  get_filename_component(_nccl_lib_hints "${NCCL_INCLUDE_DIR}/.." ABSOLUTE)
+endif()
+find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR
+  HINTS ${_nccl_lib_hints} ${_nccl_roots} ${_nccl_wheel_roots} PATH_SUFFIXES lib64 lib)
+
 if(NCCL_INCLUDE_DIR AND EXISTS "${NCCL_INCLUDE_DIR}/nccl.h")
   file(STRINGS "${NCCL_INCLUDE_DIR}/nccl.h" _v REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
   string(REGEX REPLACE ".*NCCL_MAJOR ([0-9]+).*" "\\1" _maj "${_v}")
