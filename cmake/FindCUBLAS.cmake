@@ -2,7 +2,7 @@
 # nvidia-cublas wheel of the python3 on PATH (PyTorch's: site-packages/nvidia/cublas or
 # nvidia/cu13, libcublas.so.13 without the unversioned link). Defines CUBLAS_FOUND and, when it
 # found one, the imported target CUDA::cublas (the name the toolkit's own would have).
-# (MNT_NVIDIA_WHEEL_DIRS: set by FindCUDNN.cmake, which CMakeLists.txt runs first)
+include(${CMAKE_CURRENT_LIST_DIR}/MntNvidiaWheels.cmake) # MNT_NVIDIA_WHEEL_DIRS
 set(_cublas_roots "")
 foreach(_d IN LISTS MNT_NVIDIA_WHEEL_DIRS)
   list(APPEND _cublas_roots "${_d}/cublas" "${_d}/cu13" "${_d}/cu12")

@@ -3,22 +3,7 @@
 # site-packages/nvidia/nccl/{include,lib}, where the library is only libnccl.so.2, without the
 # unversioned link). Defines NCCL_FOUND, NCCL_VERSION and the imported target NCCL::NCCL.
 
-# site-packages/nvidia/<pkg> roots of PyTorch's NVIDIA wheels (empty without python3 or them);
-# the same cache entry as FindCUDNN.cmake's
-if(NOT DEFINED MNT_NVIDIA_WHEEL_DIRS)
-  find_program(MNT_PYTHON3 NAMES python3 DOC "python3 whose NVIDIA wheels (nvidia/cudnn, nvidia/nccl) may serve")
-  mark_as_advanced(MNT_PYTHON3)
-  set(_mnt_nv "")
-  if(MNT_PYTHON3)
-    execute_process(COMMAND "${MNT_PYTHON3}" -c
-      "import nvidia, os; print(';'.join(sorted({os.path.realpath(p) for p in nvidia.__path__})))"
-      OUTPUT_VARIABLE _mnt_nv RESULT_VARIABLE _mnt_rc ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE TIMEOUT 60)
-    if(NOT _mnt_rc EQUAL 0)
-      set(_mnt_nv "")
-    endif()
-  endif()
-  set(MNT_NVIDIA_WHEEL_DIRS "${_mnt_nv}" CACHE INTERNAL "site-packages/nvidia directories of python3's wheels")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/MntNvidiaWheels.cmake) # MNT_NVIDIA_WHEEL_DIRS
 set(_nccl_roots $ENV{NCCL_HOME} $ENV{CUDA_HOME} /usr/local/cuda)
 set(_nccl_wheel_roots "")
 foreach(_d IN LISTS MNT_NVIDIA_WHEEL_DIRS)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -142,4 +143,13 @@ int mnt_mem_check(size_t need, const char *what, int sharing) {
           "rank or image size, fewer ranks per node, or ask Slurm for more memory (--mem)",
           what, nb, lb, why);
   return MNT_EARG;
+}
+
+size_t mnt_rss_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  unsigned long long size = 0, resident = 0;
+  int n = f ? fscanf(f, "%llu %llu", &size, &resident) : 0;
+  if (f) fclose(f);
+  long page = sysconf(_SC_PAGESIZE);
+  return n == 2 && page > 0 ? (size_t)resident * (size_t)page : 0;
 }

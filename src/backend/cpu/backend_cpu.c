@@ -5,6 +5,7 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -370,19 +371,25 @@ static void pool_destroy(void *h) {
 }
 
 /* ---- memory: the host's; every op has finished when it returns ------------------------------ */
+/* 256-byte aligned and zeroed without touching the pages: calloc hands out fresh mmap'd (zero)
+ * pages for large sizes, so memory is resident only where it is written (a pooled gradient
+ * buffer larger than its use stays partly untouched); the block's start is kept before it */
 static int cpu_alloc(mnt_backend *b, size_t bytes, void **p) {
   (void)b;
-  *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
-  if (!*p) {
+  void *raw = calloc(1, bytes + 256 + sizeof(void *));
+  if (!raw) {
+    *p = NULL;
     MNT_ERR("out of memory allocating %zu bytes", bytes);
     return MNT_ENOMEM;
   }
-  memset(*p, 0, bytes);
+  uintptr_t a = ((uintptr_t)raw + sizeof(void *) + 255) & ~(uintptr_t)255;
+  ((void **)a)[-1] = raw;
+  *p = (void *)a;
   return MNT_OK;
 }
 static void cpu_free(mnt_backend *b, void *p) {
   (void)b;
-  free(p);
+  if (p) free(((void **)p)[-1]);
 }
 static int cpu_copy(mnt_backend *b, void *dst, const void *src, size_t bytes, mnt_copy_kind k) {
   (void)b;

@@ -519,7 +519,7 @@ static int mnt_pool_setup(mnt_cuda_pool *pl) {
   MNT_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&pl->pd));
   MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl->xd));
   MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl->yd));
-  /* the deterministic max (backward without atomics); NaN not propagated */
+  /* the deterministic max (backward without atomics); NaN propagated, as PyTorch */
   MNT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pl->pd, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_PROPAGATE_NAN, pl->R,
                                               pl->R, pl->p, pl->p, pl->s, pl->s));
   MNT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->xd, mnt_act_format(c), mnt_act_dtype(c), pl->N, pl->C, pl->H, pl->W));
