@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # weak_scaling.sh — weak scaling on this machine (issue 6): resnet18 at 64 px, the same batch per
 # rank, 1 thread per rank: 1 rank against 2 ranks on two nodes (TCP) and on one node (shared
-# memory). E = (img/s_N / N) / (img/s_1 / 1) from each run's summary.json. Quiet machine only.
+# memory). The table is `mntrain report` of the three runs (E = (img/s_N / N) / (img/s_1 / 1) from
+# each run's summary.json), which also writes WORK/scaling.csv and WORK/scaling.svg. Quiet machine only.
 #   benchmarks/weak_scaling.sh [path/to/mntrain] [work dir] [steps, default 30]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,14 +22,4 @@ run one -N1 -n1
 run two-nodes -N2 -n2
 run one-node -N1 -n2
 echo "# weak_scaling: $(date -u +%FT%TZ), resnet18 64 px, batch 32 per rank, 1 thread per rank, $steps steps"
-/usr/bin/python3 - "$work" <<'PY'
-import json, sys
-w = sys.argv[1]
-runs = {n: json.load(open(f"{w}/{n}/summary.json")) for n in ("one", "two-nodes", "one-node")}
-base = runs["one"]["img_per_s"]
-print(f"{'run':<22} {'ranks':>5} {'nodes':>5} {'img/s':>8} {'img/s/rank':>10} {'comm exposed ms':>15} {'step ms':>8} {'E':>6}")
-for n, s in runs.items():
-    e = s["img_per_s"] / s["ranks"] / base
-    print(f"{n:<22} {s['ranks']:5d} {s['nodes']:5d} {s['img_per_s']:8.1f} {s['img_per_s_per_rank']:10.1f} "
-          f"{s['phases_ms']['comm_exposed']:15.1f} {s['step_ms']['mean']:8.1f} {e:6.2f}")
-PY
+"$m" report "$work/one" "$work/two-nodes" "$work/one-node" --out "$work"

@@ -8,6 +8,8 @@
 # install, but not in a minimal root); GlusterFS (glusterfs-server, glusterfs-client) for the
 # local cluster's shared checkpoint volume (local-cluster.sh up --gluster). Peers: PyTorch
 # (python3-torch), h5py. Data: Fashion-MNIST (dataset-fashion-mnist, IDX files under /usr/share/datasets/fashion-mnist).
+# Modulefile tests (tests/unit/modules.sh): Lmod, and tclsh for Environment Modules' modulecmd.tcl
+# (that package conflicts with lmod: the test unpacks it with apt-get download + dpkg -x).
 # CUDA (nvcc, cuDNN, NCCL) is not a Debian package: it is used from /usr/local/cuda when present.
 # The install starts no daemon (munged, glusterd: local-cluster.sh starts its own): where no
 # /usr/sbin/policy-rc.d exists, a temporary one that refuses every start is in place during
@@ -19,7 +21,7 @@ packages=(
   libpmix-dev libhdf5-dev hdf5-tools libdnnl-dev libopenblas-dev libturbojpeg0-dev libpng-dev libxxhash-dev libjansson-dev zlib1g-dev
   slurm-wlm munge iproute2 util-linux mount procps glusterfs-server glusterfs-client
   python3-torch python3-torchvision python3-h5py python3-numpy dataset-fashion-mnist
-  shellcheck gdb mmdebstrap
+  shellcheck gdb mmdebstrap lmod tcl
 )
 policy=/usr/sbin/policy-rc.d
 policy_mark="# install-deps.sh: no daemon starts during the install"

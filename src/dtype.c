@@ -4,10 +4,10 @@
 #include <string.h>
 #include <strings.h>
 
-size_t mnt_dtype_size(mnt_dtype t) { return t == MNT_FP32 ? 4 : 2; }
+size_t mnt_dtype_size(mnt_dtype t) { return t == MNT_FP64 ? 8 : t == MNT_FP32 ? 4 : 2; }
 
 const char *mnt_dtype_name(mnt_dtype t) {
-  return t == MNT_FP32 ? "float" : t == MNT_BF16 ? "bf16" : "half";
+  return t == MNT_FP32 ? "float" : t == MNT_BF16 ? "bfloat16" : t == MNT_FP64 ? "double" : "half";
 }
 
 int mnt_dtype_parse(const char *s, mnt_dtype *t) {
@@ -15,6 +15,12 @@ int mnt_dtype_parse(const char *s, mnt_dtype *t) {
   else if (!strcasecmp(s, "bf16") || !strcasecmp(s, "bfloat16")) *t = MNT_BF16;
   else if (!strcasecmp(s, "half") || !strcasecmp(s, "fp16") || !strcasecmp(s, "f16")) *t = MNT_FP16;
   else return -1;
+  return 0;
+}
+
+int mnt_dtype_parse_comm(const char *s, mnt_dtype *t) {
+  if (!strcasecmp(s, "double") || !strcasecmp(s, "fp64") || !strcasecmp(s, "f64")) *t = MNT_FP64;
+  else return mnt_dtype_parse(s, t);
   return 0;
 }
 
@@ -75,6 +81,14 @@ void mnt_reduce(mnt_dtype t, void *dst, const void *src, size_t n, float div) {
       for (size_t i = 0; i < n; i++) d[i] = d[i] + s[i];
     else
       for (size_t i = 0; i < n; i++) d[i] = (d[i] + s[i]) / div;
+  } else if (t == MNT_FP64) {
+    double *restrict d = dst;
+    const double *restrict s = src;
+    double dv = div;
+    if (div == 1.0f)
+      for (size_t i = 0; i < n; i++) d[i] = d[i] + s[i];
+    else
+      for (size_t i = 0; i < n; i++) d[i] = (d[i] + s[i]) / dv;
   } else if (t == MNT_BF16) {
     uint16_t *restrict d = dst;
     const uint16_t *restrict s = src;
@@ -93,6 +107,9 @@ void mnt_scale_div(mnt_dtype t, void *buf, size_t n, float div) {
   if (t == MNT_FP32) {
     float *d = buf;
     for (size_t i = 0; i < n; i++) d[i] = d[i] / div;
+  } else if (t == MNT_FP64) {
+    double *d = buf, dv = div;
+    for (size_t i = 0; i < n; i++) d[i] = d[i] / dv;
   } else if (t == MNT_BF16) {
     uint16_t *d = buf;
     for (size_t i = 0; i < n; i++) d[i] = mnt_f32_to_bf16(mnt_bf16_to_f32(d[i]) / div);
@@ -104,6 +121,11 @@ void mnt_scale_div(mnt_dtype t, void *buf, size_t n, float div) {
 
 void mnt_to_f32(mnt_dtype t, const void *src, float *dst, size_t n) {
   if (t == MNT_FP32) { memcpy(dst, src, n * 4); return; }
+  if (t == MNT_FP64) {
+    const double *s = src;
+    for (size_t i = 0; i < n; i++) dst[i] = (float)s[i];
+    return;
+  }
   const uint16_t *s = src;
   if (t == MNT_BF16)
     for (size_t i = 0; i < n; i++) dst[i] = mnt_bf16_to_f32(s[i]);
@@ -113,6 +135,11 @@ void mnt_to_f32(mnt_dtype t, const void *src, float *dst, size_t n) {
 
 void mnt_from_f32(mnt_dtype t, const float *src, void *dst, size_t n) {
   if (t == MNT_FP32) { memcpy(dst, src, n * 4); return; }
+  if (t == MNT_FP64) {
+    double *d = dst;
+    for (size_t i = 0; i < n; i++) d[i] = src[i];
+    return;
+  }
   uint16_t *d = dst;
   if (t == MNT_BF16)
     for (size_t i = 0; i < n; i++) d[i] = mnt_f32_to_bf16(src[i]);

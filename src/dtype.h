@@ -1,7 +1,7 @@
 /* dtype.h — element types and reductions of the collectives.
- * defines: mnt_dtype, mnt_redop, mnt_dtype_size/name/parse, mnt_redop_name/parse,
+ * defines: mnt_dtype, mnt_redop, mnt_dtype_size/name/parse/parse_comm, mnt_redop_name/parse,
  *          mnt_f32_to_bf16, mnt_bf16_to_f32, mnt_f32_to_f16, mnt_f16_to_f32 (round to nearest even),
- *          mnt_reduce (dst = (dst + src) / div with fp32 accumulation), mnt_scale_div,
+ *          mnt_reduce (dst = (dst + src) / div with fp32 accumulation, fp64 for fp64), mnt_scale_div,
  *          mnt_to_f32 / mnt_from_f32 (bulk conversions). */
 #ifndef MNT_DTYPE_H
 #define MNT_DTYPE_H
@@ -9,12 +9,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { MNT_FP32 = 0, MNT_BF16 = 1, MNT_FP16 = 2 } mnt_dtype;
+/* MNT_FP64: collectives only (bench allreduce -d double); the trainer's types are the other three */
+typedef enum { MNT_FP32 = 0, MNT_BF16 = 1, MNT_FP16 = 2, MNT_FP64 = 3 } mnt_dtype;
 typedef enum { MNT_SUM = 0, MNT_AVG = 1 } mnt_redop;
 
 size_t mnt_dtype_size(mnt_dtype t);
-const char *mnt_dtype_name(mnt_dtype t);        /* "float", "bf16", "half" */
-int mnt_dtype_parse(const char *s, mnt_dtype *t); /* float|fp32, bf16, half|fp16; 0 on success */
+const char *mnt_dtype_name(mnt_dtype t);        /* nccl-tests' names: "float", "bfloat16", "half", "double" */
+int mnt_dtype_parse(const char *s, mnt_dtype *t); /* float|fp32, bf16|bfloat16, half|fp16; 0 on success */
+/* the same and double|fp64: every type the communicators reduce */
+int mnt_dtype_parse_comm(const char *s, mnt_dtype *t);
 const char *mnt_redop_name(mnt_redop op);
 int mnt_redop_parse(const char *s, mnt_redop *op);
 
@@ -23,11 +26,12 @@ float mnt_bf16_to_f32(uint16_t h);
 uint16_t mnt_f32_to_f16(float f);
 float mnt_f16_to_f32(uint16_t h);
 
-/* dst[i] = (dst[i] + src[i]) / div, computed in fp32 and rounded once to the element type.
- * div == 1 is a plain sum. */
+/* dst[i] = (dst[i] + src[i]) / div, computed in fp32 (fp64 for MNT_FP64) and rounded once to the
+ * element type. div == 1 is a plain sum. */
 void mnt_reduce(mnt_dtype t, void *dst, const void *src, size_t n, float div);
 /* buf[i] = buf[i] / div. */
 void mnt_scale_div(mnt_dtype t, void *buf, size_t n, float div);
+/* (fp64 to fp32 rounds to nearest) */
 void mnt_to_f32(mnt_dtype t, const void *src, float *dst, size_t n);
 void mnt_from_f32(mnt_dtype t, const float *src, void *dst, size_t n);
 

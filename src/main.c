@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "analysis.h"
 #include "args.h"
 #include "backend.h"
 #include "bench.h"
@@ -31,6 +32,8 @@ static const command COMMANDS[] = {
     {"info", NULL, cmd_info, "print what PMIx says about every rank (rank, node, local rank)"},
     {"convert", NULL, mnt_convert_main, "write a sharded HDF5 dataset (imagenet: JPEG/PNG folders, idx, synth)"},
     {"inspect", NULL, mnt_inspect_main, "a dataset (--verify reads and checks all) or a checkpoint (verified)"},
+    {"report", NULL, mnt_report_main, "scaling table, CSV and SVG of one run or a sweep of runs (summary.json)"},
+    {"model", NULL, mnt_model_main, "predicted step time and parallel efficiency for 1 ... 4096 GPUs"},
     {"bench", "allreduce", mnt_bench_allreduce, "the allreduce of the communicator (nccl-tests style)"},
     {"bench", "step", mnt_bench_step, "training-step throughput of one process (img/s, memory per image)"},
     {"bench", "loader", mnt_bench_loader, "images per second the data loader delivers"},

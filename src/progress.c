@@ -1,7 +1,9 @@
 /* progress.c — see progress.h. */
 #include "progress.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "env.h"
@@ -29,4 +31,23 @@ void mnt_progress_update(mnt_progress *p, int64_t done, const char *detail) {
 
 void mnt_progress_end(mnt_progress *p) {
   if (p->tty && p->printed) fprintf(stderr, "\n");
+}
+
+static void iso_time(char out[MNT_ISO_TIME_LEN], time_t s, int ms) {
+  struct tm tm;
+  if (!gmtime_r(&s, &tm)) tm = (struct tm){.tm_year = 70, .tm_mday = 1}; /* out of range: the epoch */
+  char day[32];
+  strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(out, MNT_ISO_TIME_LEN, "%.19s.%03dZ", day, ms < 0 ? 0 : ms > 999 ? 999 : ms);
+}
+
+void mnt_iso_time(char out[MNT_ISO_TIME_LEN], double unix_s) {
+  double ms = floor(unix_s * 1000.0 + 0.5), s = floor(ms / 1000.0);
+  iso_time(out, (time_t)s, (int)(ms - s * 1000.0));
+}
+
+void mnt_iso_time_now(char out[MNT_ISO_TIME_LEN]) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  iso_time(out, ts.tv_sec, (int)(ts.tv_nsec / 1000000));
 }

@@ -28,6 +28,7 @@
 #include "export.h"
 #include "jsonio.h"
 #include "log.h"
+#include "progress.h"
 #include "train.h"
 #include "train/trainer.h"
 
@@ -35,6 +36,7 @@ typedef struct opts {
   mnt_train_cfg t;
   const char *device, *out, *export_path, *ckpt_dir, *resume, *stripe_s, *init;
   int threads, log_every, force, ckpt_steps, keep, no_verify, stop_after, sample_log;
+  int timestamps; /* --timestamps: progress lines start with the wall-clock time */
   double ckpt_minutes;
   char ckpt_buf[1100];
   size_t stripe;
@@ -274,11 +276,31 @@ typedef struct run {
   double resumed_images; /* images of the interval in progress trained before the resume */
 } run;
 
-/* rank 0: one line of metrics.jsonl (a full disk stops the run here, loudly) */
+/* rank 0: one line of metrics.jsonl, "time" (wall clock, ISO 8601 UTC) first (a full disk stops
+ * the run here, loudly) */
 static int metric(run *r, json_t *line) {
-  int st = r->w->rank == 0 ? mnt_json_append(r->metrics, r->mpath, line) : MNT_OK;
+  int st = MNT_OK;
+  if (r->w->rank == 0) {
+    char ts[MNT_ISO_TIME_LEN];
+    mnt_iso_time_now(ts);
+    json_t *o = line ? json_pack("{s:s}", "time", ts) : NULL;
+    if (o && json_object_update(o, line) != 0) {
+      json_decref(o);
+      o = NULL; /* mnt_json_append names the file: the line could not be made */
+    }
+    st = mnt_json_append(r->metrics, r->mpath, o);
+    json_decref(o);
+  }
   json_decref(line);
   return st;
+}
+
+/* rank 0, --timestamps: the wall-clock time that starts a progress line */
+static void progress_stamp(const opts *o) {
+  char ts[MNT_ISO_TIME_LEN];
+  if (!o->timestamps) return;
+  mnt_iso_time_now(ts);
+  printf("%s ", ts);
 }
 
 static int checkpoint_finish(run *r);
@@ -305,6 +327,7 @@ static int checkpoint_finish(run *r) {
   char dir[1200];
   mnt_ckpt_step_dir(dir, sizeof dir, r->o->ckpt_dir, r->ckpt_step);
   if (r->w->rank == 0) {
+    progress_stamp(r->o);
     printf("mntrain train: checkpoint %s committed (%.1f s after it started)\n", dir, s);
     fflush(stdout);
   }
@@ -367,6 +390,7 @@ static int train_loop(run *r) {
       double eta = (now - t_start - eval_s) / done * (double)(t->total - step);
       double lr = mnt_lr_at(&t->sgd, (double)(step - 1) / t->per_epoch), ms = 1e3 / images * t->s.global_batch;
       if (w->rank == 0) {
+        progress_stamp(o);
         printf("epoch %.2f step %lld/%lld loss %.4f top1 %.3f lr %.4g %.1f img/s ETA %.0f s\n", epoch_f,
                (long long)step, (long long)t->total, last_loss, last_top1, lr, ips, eta);
         fflush(stdout);
@@ -394,6 +418,7 @@ static int train_loop(run *r) {
       if ((st = mnt_trainer_evaluate(t, &vl, &v1, &v5)) != MNT_OK) break;
       val_top1 = v1;
       if (w->rank == 0) {
+        progress_stamp(o);
         printf("epoch %.2f validation: loss %.4f top1 %.4f top5 %.4f (%lld samples)\n", epoch_f, vl, v1, v5,
                (long long)t->val.total);
         fflush(stdout);
@@ -473,6 +498,7 @@ static int train_loop(run *r) {
           "eval_seconds", mnt_json_num(eval_s), "resumed_from_step", (json_int_t)step0, "steps_this_job",
           (json_int_t)done);
       if (sm) json_object_set_new(sm, "precision", json_string(mnt_precision_name(t->be->precision)));
+      if (sm) json_object_set_new(sm, "warmup_steps", json_integer(timed < done ? (json_int_t)warm : 0)); /* not timed */
       if (sm && !isnan(val_top1)) json_object_set_new(sm, "val_top1", mnt_json_num(val_top1));
       if (sm && r->ncheckpoints) {
         json_object_set_new(sm, "checkpoints", json_integer(r->ncheckpoints));
@@ -553,6 +579,9 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
        "start over: replace an earlier run's outputs in --out and its checkpoints in --ckpt-dir", 0, 0},
       {"log-every", 0, MNT_OPT_INT, &o.log_every, "N", "progress and metrics every N steps (default 10)",
        MNT_RANGE(1, 2e9)},
+      {"timestamps", 0, MNT_OPT_FLAG, &o.timestamps, NULL,
+       "start each progress line (steps, validation, checkpoints) with the UTC time, as metrics.jsonl's \"time\"", 0,
+       0},
       {"skip-nonfinite", 0, MNT_OPT_FLAG, &c->skip_nonfinite, NULL, "skip a step with NaN/Inf gradients", 0, 0},
       {"bn-batch", 0, MNT_OPT_INT, &c->bn_batch, "N",
        "batch-norm statistics over groups of N images (default: the batch per rank; on resume the checkpoint's)",

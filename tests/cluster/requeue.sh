@@ -37,7 +37,7 @@ args=(--data "$w/data" --arch resnet8 --size 16 --seed 9 --lr 0.4 --log-every 5 
 # the uninterrupted run, with the same checkpoints (they average the BN statistics) and threads
 "$here/srun_test.sh" 300 -N2 -n2 -- "$m" train "${args[@]}" --threads 1 --out "$w/ref" --ckpt-dir "$w/ref-ckpt" \
   --export "$w/ref.h5" >"$w/ref.log" 2>&1 || { cat "$w/ref.log"; fail "the reference run failed"; }
-job=$(cd "$w" && MNTRAIN=$m OUT=$w/run CKPT_DIR=$ck sbatch --parsable -N2 --ntasks-per-node=1 --time=10 \
+job=$(cd "$w" && MNTRAIN=$m OUT=$w/run CKPT_DIR=$ck sbatch --parsable -N2 --ntasks-per-node=1 --cpus-per-task=1 --time=10 \
   --output="$w/job.out" "$tmpl" "${args[@]}" --export "$w/run.h5") || fail "sbatch failed"
 echo "submitted job $job"
 for _ in $(seq 1 600); do # the first checkpoint committed

@@ -85,6 +85,14 @@ expect 0 'mntrain train: done' -- train $t --threads 1 --out run1
 expect 2 "'--out run1' holds an earlier run|--out run1 holds an earlier run .*--force" -- train $t --out run1
 # shellcheck disable=SC2086
 expect 0 'mntrain train: done' -- train $t --threads 1 --out run1 --force
+# --timestamps: progress lines start with the UTC time; every metrics.jsonl line has it as "time"
+iso='20[0-9]{2}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9]\.[0-9]{3}Z'
+# shellcheck disable=SC2086
+expect 0 "^$iso epoch [0-9.]+ step 1/2 loss" -- train $t --threads 1 --out run1 --force --log-every 1 --timestamps
+if [ ! -s run1/metrics.jsonl ] || grep -qvE "^\{\"time\":\"$iso\"," run1/metrics.jsonl; then
+  echo "FAIL: metrics.jsonl lines without a \"time\": $(head -c 300 run1/metrics.jsonl)"
+  fail=1
+fi
 expect 2 -- '--steps -5: out of range' -- train --data "$data" --steps -5
 expect 2 -- "--lr: 'nan' is not a valid finite number" -- train --data "$data" --lr nan --out lr-nan
 expect 2 -- "--momentum: 'inf' is not a valid finite number" -- train --data "$data" --momentum inf --out m-inf
@@ -170,6 +178,10 @@ expect 2 'bad value for -b/-e' -- bench allreduce -b 2M -e 1M
 expect 2 'bad value for --topology' -- bench allreduce --topology ring
 expect 2 -- '--stepfactor 1: out of range' -- bench allreduce -f 1
 expect 1 'under --min-busbw' -- bench allreduce -b 1K -e 4K -n 2 -w 1 --min-busbw 1e5
+# nccl-tests' layout: redop and root, out-of-place and in-place sets, nothing after the average
+expect 0 '^ +1024 +128 +double +avg +-1( +[0-9.]+){3} +0( +[0-9.]+){3} +0$' -- bench allreduce -b 1K -e 1K -d double -o avg
+expect 0 '^# Avg bus bandwidth    : [0-9][0-9.e+-]* $' -- bench allreduce -b 1K -e 4K -n 2 -w 1
+expect 1 '^# Avg bus bandwidth    : [0-9][0-9.e+-]* FAILED$' -- bench allreduce -b 1K -e 4K -n 2 -w 1 --min-busbw 1e5
 
 # ---- the environment: one parser; a bad value is an error naming the variable, for every command
 for bad in MNT_COMM_TIMEOUT=abc MNT_COMM_TIMEOUT=0 MNT_LOG_LEVEL=loud MNT_SHM_FIFO_BYTES=3000 MNT_TCP_BUF=-1 \
@@ -189,7 +201,8 @@ env MNT_LOG_LEVEL=debug "$m" info >/dev/null 2>&1 || { echo "FAIL: MNT_LOG_LEVEL
 readme="$here/../../README.md"
 help_vars=$("$m" --help | sed -n '/^environment:/,$p' | grep -oE '^  MNT_[A-Z_]+' | tr -d ' ' | sort)
 # shellcheck disable=SC2016
-readme_vars=$(grep -oE '^\| `MNT_[A-Z_]+`' "$readme" | grep -oE 'MNT_[A-Z_]+' | sort)
+readme_vars=$(awk '/^### Environment/{on=1; next} /^##/{on=0} on' "$readme" | grep -oE '^\| `MNT_[A-Z_]+`' |
+  grep -oE 'MNT_[A-Z_]+' | sort) # its Environment section (other tables list CMake options)
 if [ -z "$help_vars" ] || [ "$help_vars" != "$readme_vars" ]; then
   echo "FAIL: mntrain --help documents [${help_vars//$'\n'/ }], README [${readme_vars//$'\n'/ }]"; fail=1
 fi

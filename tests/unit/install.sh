@@ -1,31 +1,143 @@
 #!/usr/bin/env bash
-# install.sh — `cmake --install` puts the binary, the job templates and both modulefiles under the
-# prefix, and the modulefiles point at that prefix.
+# install.sh — what `cmake --install` puts under a prefix, and that it works from there:
+#  - bin/mntrain, the README, the user-facing job templates (*.sbatch, scaling_sweep.sh), both
+#    modulefiles, all listed in install_manifest.txt; not the developer tools (quickstart.sh,
+#    local-cluster.sh, install-deps.sh);
+#  - the binary's RUNPATH names the directory of every library it needs outside the system's
+#    default directories, so it runs with no LD_LIBRARY_PATH and without ld.so.cache;
+#  - the templates find the installed binary when mntrain is not on PATH (sbatch --export=NONE),
+#    and the source-tree templates say what to do instead;
+#  - DESTDIR stages the files but they name the final prefix;
+#  - MNT_MODULEFILE_DIR / MNT_MODULEFILE_TCL_DIR / MNT_MODULE_DEPS / MNT_URL (a side build dir
+#    configured with them, installing only the modulefiles component).
+# Loading the modulefiles with Lmod and Environment Modules: tests/unit/modules.sh.
 #   install.sh BUILD_DIR
 set -u
-build=$1
-prefix=$(mktemp -d)
-trap 'rm -rf "$prefix"' EXIT
+build=$(cd "$1" && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
 fail=0
-cmake --install "$build" --prefix "$prefix" >/dev/null || { echo "FAIL: cmake --install"; exit 1; }
-for f in bin/mntrain share/mntrain/job_templates/local-cluster.sh share/mntrain/job_templates/allreduce.sbatch \
-         share/mntrain/job_templates/quickstart.sh; do
-  [ -e "$prefix/$f" ] || { echo "FAIL: $f is not installed"; fail=1; }
+bad() { echo "FAIL: $*"; fail=1; }
+
+cmake --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1 || { cat "$work/install.log"; bad "cmake --install"; exit 1; }
+version=$("$build/mntrain" --version | awk '{print $2; exit}')
+
+# ---- what is installed, and install_manifest.txt lists exactly that --------------------------
+tdir=share/mntrain/job_templates
+want=(bin/mntrain share/doc/mntrain/README.md "modulefiles/mntrain/$version.lua" "modulefiles-tcl/mntrain/$version")
+scripts=()
+for t in "$src"/job_templates/*.sbatch "$src/job_templates/scaling_sweep.sh"; do
+  [ -e "$t" ] && scripts+=("$tdir/${t##*/}")
 done
-"$prefix/bin/mntrain" --version | grep -q '^mntrain ' || { echo "FAIL: installed mntrain does not run"; fail=1; }
-lua=$(ls "$prefix"/modulefiles/mntrain/*.lua 2>/dev/null)
-tcl=$(ls "$prefix"/modulefiles-tcl/mntrain/* 2>/dev/null)
-if [ -z "$lua" ] || ! grep -qF "local prefix = \"$prefix\"" "$lua"; then
-  echo "FAIL: Lmod modulefile missing or not pointing at $prefix"; fail=1
+for f in "${want[@]}" "${scripts[@]}"; do
+  [ -f "$prefix/$f" ] || bad "$f is not installed"
+done
+for f in "${scripts[@]}"; do
+  [ -x "$prefix/$f" ] || bad "$f is not executable"
+done
+for f in quickstart.sh local-cluster.sh install-deps.sh; do
+  [ ! -e "$prefix/$tdir/$f" ] || bad "developer tool $f is installed"
+done
+(cd "$prefix" && find . -type f | sed "s|^\.|$prefix|" | sort) >"$work/found"
+sort "$build/install_manifest.txt" >"$work/manifest"
+diff "$work/manifest" "$work/found" >"$work/manifest.diff" ||
+  { bad "install_manifest.txt (<) differs from the files under the prefix (>):"; cat "$work/manifest.diff"; }
+
+# ---- RUNPATH: every needed library is found without ld.so.cache and LD_LIBRARY_PATH ----------
+bin=$prefix/bin/mntrain
+runpath=$(readelf -d "$bin" | sed -n 's/.*(\(RUNPATH\|RPATH\)).*\[\(.*\)\]/\2/p')
+echo "RUNPATH of the installed binary: ${runpath:-none}"
+IFS=: read -r -a rdirs <<<"$runpath"
+sysdirs=(/lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib64 /usr/lib64 /lib /usr/lib)
+for lib in $(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+  where=""
+  for d in "${rdirs[@]}" "${sysdirs[@]}"; do
+    if [ -n "$d" ] && [ -e "$d/$lib" ]; then where=$d; break; fi
+  done
+  if [ -z "$where" ]; then
+    bad "$lib (here: $(ldd "$bin" | awk -v l="$lib" '$1 == l {print $3}')) is in no RUNPATH directory nor a system one"
+  fi
+done
+# the same as a node without this machine's ld.so.conf entries (e.g. /usr/local/cuda/lib64) would
+ldso=$(readelf -l "$bin" | sed -n 's/.*Requesting program interpreter: \(.*\)\]/\1/p')
+env -u LD_LIBRARY_PATH "$ldso" --inhibit-cache "$bin" --version >"$work/v" 2>&1 ||
+  { bad "the installed binary does not run without ld.so.cache:"; cat "$work/v"; }
+env -u LD_LIBRARY_PATH "$bin" --version | grep -q "^mntrain $version" || bad "installed mntrain does not run"
+
+# ---- the templates find the installed binary by themselves -----------------------------------
+mkdir -p "$work/stub" "$work/onpath"
+# a stand-in srun that prints the program it would start
+# shellcheck disable=SC2016
+printf '#!/bin/sh\nfor a; do case $a in -*) ;; *) echo "srun-runs $a"; exit 0;; esac; done\n' >"$work/stub/srun"
+printf '#!/bin/sh\necho fake\n' >"$work/onpath/mntrain"
+chmod +x "$work/stub/srun" "$work/onpath/mntrain"
+for f in "$prefix/$tdir"/*; do
+  ! grep -qF '@MNTRAIN_INSTALLED_BIN@' "$f" || bad "installed ${f##*/} still has the @MNTRAIN_INSTALLED_BIN@ token"
+done
+args=(--data "$work/no-data")  # the training templates want a data set; the stand-in srun ignores it
+for t in $(cd "$src/job_templates" && ls -- *.sbatch); do
+  # sbatch --export=NONE: no mntrain on PATH, no MNTRAIN
+  out=$(cd "$work" && env -u MNTRAIN PATH="$work/stub:/usr/bin:/bin" bash "$prefix/$tdir/$t" "${args[@]}" 2>&1)
+  grep -qxF "srun-runs $bin" <<<"$out" || bad "installed $t without mntrain on PATH does not run $bin: $out"
+  # mntrain on PATH (module load mntrain) comes first, MNTRAIN before both
+  out=$(cd "$work" && env -u MNTRAIN PATH="$work/stub:$work/onpath:/usr/bin:/bin" bash "$prefix/$tdir/$t" "${args[@]}" 2>&1)
+  grep -qxF "srun-runs $work/onpath/mntrain" <<<"$out" || bad "installed $t does not prefer mntrain on PATH: $out"
+  out=$(cd "$work" && MNTRAIN=$build/mntrain PATH="$work/stub:$work/onpath:/usr/bin:/bin" bash "$prefix/$tdir/$t" "${args[@]}" 2>&1)
+  grep -qxF "srun-runs $build/mntrain" <<<"$out" || bad "installed $t does not run \$MNTRAIN: $out"
+  # the source tree's template has no recorded path: it says what to do
+  out=$(cd "$work" && env -u MNTRAIN PATH="$work/stub:/usr/bin:/bin" bash "$src/job_templates/$t" "${args[@]}" 2>&1)
+  rc=$?
+  { [ $rc -eq 2 ] && grep -q "module load mntrain" <<<"$out"; } ||
+    bad "source-tree $t without mntrain: exit $rc, not 2 with a hint: $out"
+done
+rm -rf "$work/stub" "$work/onpath"
+
+# ---- the modulefiles name the prefix -----------------------------------------------------------
+lua=$prefix/modulefiles/mntrain/$version.lua
+tcl=$prefix/modulefiles-tcl/mntrain/$version
+grep -qF "local prefix = \"$prefix\"" "$lua" || bad "Lmod modulefile does not point at $prefix"
+grep -qF "prepend_path(\"PATH\", \"$prefix/bin\")" "$lua" || bad "Lmod modulefile does not prepend $prefix/bin"
+if ! grep -qF "set prefix {$prefix}" "$tcl" || ! head -n1 "$tcl" | grep -q '^#%Module'; then
+  bad "Tcl modulefile missing its #%Module line or not pointing at $prefix"
 fi
-if [ -z "$tcl" ] || ! grep -qF "set prefix \"$prefix\"" "$tcl" || ! head -n1 "$tcl" | grep -q '^#%Module'; then
-  echo "FAIL: Tcl modulefile missing or not pointing at $prefix"; fail=1
+grep -qF "file://$prefix/share/doc/mntrain/README.md" "$lua" || bad "default URL is not the installed README"
+
+# ---- DESTDIR: staged under it, naming the final prefix ---------------------------------------
+final=/opt/mntrain-install-test-$$
+DESTDIR=$work/dest cmake --install "$build" --prefix "$final" >"$work/install.log" 2>&1 ||
+  { cat "$work/install.log"; bad "DESTDIR=... cmake --install"; }
+[ -x "$work/dest$final/bin/mntrain" ] || bad "DESTDIR install has no $work/dest$final/bin/mntrain"
+[ ! -e "$final" ] || bad "DESTDIR install wrote to $final"
+grep -qF "local prefix = \"$final\"" "$work/dest$final/modulefiles/mntrain/$version.lua" ||
+  bad "DESTDIR install: Lmod modulefile does not name $final"
+grep -qF "'$final/bin/mntrain'" "$work/dest$final/$tdir/train.sbatch" ||
+  bad "DESTDIR install: train.sbatch does not record $final/bin/mntrain"
+
+# ---- the options, in a side build dir (configure only; the modulefiles component) ---------------
+side=$work/side
+central=$work/central
+if cmake -S "$src" -B "$side" -DMNT_CUDA=OFF -DBUILD_TESTING=OFF -DMNT_MODULEFILE_DIR="$central" \
+     -DMNT_MODULEFILE_TCL_DIR= "-DMNT_MODULE_DEPS=site-cuda/13.0;site-nccl" -DMNT_URL=https://hpc.example.org/mntrain \
+     >"$work/side.log" 2>&1; then
+  p2=$work/p2
+  cmake --install "$side" --component modulefiles --prefix "$p2" >"$work/install.log" 2>&1 ||
+    { cat "$work/install.log"; bad "cmake --install --component modulefiles"; }
+  f=$central/mntrain/$version.lua
+  [ -f "$f" ] || bad "MNT_MODULEFILE_DIR=$central: no $f"
+  [ ! -e "$p2/modulefiles-tcl" ] || bad "MNT_MODULEFILE_TCL_DIR empty: a Tcl modulefile was installed"
+  grep -qF "local prefix = \"$p2\"" "$f" || bad "central modulefile does not name the prefix $p2"
+  if ! grep -qxF 'depends_on("site-cuda/13.0")' "$f" || ! grep -qxF 'depends_on("site-nccl")' "$f"; then
+    bad "MNT_MODULE_DEPS: no depends_on lines in $f"
+  fi
+  grep -qF 'whatis("URL: https://hpc.example.org/mntrain")' "$f" || bad "MNT_URL not in $f"
+  grep -qxF "$f" "$side/install_manifest_modulefiles.txt" || bad "$f not in install_manifest_modulefiles.txt"
+  # defaults: no dependencies
+  grep -q 'depends_on\|prereq' "$prefix/modulefiles/mntrain/$version.lua" "$tcl" && bad "default modulefiles have dependencies"
+else
+  cat "$work/side.log"; bad "configuring a side build with the modulefile options"
 fi
-if command -v tclsh >/dev/null && [ -n "$tcl" ]; then
-  # the Tcl modulefile must at least parse: run it with stub module commands
-  # shellcheck disable=SC2016
-  printf 'proc module-whatis args {}\nproc prepend-path {v p} { puts "$v=$p" }\nproc setenv {v p} { puts "$v=$p" }\nsource {%s}\n' "$tcl" |
-    tclsh | grep -qF "PATH=$prefix/bin" || { echo "FAIL: Tcl modulefile does not prepend $prefix/bin to PATH"; fail=1; }
-fi
-[ $fail -eq 0 ] && echo "install: ok ($prefix)"
+
+[ $fail -eq 0 ] && echo "install: ok"
 exit $fail

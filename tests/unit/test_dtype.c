@@ -68,11 +68,11 @@ static void cases(void) {
 
 static void reductions(void) {
   enum { N = 1003 };
-  mnt_dtype types[] = {MNT_FP32, MNT_BF16, MNT_FP16};
-  for (int ti = 0; ti < 3; ti++) {
+  mnt_dtype types[] = {MNT_FP32, MNT_BF16, MNT_FP16, MNT_FP64};
+  for (int ti = 0; ti < 4; ti++) {
     mnt_dtype t = types[ti];
     float a[N], b[N], got[N];
-    uint8_t da[N * 4], db[N * 4];
+    uint8_t da[N * 8], db[N * 8];
     for (int i = 0; i < N; i++) {
       a[i] = (float)(i % 13) - 6;
       b[i] = (float)(i % 7) * 0.5f;
@@ -101,6 +101,18 @@ static void reductions(void) {
   EXPECT(mnt_dtype_parse("half", &pt) == 0 && pt == MNT_FP16, "parse half");
   EXPECT(mnt_dtype_parse("bf16", &pt) == 0 && pt == MNT_BF16, "parse bf16");
   EXPECT(mnt_dtype_parse("int8", &pt) != 0, "parse int8 must fail");
+  EXPECT(mnt_dtype_parse("double", &pt) != 0, "double is no training type");
+  EXPECT(mnt_dtype_parse_comm("double", &pt) == 0 && pt == MNT_FP64 && mnt_dtype_size(pt) == 8, "parse double");
+  EXPECT(mnt_dtype_parse_comm("bfloat16", &pt) == 0 && pt == MNT_BF16 && !strcmp(mnt_dtype_name(pt), "bfloat16"),
+         "bfloat16, as nccl-tests names it");
+  /* fp64 accumulates in fp64: 1 + 2^-40 is lost in fp32, kept here; avg divides once in fp64 */
+  double x64 = 1.0, y64 = 0x1p-40;
+  mnt_reduce(MNT_FP64, &x64, &y64, 1, 1.0f);
+  EXPECT(x64 == 1.0 + 0x1p-40, "fp64 sum keeps 2^-40, got %.17g", x64);
+  x64 = 1.0;
+  y64 = 0.0;
+  mnt_reduce(MNT_FP64, &x64, &y64, 1, 3.0f);
+  EXPECT(x64 == 1.0 / 3.0, "fp64 avg 1/3, got %.17g", x64);
   EXPECT(mnt_redop_parse("avg", &po) == 0 && po == MNT_AVG, "parse avg");
   EXPECT(mnt_redop_parse("max", &po) != 0, "parse max must fail");
 }

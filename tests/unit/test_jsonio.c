@@ -1,6 +1,7 @@
 /* test_jsonio.c — JSON outputs: a value that is not finite becomes null (NaN is not JSON), a file
  * is written whole or not at all (no NAME.tmp left behind, the error names the file and the
- * reason), and an appended line that cannot be written is an error naming the file. */
+ * reason), and an appended line that cannot be written is an error naming the file; the "time"
+ * of metrics lines is ISO 8601 UTC with milliseconds. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 
 #include "jsonio.h"
 #include "log.h"
+#include "progress.h"
 
 #include "check.h"
 
@@ -44,6 +46,16 @@ int main(void) {
     fclose(full);
   }
   json_decref(o);
+  char ts[MNT_ISO_TIME_LEN];
+  mnt_iso_time(ts, 1796259723.456);
+  EXPECT(!strcmp(ts, "2026-12-03T01:02:03.456Z"), "ISO time: %s", ts);
+  mnt_iso_time(ts, 946684799.9996);
+  EXPECT(!strcmp(ts, "2000-01-01T00:00:00.000Z"), "ISO time rounds to the millisecond: %s", ts);
+  mnt_iso_time_now(ts);
+  int y, mo, d, h, mi, sec, ms, n = 0;
+  EXPECT(strlen(ts) == 24 && sscanf(ts, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ%n", &y, &mo, &d, &h, &mi, &sec, &ms, &n) == 7 &&
+             n == 24 && y >= 2024,
+         "ISO time now: %s", ts);
   char cmd[700];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

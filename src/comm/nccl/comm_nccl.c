@@ -154,7 +154,7 @@ int mnt_cuda_select_device(const mnt_world *w, int *device) {
 }
 
 static ncclDataType_t nccl_type(mnt_dtype t) {
-  return t == MNT_BF16 ? ncclBfloat16 : t == MNT_FP16 ? ncclFloat16 : ncclFloat32;
+  return t == MNT_BF16 ? ncclBfloat16 : t == MNT_FP16 ? ncclFloat16 : t == MNT_FP64 ? ncclFloat64 : ncclFloat32;
 }
 static ncclRedOp_t nccl_op(mnt_redop op) { return op == MNT_AVG ? ncclAvg : ncclSum; }
 
