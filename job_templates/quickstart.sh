@@ -59,7 +59,8 @@ for ranks in 1 2 4; do
   per_node=$(( ranks / nodes ))
   dir="$out/run-$ranks"
   echo "== sbatch job_templates/train.sbatch: $ranks rank(s) on $nodes node(s), resnet8, $steps steps of 32 images per rank"
-  job=$(MNTRAIN="$m" sbatch --parsable --chdir="$out" --nodes="$nodes" --ntasks-per-node="$per_node" \
+  # one CPU per rank: the local cluster's two nodes share this machine's cores
+  job=$(MNTRAIN="$m" sbatch --parsable --chdir="$out" --nodes="$nodes" --ntasks-per-node="$per_node" --cpus-per-task=1 \
     --output="$out/train-$ranks-%j.out" job_templates/train.sbatch \
     --data "$out/fmnist-train" --val "$out/fmnist-test" --arch resnet8 --size 28 --batch-per-rank 32 \
     --steps "$steps" --lr 0.4 --warmup-epochs 0.05 --schedule cosine --pad-crop 2 --val-crop 1 --log-every 50 \
@@ -73,7 +74,7 @@ echo "== preemption: the 2-rank job again, with a checkpoint every 50 steps; onc
 echo "   (what Slurm sends 120 s before the time limit): it stops with a checkpoint, requeues itself and resumes"
 pre="$out/run-preempt"
 rm -rf "$pre"
-job=$(MNTRAIN="$m" OUT="$pre" sbatch --parsable --chdir="$out" --nodes=2 --ntasks-per-node=1 \
+job=$(MNTRAIN="$m" OUT="$pre" sbatch --parsable --chdir="$out" --nodes=2 --ntasks-per-node=1 --cpus-per-task=1 \
   --output="$out/train-preempt-%j.out" job_templates/train.sbatch \
   --data "$out/fmnist-train" --val "$out/fmnist-test" --arch resnet8 --size 28 --batch-per-rank 32 \
   --steps "$steps" --lr 0.4 --warmup-epochs 0.05 --schedule cosine --pad-crop 2 --val-crop 1 --log-every 50 \
