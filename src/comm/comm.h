@@ -2,7 +2,7 @@
  * defines: mnt_comm, mnt_comm_ops, mnt_comm_req, mnt_topology, mnt_comm_create,
  *          mnt_comm_destroy, mnt_topology_parse/name and inline wrappers mnt_allreduce, ...
  * Every call is in place, collective (all ranks, same order, same sizes) and has a deadline:
- * MNT_COMM_TIMEOUT seconds (default 300) without progress fail the call, naming the peer that
+ * MNT_COMM_TIMEOUT seconds (default 600) without progress fail the call, naming the peer that
  * was waited for; a dead peer fails it within about a second. On failure the caller (main)
  * takes the job down with mnt_world_abort so that no rank is left waiting. */
 #ifndef MNT_COMM_H
