@@ -5,23 +5,7 @@
 # CUDNN::CUDNN.
 
 include(${CMAKE_CURRENT_LIST_DIR}/MntNvidiaWheels.cmake) # MNT_NVIDIA_WHEEL_DIRS
-set(_cudnn_roots $ENV{CUDNN_HOME} $ENV{CUDA_HOME} /usr/local/cuda)
-set(_cudnn_wheel_roots "")
-foreach(_d IN LISTS MNT_NVIDIA_WHEEL_DIRS)
-  list(APPEND _cudnn_wheel_roots "${_d}/cudnn" "${_d}/cu13" "${_d}/cu12")
-endforeach()
-
-find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${_cudnn_roots} PATH_SUFFIXES include)
-if(NOT CUDNN_INCLUDE_DIR)
-  find_path(CUDNN_INCLUDE_DIR cudnn.h PATHS ${_cudnn_wheel_roots} PATH_SUFFIXES include NO_DEFAULT_PATH)
-endif()
-# the library from the headers' own root first (no cudnn.h of one install with another's library)
-set(_cudnn_lib_hints "")
-if(CUDNN_INCLUDE_DIR)
-  get_filename_component(_cudnn_lib_hints "${CUDNN_INCLUDE_DIR}/.." ABSOLUTE)
-endif()
-find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 NAMES_PER_DIR
-  HINTS ${_cudnn_lib_hints} ${_cudnn_roots} ${_cudnn_wheel_roots} PATH_SUFFIXES lib64 lib)
+mnt_find_nvidia(CUDNN cudnn.h cudnn cudnn libcudnn.so.9)
 
 if(CUDNN_INCLUDE_DIR AND EXISTS "${CUDNN_INCLUDE_DIR}/cudnn_version.h")
   file(STRINGS "${CUDNN_INCLUDE_DIR}/cudnn_version.h" _v REGEX "^#define CUDNN_(MAJOR|MINOR|PATCHLEVEL) ")

@@ -111,9 +111,16 @@ static void crop_resize(const uint8_t *src, int S, int C, double x0, double y0, 
   }
 }
 
-/* the validation transform: the centred box of `crop` × the side, resampled to out × out */
+/* the validation box: centred, `crop` × the side of an S×S image (0: 0.875), at (o, o) */
+static void centre_box(int S, double crop, double *o, double *side) {
+  *side = S * (crop > 0 ? crop : 0.875);
+  *o = (S - *side) / 2;
+}
+
+/* the validation transform: the centre box resampled to out × out */
 static void centre_crop(const mnt_dataset *d, const uint8_t *src, double crop, int out, int outC, float *dst) {
-  double side = d->size * (crop > 0 ? crop : 0.875), o = (d->size - side) / 2;
+  double o, side;
+  centre_box(d->size, crop, &o, &side);
   crop_resize(src, d->size, d->channels, o, o, side, side, 0, 0, out, outC, d->mean, d->std, dst);
 }
 
@@ -126,7 +133,8 @@ void mnt_crop_resize(const uint8_t *src, int S, int C, const float box[MNT_BOX_F
 static void aug_box(const mnt_loader *l, int64_t epoch, int64_t id, float box[MNT_BOX_FLOATS]) {
   int S = l->d->size;
   if (!l->cfg.train) {
-    double side = S * (l->cfg.val_crop > 0 ? l->cfg.val_crop : 0.875), o = (S - side) / 2;
+    double o, side;
+    centre_box(S, l->cfg.val_crop, &o, &side);
     box[0] = box[1] = (float)o;
     box[2] = box[3] = (float)side;
     box[4] = 0;

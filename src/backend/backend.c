@@ -53,11 +53,6 @@ void mnt_backend_destroy(mnt_backend *b) {
   if (b) b->ops->destroy(b);
 }
 
-const void *mnt_be_host_view(mnt_backend *b, const void *p, void *tmp, size_t bytes) {
-  if (b->host_visible) return p;
-  return mnt_be_copy(b, tmp, p, bytes, MNT_COPY_D2H) == MNT_OK ? tmp : NULL;
-}
-
 static int out_dim(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
 
 int mnt_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, mnt_conv **out) {

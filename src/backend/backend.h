@@ -4,7 +4,7 @@
  *
  * Memory. Everything an op touches comes from mnt_be_alloc (device memory on cuda, aligned host
  * memory on cpu). Host code never dereferences it unless be->host_visible; it goes through
- * mnt_be_copy (or mnt_be_host_view). Ops are queued on be->stream in call order; a copy to the
+ * mnt_be_copy. Ops are queued on be->stream in call order; a copy to the
  * host waits for what was queued before it, so a value read with mnt_be_copy is final. A copy
  * from page-locked host memory may return before the device has read it: keep the source
  * unchanged until the stream has passed the copy (mnt_be_sync, or a later copy to the host).
@@ -139,9 +139,6 @@ static inline int mnt_be_copy(mnt_backend *b, void *dst, const void *src, size_t
 }
 static inline int mnt_be_memset0(mnt_backend *b, void *p, size_t bytes) { return bytes ? b->ops->memset0(b, p, bytes) : 0; }
 static inline int mnt_be_sync(mnt_backend *b) { return b->ops->sync(b); }
-/* host-readable view of n bytes at device pointer p: p itself when host_visible, else copied into
- * tmp (n bytes) and tmp returned; NULL on failure */
-const void *mnt_be_host_view(mnt_backend *b, const void *p, void *tmp, size_t bytes);
 static inline int mnt_act_upload(mnt_backend *b, const float *host_nchw, void *act, int N, int C, int H, int W) {
   return b->ops->act_upload(b, host_nchw, act, N, C, H, W);
 }

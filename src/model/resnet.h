@@ -8,7 +8,7 @@
  * Memory: one slab of weights, one of gradients and one of momentum with the same layout (each
  * view 256-byte aligned, in torchvision's state_dict order), BN running statistics apart; all of
  * it, and every activation, is the backend's memory (device memory on cuda): host code reads it
- * through mnt_be_copy / mnt_be_host_view. */
+ * through mnt_be_copy. */
 #ifndef MNT_RESNET_H
 #define MNT_RESNET_H
 
