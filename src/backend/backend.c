@@ -55,12 +55,13 @@ void mnt_backend_destroy(mnt_backend *b) {
 
 static int out_dim(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
 
-int mnt_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, mnt_conv **out) {
+int mnt_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, int need_dx,
+                    mnt_conv **out) {
   *out = NULL;
   mnt_conv *c = calloc(1, sizeof *c);
   if (!c) return MNT_ENOMEM;
   *c = (mnt_conv){.be = b, .OH = out_dim(H, R, s, p), .OW = out_dim(W, R, s, p)};
-  int st = b->ops->conv_create(b, N, C, H, W, K, R, s, p, &c->h);
+  int st = b->ops->conv_create(b, N, C, H, W, K, R, s, p, need_dx, &c->h);
   if (st) {
     free(c);
     return st;
@@ -137,3 +138,13 @@ void mnt_pool_destroy(mnt_pool *pl) {
   pl->be->ops->pool_destroy(pl->h);
   free(pl);
 }
+
+static const char *impl_of(const char *(*op)(void *, int *), void *h, int *slow) {
+  int s = 0;
+  const char *t = op ? op(h, &s) : NULL;
+  if (slow) *slow = s;
+  return t ? t : "";
+}
+const char *mnt_conv_impl(const mnt_conv *c, int *slow) { return impl_of(c->be->ops->conv_impl, c->h, slow); }
+const char *mnt_bn_impl(const mnt_bn *bn, int *slow) { return impl_of(bn->be->ops->bn_impl, bn->h, slow); }
+const char *mnt_pool_impl(const mnt_pool *pl, int *slow) { return impl_of(pl->be->ops->pool_impl, pl->h, slow); }

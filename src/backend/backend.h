@@ -57,7 +57,8 @@ typedef struct mnt_backend_ops {
   int (*act_upload)(mnt_backend *b, const float *host_nchw, void *act, int N, int C, int H, int W);
   int (*act_download)(mnt_backend *b, const void *act, float *host_nchw, int N, int C, int H, int W);
   /* layers: created once per shape, run every step */
-  int (*conv_create)(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, void **h);
+  /* need_dx 0: conv_backward is never asked for dx (the first layer): nothing is prepared for it */
+  int (*conv_create)(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, int need_dx, void **h);
   int (*conv_forward)(void *h, const void *x, const float *w, void *y);
   int (*conv_backward)(void *h, const void *x, const float *w, const void *dy, void *dx, float *dw);
   void (*conv_destroy)(void *h);
@@ -73,6 +74,13 @@ typedef struct mnt_backend_ops {
   int (*pool_forward)(void *h, const void *x, void *y);
   int (*pool_backward)(void *h, const void *dy, void *dx);
   void (*pool_destroy)(void *h);
+  /* what a layer runs, for reports: a short text naming the implementation of each pass (cpu: oneDNN's
+   * implementation names, e.g. "fwd jit:avx2, bwd-data jit:avx2, bwd-weights gemm:jit"; cuda: the
+   * cuDNN algorithms or batch-norm mode), owned by the handle; *slow = 1 when part of it is a
+   * reference (generic, unoptimised) implementation. NULL op: nothing to report. */
+  const char *(*conv_impl)(void *h, int *slow);
+  const char *(*bn_impl)(void *h, int *slow);
+  const char *(*pool_impl)(void *h, int *slow);
   /* activations (act_bytes per element) */
   int (*relu_forward)(mnt_backend *b, const void *x, void *y, size_t n);
   int (*relu_backward)(mnt_backend *b, const void *y, const void *dy, void *dx, size_t n);
@@ -153,10 +161,12 @@ static inline void *mnt_act_at(const mnt_backend *b, const void *p, size_t n) {
 /* ---- layers ---------------------------------------------------------------------------------- */
 /* Convolution without bias: x[N,C,H,W] * w[K,C,R,R] -> y[N,K,OH,OW], square kernel R, stride s,
  * padding p on each side (PyTorch semantics: OH = (H + 2p - R) / s + 1). */
-int mnt_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, mnt_conv **out);
+int mnt_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, int need_dx,
+                    mnt_conv **out);
 void mnt_conv_out_hw(const mnt_conv *c, int *OH, int *OW);
 int mnt_conv_forward(mnt_conv *c, const void *x, const float *w, void *y);
-/* dx (may be NULL: not needed for the first layer) and dw from dy; both are overwritten. */
+/* dx and dw from dy; both are overwritten. dx NULL: not needed (it must be NULL when the layer was
+ * created with need_dx 0). */
 int mnt_conv_backward(mnt_conv *c, const void *x, const float *w, const void *dy, void *dx, float *dw);
 void mnt_conv_destroy(mnt_conv *c);
 
@@ -184,6 +194,12 @@ void mnt_pool_out_hw(const mnt_pool *pl, int *OH, int *OW);
 int mnt_pool_forward(mnt_pool *pl, const void *x, void *y);
 int mnt_pool_backward(mnt_pool *pl, const void *dy, void *dx);
 void mnt_pool_destroy(mnt_pool *pl);
+
+/* What a layer runs (see mnt_backend_ops.conv_impl): a text owned by the handle, "" when the backend
+ * does not say; *slow (may be NULL) = 1 when part of it is a reference implementation. */
+const char *mnt_conv_impl(const mnt_conv *c, int *slow);
+const char *mnt_bn_impl(const mnt_bn *bn, int *slow);
+const char *mnt_pool_impl(const mnt_pool *pl, int *slow);
 
 /* ---- element-wise and small ops -------------------------------------------------------------- */
 static inline int mnt_relu_forward(mnt_backend *b, const void *x, void *y, size_t n) {

@@ -118,7 +118,7 @@ static int conv(builder *b, int in, const char *name, int K, int R, int s, int p
     OH = out_dim(l->inH, R, s, p);
     OW = out_dim(l->inW, R, s, p);
   } else {
-    int st = mnt_conv_create(b->r->be, b->r->batch, l->inC, l->inH, l->inW, K, R, s, p, &l->conv);
+    int st = mnt_conv_create(b->r->be, b->r->batch, l->inC, l->inH, l->inW, K, R, s, p, in != 0, &l->conv);
     if (st) return b->err = st, -1;
     mnt_conv_out_hw(l->conv, &OH, &OW);
   }

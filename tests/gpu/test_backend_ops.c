@@ -127,8 +127,8 @@ static void test_conv(const pair *P, int N, int C, int H, int W, int K, int R, i
   char name[96];
   int OH = 0, OW = 0, gOH = 0, gOW = 0;
   mnt_conv *cc = NULL, *gc = NULL;
-  OK(mnt_conv_create(P->cpu, N, C, H, W, K, R, s, p, &cc));
-  OK(mnt_conv_create(P->gpu, N, C, H, W, K, R, s, p, &gc));
+  OK(mnt_conv_create(P->cpu, N, C, H, W, K, R, s, p, 1, &cc));
+  OK(mnt_conv_create(P->gpu, N, C, H, W, K, R, s, p, 1, &gc));
   mnt_conv_out_hw(cc, &OH, &OW);
   mnt_conv_out_hw(gc, &gOH, &gOW);
   size_t nw = (size_t)K * C * R * R;

@@ -66,7 +66,7 @@ static double conv_loss(void *v) {
 static void test_conv(mnt_backend *b, int s, int p, int R, int C, int K) {
   int N = 2, H = 7, W = 6, OH, OW;
   conv_ctx c;
-  if (mnt_conv_create(b, N, C, H, W, K, R, s, p, &c.c) != MNT_OK) { failures++; return; }
+  if (mnt_conv_create(b, N, C, H, W, K, R, s, p, 1, &c.c) != MNT_OK) { failures++; return; }
   mnt_conv_out_hw(c.c, &OH, &OW);
   size_t nx = (size_t)N * C * H * W, nw = (size_t)K * C * R * R;
   c.ny = (size_t)N * K * OH * OW;

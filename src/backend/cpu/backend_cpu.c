@@ -115,7 +115,8 @@ static int weights_view(cpu_conv *c, const prim *p, dnnl_query_t q, dnnl_memory_
 }
 
 static void conv_destroy(void *h);
-static int conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, void **out) {
+static int conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, int need_dx,
+                       void **out) {
   cpu_conv *c = calloc(1, sizeof *c);
   if (!c) return MNT_ENOMEM;
   *c = (cpu_conv){.b = b, .N = N, .C = C, .H = H, .W = W, .K = K, .R = R, .s = s, .p = p};

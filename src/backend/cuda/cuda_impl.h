@@ -46,7 +46,8 @@ int mnt_cuda_reserve(mnt_cuda *c, void **p, size_t *have, size_t need);
 void mnt_cuda_release(mnt_cuda *c, void **p, size_t *have);
 
 /* layers_cudnn.c: the layer entries of the ops table */
-int mnt_cuda_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, void **h);
+int mnt_cuda_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, int need_dx,
+                         void **h);
 int mnt_cuda_conv_forward(void *h, const void *x, const float *w, void *y);
 int mnt_cuda_conv_backward(void *h, const void *x, const float *w, const void *dy, void *dx, float *dw);
 void mnt_cuda_conv_destroy(void *h);

@@ -219,7 +219,8 @@ static int mnt_conv_setup(mnt_cuda_conv *cv) {
   return MNT_OK;
 }
 
-int mnt_cuda_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, void **h) {
+int mnt_cuda_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, int need_dx,
+                         void **h) {
   *h = NULL;
   if (N < 1 || C < 1 || H < 1 || W < 1 || K < 1 || R < 1 || s < 1 || p < 0) {
     MNT_ERR("bad convolution shape: N %d C %d H %d W %d K %d R %d stride %d padding %d", N, C, H, W, K, R, s, p);
