@@ -23,6 +23,19 @@ static double peak_rss_mb(void) {
   return kb / 1024.0;
 }
 
+/* what the layers run: the ISA on cpu, each kind's implementations, and the reference ones by name */
+static void print_impls(const mnt_resnet *r) {
+  static char buf[16384];
+  static const struct { mnt_layer_kind kind; const char *what; } KINDS[] = {
+      {MNT_LAYER_CONV, "convolution"}, {MNT_LAYER_BN, "batch norm"}, {MNT_LAYER_POOL, "max pool"}};
+  if (!strcmp(r->be->name, "cpu")) printf("# CPU ISA (oneDNN): %s\n", mnt_cpu_isa_name());
+  for (size_t k = 0; k < sizeof KINDS / sizeof *KINDS; k++)
+    if (mnt_resnet_impls(r, KINDS[k].kind, buf, sizeof buf) > 0) printf("# %s: %s\n", KINDS[k].what, buf);
+  int slow = mnt_resnet_slow_layers(r, buf, sizeof buf);
+  if (slow) printf("# reference implementations (slow) in %d layers: %s\n", slow, buf);
+  else printf("# reference implementations: none\n");
+}
+
 int mnt_bench_step(mnt_world *w, int argc, char **argv) {
   const char *arch = "resnet50";
   const char *device = "cpu", *precision = "fp32";
@@ -90,9 +103,13 @@ int mnt_bench_step(mnt_world *w, int argc, char **argv) {
   }
   for (int i = 0; i < batch; i++) y[i] = (int32_t)((unsigned)(i * 7919) % (unsigned)classes);
   mnt_sgd_cfg cfg = {.base_lr = 0.1, .global_batch = batch, .epochs = 90, .momentum = 0.9, .weight_decay = 1e-4};
-  printf("# mntrain bench step: %s, %d px, batch %d, %d classes, %s %s, %d threads, %.1f M parameters\n", arch, size,
-         batch, classes, be->name, mnt_precision_name(be->precision), threads > 0 ? threads : omp_get_max_threads(),
-         (double)r->nw / 1e6);
+  double ffwd, fbwd;
+  if ((st = mnt_resnet_flops(arch, classes, size, batch, &ffwd, &fbwd)) != MNT_OK) goto done;
+  printf("# mntrain bench step: %s, %d px, batch %d, %d classes, %s %s, %d threads, %.1f M parameters, "
+         "%.2f GFLOP per step\n",
+         arch, size, batch, classes, be->name, mnt_precision_name(be->precision),
+         threads > 0 ? threads : omp_get_max_threads(), (double)r->nw / 1e6, (ffwd + fbwd) / 1e9);
+  print_impls(r);
   /* the synthetic batch is uploaded once: the step is compute only, as in peer_step_torch.py */
   if ((st = mnt_act_upload(be, x, mnt_resnet_input(r), batch, 3, size, size)) != MNT_OK) goto done;
   double total = 0;
@@ -111,9 +128,10 @@ int mnt_bench_step(mnt_world *w, int argc, char **argv) {
              k < warmup ? warmup : seconds > 0 ? 0 : steps, dt, batch / dt, (double)l3[0] / batch);
     fflush(stdout);
   }
-  printf("%s %d px batch %d threads %d: %.2f img/s (mean of %d steps), peak memory %.1f MB per image (planned %.1f)\n",
+  printf("%s %d px batch %d threads %d: %.2f img/s (mean of %d steps), %.1f GFLOP/s, peak memory %.1f MB per image "
+         "(planned %.1f)\n",
          arch, size, batch, threads > 0 ? threads : omp_get_max_threads(), batch * timed / total, timed,
-         peak_rss_mb() / batch, (double)need / 1048576.0 / batch);
+         (ffwd + fbwd) * timed / total / 1e9, peak_rss_mb() / batch, (double)need / 1048576.0 / batch);
 done:
   free(x);
   free(y);

@@ -38,10 +38,13 @@ const char *mnt_precision_name(mnt_precision p);
 
 typedef enum { MNT_COPY_H2D = 0, MNT_COPY_D2H = 1, MNT_COPY_D2D = 2 } mnt_copy_kind;
 
-/* Creation options. device -1: the current CUDA device (the NCCL communicator's choice). */
+/* Creation options. device -1: the current CUDA device (the NCCL communicator's choice).
+ * plan_only (cpu): layers only choose their implementations (for *_impl: what would run), nothing
+ * is compiled or allocated and nothing may run; for checking a model's layers without building it. */
 typedef struct mnt_backend_opts {
   mnt_precision precision;
   int device;
+  int plan_only;
 } mnt_backend_opts;
 
 /* The implementation's table. Layer handles are the implementation's own (void *). */
@@ -132,6 +135,9 @@ const char *mnt_backend_names(void);
 int mnt_backend_cuda_create(const mnt_backend_opts *o, mnt_backend **out); /* backend/cuda/ */
 #endif
 int mnt_backend_cpu_create(const mnt_backend_opts *o, mnt_backend **out);  /* backend/cpu/ */
+/* The instruction set oneDNN's CPU kernels use here (dnnl_get_effective_cpu_isa; ONEDNN_MAX_CPU_ISA
+ * caps it): "avx2", "avx512_core", ... */
+const char *mnt_cpu_isa_name(void);
 
 /* ---- memory ---------------------------------------------------------------------------------- */
 static inline int mnt_be_alloc(mnt_backend *b, size_t bytes, void **p) { return b->ops->alloc(b, bytes, p); }

@@ -498,6 +498,13 @@ static int train_loop(run *r) {
           "eval_seconds", mnt_json_num(eval_s), "resumed_from_step", (json_int_t)step0, "steps_this_job",
           (json_int_t)done);
       if (sm) json_object_set_new(sm, "precision", json_string(mnt_precision_name(t->be->precision)));
+      if (sm) { /* what the layers ran: a throughput figure says what it measured */
+        static char buf[8192];
+        mnt_resnet_impls(t->m, MNT_LAYER_BN, buf, sizeof buf);
+        json_object_set_new(sm, "bn_mode", json_string(buf));
+        json_object_set_new(sm, "reference_layers", json_integer(mnt_resnet_slow_layers(t->m, buf, sizeof buf)));
+        if (!strcmp(t->be->name, "cpu")) json_object_set_new(sm, "cpu_isa", json_string(mnt_cpu_isa_name()));
+      }
       if (sm) json_object_set_new(sm, "warmup_steps", json_integer(timed < done ? (json_int_t)warm : 0)); /* not timed */
       if (sm && !isnan(val_top1)) json_object_set_new(sm, "val_top1", mnt_json_num(val_top1));
       if (sm && r->ncheckpoints) {

@@ -5,6 +5,7 @@
 #include "model/resnet.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,17 @@ typedef struct builder {
   size_t nsave;
   int err;
   int dry; /* plan only: shapes and sizes, no backend objects (mnt_resnet_plan_bytes) */
+  mnt_layer_fn visit; /* mnt_resnet_walk: called with every layer the backend makes */
+  void *vctx;
 } builder;
+
+static void visit(builder *b, const char *name, int kind, int N, const mnt_layer *l, int K, int R, int s, int p,
+                  int flag) {
+  if (!b->visit || b->err) return;
+  mnt_layer_shape sh = {.name = name, .kind = kind, .N = N, .C = l->inC, .H = l->inH, .W = l->inW, .K = K, .R = R,
+                        .s = s, .p = p, .flag = flag};
+  b->visit(b->vctx, &sh);
+}
 
 static int out_dim(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
 
@@ -114,6 +125,7 @@ static int conv(builder *b, int in, const char *name, int K, int R, int s, int p
   char full[96];
   snprintf(full, sizeof full, "%s.weight", name);
   l->p0 = add_param(b, full, 4, dims, 0);
+  visit(b, name, MNT_LAYER_CONV, b->r->batch, l, K, R, s, p, in != 0);
   if (b->dry) {
     OH = out_dim(l->inH, R, s, p);
     OW = out_dim(l->inW, R, s, p);
@@ -144,6 +156,7 @@ static int bn_act(builder *b, int in, const char *name, int relu) {
   int G = b->r->batch / b->r->bn_group;
   b->nsave += 2 * (size_t)C * (size_t)G;
   l->C = C, l->H = l->inH, l->W = l->inW;
+  visit(b, name, MNT_LAYER_BN, b->r->bn_group, l, C, 0, 0, 0, relu);
   if (b->dry) return l->out = new_act(b, C, l->H, l->W);
   if (!(l->bng = calloc((size_t)G, sizeof *l->bng))) return b->err = MNT_ENOMEM, -1;
   for (int g = 0; g < G; g++) {
@@ -172,6 +185,7 @@ static int maxpool(builder *b, int in) {
   mnt_layer *l = new_layer(b, OP_MAXPOOL, in);
   if (!l) return -1;
   l->C = l->inC;
+  visit(b, "maxpool", MNT_LAYER_POOL, b->r->batch, l, l->C, 3, 2, 1, 0);
   if (b->dry) {
     l->H = out_dim(l->inH, 3, 2, 1);
     l->W = out_dim(l->inW, 3, 2, 1);
@@ -190,6 +204,7 @@ static int fc(builder *b, int in, int classes) {
   int dw[2] = {classes, l->inC};
   l->p0 = add_param(b, "fc.weight", 2, dw, 0);
   l->p1 = add_param(b, "fc.bias", 1, &classes, 1);
+  visit(b, "fc", MNT_LAYER_FC, b->r->batch, l, classes, 0, 0, 0, 1);
   l->C = classes, l->H = l->W = 1;
   return l->out = new_act(b, classes, 1, 1);
 }
@@ -355,6 +370,108 @@ int mnt_resnet_plan_bytes(const char *arch, int classes, int size, int batch, in
   free(r.stats);
   *bytes = (size_t)total;
   return st;
+}
+
+int mnt_resnet_walk(const char *arch, int classes, int size, int batch, int bn_group, mnt_layer_fn fn, void *ctx) {
+  const archdef *a;
+  MNT_CHECK(check_args(arch, classes, size, batch, bn_group, &a));
+  mnt_resnet r = {.classes = classes, .size = size, .batch = batch, .bn_group = bn_group};
+  builder b = {.r = &r, .dry = 1, .visit = fn, .vctx = ctx};
+  int st = build(&b, a, classes);
+  free(b.shape);
+  free(r.layers);
+  free(r.params);
+  free(r.stats);
+  return st;
+}
+
+static void count_flops(void *ctx, const mnt_layer_shape *l) {
+  double *f = ctx, macs;
+  if (l->kind == MNT_LAYER_CONV) {
+    int OH = out_dim(l->H, l->R, l->s, l->p), OW = out_dim(l->W, l->R, l->s, l->p);
+    macs = (double)l->N * l->K * l->C * l->R * l->R * OH * OW;
+  } else if (l->kind == MNT_LAYER_FC) {
+    macs = (double)l->N * l->C * l->K;
+  } else {
+    return;
+  }
+  f[0] += 2 * macs;
+  f[1] += 2 * macs * (l->flag ? 2 : 1); /* weight gradient, and the input's unless it is the image */
+}
+
+int mnt_resnet_flops(const char *arch, int classes, int size, int batch, double *fwd, double *bwd) {
+  double f[2] = {0, 0};
+  MNT_CHECK(mnt_resnet_walk(arch, classes, size, batch, batch, count_flops, f));
+  *fwd = f[0];
+  *bwd = f[1];
+  return MNT_OK;
+}
+
+/* the layer's name: its parameter's without ".weight" */
+static void layer_name(const mnt_resnet *r, const mnt_layer *l, char *out, size_t n) {
+  if (l->kind == OP_MAXPOOL) {
+    snprintf(out, n, "maxpool");
+    return;
+  }
+  const char *p = r->params[l->p0].name;
+  size_t len = strlen(p), suf = strlen(".weight");
+  if (len > suf && !strcmp(p + len - suf, ".weight")) len -= suf;
+  snprintf(out, n, "%.*s", (int)len, p);
+}
+
+/* what layer l runs (NULL for layers the backend does not make) */
+static const char *layer_impl(const mnt_layer *l, int *slow) {
+  *slow = 0;
+  if (l->kind == OP_CONV) return mnt_conv_impl(l->conv, slow);
+  if (l->kind == OP_BN) return mnt_bn_impl(l->bng[0], slow);
+  if (l->kind == OP_MAXPOOL) return mnt_pool_impl(l->pool, slow);
+  return NULL;
+}
+
+static void append(char *buf, size_t n, size_t *at, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void append(char *buf, size_t n, size_t *at, const char *fmt, ...) {
+  if (*at >= n) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int k = vsnprintf(buf + *at, n - *at, fmt, ap);
+  va_end(ap);
+  *at = k < 0 ? n : *at + (size_t)k >= n ? n - 1 : *at + (size_t)k;
+}
+
+int mnt_resnet_slow_layers(const mnt_resnet *r, char *buf, size_t n) {
+  int count = 0;
+  size_t at = 0;
+  if (n) buf[0] = 0;
+  for (int i = 0; i < r->nlayers; i++) {
+    int slow;
+    const char *impl = layer_impl(&r->layers[i], &slow);
+    if (!impl || !slow) continue;
+    char name[96];
+    layer_name(r, &r->layers[i], name, sizeof name);
+    append(buf, n, &at, "%s%s (%s)", count++ ? "; " : "", name, impl);
+  }
+  return count;
+}
+
+int mnt_resnet_impls(const mnt_resnet *r, mnt_layer_kind kind, char *buf, size_t n) {
+  int op = kind == MNT_LAYER_CONV ? OP_CONV : kind == MNT_LAYER_BN ? OP_BN : kind == MNT_LAYER_POOL ? OP_MAXPOOL : -1;
+  int distinct = 0;
+  size_t at = 0;
+  if (n) buf[0] = 0;
+  for (int i = 0; i < r->nlayers; i++) {
+    int slow, seen = 0, count = 0;
+    if (r->layers[i].kind != op) continue;
+    const char *impl = layer_impl(&r->layers[i], &slow);
+    for (int j = 0; j < r->nlayers && !seen; j++)
+      if (r->layers[j].kind == op) {
+        const char *other = layer_impl(&r->layers[j], &slow);
+        if (j < i && !strcmp(other, impl)) seen = 1;
+        else count += !strcmp(other, impl);
+      }
+    if (seen) continue;
+    append(buf, n, &at, "%s%s x%d", distinct++ ? "; " : "", impl[0] ? impl : "?", count);
+  }
+  return distinct;
 }
 
 /* backend memory, zeroed; NULL (and st set) on failure */

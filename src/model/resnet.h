@@ -1,6 +1,7 @@
 /* resnet.h — ResNet v1.5 (torchvision's architecture and parameter names) on the compute backend.
  * defines: mnt_resnet, mnt_param, mnt_resnet_create / destroy / forward / loss / backward / plan_bytes,
- *          mnt_resnet_find, mnt_resnet_arch_ok.
+ *          mnt_resnet_find, mnt_resnet_arch_ok, mnt_layer_shape / mnt_resnet_walk, mnt_resnet_flops,
+ *          mnt_resnet_slow_layers, mnt_resnet_impls.
  * Architectures: resnet18, resnet34 (basic blocks), resnet50, resnet101 (bottlenecks, stride on
  * the 3x3 conv), and two small variants for tests and 28-64 px images (3x3 stem without max-pool,
  * widths 16/32/64): resnet8 (one basic block per stage) and resnet20 (three, He et al.'s CIFAR net). Any input size that leaves at least one
@@ -100,6 +101,29 @@ int mnt_resnet_loss(mnt_resnet *r, const int32_t *labels, int n, int for_backwar
 int mnt_resnet_read_loss(mnt_resnet *r, float out[3]);
 /* gradients of every parameter into r->g (overwritten), in reverse layer order */
 int mnt_resnet_backward(mnt_resnet *r);
+/* One layer the backend makes, as mnt_resnet_walk reports it. */
+typedef enum { MNT_LAYER_CONV, MNT_LAYER_BN, MNT_LAYER_POOL, MNT_LAYER_FC } mnt_layer_kind;
+typedef struct mnt_layer_shape {
+  const char *name;   /* "layer4.0.conv2", "bn1", "maxpool", "fc" */
+  mnt_layer_kind kind;
+  int N, C, H, W;     /* its input: batch (bn: the batch-norm group), channels, height, width */
+  int K, R, s, p;     /* conv: output channels, kernel, stride, padding; pool: channels, window, stride,
+                       * padding; bn: channels; fc: outputs */
+  int flag;           /* conv: its input gradient is computed (not for the image); bn: ReLU fused */
+} mnt_layer_shape;
+typedef void (*mnt_layer_fn)(void *ctx, const mnt_layer_shape *l);
+/* Every layer of the architecture at these arguments, in forward order, without building anything. */
+int mnt_resnet_walk(const char *arch, int classes, int size, int batch, int bn_group, mnt_layer_fn fn, void *ctx);
+/* Floating-point operations of one training step (2 per multiply-add of the convolutions and the fully
+ * connected layer): forward, and backward (weight gradients, and input gradients but the image's). */
+int mnt_resnet_flops(const char *arch, int classes, int size, int batch, double *fwd, double *bwd);
+/* Layers that run a reference (unoptimised) implementation: their number, and "name (what runs); ..."
+ * into buf. */
+int mnt_resnet_slow_layers(const mnt_resnet *r, char *buf, size_t n);
+/* What the layers of one kind (conv, bn or pool) run, each distinct text with its count:
+ * "fwd bnorm_jit:avx2, infer bnorm_jit:avx2, bwd bnorm_jit:avx2 x20" ("; " between); the number of texts. */
+int mnt_resnet_impls(const mnt_resnet *r, mnt_layer_kind kind, char *buf, size_t n);
+
 /* the parameter (or BN statistic) of that name, NULL if none */
 const mnt_param *mnt_resnet_find(const mnt_resnet *r, const char *name, int *is_stat);
 

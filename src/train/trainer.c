@@ -104,6 +104,14 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
   if (st == MNT_OK)
     st = mnt_resnet_create_ex(t->be, o->arch, t->train.nclasses, o->size, o->batch, bn, (uint64_t)o->seed, o->zero_init,
                               &t->m);
+  if (st == MNT_OK && w->local_rank == 0) { /* once per node: nodes of a job may differ in their CPUs */
+    static char slow[4096];
+    int n = mnt_resnet_slow_layers(t->m, slow, sizeof slow);
+    int cpu = !strcmp(t->be->name, "cpu");
+    if (n)
+      MNT_WARN("%d layers of %s run a reference implementation (100x slower than the tuned ones) on %s: %s", n,
+               o->arch, cpu ? mnt_cpu_isa_name() : t->be->name, slow);
+  }
   mnt_loader_cfg lc = {.out_size = o->size, .train = 1, .global_batch = (int)B, .rank = w->rank, .nranks = w->size,
                        .seed = o->seed, .threads = o->loader_threads, .out_channels = 3, .min_scale = o->min_scale,
                        .pad_crop = o->pad_crop};

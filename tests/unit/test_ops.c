@@ -63,10 +63,14 @@ static double conv_loss(void *v) {
   EXPECT(mnt_conv_forward(c->c, c->x, c->w, c->y) == MNT_OK, "mnt_conv_forward");
   return dot(c->y, c->r, c->ny);
 }
-static void test_conv(mnt_backend *b, int s, int p, int R, int C, int K) {
-  int N = 2, H = 7, W = 6, OH, OW;
+static void test_conv_hw(mnt_backend *b, int H, int W, int s, int p, int R, int C, int K) {
+  int N = 2, OH, OW;
   conv_ctx c;
   if (mnt_conv_create(b, N, C, H, W, K, R, s, p, 1, &c.c) != MNT_OK) { failures++; return; }
+  int slow;
+  const char *impl = mnt_conv_impl(c.c, &slow);
+  printf("  conv%dx%d/s%d/p%d %d->%d on %dx%d runs: %s\n", R, R, s, p, C, K, H, W, impl);
+  EXPECT(!slow, "conv%dx%d %d->%d on %dx%d runs a reference implementation: %s", R, R, C, K, H, W, impl);
   mnt_conv_out_hw(c.c, &OH, &OW);
   size_t nx = (size_t)N * C * H * W, nw = (size_t)K * C * R * R;
   c.ny = (size_t)N * K * OH * OW;
@@ -74,13 +78,36 @@ static void test_conv(mnt_backend *b, int s, int p, int R, int C, int K) {
   float *dx = malloc(nx * 4), *dw = malloc(nw * 4);
   EXPECT(mnt_conv_forward(c.c, c.x, c.w, c.y) == MNT_OK, "mnt_conv_forward");
   EXPECT(mnt_conv_backward(c.c, c.x, c.w, c.r, dx, dw) == MNT_OK, "mnt_conv_backward");
-  char name[64];
-  snprintf(name, sizeof name, "conv%dx%d/s%d/p%d %d->%d dx", R, R, s, p, C, K);
+  char name[80];
+  snprintf(name, sizeof name, "conv%dx%d/s%d/p%d %d->%d %dx%d dx", R, R, s, p, C, K, H, W);
   check(name, conv_loss, &c, c.x, dx, nx, 2e-2);
-  snprintf(name, sizeof name, "conv%dx%d/s%d/p%d %d->%d dw", R, R, s, p, C, K);
+  snprintf(name, sizeof name, "conv%dx%d/s%d/p%d %d->%d %dx%d dw", R, R, s, p, C, K, H, W);
   check(name, conv_loss, &c, c.w, dw, nw, 2e-2);
   free(c.x); free(c.w); free(c.y); free(c.r); free(dx); free(dw);
   mnt_conv_destroy(c.c);
+}
+static void test_conv(mnt_backend *b, int s, int p, int R, int C, int K) { test_conv_hw(b, 7, 6, s, p, R, C, K); }
+
+/* a first layer (need_dx 0): dw without dx, as before; asking it for dx is an error, not a crash */
+static void test_conv_no_dx(mnt_backend *b) {
+  int N = 2, C = 3, H = 8, W = 8, K = 16, R = 3, s = 1, p = 1;
+  mnt_conv *c1, *c0;
+  if (mnt_conv_create(b, N, C, H, W, K, R, s, p, 1, &c1) != MNT_OK ||
+      mnt_conv_create(b, N, C, H, W, K, R, s, p, 0, &c0) != MNT_OK) {
+    failures++;
+    return;
+  }
+  size_t nx = (size_t)N * C * H * W, nw = (size_t)K * C * R * R, ny = (size_t)N * K * H * W;
+  float *x = rnd(nx), *w = rnd(nw), *dy = rnd(ny), *dx = malloc(nx * 4), *dw1 = malloc(nw * 4), *dw0 = malloc(nw * 4);
+  EXPECT(mnt_conv_backward(c1, x, w, dy, dx, dw1) == MNT_OK, "conv backward with dx");
+  EXPECT(mnt_conv_backward(c0, x, w, dy, NULL, dw0) == MNT_OK, "conv backward without dx (need_dx 0)");
+  EXPECT(!memcmp(dw0, dw1, nw * 4), "need_dx 0 changed dw");
+  EXPECT(mnt_conv_backward(c0, x, w, dy, dx, dw0) == MNT_EARG, "dx from a need_dx 0 convolution was not refused");
+  EXPECT(!strstr(mnt_conv_impl(c0, NULL), "bwd-data"), "need_dx 0 still prepares bwd-data: %s", mnt_conv_impl(c0, NULL));
+  printf("  conv without dx (first layer) ok: %s\n", mnt_conv_impl(c0, NULL));
+  free(x); free(w); free(dy); free(dx); free(dw1); free(dw0);
+  mnt_conv_destroy(c1);
+  mnt_conv_destroy(c0);
 }
 
 /* ---- batch norm ---- */
@@ -246,6 +273,13 @@ int main(void) {
   test_conv(b, 1, 1, 3, 16, 16); /* blocked activations in and out */
   test_conv(b, 2, 0, 1, 16, 32);
   test_conv(b, 1, 1, 3, 3, 16);  /* plain in, blocked out: the stem */
+  /* 3x3 on 2x2 and 1x1 inputs (ResNet-18's layer4 at 32-64 px): no jit:avx2 backward-weights there,
+   * so that pass runs in another layout with the activations reordered around it */
+  test_conv_hw(b, 2, 2, 1, 1, 3, 16, 16);
+  test_conv_hw(b, 1, 1, 1, 1, 3, 16, 16);
+  test_conv_hw(b, 4, 4, 2, 1, 3, 16, 32);
+  test_conv_hw(b, 3, 3, 2, 1, 3, 8, 16);
+  test_conv_no_dx(b);
   test_bn(b, 0);
   test_bn(b, 1);
   test_pool(b);

@@ -57,6 +57,11 @@ per_step = s["global_batch"] * 1000.0 / s["step_ms"]["mean"]
 ok = s["img_per_s"] > 0.5 * per_step and s["eval_seconds"] > 0 and s["train_seconds"] > 0
 print(f"{'ok' if ok else 'FAIL'}: img_per_s {s['img_per_s']:.0f}, from the step times {per_step:.0f}, "
       f"evaluation {s['eval_seconds']:.2f} s apart, training {s['train_seconds']:.2f} s")
+# what the figure measured: the CPU ISA, what the 9 batch norms of resnet8 ran (stem, two per block, two shortcuts), no reference implementation
+bn = s.get("bn_mode", "")
+said = s.get("cpu_isa", "") != "" and bn.endswith(" x9") and "bnorm" in bn and s.get("reference_layers") == 0
+print(f"{'ok' if said else 'FAIL'}: cpu_isa {s.get('cpu_isa')!r}, bn_mode {bn!r}, reference_layers {s.get('reference_layers')}")
+ok = ok and said
 sys.exit(0 if ok else 1)
 PY
 

@@ -6,6 +6,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,15 +16,33 @@
 typedef struct cpu_impl {
   dnnl_engine_t eng;
   dnnl_stream_t strm;
+  int plan_only; /* layers choose implementations only (mnt_backend_opts.plan_only) */
 } cpu_impl;
 #define IMPL(b) ((cpu_impl *)(b)->impl)
+
+/* The ISA oneDNN runs on. dnnl_cpu_isa_t is a set of bits (avx2_vnni, 0x407, is numerically above
+ * avx512_core, 0x27, without containing it), so ISAs are compared as sets. */
+static int isa_has(dnnl_cpu_isa_t isa, dnnl_cpu_isa_t want) { return ((unsigned)isa & (unsigned)want) == (unsigned)want; }
+
+const char *mnt_cpu_isa_name(void) {
+  static const struct { dnnl_cpu_isa_t isa; const char *name; } NAMES[] = {
+      {dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx"}, {dnnl_cpu_isa_avx512_core_bf16, "avx512_core_bf16"},
+      {dnnl_cpu_isa_avx512_core_vnni, "avx512_core_vnni"}, {dnnl_cpu_isa_avx512_core, "avx512_core"},
+      {dnnl_cpu_isa_avx512_mic_4ops, "avx512_mic_4ops"}, {dnnl_cpu_isa_avx512_mic, "avx512_mic"},
+      {dnnl_cpu_isa_avx2_vnni, "avx2_vnni"}, {dnnl_cpu_isa_avx2, "avx2"}, {dnnl_cpu_isa_avx, "avx"},
+      {dnnl_cpu_isa_sse41, "sse41"}};
+  dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  for (size_t i = 0; i < sizeof NAMES / sizeof *NAMES; i++)
+    if (isa_has(isa, NAMES[i].isa)) return NAMES[i].name;
+  return "no JIT (reference kernels only)";
+}
 
 /* Activations with a channel count divisible by the block are kept blocked (nChw16c on AVX-512,
  * nChw8c otherwise), the layout oneDNN's direct convolutions run fastest on; the rest (the
  * 3-channel input image) stay NCHW. */
 static int g_block;
 static int act_block(void) {
-  if (!g_block) g_block = dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core ? 16 : 8;
+  if (!g_block) g_block = isa_has(dnnl_get_effective_cpu_isa(), dnnl_cpu_isa_avx512_core) ? 16 : 8;
   return g_block;
 }
 static dnnl_format_tag_t act_tag(int C) {
@@ -45,12 +64,6 @@ typedef struct prim {
   dnnl_primitive_desc_t pd;
   dnnl_primitive_t p;
 } prim;
-
-static int prim_make(mnt_backend *b, const void *op_desc, const_dnnl_primitive_desc_t hint, prim *out) {
-  DNNL_TRY(dnnl_primitive_desc_create(&out->pd, op_desc, NULL, IMPL(b)->eng, hint));
-  DNNL_TRY(dnnl_primitive_create(&out->p, out->pd));
-  return MNT_OK;
-}
 
 static void prim_free(prim *p) {
   if (p->p) dnnl_primitive_destroy(p->p);
@@ -87,15 +100,96 @@ static int run(mnt_backend *b, prim *p, int n, const bind *binds) {
 
 static int out_dim(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
 
+/* ---- choosing implementations ------------------------------------------------------------------
+ * oneDNN offers several implementations of each primitive; its iterator lists them best first. A
+ * reference implementation ("ref:any": plain loops, 100-1000x slower) is never taken while another
+ * exists: a layer takes the best non-reference implementation in the activations' own layout, else
+ * in another layout (nhwc, then nchw, where the GEMM-based convolutions serve every shape), with
+ * the activations reordered around that one pass. Only when nothing else exists does a layer run
+ * a reference implementation, and it says so (conv_impl and friends: *slow).
+ * Found on oneDNN 2.6 (Debian 12) with AVX2 and no AVX-512: jit:avx2 has no backward-weights for a
+ * 3x3 convolution of a 1x1 or 2x2 input (ResNet-18/34 at 32-64 px: layer4) and no backward-data for
+ * the 3-channel image (the stem, whose input gradient is never computed); x64:gemm:jit in nchw
+ * serves both. Everything else has a jit:avx2 or jit_1x1:avx2 implementation in nChw8c. */
+static int is_ref(const char *impl) { return !strncmp(impl, "ref", 3); }
+
+static const char *impl_name(const_dnnl_primitive_desc_t pd) {
+  const char *s = NULL;
+  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s) != dnnl_success || !s) return "?";
+  return s;
+}
+
+/* The best non-reference implementation of op_desc (*pd), or NULL when there is none; *first: the
+ * best implementation whatever it is (NULL when none exists at all), when asked for. */
+static int pick_pd(mnt_backend *b, const void *op_desc, const_dnnl_primitive_desc_t hint, dnnl_primitive_desc_t *pd,
+                   dnnl_primitive_desc_t *first) {
+  *pd = NULL;
+  if (first) *first = NULL;
+  dnnl_primitive_desc_iterator_t it;
+  dnnl_status_t s = dnnl_primitive_desc_iterator_create(&it, op_desc, NULL, IMPL(b)->eng, hint);
+  if (s == dnnl_unimplemented) return MNT_OK;
+  if (s != dnnl_success) {
+    MNT_ERR("oneDNN: primitive_desc_iterator_create failed with status %d", (int)s);
+    return MNT_ESYS;
+  }
+  do {
+    dnnl_primitive_desc_t q = dnnl_primitive_desc_iterator_fetch(it);
+    if (!q) break;
+    if (!is_ref(impl_name(q))) {
+      *pd = q;
+      break;
+    }
+    if (first && !*first) *first = q;
+    else dnnl_primitive_desc_destroy(q);
+  } while (dnnl_primitive_desc_iterator_next(it) == dnnl_success);
+  dnnl_primitive_desc_iterator_destroy(it);
+  return MNT_OK;
+}
+
+/* the best non-reference implementation, else the reference one (*ref set to 1); the primitive is
+ * made unless the backend only plans */
+static int pick_prim(mnt_backend *b, const void *op_desc, const_dnnl_primitive_desc_t hint, prim *out, int *ref) {
+  dnnl_primitive_desc_t first;
+  MNT_CHECK(pick_pd(b, op_desc, hint, &out->pd, &first));
+  if (!out->pd) {
+    if (!first) {
+      MNT_ERR("oneDNN has no implementation of this primitive");
+      return MNT_ESYS;
+    }
+    out->pd = first;
+    *ref = 1;
+  } else if (first) {
+    dnnl_primitive_desc_destroy(first);
+  }
+  if (!IMPL(b)->plan_only) DNNL_TRY(dnnl_primitive_create(&out->p, out->pd));
+  return MNT_OK;
+}
+
 /* ---- convolution ------------------------------------------------------------------------ */
+enum { FWD, BWD_DATA, BWD_W, NPASS };
+static const char *const PASS_NAME[NPASS] = {"fwd", "bwd-data", "bwd-weights"};
+
+/* One pass of a convolution: its primitive, the activation layouts it runs in (the convolution's own
+ * or another, with reorders around it) and the weights' layout it wants (OIHW is the slab's). */
+typedef struct conv_pass {
+  prim p;
+  dnnl_primitive_desc_t hint; /* backward passes: a forward descriptor in the same layouts */
+  dnnl_memory_desc_t x, y, w; /* x, y: as this pass runs them; w: (diff) weights */
+  int x_alt, y_alt;           /* x / y differ from the convolution's own layouts */
+  prim re_x, re_y;            /* reorders between the own and this pass's x / y layouts */
+  float *wbuf;                /* weights in w's layout when that is not OIHW */
+  prim re_w;
+  int ref;
+  char impl[64];              /* "jit:avx2", "x64:gemm:jit (nchw)", ... */
+} conv_pass;
+
 typedef struct cpu_conv {
   mnt_backend *b;
-  int N, C, H, W, K, R, s, p, OH, OW;
-  dnnl_memory_desc_t x, w, y;       /* x, y: activation layouts; w: OIHW (the slab) */
-  dnnl_memory_desc_t wf, wbd, dwb;  /* weights as forward / backward-data / backward-weights want them */
-  float *wf_buf, *wbd_buf, *dwb_buf; /* NULL where the format is OIHW itself */
-  prim fwd, bwd_data, bwd_w;
-  prim to_wf, to_wbd, from_dwb;     /* reorders (unused where formats agree) */
+  int N, C, H, W, K, R, s, p, OH, OW, need_dx;
+  dnnl_memory_desc_t x, y, w; /* x, y: the activations' own layouts; w: OIHW (the slab) */
+  conv_pass pass[NPASS];
+  float *xbuf, *ybuf;         /* x / y in a pass's other layout (only when some pass needs one) */
+  char impl[200];
 } cpu_conv;
 
 static int make_reorder(mnt_backend *b, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, prim *out) {
@@ -104,14 +198,108 @@ static int make_reorder(mnt_backend *b, const dnnl_memory_desc_t *from, const dn
   return MNT_OK;
 }
 
-/* the weights format a primitive wants; a buffer and a reorder when it is not OIHW */
-static int weights_view(cpu_conv *c, const prim *p, dnnl_query_t q, dnnl_memory_desc_t *md, float **buf,
-                        prim *re, int to_prim) {
-  *md = *dnnl_primitive_desc_query_md(p->pd, q, 0);
-  if (dnnl_memory_desc_equal(md, &c->w)) return MNT_OK;
-  *buf = aligned_alloc(64, (dnnl_memory_desc_get_size(md) + 63) / 64 * 64);
-  if (!*buf) return MNT_ENOMEM;
-  return to_prim ? make_reorder(c->b, &c->w, md, re) : make_reorder(c->b, md, &c->w, re);
+static const char *tag_name(dnnl_format_tag_t t) {
+  return t == dnnl_nhwc ? "nhwc" : t == dnnl_nchw ? "nchw" : t == dnnl_nChw8c ? "nChw8c" : "nChw16c";
+}
+
+/* the op descriptor of pass d with activations xm, ym and weights in any layout */
+static int conv_desc(const cpu_conv *c, int d, const dnnl_memory_desc_t *xm, const dnnl_memory_desc_t *ym,
+                     dnnl_convolution_desc_t *od) {
+  dnnl_dims_t wd = {c->K, c->C, c->R, c->R}, st = {c->s, c->s}, pl = {c->p, c->p};
+  /* right padding as oneDNN wants it: what PyTorch's floor division implies */
+  dnnl_dims_t pr = {(c->OH - 1) * c->s + c->R - c->H - c->p, (c->OW - 1) * c->s + c->R - c->W - c->p};
+  dnnl_memory_desc_t wany;
+  if (dnnl_memory_desc_init_by_tag(&wany, 4, wd, dnnl_f32, dnnl_format_tag_any)) return MNT_ESYS;
+  dnnl_status_t s =
+      d == FWD ? dnnl_convolution_forward_desc_init(od, dnnl_forward_training, dnnl_convolution_direct, xm, &wany,
+                                                    NULL, ym, st, pl, pr)
+      : d == BWD_DATA ? dnnl_convolution_backward_data_desc_init(od, dnnl_convolution_direct, xm, &wany, ym, st, pl, pr)
+                      : dnnl_convolution_backward_weights_desc_init(od, dnnl_convolution_direct, xm, &wany, NULL, ym,
+                                                                    st, pl, pr);
+  return s == dnnl_success ? MNT_OK : MNT_ESYS;
+}
+
+/* Choose pass d's implementation (descriptor only): the best non-reference one in the own layouts,
+ * else in nhwc, else in nchw; a reference one only when nothing else exists. */
+static int conv_pass_plan(cpu_conv *c, int d) {
+  static const dnnl_format_tag_t ALT[] = {dnnl_nhwc, dnnl_nchw};
+  conv_pass *ps = &c->pass[d];
+  dnnl_primitive_desc_t fallback = NULL, fallback_hint = NULL;
+  dnnl_dims_t xd = {c->N, c->C, c->H, c->W}, yd = {c->N, c->K, c->OH, c->OW};
+  for (int t = -1; t < (int)(sizeof ALT / sizeof *ALT) && !ps->p.pd; t++) {
+    dnnl_memory_desc_t xm = c->x, ym = c->y;
+    if (t >= 0 && (dnnl_memory_desc_init_by_tag(&xm, 4, xd, dnnl_f32, ALT[t]) ||
+                   dnnl_memory_desc_init_by_tag(&ym, 4, yd, dnnl_f32, ALT[t])))
+      return MNT_ESYS;
+    if (t >= 0 && dnnl_memory_desc_equal(&xm, &c->x) && dnnl_memory_desc_equal(&ym, &c->y)) continue;
+    dnnl_convolution_desc_t od, fd;
+    dnnl_primitive_desc_t hint = NULL, pd, first;
+    MNT_CHECK(conv_desc(c, d, &xm, &ym, &od));
+    if (d != FWD) { /* backward descriptors need a forward one of the same layouts */
+      MNT_CHECK(conv_desc(c, FWD, &xm, &ym, &fd));
+      DNNL_TRY(dnnl_primitive_desc_create(&hint, &fd, NULL, IMPL(c->b)->eng, NULL));
+    }
+    int st = pick_pd(c->b, &od, hint, &pd, t < 0 ? &first : NULL);
+    if (st) {
+      if (hint) dnnl_primitive_desc_destroy(hint);
+      return st;
+    }
+    if (t < 0) fallback = first;
+    if (pd) {
+      ps->p.pd = pd;
+      ps->hint = hint; /* kept as long as the descriptor made with it */
+      ps->x = xm;
+      ps->y = ym;
+      if (t < 0) snprintf(ps->impl, sizeof ps->impl, "%s", impl_name(pd));
+      else snprintf(ps->impl, sizeof ps->impl, "%s (%s)", impl_name(pd), tag_name(ALT[t]));
+    } else if (t < 0) {
+      fallback_hint = hint;
+    } else if (hint) {
+      dnnl_primitive_desc_destroy(hint);
+    }
+  }
+  if (!ps->p.pd) {
+    if (!fallback) {
+      if (fallback_hint) dnnl_primitive_desc_destroy(fallback_hint);
+      MNT_ERR("oneDNN has no implementation of this convolution's %s pass", PASS_NAME[d]);
+      return MNT_ESYS;
+    }
+    ps->p.pd = fallback;
+    ps->hint = fallback_hint;
+    ps->x = c->x;
+    ps->y = c->y;
+    ps->ref = 1;
+    snprintf(ps->impl, sizeof ps->impl, "%s", impl_name(fallback));
+  } else {
+    if (fallback) dnnl_primitive_desc_destroy(fallback);
+    if (fallback_hint) dnnl_primitive_desc_destroy(fallback_hint);
+  }
+  ps->x_alt = !dnnl_memory_desc_equal(&ps->x, &c->x);
+  ps->y_alt = !dnnl_memory_desc_equal(&ps->y, &c->y);
+  ps->w = *dnnl_primitive_desc_query_md(ps->p.pd, d == BWD_W ? dnnl_query_diff_weights_md : dnnl_query_weights_md, 0);
+  return MNT_OK;
+}
+
+/* pass d's primitive, its reorders and buffers (after conv_pass_plan) */
+static int conv_pass_build(cpu_conv *c, int d) {
+  conv_pass *ps = &c->pass[d];
+  mnt_backend *b = c->b;
+  DNNL_TRY(dnnl_primitive_create(&ps->p.p, ps->p.pd));
+  /* x goes into the pass (fwd, bwd-weights) or comes out of it (bwd-data: dx); y the other way
+   * for fwd (y out) and into it for the backward passes (dy) */
+  if (ps->x_alt)
+    MNT_CHECK(d == BWD_DATA ? make_reorder(b, &ps->x, &c->x, &ps->re_x) : make_reorder(b, &c->x, &ps->x, &ps->re_x));
+  if (ps->y_alt)
+    MNT_CHECK(d == FWD ? make_reorder(b, &ps->y, &c->y, &ps->re_y) : make_reorder(b, &c->y, &ps->y, &ps->re_y));
+  if (ps->x_alt && !c->xbuf && !(c->xbuf = aligned_alloc(64, (dnnl_memory_desc_get_size(&c->x) + 63) / 64 * 64)))
+    return MNT_ENOMEM;
+  if (ps->y_alt && !c->ybuf && !(c->ybuf = aligned_alloc(64, (dnnl_memory_desc_get_size(&c->y) + 63) / 64 * 64)))
+    return MNT_ENOMEM;
+  if (!dnnl_memory_desc_equal(&ps->w, &c->w)) {
+    if (!(ps->wbuf = aligned_alloc(64, (dnnl_memory_desc_get_size(&ps->w) + 63) / 64 * 64))) return MNT_ENOMEM;
+    MNT_CHECK(d == BWD_W ? make_reorder(b, &ps->w, &c->w, &ps->re_w) : make_reorder(b, &c->w, &ps->w, &ps->re_w));
+  }
+  return MNT_OK;
 }
 
 static void conv_destroy(void *h);
@@ -119,7 +307,7 @@ static int conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R,
                        void **out) {
   cpu_conv *c = calloc(1, sizeof *c);
   if (!c) return MNT_ENOMEM;
-  *c = (cpu_conv){.b = b, .N = N, .C = C, .H = H, .W = W, .K = K, .R = R, .s = s, .p = p};
+  *c = (cpu_conv){.b = b, .N = N, .C = C, .H = H, .W = W, .K = K, .R = R, .s = s, .p = p, .need_dx = need_dx};
   c->OH = out_dim(H, R, s, p);
   c->OW = out_dim(W, R, s, p);
   if (c->OH < 1 || c->OW < 1) {
@@ -128,30 +316,19 @@ static int conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R,
     return MNT_EARG;
   }
   dnnl_dims_t xd = {N, C, H, W}, wd = {K, C, R, R}, yd = {N, K, c->OH, c->OW};
-  dnnl_dims_t st = {s, s}, pl = {p, p};
-  /* right padding as oneDNN wants it: what PyTorch's floor division implies */
-  dnnl_dims_t pr = {(c->OH - 1) * s + R - H - p, (c->OW - 1) * s + R - W - p};
-  dnnl_memory_desc_t wany;
   int rc = MNT_ESYS;
   if (dnnl_memory_desc_init_by_tag(&c->x, 4, xd, dnnl_f32, act_tag(C)) ||
       dnnl_memory_desc_init_by_tag(&c->w, 4, wd, dnnl_f32, dnnl_oihw) ||
-      dnnl_memory_desc_init_by_tag(&wany, 4, wd, dnnl_f32, dnnl_format_tag_any) ||
       dnnl_memory_desc_init_by_tag(&c->y, 4, yd, dnnl_f32, act_tag(K)))
     goto fail;
-  dnnl_convolution_desc_t fd, bd, bw;
-  if (dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &c->x, &wany, NULL,
-                                         &c->y, st, pl, pr) ||
-      dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &c->x, &wany, &c->y, st, pl, pr) ||
-      dnnl_convolution_backward_weights_desc_init(&bw, dnnl_convolution_direct, &c->x, &wany, NULL, &c->y, st, pl,
-                                                  pr))
-    goto fail;
-  if ((rc = prim_make(b, &fd, NULL, &c->fwd)) || (rc = prim_make(b, &bd, c->fwd.pd, &c->bwd_data)) ||
-      (rc = prim_make(b, &bw, c->fwd.pd, &c->bwd_w)))
-    goto fail;
-  if ((rc = weights_view(c, &c->fwd, dnnl_query_weights_md, &c->wf, &c->wf_buf, &c->to_wf, 1)) ||
-      (rc = weights_view(c, &c->bwd_data, dnnl_query_weights_md, &c->wbd, &c->wbd_buf, &c->to_wbd, 1)) ||
-      (rc = weights_view(c, &c->bwd_w, dnnl_query_diff_weights_md, &c->dwb, &c->dwb_buf, &c->from_dwb, 0)))
-    goto fail;
+  size_t at = 0;
+  for (int d = 0; d < NPASS; d++) {
+    if (d == BWD_DATA && !need_dx) continue;
+    if ((rc = conv_pass_plan(c, d)) || (!IMPL(b)->plan_only && (rc = conv_pass_build(c, d)))) goto fail;
+    at += (size_t)snprintf(c->impl + at, sizeof c->impl - at, "%s%s %s", at ? ", " : "", PASS_NAME[d],
+                           c->pass[d].impl);
+    if (at >= sizeof c->impl) at = sizeof c->impl - 1;
+  }
   *out = c;
   return MNT_OK;
 fail:
@@ -160,54 +337,96 @@ fail:
   return rc ? rc : MNT_ESYS;
 }
 
+static const char *conv_impl(void *h, int *slow) {
+  cpu_conv *c = h;
+  *slow = c->pass[FWD].ref || c->pass[BWD_DATA].ref || c->pass[BWD_W].ref;
+  return c->impl;
+}
+
 static int reorder(mnt_backend *b, prim *re, const dnnl_memory_desc_t *from_md, const void *from,
                    const dnnl_memory_desc_t *to_md, void *to) {
   bind bs[] = {{DNNL_ARG_FROM, from_md, from}, {DNNL_ARG_TO, to_md, to}};
   return run(b, re, 2, bs);
 }
 
+/* the weights as pass d wants them: the slab's OIHW or the pass's reordered copy (forward's copy
+ * serves backward-data when their layouts agree) */
+static int conv_weights(cpu_conv *c, int d, const float *w, const float **out) {
+  conv_pass *ps = &c->pass[d];
+  *out = w;
+  if (!ps->wbuf) return MNT_OK;
+  if (d == BWD_DATA && c->pass[FWD].wbuf && dnnl_memory_desc_equal(&ps->w, &c->pass[FWD].w)) {
+    *out = c->pass[FWD].wbuf;
+    return MNT_OK;
+  }
+  MNT_CHECK(reorder(c->b, &ps->re_w, &c->w, w, &ps->w, ps->wbuf));
+  *out = ps->wbuf;
+  return MNT_OK;
+}
+
+/* an input activation of pass d in the pass's layout: itself, or reordered into buf */
+static int conv_in(cpu_conv *c, conv_pass *ps, int alt, prim *re, const dnnl_memory_desc_t *own,
+                   const dnnl_memory_desc_t *theirs, const void *a, float *buf, const void **out) {
+  *out = a;
+  if (!alt) return MNT_OK;
+  MNT_CHECK(reorder(c->b, re, own, a, theirs, buf));
+  *out = buf;
+  return MNT_OK;
+}
+
 static int conv_forward(void *h, const void *x, const float *w, void *y) {
   cpu_conv *c = h;
-  const float *wf = w;
-  if (c->wf_buf) {
-    MNT_CHECK(reorder(c->b, &c->to_wf, &c->w, w, &c->wf, c->wf_buf));
-    wf = c->wf_buf;
-  }
-  bind bs[] = {{DNNL_ARG_SRC, &c->x, x}, {DNNL_ARG_WEIGHTS, &c->wf, wf}, {DNNL_ARG_DST, &c->y, y}};
-  return run(c->b, &c->fwd, 3, bs);
+  conv_pass *ps = &c->pass[FWD];
+  const float *wf;
+  const void *xi;
+  MNT_CHECK(conv_weights(c, FWD, w, &wf));
+  MNT_CHECK(conv_in(c, ps, ps->x_alt, &ps->re_x, &c->x, &ps->x, x, c->xbuf, &xi));
+  bind bs[] = {{DNNL_ARG_SRC, &ps->x, xi}, {DNNL_ARG_WEIGHTS, &ps->w, wf}, {DNNL_ARG_DST, &ps->y, ps->y_alt ? c->ybuf : y}};
+  MNT_CHECK(run(c->b, &ps->p, 3, bs));
+  if (ps->y_alt) MNT_CHECK(reorder(c->b, &ps->re_y, &ps->y, c->ybuf, &c->y, y));
+  return MNT_OK;
 }
 
 static int conv_backward(void *h, const void *x, const float *w, const void *dy, void *dx, float *dw) {
   cpu_conv *c = h;
-  bind bw[] = {{DNNL_ARG_SRC, &c->x, x}, {DNNL_ARG_DIFF_DST, &c->y, dy},
-               {DNNL_ARG_DIFF_WEIGHTS, &c->dwb, c->dwb_buf ? c->dwb_buf : dw}};
-  MNT_CHECK(run(c->b, &c->bwd_w, 3, bw));
-  if (c->dwb_buf) MNT_CHECK(reorder(c->b, &c->from_dwb, &c->dwb, c->dwb_buf, &c->w, dw));
-  if (!dx) return MNT_OK;
-  const float *wb = w;
-  if (c->wbd_buf) { /* forward's reordered copy serves when the formats agree */
-    if (c->wf_buf && dnnl_memory_desc_equal(&c->wbd, &c->wf)) wb = c->wf_buf;
-    else {
-      MNT_CHECK(reorder(c->b, &c->to_wbd, &c->w, w, &c->wbd, c->wbd_buf));
-      wb = c->wbd_buf;
-    }
+  if (dx && !c->need_dx) {
+    MNT_ERR("internal: the input gradient of a convolution created without one (need_dx 0)");
+    return MNT_EARG;
   }
-  bind bd[] = {{DNNL_ARG_DIFF_DST, &c->y, dy}, {DNNL_ARG_WEIGHTS, &c->wbd, wb}, {DNNL_ARG_DIFF_SRC, &c->x, dx}};
-  return run(c->b, &c->bwd_data, 3, bd);
+  conv_pass *ps = &c->pass[BWD_W];
+  const void *xi, *dyi;
+  MNT_CHECK(conv_in(c, ps, ps->x_alt, &ps->re_x, &c->x, &ps->x, x, c->xbuf, &xi));
+  MNT_CHECK(conv_in(c, ps, ps->y_alt, &ps->re_y, &c->y, &ps->y, dy, c->ybuf, &dyi));
+  bind bw[] = {{DNNL_ARG_SRC, &ps->x, xi}, {DNNL_ARG_DIFF_DST, &ps->y, dyi},
+               {DNNL_ARG_DIFF_WEIGHTS, &ps->w, ps->wbuf ? ps->wbuf : dw}};
+  MNT_CHECK(run(c->b, &ps->p, 3, bw));
+  if (ps->wbuf) MNT_CHECK(reorder(c->b, &ps->re_w, &ps->w, ps->wbuf, &c->w, dw));
+  if (!dx) return MNT_OK;
+  ps = &c->pass[BWD_DATA];
+  const float *wb;
+  MNT_CHECK(conv_weights(c, BWD_DATA, w, &wb));
+  MNT_CHECK(conv_in(c, ps, ps->y_alt, &ps->re_y, &c->y, &ps->y, dy, c->ybuf, &dyi));
+  bind bd[] = {{DNNL_ARG_DIFF_DST, &ps->y, dyi}, {DNNL_ARG_WEIGHTS, &ps->w, wb},
+               {DNNL_ARG_DIFF_SRC, &ps->x, ps->x_alt ? c->xbuf : dx}};
+  MNT_CHECK(run(c->b, &ps->p, 3, bd));
+  if (ps->x_alt) MNT_CHECK(reorder(c->b, &ps->re_x, &ps->x, c->xbuf, &c->x, dx));
+  return MNT_OK;
 }
 
 static void conv_destroy(void *h) {
   cpu_conv *c = h;
   if (!c) return;
-  prim_free(&c->fwd);
-  prim_free(&c->bwd_data);
-  prim_free(&c->bwd_w);
-  prim_free(&c->to_wf);
-  prim_free(&c->to_wbd);
-  prim_free(&c->from_dwb);
-  free(c->wf_buf);
-  free(c->wbd_buf);
-  free(c->dwb_buf);
+  for (int d = 0; d < NPASS; d++) {
+    conv_pass *ps = &c->pass[d];
+    prim_free(&ps->p);
+    prim_free(&ps->re_x);
+    prim_free(&ps->re_y);
+    prim_free(&ps->re_w);
+    if (ps->hint) dnnl_primitive_desc_destroy(ps->hint);
+    free(ps->wbuf);
+  }
+  free(c->xbuf);
+  free(c->ybuf);
   free(c);
 }
 
@@ -220,6 +439,8 @@ typedef struct cpu_bn {
   dnnl_memory_desc_t x, c1, ws;
   void *workspace; /* fused ReLU: which outputs were clipped, from forward to backward */
   prim fwd, infer, bwd;
+  int ref;
+  char impl[160];
 } cpu_bn;
 
 static void bn_destroy(void *h);
@@ -238,9 +459,15 @@ static int bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, int 
                                                  flags | dnnl_use_global_stats) ||
       dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &bn->x, &bn->x, eps, flags))
     goto fail;
-  if ((rc = prim_make(b, &fd, NULL, &bn->fwd)) || (rc = prim_make(b, &id, NULL, &bn->infer)) ||
-      (rc = prim_make(b, &bd, bn->fwd.pd, &bn->bwd)))
+  if ((rc = pick_prim(b, &fd, NULL, &bn->fwd, &bn->ref)) || (rc = pick_prim(b, &id, NULL, &bn->infer, &bn->ref)) ||
+      (rc = pick_prim(b, &bd, bn->fwd.pd, &bn->bwd, &bn->ref)))
     goto fail;
+  snprintf(bn->impl, sizeof bn->impl, "fwd %s, infer %s, bwd %s", impl_name(bn->fwd.pd), impl_name(bn->infer.pd),
+           impl_name(bn->bwd.pd));
+  if (IMPL(b)->plan_only) {
+    *out = bn;
+    return MNT_OK;
+  }
   if (fuse_relu) {
     bn->ws = *dnnl_primitive_desc_query_md(bn->fwd.pd, dnnl_query_workspace_md, 0);
     if (!(bn->workspace = malloc(dnnl_memory_desc_get_size(&bn->ws) + 64))) {
@@ -294,6 +521,12 @@ static int bn_backward(void *h, const void *x, const void *dy, const float *gamm
   return run(bn->b, &bn->bwd, bn->relu ? 10 : 9, bs);
 }
 
+static const char *bn_impl(void *h, int *slow) {
+  cpu_bn *bn = h;
+  *slow = bn->ref;
+  return bn->impl;
+}
+
 static void bn_destroy(void *h) {
   cpu_bn *bn = h;
   if (!bn) return;
@@ -311,6 +544,8 @@ typedef struct cpu_pool {
   dnnl_memory_desc_t x, y, ws;
   void *workspace;
   prim fwd, bwd;
+  int ref;
+  char impl[120];
 } cpu_pool;
 
 static void pool_destroy(void *h);
@@ -334,7 +569,13 @@ static int pool_create(mnt_backend *b, int N, int C, int H, int W, int R, int s,
       dnnl_pooling_forward_desc_init(&fd, dnnl_forward_training, dnnl_pooling_max, &pl->x, &pl->y, st, k, pa, pr) ||
       dnnl_pooling_backward_desc_init(&bd, dnnl_pooling_max, &pl->x, &pl->y, st, k, pa, pr))
     goto fail;
-  if ((rc = prim_make(b, &fd, NULL, &pl->fwd)) || (rc = prim_make(b, &bd, pl->fwd.pd, &pl->bwd))) goto fail;
+  if ((rc = pick_prim(b, &fd, NULL, &pl->fwd, &pl->ref)) || (rc = pick_prim(b, &bd, pl->fwd.pd, &pl->bwd, &pl->ref)))
+    goto fail;
+  snprintf(pl->impl, sizeof pl->impl, "fwd %s, bwd %s", impl_name(pl->fwd.pd), impl_name(pl->bwd.pd));
+  if (IMPL(b)->plan_only) {
+    *out = pl;
+    return MNT_OK;
+  }
   pl->ws = *dnnl_primitive_desc_query_md(pl->fwd.pd, dnnl_query_workspace_md, 0);
   pl->workspace = malloc(dnnl_memory_desc_get_size(&pl->ws) + 64);
   if (!pl->workspace) {
@@ -360,6 +601,12 @@ static int pool_backward(void *h, const void *dy, void *dx) {
   bind bs[] = {{DNNL_ARG_DIFF_DST, &pl->y, dy}, {DNNL_ARG_WORKSPACE, &pl->ws, pl->workspace},
                {DNNL_ARG_DIFF_SRC, &pl->x, dx}};
   return run(pl->b, &pl->bwd, 3, bs);
+}
+
+static const char *pool_impl(void *h, int *slow) {
+  cpu_pool *pl = h;
+  *slow = pl->ref;
+  return pl->impl;
 }
 
 static void pool_destroy(void *h) {
@@ -632,7 +879,8 @@ static const mnt_backend_ops cpu_ops = {
     .conv_destroy = conv_destroy, .bn_create = bn_create, .bn_forward_train = bn_forward_train,
     .bn_forward_infer = bn_forward_infer, .bn_backward = bn_backward, .bn_destroy = bn_destroy,
     .pool_create = pool_create, .pool_forward = pool_forward, .pool_backward = pool_backward,
-    .pool_destroy = pool_destroy, .relu_forward = cpu_relu_forward, .relu_backward = cpu_relu_backward,
+    .pool_destroy = pool_destroy, .conv_impl = conv_impl, .bn_impl = bn_impl, .pool_impl = pool_impl,
+    .relu_forward = cpu_relu_forward, .relu_backward = cpu_relu_backward,
     .add_forward = cpu_add_forward, .act_acc = cpu_act_acc, .gap_forward = cpu_gap_forward,
     .gap_backward = cpu_gap_backward, .fc_forward = cpu_fc_forward, .fc_backward = cpu_fc_backward,
     .softmax_xent = cpu_softmax_xent, .f32_acc = cpu_f32_acc, .f32_scale = cpu_f32_scale, .sgd_step = cpu_sgd_step,
@@ -654,6 +902,7 @@ int mnt_backend_cpu_create(const mnt_backend_opts *o, mnt_backend **out) {
   }
   *b = (mnt_backend){.ops = &cpu_ops, .name = "cpu", .host_visible = 1, .device = -1,
                      .precision = MNT_PREC_FP32, .act_bytes = sizeof(float), .impl = c};
+  c->plan_only = o && o->plan_only;
   if (dnnl_engine_create(&c->eng, dnnl_cpu, 0) != dnnl_success ||
       dnnl_stream_create(&c->strm, c->eng, dnnl_stream_default_flags) != dnnl_success) {
     MNT_ERR("oneDNN: could not create a CPU engine and stream");
