@@ -109,7 +109,6 @@ int mnt_bench_step(mnt_world *w, int argc, char **argv) {
          "%.2f GFLOP per step\n",
          arch, size, batch, classes, be->name, mnt_precision_name(be->precision),
          threads > 0 ? threads : omp_get_max_threads(), (double)r->nw / 1e6, (ffwd + fbwd) / 1e9);
-  print_impls(r);
   /* the synthetic batch is uploaded once: the step is compute only, as in peer_step_torch.py */
   if ((st = mnt_act_upload(be, x, mnt_resnet_input(r), batch, 3, size, size)) != MNT_OK) goto done;
   double total = 0;
@@ -132,6 +131,7 @@ int mnt_bench_step(mnt_world *w, int argc, char **argv) {
          "(planned %.1f)\n",
          arch, size, batch, threads > 0 ? threads : omp_get_max_threads(), batch * timed / total, timed,
          (ffwd + fbwd) * timed / total / 1e9, peak_rss_mb() / batch, (double)need / 1048576.0 / batch);
+  print_impls(r); /* after the steps: a backend may fall back to another algorithm while it runs */
 done:
   free(x);
   free(y);
