@@ -65,7 +65,8 @@ int mnt_loader_val_sample(mnt_dataset *d, int64_t g, int out_size, int out_chann
 /* The loader's resampling (the reference for devices that augment): the box of the S×S×C uint8
  * HWC src, flipped, with zeros outside it when pad (else the edge repeated), normalised with
  * mean/std (C entries; a grey source feeds every one of outC channels), into outC×out×out
- * floats at dst. */
+ * floats at dst (out <= 4096, outC <= 3: anything else writes nothing). It runs in the CPU's best
+ * vector variant (simd.h), each giving the same floats. */
 void mnt_crop_resize(const uint8_t *src, int S, int C, const float box[MNT_BOX_FLOATS], int pad, int out, int outC,
                      const float *mean, const float *std, float *dst);
 /* where the next batch starts: what a checkpoint stores */

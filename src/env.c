@@ -10,8 +10,9 @@
 
 #include "args.h"
 #include "log.h"
+#include "simd.h"
 
-typedef enum { SECONDS, BYTES, STRING, LEVEL } kind;
+typedef enum { SECONDS, BYTES, STRING, LEVEL, SIMD } kind;
 
 typedef struct var {
   const char *name;
@@ -36,6 +37,9 @@ static const var VARS[] = {
     {"MNT_PROGRESS_INTERVAL", SECONDS, "30", 0.01, 86400, 0,
      "seconds between progress lines of long commands (convert, inspect --verify) when stderr is not a "
      "terminal"},
+    {"MNT_SIMD", SIMD, "auto", 0, 0, 0,
+     "vector instructions of mntrain's own loops (loader, casts, optimizer): sse2, avx2 or avx512, at most "
+     "what the CPU runs; auto: the best it runs"},
 };
 enum { NVARS = sizeof VARS / sizeof VARS[0] };
 
@@ -58,6 +62,7 @@ static const char *parse(const var *v, const char *s, double *d) {
   *d = 0;
   switch (v->k) {
     case STRING: return NULL;
+    case SIMD: return mnt_simd_env_check(s);
     case LEVEL:
       for (int i = 0; i < 4; i++)
         if (!strcasecmp(s, LEVELS[i])) {
@@ -126,7 +131,7 @@ int mnt_env_bytes(const char *name, size_t *out) {
 
 const char *mnt_env_string(const char *name) {
   const var *v = find(name);
-  const char *s = v && v->k == STRING ? value_of(v) : NULL;
+  const char *s = v && (v->k == STRING || v->k == SIMD) ? value_of(v) : NULL;
   return s && *s ? s : NULL;
 }
 

@@ -16,6 +16,7 @@
 #include "dataset.h"
 #include "env.h"
 #include "log.h"
+#include "simd.h"
 #include "train.h"
 #include "world.h"
 
@@ -83,14 +84,14 @@ static int cmd_info(mnt_world *w, int argc, char **argv) {
     if (mnt_world_guess_rank() == 0)
       mnt_print_help(stdout, "srun --mpi=pmix mntrain info",
                      "Each rank prints one line: rank, size, node, node index, local rank and local size as\n"
-                     "PMIx reports them, and its pid.",
+                     "PMIx reports them, its pid, the CPU ISA oneDNN runs on and mntrain's own loops' (simd).",
                      opts);
     return MNT_OK;
   }
   MNT_CHECK(mnt_world_init(w));
-  printf("rank %d of %d on %s: node %d of %d, local rank %d of %d, pid %d%s\n", w->rank, w->size,
-         w->hostname, w->node_rank, w->nnodes, w->local_rank, w->local_size, (int)getpid(),
-         w->have_pmix ? "" : " (no PMIx)");
+  printf("rank %d of %d on %s: node %d of %d, local rank %d of %d, pid %d, cpu isa %s, simd %s%s\n", w->rank,
+         w->size, w->hostname, w->node_rank, w->nnodes, w->local_rank, w->local_size, (int)getpid(),
+         mnt_cpu_isa_name(), mnt_simd_variant(), w->have_pmix ? "" : " (no PMIx)");
   fflush(stdout);
   return mnt_world_barrier(w);
 }
@@ -103,6 +104,10 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
     printf("mntrain %s (CUDA parts: %s; devices: %s)\n", MNT_VERSION, MNT_HAVE_CUDA ? "yes" : "no", mnt_backend_names());
+    /* what runs here: nodes of one cluster differ in their CPUs */
+    printf("cpu isa: %s (oneDNN's kernels; ONEDNN_MAX_CPU_ISA caps it)\n", mnt_cpu_isa_name());
+    printf("simd: %s (mntrain's own loops: loader, casts, optimizer; MNT_SIMD forces a lower one)\n",
+           mnt_simd_variant());
     return MNT_EXIT_OK;
   }
   const command *cmd = NULL;

@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "log.h"
+#include "simd.h"
 
 typedef struct cpu_impl {
   dnnl_engine_t eng;
@@ -693,42 +694,32 @@ static int cpu_act_download(mnt_backend *b, const void *act, float *dst, int N, 
 /* ---- element-wise and small ops ---------------------------------------------------------- */
 static int cpu_relu_forward(mnt_backend *b, const void *xv, void *yv, size_t n) {
   (void)b;
-  const float *x = xv;
-  float *y = yv;
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0;
+  mnt_vec_relu(yv, xv, n);
   return MNT_OK;
 }
 
 static int cpu_relu_backward(mnt_backend *b, const void *yv, const void *dyv, void *dxv, size_t n) {
   (void)b;
-  const float *y = yv, *dy = dyv;
-  float *dx = dxv;
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0 ? dy[i] : 0;
+  mnt_vec_relu_backward(dxv, yv, dyv, n);
   return MNT_OK;
 }
 
 static int cpu_add_forward(mnt_backend *b, const void *x1, const void *x2, void *yv, size_t n) {
   (void)b;
-  const float *a = x1, *c = x2;
-  float *y = yv;
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) y[i] = a[i] + c[i];
+  mnt_vec_add(yv, x1, x2, n);
   return MNT_OK;
 }
 
 static int cpu_f32_acc(mnt_backend *b, float *y, const float *x, size_t n) {
   (void)b;
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (size_t i = 0; i < n; i++) y[i] += x[i];
+  mnt_vec_acc(y, x, n);
   return MNT_OK;
 }
 static int cpu_act_acc(mnt_backend *b, void *y, const void *x, size_t n) { return cpu_f32_acc(b, y, x, n); }
 
 static int cpu_f32_scale(mnt_backend *b, float *y, float a, size_t n) {
   (void)b;
-  for (size_t i = 0; i < n; i++) y[i] *= a;
+  mnt_vec_scale(y, a, n);
   return MNT_OK;
 }
 
@@ -829,22 +820,13 @@ static int cpu_softmax_xent(mnt_backend *b, const void *lv, const int32_t *label
 static int cpu_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd,
                         int first) {
   (void)b;
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (size_t i = 0; i < n; i++) {
-    float d = g[i] + wd * w[i];
-    float v = first ? d : mu * m[i] + d;
-    m[i] = v;
-    w[i] -= lr * v;
-  }
+  mnt_vec_sgd(w, g, m, n, lr, mu, wd, first);
   return MNT_OK;
 }
 
 static int cpu_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {
   (void)b;
-  int bad = 0;
-#pragma omp parallel for reduction(| : bad) schedule(static) if (n > 65536)
-  for (size_t i = 0; i < n; i++) bad |= !isfinite(x[i]);
-  *flag = bad;
+  *flag = mnt_vec_nonfinite(x, n);
   return MNT_OK;
 }
 
