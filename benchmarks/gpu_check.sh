@@ -2,6 +2,26 @@
 # gpu_check.sh — the one script run on the GPU machine (device tool): build mntrain with CUDA
 # against the carried library bundle (benchmarks/gpu_bundle.sh), run the gpu-labelled tests, and
 # time `mntrain bench step` (ResNet-50, bf16, batch 256) next to PyTorch's step on the same GPU.
+#
+# Device budget. A task gets 15 minutes (900 s) of device time in all, the machine's start (a few
+# minutes) included, and no machine starts with under 4 minutes left. So the whole run defaults to
+# at most 330 s (--budget) and the device tool's call gets timeout_s=390 (the budget, the last
+# step's kill grace, the transfers):
+#   run(command="benchmarks/gpu_check.sh", carry=["gpu-bundle"], timeout_s=390)
+# start (~150 s) + 390 s leaves ~360 s: enough to start a fresh machine (>= 240 s left) and rerun
+# after a fix, shortened if need be (--skip-tests, fewer --mnt-seconds/--torch-seconds, --budget).
+# Each step's estimate on the device (16 cores, H200) and its cap (the budget also bounds it):
+#   0 env          ~5 s                               (inflating libdnnl from the bundle)
+#   1 configure    ~5 s, cap 90 s                     (4 s on the 2-core CI VM: the --build-only run)
+#   2 build        ~15 s, cap 150 s                   (mntrain + the gpu tests' programs, sm_90;
+#                                                      21 s with -j2 on the 2-core CI VM)
+#   3 smoke        ~3 s
+#   4 gpu tests    ~60 s, cap 120 s                   (CUDA/cuDNN/NCCL start-up in each program,
+#                                                      two short training runs)
+#   5 mntrain      ~45 s, cap --mnt-seconds + 45 s    (model set-up, 5 warm-up steps, 30 s timed)
+#   6 pytorch      ~55 s, cap --torch-seconds + 60 s  (import, cudnn.benchmark's warm-up, 25 s timed)
+# about 190 s when nothing goes wrong, 330 s at most (--budget: each step gets at most what is
+# left of it after the later steps' caps).
 set -euo pipefail
 
 usage() {
@@ -18,13 +38,16 @@ Steps, each under `timeout` and inside one overall budget, each with a header an
                if only -Werror stops it, reported as failed and built again without, to go on
   3 smoke      ldd of mntrain (every bundled library from the bundle, nothing "not found"), no
                object read a system copy of a bundled header (ninja -t deps), `mntrain --version`
-  4 gpu tests  ctest -L gpu --output-on-failure
+  4 gpu tests  ctest -L gpu --output-on-failure (--skip-tests: not run)
   5 mntrain    mntrain bench step --device cuda --arch resnet50 --size 224 --precision bf16
-               --batch 256, about --mnt-seconds (default 60) of timed steps
-  6 pytorch    benchmarks/peer_step_torch_gpu.py, same problem, --torch-seconds (default 45)
+               --batch 256, about --mnt-seconds (default 30) of timed steps; the batch-norm mode
+               the layers ran in from its "# batch norm: ..." line
+  6 pytorch    benchmarks/peer_step_torch_gpu.py, same problem, --torch-seconds (default 25)
 A failed test does not stop the benchmarks; the script exits non-zero if any step failed, after
 printing one final line:
-  gpu_check: mntrain NNNN img/s, pytorch NNNN img/s, ratio X.XX
+  gpu_check: mntrain NNNN img/s, pytorch NNNN img/s, ratio X.XX, bn MODE
+(MODE: e.g. "spatial_persistent x53"; "unknown" when mntrain did not say; a count of the layers
+that cuDNN refused SPATIAL_PERSISTENT at run time is added when there were any).
 Logs and results.txt go to $OUT when set (the device tool brings $OUT back), else to --out.
 
 Options:
@@ -38,12 +61,15 @@ Options:
   --out DIR          logs when $OUT is unset (default: BUILD/gpu-check)
   --jobs N           build jobs (default: nproc)
   --all-targets      build every target, not only mntrain and the gpu tests' programs
-  --mnt-seconds S    timed seconds of mntrain's step (default 60)
-  --torch-seconds S  timed seconds of PyTorch's step (default 45)
-  --budget S         the whole run's limit in seconds (default 470); steps get what is left
+  --skip-tests       no step 4 (a rerun that only measures)
+  --mnt-seconds S    timed seconds of mntrain's step (default 30)
+  --torch-seconds S  timed seconds of PyTorch's step (default 25)
+  --budget S         the whole run's limit in seconds (default 330); steps get what is left
   -h, --help         this text
 
-Device tool: run(command="benchmarks/gpu_check.sh", carry=["gpu-bundle"], timeout_s=540)
+Device tool (15 min of device time per task, the machine's start included; see the script's
+header for the phase budget):
+  run(command="benchmarks/gpu_check.sh", carry=["gpu-bundle"], timeout_s=390)
 EOF
 }
 
@@ -58,9 +84,10 @@ build=$root/build-gpu
 outdir=""
 jobs=$(nproc)
 all_targets=0
-mnt_seconds=60
-torch_seconds=45
-budget=470
+skip_tests=0
+mnt_seconds=30
+torch_seconds=25
+budget=330
 while (($#)); do
   case $1 in
     -h | --help) usage; exit 0 ;;
@@ -71,6 +98,7 @@ while (($#)); do
     --out) outdir=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --all-targets) all_targets=1; shift ;;
+    --skip-tests) skip_tests=1; shift ;;
     --mnt-seconds) mnt_seconds=$2; shift 2 ;;
     --torch-seconds) torch_seconds=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
@@ -133,7 +161,7 @@ inb() { # is PATH in the bundle (or its cache of inflated libraries)?
   [[ $p == "$MNT_BUNDLE"/* || (-n ${MNT_BUNDLE_LIBCACHE:-} && $p == "$MNT_BUNDLE_LIBCACHE"/*) ]]
 }
 finish() {
-  local mnt=${mnt_ips:-n/a} pt=${torch_ips:-n/a} ratio=n/a line
+  local mnt=${mnt_ips:-n/a} pt=${torch_ips:-n/a} ratio=n/a line bn=${bn_mode:-unknown}
   [[ -n $mnt ]] || mnt=n/a
   [[ -n $pt ]] || pt=n/a
   if [[ $mnt != n/a && $pt != n/a ]]; then ratio=$(awk -v a="$mnt" -v b="$pt" 'BEGIN { printf "%.2f", a / b }'); fi
@@ -142,7 +170,7 @@ finish() {
   if [[ $build_only == 1 ]]; then
     line="gpu_check: build-only dry run $( ((${#failed[@]} == 0)) && echo passed || echo "FAILED: ${failed[*]}")"
   else
-    line="gpu_check: mntrain $mnt img/s, pytorch $pt img/s, ratio $ratio"
+    line="gpu_check: mntrain $mnt img/s, pytorch $pt img/s, ratio $ratio, bn $bn"
     ((${#failed[@]} == 0)) || line+="  (FAILED: ${failed[*]})"
   fi
   echo "$line" >>"$results"
@@ -223,7 +251,7 @@ if [[ $strict == 1 ]]; then
 fi
 rm -f "$build/CMakeCache.txt"
 st=ok
-run_logged "$log" "$(limit 120 300)" cmake "${cfg[@]}" || st=FAIL
+run_logged "$log" "$(limit 90 230)" cmake "${cfg[@]}" || st=FAIL
 if [[ $st == ok ]]; then
   say "---- found:"
   grep -E '^-- (Found|mntrain:)' "$log" | sed 's/^-- /  /' | sort -u
@@ -276,13 +304,13 @@ print("\n".join(sorted(names)))' | grep -Fxf <(ninja -C "$build" -t targets all 
 fi
 say "targets: ${targets[*]}"
 st=ok
-run_logged "$log" "$(limit 300 200)" ninja -C "$build" -j "$jobs" "${targets[@]}" || st=FAIL
+run_logged "$log" "$(limit 150 190)" ninja -C "$build" -j "$jobs" "${targets[@]}" || st=FAIL
 if [[ $st != ok ]] && grep -q -- '-Werror' "$log" && grep -qE 'error: .*\[-W|-Werror=|warnings being treated as errors' "$log"; then
   # this image's compilers warn where Debian's did not: reported as a failure, but built
   # without -Werror so that the tests and benchmarks still run
   say "gpu_check: warnings as errors (above): building again with MNT_WERROR=OFF to run the rest"
-  if run_logged "$log" "$(limit 60 200)" cmake -B "$build" -DMNT_WERROR=OFF &&
-    run_logged "$log" "$(limit 300 190)" ninja -C "$build" -j "$jobs" "${targets[@]}"; then
+  if run_logged "$log" "$(limit 60 190)" cmake -B "$build" -DMNT_WERROR=OFF &&
+    run_logged "$log" "$(limit 150 180)" ninja -C "$build" -j "$jobs" "${targets[@]}"; then
     st=WERROR
   fi
 fi
@@ -329,9 +357,18 @@ log=$out/ctest.log
 : >"$log"
 header 4 "ctest -L gpu"
 st=ok
-run_logged "$log" "$(limit 240 $((mnt_seconds + torch_seconds + 80)))" \
-  ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120 || st=FAIL
-if grep -qE 'No tests were found' "$log"; then say "gpu_check: no gpu-labelled tests"; st=FAIL; fi
+if [[ $skip_tests == 1 ]]; then
+  say "gpu_check: --skip-tests: the gpu tests are not run" | tee -a "$log"
+  st=skipped
+else
+  # what the benchmarks need at most after it: their caps (steps 5 and 6)
+  run_logged "$log" "$(limit 120 $((mnt_seconds + 45 + torch_seconds + 60)))" \
+    ctest --test-dir "$build" -L gpu --output-on-failure --timeout 100 || st=FAIL
+fi
+if [[ $st != skipped ]] && grep -qE 'No tests were found' "$log"; then
+  say "gpu_check: no gpu-labelled tests"
+  st=FAIL
+fi
 n_run=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#' "$log" || true)
 n_skip=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#.*\*\*\*Skipped' "$log" || true)
 if ((n_skip > 0)); then
@@ -342,7 +379,7 @@ if ((n_skip > 0)); then
     say "gpu_check: WARNING: $n_skip of $n_run gpu tests skipped (above)"
   fi
 fi
-footer gpu-tests "$st"
+if [[ $st == skipped ]]; then footer gpu-tests ok; else footer gpu-tests "$st"; fi
 
 # ---- 5: mntrain bench step ---------------------------------------------------------------------------
 log=$out/bench_mntrain.log
@@ -357,11 +394,11 @@ done
 if [[ $st == ok ]]; then
   if grep -q -- '--seconds' <<<"$help"; then
     args+=(--seconds "$mnt_seconds")
-    t=$(limit $((mnt_seconds + 60)) $((torch_seconds + 40)))
+    t=$(limit $((mnt_seconds + 45)) $((torch_seconds + 60)))
   else
     # no --seconds: many steps, stopped with SIGINT after the time; the rate from the step lines
     args+=(--steps 100000)
-    t=$(limit $((mnt_seconds + 25)) $((torch_seconds + 40)))
+    t=$(limit $((mnt_seconds + 25)) $((torch_seconds + 60)))
   fi
   say "+ $build/mntrain ${args[*]}   (SIGINT after ${t}s)" | tee -a "$log"
   set +e
@@ -386,6 +423,15 @@ if [[ $st == ok ]]; then
   fi
   say "mntrain: ${mnt_ips:-n/a} img/s, mean over $nsteps timed steps of batch 256" | tee -a "$log"
 fi
+# the batch-norm mode the layers ran in: bench step's "# batch norm: spatial_persistent x53" (kinds
+# separated by "; "; the last such line), and the layers cuDNN refused SPATIAL_PERSISTENT at run
+# time (its warnings); "unknown" when mntrain did not say
+bn_mode=$(sed -n 's/\r$//; s/^#[[:space:]]*[Bb]atch[ -]\{0,1\}[Nn]orm[a-z]*[[:space:]]*:[[:space:]]*//p' "$log" | tail -1 |
+  sed 's/[[:space:]]*;[[:space:]]*/ + /g; s/[[:space:]]*,[[:space:]]*/ + /g; s/[[:space:]]\{1,\}/ /g; s/ $//')
+[[ -n $bn_mode ]] || bn_mode=unknown
+n_refused=$(grep -c 'refused SPATIAL_PERSISTENT' "$log" || true)
+((n_refused == 0)) || bn_mode+=" ($n_refused refused SPATIAL_PERSISTENT at run time)"
+say "mntrain: batch norm $bn_mode" | tee -a "$log"
 footer mntrain "$st"
 
 # ---- 6: PyTorch's step ---------------------------------------------------------------------------------

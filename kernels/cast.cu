@@ -44,7 +44,11 @@ extern "C" int mnt_cuda_cast(int from, int to, const void *in, void *out, size_t
   return cudaPeekAtLastError() == cudaSuccess ? 0 : -2; /* the caller reads (and clears) the error */
 }
 
+// No driver or no device: 0, and the failed call's error cleared (a "last error" left behind would
+// fail the next kernel launched, e.g. after `--device auto` has looked for a GPU).
 extern "C" int mnt_cuda_device_count(void) {
   int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+  if (cudaGetDeviceCount(&n) == cudaSuccess) return n;
+  (void)cudaGetLastError();
+  return 0;
 }

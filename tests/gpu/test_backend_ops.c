@@ -6,7 +6,11 @@
  * Tolerances, relative to the largest magnitude of the reference tensor:
  *   fp32 1e-4 (cuDNN runs FMA math, no TF32: differences are summation order only),
  *   bf16 2e-2 (outputs rounded to 8 bits of mantissa, about 4e-3, plus accumulation).
+ * Also: a convolution created without dx (need_dx 0, the stem) computes y and dw alike and refuses
+ * a backward that asks for dx (MNT_EARG, nothing run); what each layer runs (mnt_*_impl) names
+ * cuDNN's algorithms and modes; no CUDA error is left behind as the thread's last error.
  * Fails (1) naming op, precision and worst element; skips (77) without a CUDA device. */
+#include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -122,6 +126,19 @@ static void cmp_f32(const pair *P, const char *op, const float *c_p, const float
   free(got);
 }
 
+/* what a layer runs: a text naming each pass, none of it a reference implementation */
+static void check_impl(const pair *P, const char *layer, const char *impl, int slow, const char *const *must_have,
+                       const char *must_not) {
+  checks++;
+  int ok = impl && impl[0] && !slow && !(must_not && strstr(impl, must_not));
+  for (int i = 0; must_have && must_have[i]; i++) ok = ok && strstr(impl, must_have[i]);
+  if (!ok) {
+    failures++;
+    fprintf(stderr, "FAIL %s (%s): runs \"%s\" (slow %d)%s%s\n", layer, P->prec, impl ? impl : "(null)", slow,
+            must_not ? ", must not name " : "", must_not ? must_not : "");
+  }
+}
+
 /* ---- layers -------------------------------------------------------------------------------- */
 static void test_conv(const pair *P, int N, int C, int H, int W, int K, int R, int s, int p) {
   char name[96];
@@ -162,8 +179,72 @@ static void test_conv(const pair *P, int N, int C, int H, int W, int K, int R, i
   OK(mnt_conv_backward(gc, gx, gw, gdy, NULL, gdw));
   snprintf(name, sizeof name, "conv %dx%d s%d p%d %d->%d on %dx%d backward dw (dx NULL)", R, R, s, p, C, K, H, W);
   cmp_f32(P, name, cdw, gdw, nw);
+  { /* the algorithms in use after the passes ran (a fallback at run time included) */
+    static const char *const full[] = {"fwd ", "bwd-data ", "bwd-weights ", NULL};
+    int slow = -1;
+    const char *impl = mnt_conv_impl(gc, &slow);
+    snprintf(name, sizeof name, "conv %dx%d s%d p%d %d->%d on %dx%d", R, R, s, p, C, K, H, W);
+    printf("%s %s runs: %s\n", P->prec, name, impl);
+    check_impl(P, name, impl, slow, full, "unknown");
+  }
   mnt_conv_destroy(cc);
   mnt_conv_destroy(gc);
+  mnt_be_free(P->cpu, cx), mnt_be_free(P->gpu, gx), mnt_be_free(P->cpu, cy), mnt_be_free(P->gpu, gy);
+  mnt_be_free(P->cpu, cdy), mnt_be_free(P->gpu, gdy), mnt_be_free(P->cpu, cdx), mnt_be_free(P->gpu, gdx);
+  mnt_be_free(P->cpu, cw), mnt_be_free(P->gpu, gw), mnt_be_free(P->cpu, cdw), mnt_be_free(P->gpu, gdw);
+  free(hx), free(hw), free(hdy);
+}
+
+/* The stem: 3 input channels (bf16 NHWC: cuDNN's least supported case), created without dx. y and dw
+ * as the cpu backend's; a backward that asks for dx is refused (MNT_EARG) before anything runs. */
+static void test_conv_no_dx(const pair *P, int N, int C, int H, int W, int K, int R, int s, int p) {
+  char name[96];
+  int OH = 0, OW = 0;
+  mnt_conv *cc = NULL, *gc = NULL, *gfull = NULL;
+  OK(mnt_conv_create(P->cpu, N, C, H, W, K, R, s, p, 1, &cc));
+  OK(mnt_conv_create(P->gpu, N, C, H, W, K, R, s, p, 0, &gc));
+  OK(mnt_conv_create(P->gpu, N, C, H, W, K, R, s, p, 1, &gfull));
+  mnt_conv_out_hw(cc, &OH, &OW);
+  size_t nw = (size_t)K * C * R * R;
+  float *hx = host_rand((size_t)N * C * H * W, 1.0f, 0.0f);
+  float *hw = host_rand(nw, 1.0f / sqrtf((float)(C * R * R)), 0.0f);
+  float *hdy = host_rand((size_t)N * K * OH * OW, 1.0f, 0.0f);
+  void *cx = act_new(P->cpu, hx, N, C, H, W), *gx = act_new(P->gpu, hx, N, C, H, W);
+  void *cy = act_new(P->cpu, NULL, N, K, OH, OW), *gy = act_new(P->gpu, NULL, N, K, OH, OW);
+  void *cdy = act_new(P->cpu, hdy, N, K, OH, OW), *gdy = act_new(P->gpu, hdy, N, K, OH, OW);
+  void *cdx = act_new(P->cpu, NULL, N, C, H, W), *gdx = act_new(P->gpu, NULL, N, C, H, W);
+  float *cw = f32_new(P->cpu, hw, nw), *gw = f32_new(P->gpu, hw, nw);
+  float *cdw = f32_new(P->cpu, NULL, nw), *gdw = f32_new(P->gpu, NULL, nw);
+  OK(mnt_conv_forward(cc, cx, cw, cy));
+  OK(mnt_conv_forward(gc, gx, gw, gy));
+  snprintf(name, sizeof name, "conv %dx%d s%d p%d %d->%d on %dx%d without dx: forward y", R, R, s, p, C, K, H, W);
+  cmp_act(P, name, cy, gy, N, K, OH, OW);
+  OK(mnt_conv_backward(cc, cx, cw, cdy, cdx, cdw));
+  OK(mnt_conv_backward(gc, gx, gw, gdy, NULL, gdw));
+  snprintf(name, sizeof name, "conv %dx%d s%d p%d %d->%d on %dx%d without dx: backward dw", R, R, s, p, C, K, H, W);
+  cmp_f32(P, name, cdw, gdw, nw);
+  printf("(an error logged next is expected: backward with dx on a layer created without it)\n");
+  fflush(stdout);
+  int rc = mnt_conv_backward(gc, gx, gw, gdy, gdx, gdw);
+  checks++;
+  if (rc != MNT_EARG) {
+    failures++;
+    fprintf(stderr, "FAIL conv created without dx (%s): backward with dx returned %d, want MNT_EARG (%d)\n", P->prec,
+            rc, MNT_EARG);
+  }
+  OK(mnt_be_sync(P->gpu)); /* and the stream is still healthy */
+  int slow = -1;
+  static const char *const no_dx[] = {"fwd ", "bwd-weights ", NULL};
+  static const char *const full[] = {"fwd ", "bwd-data ", "bwd-weights ", NULL};
+  const char *impl = mnt_conv_impl(gc, &slow);
+  printf("%s stem conv without dx runs: %s\n", P->prec, impl);
+  check_impl(P, "stem conv (need_dx 0)", impl, slow, no_dx, "bwd-data");
+  impl = mnt_conv_impl(gfull, &slow);
+  printf("%s stem conv with dx would run: %s\n", P->prec, impl);
+  check_impl(P, "stem conv (need_dx 1)", impl, slow, full, NULL);
+  mnt_conv_destroy(cc);
+  mnt_conv_destroy(gc);
+  mnt_conv_destroy(gfull);
   mnt_be_free(P->cpu, cx), mnt_be_free(P->gpu, gx), mnt_be_free(P->cpu, cy), mnt_be_free(P->gpu, gy);
   mnt_be_free(P->cpu, cdy), mnt_be_free(P->gpu, gdy), mnt_be_free(P->cpu, cdx), mnt_be_free(P->gpu, gdx);
   mnt_be_free(P->cpu, cw), mnt_be_free(P->gpu, gw), mnt_be_free(P->cpu, cdw), mnt_be_free(P->gpu, gdw);
@@ -223,6 +304,18 @@ static void test_bn(const pair *P, int N, int C, int H, int W, int relu) {
   OK(mnt_bn_forward_infer(gb, gx, gg, gbeta, gy, grm, grv));
   snprintf(name, sizeof name, "%s C%d forward_infer y", tag, C);
   cmp_act(P, name, cy, gy, N, C, H, W);
+  { /* the mode it ran in: fp32 SPATIAL; bf16 SPATIAL_PERSISTENT unless cuDNN refused it (reported) */
+    int slow = -1;
+    const char *impl = mnt_bn_impl(gb, &slow);
+    int fp32 = !g_round_bf16, known = !strcmp(impl, "spatial") || (!fp32 && !strcmp(impl, "spatial_persistent"));
+    printf("%s %s C%d runs: %s\n", P->prec, tag, C, impl);
+    checks++;
+    if (!known || slow) {
+      failures++;
+      fprintf(stderr, "FAIL %s C%d (%s): runs \"%s\" (slow %d), want %s\n", tag, C, P->prec, impl, slow,
+              fp32 ? "spatial" : "spatial_persistent or spatial");
+    }
+  }
   mnt_bn_destroy(cb);
   mnt_bn_destroy(gb);
   void *cfree[] = {cx, cy, cdy, cdx, cg, cbeta, crm, crv, csm, csv, cdg, cdb};
@@ -257,6 +350,13 @@ static void test_pool(const pair *P, int N, int C, int H, int W, int R, int s, i
   OK(mnt_pool_backward(gp, gdy, gdx));
   snprintf(name, sizeof name, "maxpool %dx%d s%d p%d backward dx", R, R, s, p);
   cmp_act(P, name, cdx, gdx, N, C, H, W);
+  {
+    int slow = -1;
+    const char *impl = mnt_pool_impl(gp, &slow);
+    static const char *const max[] = {"max", NULL};
+    printf("%s maxpool runs: %s\n", P->prec, impl);
+    check_impl(P, name, impl, slow, max, NULL);
+  }
   mnt_pool_destroy(cp);
   mnt_pool_destroy(gp);
   mnt_be_free(P->cpu, cx), mnt_be_free(P->gpu, gx), mnt_be_free(P->cpu, cy), mnt_be_free(P->gpu, gy);
@@ -458,8 +558,9 @@ static int run_round(mnt_precision prec) {
   OK(mnt_backend_create("cpu", &co, &P.cpu));
   g_round_bf16 = prec == MNT_PREC_BF16;
   int before = failures;
-  /* the stem (3 input channels: NHWC bf16 with C=3), a 3x3, a strided 1x1 */
+  /* the stem (3 input channels: NHWC bf16 with C=3), with dx and without, a 3x3, a strided 1x1 */
   test_conv(&P, 4, 3, 16, 16, 16, 7, 2, 3);
+  test_conv_no_dx(&P, 4, 3, 16, 16, 16, 7, 2, 3);
   test_conv(&P, 4, 16, 8, 8, 32, 3, 1, 1);
   test_conv(&P, 4, 32, 8, 8, 16, 1, 2, 0);
   test_conv(&P, 4, 16, 8, 8, 16, 3, 2, 1);
@@ -471,6 +572,14 @@ static int run_round(mnt_precision prec) {
   test_xent(&P, 8, 10, 0.1f);
   test_xent(&P, 8, 10, 0.0f);
   test_f32(&P);
+  OK(mnt_be_sync(P.gpu));
+  cudaError_t e = cudaPeekAtLastError(); /* every error the backend met was handled, and cleared */
+  checks++;
+  if (e != cudaSuccess) {
+    failures++;
+    fprintf(stderr, "FAIL %s round: a CUDA error is left as the thread's last error: %s (%s)\n", P.prec,
+            cudaGetErrorName(e), cudaGetErrorString(e));
+  }
   printf("%s round: %s\n", P.prec, failures == before ? "ok" : "FAILED");
   mnt_backend_destroy(P.cpu);
   mnt_backend_destroy(P.gpu);

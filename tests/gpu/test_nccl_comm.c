@@ -1,13 +1,20 @@
-/* test_nccl_comm.c — the NCCL communicator on GPUs, flat and hier: allreduce (fp32 sum and
- * average, bf16 and fp16 sums) at sizes that exercise hier's whole slices, its flat tail and the
- * all-flat small case; iallreduce + wait ordered after work still queued on a compute stream (a
- * host function holds that stream, then an asynchronous copy writes the input: a communicator
- * that did not wait for the stream would reduce the old zeros); several requests in flight;
- * broadcast, allgather and barrier. Results are checked on the host against what the ranks'
- * inputs must give. One rank (no PMIx, or one task) runs everything flat (hier falls back and
- * is checked to say so); under srun with several nodes of the same number of GPUs, e.g.
- *   srun --mpi=pmix -N2 --ntasks-per-node=2 --gpus-per-task=1 test_nccl_comm
- * the hier communicator is checked to be hier and to give the same sums as flat.
+/* test_nccl_comm.c — the NCCL communicator on GPUs, flat or hier (the argument, default flat):
+ * allreduce (fp32 sum and average, bf16 and fp16 sums) at sizes that exercise hier's whole
+ * slices, its flat tail and the all-flat small case; iallreduce + wait ordered after work still
+ * queued on a compute stream (a host function holds that stream, then an asynchronous copy writes
+ * the input: a communicator that did not wait for the stream would reduce the old zeros); several
+ * requests in flight; broadcast, allgather and barrier, of device and of host buffers (staged).
+ * Results are checked on the host against what the ranks' inputs must give.
+ * After every call that waits (set-up, each collective, each wait, destroy) no CUDA error may be
+ * left as the thread's last error, and one of our kernels (kernels/ops.h) must launch: a poll's
+ * cudaErrorNotReady left behind made the first kernel after an NCCL wait fail.
+ * flat also checks that hier asked in a world that cannot have it runs flat, and that a failed host
+ * staging (an allocation no GPU can hold) aborts the communicator at once (every later call is
+ * refused), so that the peers are not left waiting until MNT_COMM_TIMEOUT.
+ * hier needs more than one node with the same number (more than one) of GPUs on each, e.g.
+ *   srun --mpi=pmix -N2 --ntasks-per-node=2 --gpus-per-task=1 test_nccl_comm hier
+ * and is checked to be hier and to give the same sums as flat; elsewhere it skips (77) saying why
+ * (on one GPU it cannot run: NCCL refuses two ranks on one device).
  * Skips (77) where there is no GPU (on any rank: the ranks agree first). */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -21,16 +28,36 @@
 #include "comm.h"
 #include "dtype.h"
 #include "log.h"
+#include "ops.h"
 #include "world.h"
 
 #define N 100003 /* odd: never whole hier slices, so the flat tail is always used too */
 
 static mnt_world w;
 static int R, me;
+static float *probe; /* one float on this rank's GPU, for the probe kernel */
+static int waits;    /* calls followed by the probe */
+
+/* After a call that waited on NCCL: no CUDA error left for the next kernel launch to report as
+ * its own, and one of our kernels launches (its launcher checks cudaGetLastError()). */
+static void after_wait(const char *what) {
+  cudaError_t e = cudaPeekAtLastError();
+  EXPECT(e == cudaSuccess, "after %s: the thread's last CUDA error is %s (%s): the next kernel would fail with it",
+         what, cudaGetErrorName(e), cudaGetErrorString(e));
+  if (probe) {
+    int k = mnt_k_f32_scale(probe, 1.0f, 1, NULL);
+    EXPECT(k == 0, "after %s: launching a kernel (mnt_k_f32_scale) failed: %s", what,
+           cudaGetErrorString((cudaError_t)k));
+  }
+  waits++;
+}
 
 /* A failed call has aborted the NCCL communicators; take the job down so that no rank waits. */
 static void must(int st, const char *what) {
-  if (st == MNT_OK) return;
+  if (st == MNT_OK) {
+    after_wait(what);
+    return;
+  }
   fprintf(stderr, "FAIL rank %d: %s: %s (%s)\n", me, what, mnt_status_str(st), mnt_last_error());
   mnt_world_abort(&w, 1, what);
 }
@@ -148,6 +175,7 @@ static void run(mnt_topology topo) {
   const char *name = mnt_topology_name(topo);
   mnt_comm *c;
   must(mnt_comm_create(&w, "nccl", topo, &c), "nccl communicator");
+  if (!probe) cuda_must(cudaMalloc((void **)&probe, sizeof *probe), "cudaMalloc of the probe"); /* on our GPU */
   mnt_topology want = topo == MNT_TOPO_HIER && hier_possible() ? MNT_TOPO_HIER : MNT_TOPO_FLAT;
   EXPECT(c->topology == want, "%s asked: uses %s, want %s (%d nodes, %d ranks)", name,
          mnt_topology_name(c->topology), mnt_topology_name(want), w.nnodes, R);
@@ -187,18 +215,77 @@ static void run(mnt_topology topo) {
   for (int r = 0; r < R; r++) EXPECT(h[r] == (float)r, "%s: allgather [%d] = %g", name, r, (double)h[r]);
   must(c->ops->barrier(c), "barrier");
 
+  /* host buffers, staged through the GPU: allreduce, broadcast, allgather */
+  for (size_t i = 0; i < N; i++) h[i] = input(i, me);
+  must(c->ops->allreduce(c, h, N, MNT_FP32, MNT_SUM, NULL), "allreduce of a host buffer");
+  size_t bad = N;
+  for (size_t i = 0; i < N && bad == N; i++)
+    if (h[i] != sum_of(i)) bad = i;
+  EXPECT(bad == N, "%s: allreduce of a host buffer: [%zu] = %g, want %g", name, bad, bad < N ? (double)h[bad] : 0.0,
+         bad < N ? (double)sum_of(bad) : 0.0);
+  for (size_t i = 0; i < 1000; i++) h[i] = (float)(me * 1000 + (int)i);
+  must(c->ops->broadcast(c, h, 1000 * sizeof(float), 0, NULL), "broadcast of a host buffer");
+  EXPECT(h[0] == 0.0f && h[999] == 999.0f, "%s: broadcast of a host buffer: %g %g, want 0 999", name, (double)h[0],
+         (double)h[999]);
+  for (int r = 0; r < R; r++) h[r] = -1.0f;
+  must(c->ops->allgather(c, &mine, h, sizeof(float), NULL), "allgather into a host buffer");
+  for (int r = 0; r < R; r++)
+    EXPECT(h[r] == (float)r, "%s: allgather into a host buffer [%d] = %g", name, r, (double)h[r]);
+
   if (me == 0)
     printf("%s asked, %s used: NCCL on %d rank(s), %d node(s): allreduce fp32 sum/avg at %zu sizes, bf16, fp16, "
-           "iallreduce after a compute stream, broadcast, allgather, barrier\n",
-           name, mnt_topology_name(c->topology), R, w.nnodes, sizeof sizes / sizeof sizes[0]);
+           "iallreduce after a compute stream, broadcast, allgather, barrier, host buffers staged; a kernel launched "
+           "after each of %d calls\n",
+           name, mnt_topology_name(c->topology), R, w.nnodes, sizeof sizes / sizeof sizes[0], waits);
   cudaFree(dm);
   cudaFree(d);
   free(h);
   free(h16);
   mnt_comm_destroy(c);
+  after_wait("destroy");
 }
 
-int main(void) {
+/* hier asked where it cannot be: the communicator runs flat and says so */
+static void check_hier_fallback(void) {
+  mnt_comm *c;
+  must(mnt_comm_create(&w, "nccl", MNT_TOPO_HIER, &c), "nccl communicator (hier asked)");
+  EXPECT(c->topology == MNT_TOPO_FLAT, "hier asked on %d node(s), %d rank(s): uses %s, want flat", w.nnodes, R,
+         mnt_topology_name(c->topology));
+  must(c->ops->barrier(c), "barrier (hier asked, flat used)");
+  mnt_comm_destroy(c);
+  after_wait("destroy");
+}
+
+/* A host staging that fails (a buffer no GPU can hold) aborts the communicator at once, as every
+ * failure inside a collective does: every later call is refused, so that a peer already inside
+ * the collective is not left waiting until MNT_COMM_TIMEOUT. Every rank fails the same way. */
+static void check_staging_failure(void) {
+  mnt_comm *c;
+  must(mnt_comm_create(&w, "nccl", MNT_TOPO_FLAT, &c), "nccl communicator");
+  float host[4] = {1, 2, 3, 4};
+  size_t huge = (size_t)1 << 42; /* 16 TiB of fp32 to stage */
+  if (me == 0) printf("a failed host staging (the errors logged next are expected):\n");
+  fflush(stdout);
+  double t0 = mnt_now();
+  int st = c->ops->allreduce(c, host, huge, MNT_FP32, MNT_SUM, NULL);
+  EXPECT(st != MNT_OK, "an allreduce staging %zu bytes of host data succeeded", huge * sizeof(float));
+  after_wait("a failed host staging");
+  st = c->ops->barrier(c);
+  EXPECT(st != MNT_OK && strstr(mnt_last_error(), "aborted by an earlier failure"),
+         "after a failed host staging the communicator was not aborted: the next barrier returned %s (%s)",
+         mnt_status_str(st), mnt_last_error());
+  double took = mnt_now() - t0;
+  EXPECT(took < 10.0, "the failed staging and the refused barrier took %.1f s", took);
+  mnt_comm_destroy(c);
+  after_wait("destroy of an aborted communicator");
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "flat";
+  if (strcmp(mode, "flat") && strcmp(mode, "hier")) {
+    fprintf(stderr, "usage: test_nccl_comm [flat|hier]\n");
+    return 2;
+  }
   setenv("MNT_COMM_TIMEOUT", "60", 0); /* a stuck collective fails inside the test's time */
   if (mnt_world_init(&w) != MNT_OK) {
     fprintf(stderr, "FAIL: world: %s\n", mnt_last_error());
@@ -213,8 +300,23 @@ int main(void) {
     mnt_world_finalize(&w);
     return 77;
   }
-  run(MNT_TOPO_FLAT);
-  run(MNT_TOPO_HIER);
+  if (!strcmp(mode, "hier") && !hier_possible()) { /* the same answer on every rank: the world's tables */
+    if (me == 0)
+      printf("SKIP: hier needs more than one node with the same number (more than one) of GPU ranks on each; this "
+             "run has %d rank(s) on %d node(s). One GPU cannot run it: NCCL refuses two ranks on one device "
+             "(srun --mpi=pmix -N2 --ntasks-per-node=2 --gpus-per-task=1 test_nccl_comm hier)\n",
+             R, w.nnodes);
+    mnt_world_finalize(&w);
+    return 77;
+  }
+  if (!strcmp(mode, "hier")) {
+    run(MNT_TOPO_HIER);
+  } else {
+    run(MNT_TOPO_FLAT);
+    if (!hier_possible()) check_hier_fallback();
+    check_staging_failure();
+  }
+  if (probe) cudaFree(probe);
   int st = mnt_world_agree(&w, failures ? MNT_EDATA : MNT_OK);
   if (me == 0) printf("%s: %d checks on rank 0, %d failed%s\n", st ? "FAIL" : "ok", checks, failures,
                       st && !failures ? " (on another rank)" : "");

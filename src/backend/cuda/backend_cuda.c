@@ -34,7 +34,7 @@ int mnt_cuda_reserve(mnt_cuda *c, void **p, size_t *have, size_t need) {
 
 void mnt_cuda_release(mnt_cuda *c, void **p, size_t *have) {
   if (*p) {
-    cudaError_t e = c->pools ? cudaFreeAsync(*p, c->stream) : cudaFree(*p);
+    cudaError_t e = mnt_cuda_clear(c->pools ? cudaFreeAsync(*p, c->stream) : cudaFree(*p));
     if (e != cudaSuccess) MNT_WARN("freeing a CUDA scratch buffer failed: %s", cudaGetErrorString(e));
   }
   *p = NULL;
@@ -59,7 +59,7 @@ static int mnt_cu_alloc(mnt_backend *b, size_t bytes, void **p) {
   /* zeroed before any stream (the communicator's included) can touch it: setup time only */
   if ((rc = MNT_CUDA_OK(cudaMemsetAsync(*p, 0, bytes, c->stream))) != MNT_OK ||
       (rc = MNT_CUDA_OK(cudaStreamSynchronize(c->stream))) != MNT_OK) {
-    cudaFree(*p);
+    MNT_CUDA_WARN(cudaFree(*p));
     *p = NULL;
     return rc;
   }
@@ -68,8 +68,8 @@ static int mnt_cu_alloc(mnt_backend *b, size_t bytes, void **p) {
 
 static void mnt_cu_free(mnt_backend *b, void *p) {
   if (!p) return;
-  cudaError_t e = cudaSetDevice(mnt_cuda_of(b)->device);
-  if (e == cudaSuccess) e = cudaFree(p); /* waits for the device's work */
+  cudaError_t e = mnt_cuda_clear(cudaSetDevice(mnt_cuda_of(b)->device));
+  if (e == cudaSuccess) e = mnt_cuda_clear(cudaFree(p)); /* waits for the device's work */
   if (e != cudaSuccess) MNT_ERR("cudaFree(%p) failed: %s", p, cudaGetErrorString(e));
 }
 
@@ -89,8 +89,8 @@ static int mnt_cu_host_alloc(mnt_backend *b, size_t bytes, void **p) {
 
 static void mnt_cu_host_free(mnt_backend *b, void *p) {
   if (!p) return;
-  cudaError_t e = cudaSetDevice(mnt_cuda_of(b)->device);
-  if (e == cudaSuccess) e = cudaFreeHost(p);
+  cudaError_t e = mnt_cuda_clear(cudaSetDevice(mnt_cuda_of(b)->device));
+  if (e == cudaSuccess) e = mnt_cuda_clear(cudaFreeHost(p));
   if (e != cudaSuccess) MNT_ERR("cudaFreeHost(%p) failed: %s", p, cudaGetErrorString(e));
 }
 
@@ -364,6 +364,9 @@ static const mnt_backend_ops mnt_cuda_ops = {
     .pool_forward = mnt_cuda_pool_forward,
     .pool_backward = mnt_cuda_pool_backward,
     .pool_destroy = mnt_cuda_pool_destroy,
+    .conv_impl = mnt_cuda_conv_impl,
+    .bn_impl = mnt_cuda_bn_impl,
+    .pool_impl = mnt_cuda_pool_impl,
     .relu_forward = mnt_cu_relu_forward,
     .relu_backward = mnt_cu_relu_backward,
     .add_forward = mnt_cu_add_forward,
@@ -394,12 +397,11 @@ static void mnt_cu_destroy(mnt_backend *b) {
       mnt_cuda_release(c, &c->stage, &c->stage_bytes);
       mnt_cuda_release(c, &c->fc_w, &c->fc_w_bytes);
       mnt_cuda_release(c, &c->xent, &c->xent_bytes);
-      cudaError_t e = cudaStreamSynchronize(c->stream);
-      if (e != cudaSuccess) MNT_ERR("cudaStreamSynchronize at backend destroy: %s", cudaGetErrorString(e));
+      MNT_CUDA_WARN(cudaStreamSynchronize(c->stream)); /* at backend destroy */
     }
-    if (c->blas) cublasDestroy(c->blas);
-    if (c->dnn) cudnnDestroy(c->dnn);
-    if (c->stream) cudaStreamDestroy(c->stream);
+    if (c->blas) MNT_CUBLAS_WARN(cublasDestroy(c->blas));
+    if (c->dnn) MNT_CUDNN_WARN(cudnnDestroy(c->dnn));
+    if (c->stream) MNT_CUDA_WARN(cudaStreamDestroy(c->stream));
     free(c);
   }
   free(b);
@@ -423,12 +425,11 @@ int mnt_backend_cuda_create(const mnt_backend_opts *o, mnt_backend **out) {
     return MNT_EARG;
   }
   int count = 0;
-  cudaError_t e = cudaGetDeviceCount(&count);
+  cudaError_t e = mnt_cuda_clear(cudaGetDeviceCount(&count)); /* leave no error behind for later calls */
   if (e != cudaSuccess || count <= 0) {
     const char *vis = getenv("CUDA_VISIBLE_DEVICES");
     MNT_ERR("no CUDA device visible to this process (CUDA_VISIBLE_DEVICES=%s): %s", vis ? vis : "<unset>",
             e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    (void)cudaGetLastError(); /* not sticky: leave no error behind for later calls */
     return MNT_EARG;
   }
   int dev = o->device;
@@ -478,10 +479,13 @@ int mnt_backend_cuda_create(const mnt_backend_opts *o, mnt_backend **out) {
   b->stream = mnt_as_stream(c->stream);
   char name[256] = "";
   struct cudaDeviceProp prop;
-  if (cudaGetDeviceProperties(&prop, dev) == cudaSuccess) {
-    memcpy(name, prop.name, sizeof name < sizeof prop.name ? sizeof name : sizeof prop.name);
-    name[sizeof name - 1] = '\0';
+  if ((rc = MNT_CUDA_OK(cudaGetDeviceProperties(&prop, dev))) != MNT_OK) {
+    MNT_ERR("could not read the properties of CUDA device %d", dev);
+    mnt_cu_destroy(b);
+    return rc;
   }
+  memcpy(name, prop.name, sizeof name < sizeof prop.name ? sizeof name : sizeof prop.name);
+  name[sizeof name - 1] = '\0';
   MNT_DBG("cuda backend on device %d (%s, cc %d.x), %s activations, cuDNN %zu, memory pools %s", dev, name, major,
           c->bf16 ? "bf16 NHWC" : "fp32 NCHW", cudnnGetVersion(), c->pools ? "yes" : "no");
   *out = b;

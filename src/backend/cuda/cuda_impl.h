@@ -2,7 +2,8 @@
  * defines: mnt_cuda (be->impl: stream, cuDNN and cuBLAS handles, the shared scratch buffers),
  *          mnt_cuda_of, mnt_cuda_reserve (grow a scratch buffer, stream-ordered),
  *          MNT_CUDA_WS_CAP (the most workspace one convolution algorithm may take),
- *          the layer ops of layers_cudnn.c (mnt_cuda_conv_*, mnt_cuda_bn_*, mnt_cuda_pool_*). */
+ *          the layer ops of layers_cudnn.c (mnt_cuda_conv_*, mnt_cuda_bn_*, mnt_cuda_pool_*, and
+ *          mnt_cuda_{conv,bn,pool}_impl: what each layer runs). */
 #ifndef MNT_CUDA_IMPL_H
 #define MNT_CUDA_IMPL_H
 
@@ -51,6 +52,8 @@ int mnt_cuda_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int 
 int mnt_cuda_conv_forward(void *h, const void *x, const float *w, void *y);
 int mnt_cuda_conv_backward(void *h, const void *x, const float *w, const void *dy, void *dx, float *dw);
 void mnt_cuda_conv_destroy(void *h);
+/* "fwd A, bwd-data B, bwd-weights C" (cuDNN's algorithm names; no bwd-data when need_dx was 0) */
+const char *mnt_cuda_conv_impl(void *h, int *slow);
 int mnt_cuda_bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, int fuse_relu, void **h);
 int mnt_cuda_bn_forward_train(void *h, const void *x, const float *gamma, const float *beta, void *y,
                               float *save_mean, float *save_var, float *run_mean, float *run_var, float momentum);
@@ -59,9 +62,13 @@ int mnt_cuda_bn_forward_infer(void *h, const void *x, const float *gamma, const 
 int mnt_cuda_bn_backward(void *h, const void *x, const void *dy, const float *gamma, const float *save_mean,
                          const float *save_var, void *dx, float *dgamma, float *dbeta);
 void mnt_cuda_bn_destroy(void *h);
+/* the training mode: "spatial_persistent", "spatial", or "spatial+fp32-copies" (*slow = 1) */
+const char *mnt_cuda_bn_impl(void *h, int *slow);
 int mnt_cuda_pool_create(mnt_backend *b, int N, int C, int H, int W, int R, int s, int p, void **h);
 int mnt_cuda_pool_forward(void *h, const void *x, void *y);
 int mnt_cuda_pool_backward(void *h, const void *dy, void *dx);
 void mnt_cuda_pool_destroy(void *h);
+/* "max_deterministic", or "max" after cuDNN refused the deterministic mode */
+const char *mnt_cuda_pool_impl(void *h, int *slow);
 
 #endif

@@ -1,6 +1,8 @@
 /* layers_cudnn.c — the CUDA backend's layers on cuDNN's legacy API: convolution (algorithms
- * chosen once per layer at create time, one workspace shared by all layers), batch normalization
- * (with the fused ReLU done by kernels/act.cu) and max pooling. See backend.h for the contract.
+ * chosen once per layer at create time, one workspace shared by all layers; backward-data only
+ * for layers that compute dx), batch normalization (with the fused ReLU done by kernels/act.cu)
+ * and max pooling, and what each runs (mnt_cuda_*_impl: the algorithms and modes in use, after any
+ * fallback at run time). See backend.h for the contract.
  *
  * fp32: NCHW tensors, OIHW filters, FMA math only (no TF32: results agree with the CPU backend to
  * fp32 rounding). bf16: NHWC tensors, the fp32 OIHW master weights cast each call into a bf16
@@ -8,6 +10,7 @@
  *
  * cuDNN 9 marks these calls deprecated, but warns only when CUDNN_WARN_DEPRECATED is defined
  * (cudnn_graph.h), which this build does not; they remain supported through cuDNN 9. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,12 +54,14 @@ enum { MNT_CONV_MAX_CANDS = 32 };
 typedef struct mnt_cuda_conv {
   mnt_cuda *c;
   int N, C, H, W, K, R, s, p, OH, OW;
+  int need_dx;                        /* 0: backward never computes dx, nothing chosen for it */
   cudnnTensorDescriptor_t xd, yd;
   cudnnFilterDescriptor_t wd;
   cudnnConvolutionDescriptor_t cd[3]; /* one per direction: each carries its algorithm's math type */
   mnt_conv_choice choice[3][MNT_CONV_MAX_CANDS]; /* per direction: the usable algorithms, best first */
   int nchoice[3], cur[3];                         /* how many; the one in use */
   void *w16, *dw16;                               /* bf16 only: KRSC weights and their gradient */
+  char impl[128];                                 /* mnt_cuda_conv_impl's text */
 } mnt_cuda_conv;
 
 static cudnnStatus_t mnt_conv_ws_size(const mnt_cuda_conv *cv, int dir, int algo, size_t *bytes) {
@@ -131,9 +136,13 @@ static int mnt_conv_rank(mnt_cuda_conv *cv, int dir) {
         if (m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
         m = CUDNN_FMA_MATH;
       }
-      if (cudnnSetConvolutionMathType(cv->cd[dir], m) != CUDNN_STATUS_SUCCESS) continue;
       size_t bytes = 0;
-      if (mnt_conv_ws_size(cv, dir, cand[i].algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > MNT_CUDA_WS_CAP) continue;
+      if (cudnnSetConvolutionMathType(cv->cd[dir], m) != CUDNN_STATUS_SUCCESS ||
+          mnt_conv_ws_size(cv, dir, cand[i].algo, &bytes) != CUDNN_STATUS_SUCCESS) {
+        (void)cudaGetLastError(); /* a candidate passed over: no error left behind */
+        continue;
+      }
+      if (bytes > MNT_CUDA_WS_CAP) continue;
       cv->choice[dir][cv->nchoice[dir]++] = (mnt_conv_choice){cand[i].algo, m, bytes, pass == 0};
     }
   }
@@ -156,11 +165,12 @@ static int mnt_conv_rank(mnt_cuda_conv *cv, int dir) {
 static int mnt_conv_next(mnt_cuda_conv *cv, int dir, cudnnStatus_t st) {
   if (!mnt_cudnn_unsupported(st) && CUDNN_STATUS_CATEGORY(st) != CUDNN_STATUS_BAD_PARAM) return 0;
   if (cv->cur[dir] + 1 >= cv->nchoice[dir]) return 0;
+  (void)cudaGetLastError(); /* tolerated: whatever CUDA call of cuDNN's failed with the refusal */
   const mnt_conv_choice *old = &cv->choice[dir][cv->cur[dir]], *ch = &cv->choice[dir][++cv->cur[dir]];
   MNT_WARN("conv %dx%d s%d p%d %d->%d on %dx%dx%dx%d: cuDNN refused %s algorithm %d at run time (%s); trying %d",
            cv->R, cv->R, cv->s, cv->p, cv->C, cv->K, cv->N, cv->C, cv->H, cv->W, mnt_conv_dir_name[dir], old->algo,
            cudnnGetErrorString(st), ch->algo);
-  if (cudnnSetConvolutionMathType(cv->cd[dir], ch->math) != CUDNN_STATUS_SUCCESS) return 0;
+  if (MNT_CUDNN_OK(cudnnSetConvolutionMathType(cv->cd[dir], ch->math)) != MNT_OK) return 0;
   /* the one time the shared workspace may grow after create */
   return mnt_cuda_reserve(cv->c, &cv->c->ws, &cv->c->ws_bytes, ch->ws) == MNT_OK;
 }
@@ -168,16 +178,15 @@ static int mnt_conv_next(mnt_cuda_conv *cv, int dir, cudnnStatus_t st) {
 void mnt_cuda_conv_destroy(void *h) {
   mnt_cuda_conv *cv = h;
   if (!cv) return;
-  if (cv->xd) cudnnDestroyTensorDescriptor(cv->xd);
-  if (cv->yd) cudnnDestroyTensorDescriptor(cv->yd);
-  if (cv->wd) cudnnDestroyFilterDescriptor(cv->wd);
+  if (cv->xd) MNT_CUDNN_WARN(cudnnDestroyTensorDescriptor(cv->xd));
+  if (cv->yd) MNT_CUDNN_WARN(cudnnDestroyTensorDescriptor(cv->yd));
+  if (cv->wd) MNT_CUDNN_WARN(cudnnDestroyFilterDescriptor(cv->wd));
   for (int d = 0; d < 3; d++)
-    if (cv->cd[d]) cudnnDestroyConvolutionDescriptor(cv->cd[d]);
+    if (cv->cd[d]) MNT_CUDNN_WARN(cudnnDestroyConvolutionDescriptor(cv->cd[d]));
   if (cv->w16 || cv->dw16) {
-    /* the stream may still use them */
-    if (cudaStreamSynchronize(cv->c->stream) != cudaSuccess) MNT_WARN("cudaStreamSynchronize before freeing a conv");
-    cudaFree(cv->w16);
-    cudaFree(cv->dw16);
+    MNT_CUDA_WARN(cudaStreamSynchronize(cv->c->stream)); /* the stream may still use them */
+    if (cv->w16) MNT_CUDA_WARN(cudaFree(cv->w16));
+    if (cv->dw16) MNT_CUDA_WARN(cudaFree(cv->dw16));
   }
   free(cv);
 }
@@ -193,6 +202,7 @@ static int mnt_conv_setup(mnt_cuda_conv *cv) {
   MNT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(cv->yd, fmt, dt, cv->N, cv->K, cv->OH, cv->OW));
   MNT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(cv->wd, dt, fmt, cv->K, cv->C, cv->R, cv->R));
   for (int d = 0; d < 3; d++) {
+    if (d == MNT_CONV_BWD_DATA && !cv->need_dx) continue;
     MNT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&cv->cd[d]));
     MNT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cv->cd[d], cv->p, cv->p, cv->s, cv->s, 1, 1,
                                                     CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
@@ -205,8 +215,11 @@ static int mnt_conv_setup(mnt_cuda_conv *cv) {
             cv->OH, cv->OW);
     return MNT_ESYS;
   }
+  /* backward-data only where dx is computed: the stem's (3 channels, in bf16 NHWC cuDNN's least
+   * supported case) would otherwise be searched, and its workspace counted, for nothing */
   size_t need = 0;
   for (int d = 0; d < 3; d++) {
+    if (d == MNT_CONV_BWD_DATA && !cv->need_dx) continue;
     MNT_CHECK(mnt_conv_rank(cv, d));
     if (cv->choice[d][0].ws > need) need = cv->choice[d][0].ws;
   }
@@ -237,7 +250,7 @@ int mnt_cuda_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int 
     return MNT_ENOMEM;
   }
   *cv = (mnt_cuda_conv){.c = mnt_cuda_of(b), .N = N, .C = C, .H = H, .W = W, .K = K, .R = R, .s = s, .p = p,
-                        .OH = OH, .OW = OW};
+                        .OH = OH, .OW = OW, .need_dx = need_dx ? 1 : 0};
   int rc = mnt_conv_setup(cv);
   if (rc != MNT_OK) {
     MNT_ERR("could not set up a %dx%d convolution %d->%d channels, stride %d, on %dx%dx%dx%d", R, R, C, K, s, N, C,
@@ -271,6 +284,12 @@ int mnt_cuda_conv_forward(void *h, const void *x, const float *w, void *y) {
 int mnt_cuda_conv_backward(void *h, const void *x, const float *w, const void *dy, void *dx, float *dw) {
   mnt_cuda_conv *cv = h;
   mnt_cuda *c = cv->c;
+  if (dx && !cv->need_dx) { /* refused before anything is queued */
+    MNT_ERR("conv %dx%d s%d p%d %d->%d on %dx%dx%dx%d: backward asked for dx, but the layer was created without it "
+            "(need_dx 0: no backward-data algorithm was chosen)",
+            cv->R, cv->R, cv->s, cv->p, cv->C, cv->K, cv->N, cv->C, cv->H, cv->W);
+    return MNT_EARG;
+  }
   int d = MNT_CONV_BWD_FILTER;
   cudnnStatus_t st;
   do {
@@ -296,11 +315,45 @@ int mnt_cuda_conv_backward(void *h, const void *x, const float *w, const void *d
   return MNT_OK;
 }
 
+/* cuDNN's names of the algorithms (cudnn_ops.h), without the CUDNN_CONVOLUTION_*_ALGO_ prefix */
+static const char *mnt_conv_algo_name(int dir, int algo) {
+  static const char *const fwd[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
+                                    "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  static const char *const bwd_data[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  static const char *const bwd_filter[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED",
+                                           "FFT_TILING"};
+  const char *const *t = dir == MNT_CONV_FWD ? fwd : dir == MNT_CONV_BWD_DATA ? bwd_data : bwd_filter;
+  int n = dir == MNT_CONV_FWD ? 8 : dir == MNT_CONV_BWD_DATA ? 6 : 7;
+  return algo >= 0 && algo < n ? t[algo] : "unknown";
+}
+
+/* "fwd IMPLICIT_PRECOMP_GEMM, bwd-data ALGO_1, bwd-weights ALGO_1" (no bwd-data without need_dx):
+ * the algorithms in use now, after any run-time fallback (mnt_conv_next); each names cuDNN's own
+ * kernels, none a reference implementation */
+const char *mnt_cuda_conv_impl(void *h, int *slow) {
+  mnt_cuda_conv *cv = h;
+  if (slow) *slow = 0;
+  const mnt_conv_choice *f = &cv->choice[MNT_CONV_FWD][cv->cur[MNT_CONV_FWD]];
+  const mnt_conv_choice *w = &cv->choice[MNT_CONV_BWD_FILTER][cv->cur[MNT_CONV_BWD_FILTER]];
+  if (cv->need_dx) {
+    const mnt_conv_choice *d = &cv->choice[MNT_CONV_BWD_DATA][cv->cur[MNT_CONV_BWD_DATA]];
+    snprintf(cv->impl, sizeof cv->impl, "fwd %s, bwd-data %s, bwd-weights %s",
+             mnt_conv_algo_name(MNT_CONV_FWD, f->algo), mnt_conv_algo_name(MNT_CONV_BWD_DATA, d->algo),
+             mnt_conv_algo_name(MNT_CONV_BWD_FILTER, w->algo));
+  } else {
+    snprintf(cv->impl, sizeof cv->impl, "fwd %s, bwd-weights %s", mnt_conv_algo_name(MNT_CONV_FWD, f->algo),
+             mnt_conv_algo_name(MNT_CONV_BWD_FILTER, w->algo));
+  }
+  return cv->impl;
+}
+
 /* ---- batch normalization ------------------------------------------------------------------ */
 /* bf16 runs cuDNN on the bf16 NHWC tensors in SPATIAL_PERSISTENT mode (as TensorFlow does). Should
  * cuDNN refuse that for a shape, the layer falls back for good to SPATIAL, then to "staged": fp32
  * NHWC copies of the tensors in the shared c->bn32 scratch (slower, but the fp32 path is cuDNN's
- * oldest). Each fallback is logged once, as a warning. */
+ * oldest). Each fallback is logged once, as a warning, and the mode the layer runs in is what
+ * mnt_cuda_bn_impl reports ("spatial_persistent", "spatial", "spatial+fp32-copies"), so that a
+ * throughput figure says what it measured. */
 typedef struct mnt_cuda_bn {
   mnt_cuda *c;
   int N, C, H, W, relu;
@@ -315,9 +368,9 @@ typedef struct mnt_cuda_bn {
 void mnt_cuda_bn_destroy(void *h) {
   mnt_cuda_bn *bn = h;
   if (!bn) return;
-  if (bn->xd) cudnnDestroyTensorDescriptor(bn->xd);
-  if (bn->xd32) cudnnDestroyTensorDescriptor(bn->xd32);
-  if (bn->pd) cudnnDestroyTensorDescriptor(bn->pd);
+  if (bn->xd) MNT_CUDNN_WARN(cudnnDestroyTensorDescriptor(bn->xd));
+  if (bn->xd32) MNT_CUDNN_WARN(cudnnDestroyTensorDescriptor(bn->xd32));
+  if (bn->pd) MNT_CUDNN_WARN(cudnnDestroyTensorDescriptor(bn->pd));
   free(bn);
 }
 
@@ -372,12 +425,14 @@ int mnt_cuda_bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, in
 static int mnt_bn_fallback(mnt_cuda_bn *bn, cudnnStatus_t st, int training, const char *what) {
   if (!mnt_cudnn_unsupported(st) && CUDNN_STATUS_CATEGORY(st) != CUDNN_STATUS_BAD_PARAM) return 0;
   if (training && bn->mode == CUDNN_BATCHNORM_SPATIAL_PERSISTENT) {
+    (void)cudaGetLastError(); /* tolerated: whatever CUDA call of cuDNN's failed with the refusal */
     MNT_WARN("%s refused SPATIAL_PERSISTENT over %d channels of %dx%dx%dx%d (%s); using SPATIAL", what, bn->C, bn->N,
              bn->C, bn->H, bn->W, cudnnGetErrorString(st));
     bn->mode = CUDNN_BATCHNORM_SPATIAL;
     return 1;
   }
   if (bn->c->bf16 && !bn->staged) {
+    (void)cudaGetLastError(); /* tolerated, as above */
     MNT_WARN("%s refused bf16 NHWC over %d channels of %dx%dx%dx%d (%s); running it on fp32 copies", what, bn->C,
              bn->N, bn->C, bn->H, bn->W, cudnnGetErrorString(st));
     bn->mode = CUDNN_BATCHNORM_SPATIAL;
@@ -497,6 +552,14 @@ int mnt_cuda_bn_backward(void *h, const void *x, const void *dy, const float *ga
   return MNT_OK;
 }
 
+/* the mode of the training passes now (inference always runs SPATIAL) */
+const char *mnt_cuda_bn_impl(void *h, int *slow) {
+  mnt_cuda_bn *bn = h;
+  if (slow) *slow = bn->staged; /* three extra full-tensor casts each way: the generic fallback */
+  if (bn->staged) return "spatial+fp32-copies";
+  return bn->mode == CUDNN_BATCHNORM_SPATIAL_PERSISTENT ? "spatial_persistent" : "spatial";
+}
+
 /* ---- max pooling ----------------------------------------------------------------------------- */
 typedef struct mnt_cuda_pool {
   mnt_cuda *c;
@@ -504,14 +567,15 @@ typedef struct mnt_cuda_pool {
   cudnnPoolingDescriptor_t pd;
   cudnnTensorDescriptor_t xd, yd;
   const void *x, *y; /* of the last forward, for backward */
+  int plain_max;     /* cuDNN refused CUDNN_POOLING_MAX_DETERMINISTIC: CUDNN_POOLING_MAX */
 } mnt_cuda_pool;
 
 void mnt_cuda_pool_destroy(void *h) {
   mnt_cuda_pool *pl = h;
   if (!pl) return;
-  if (pl->pd) cudnnDestroyPoolingDescriptor(pl->pd);
-  if (pl->xd) cudnnDestroyTensorDescriptor(pl->xd);
-  if (pl->yd) cudnnDestroyTensorDescriptor(pl->yd);
+  if (pl->pd) MNT_CUDNN_WARN(cudnnDestroyPoolingDescriptor(pl->pd));
+  if (pl->xd) MNT_CUDNN_WARN(cudnnDestroyTensorDescriptor(pl->xd));
+  if (pl->yd) MNT_CUDNN_WARN(cudnnDestroyTensorDescriptor(pl->yd));
   free(pl);
 }
 
@@ -570,6 +634,8 @@ int mnt_cuda_pool_forward(void *h, const void *x, void *y) {
   mnt_cuda *c = pl->c;
   cudnnStatus_t st = cudnnPoolingForward(c->dnn, pl->pd, &mnt_one, pl->xd, x, &mnt_zero, pl->yd, y);
   if (mnt_cudnn_unsupported(st)) { /* fall back to the plain max mode for good */
+    (void)cudaGetLastError();        /* tolerated: whatever CUDA call of cuDNN's failed with the refusal */
+    pl->plain_max = 1;
     MNT_WARN("cuDNN refuses deterministic max pooling here (%s); using CUDNN_POOLING_MAX", cudnnGetErrorString(st));
     MNT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pl->pd, CUDNN_POOLING_MAX, CUDNN_PROPAGATE_NAN, pl->R, pl->R, pl->p,
                                                 pl->p, pl->s, pl->s));
@@ -591,4 +657,11 @@ int mnt_cuda_pool_backward(void *h, const void *dy, void *dx) {
   MNT_CUDNN_CHECK(cudnnPoolingBackward(c->dnn, pl->pd, &mnt_one, pl->yd, pl->y, pl->yd, dy, pl->xd, pl->x, &mnt_zero,
                                        pl->xd, dx));
   return MNT_OK;
+}
+
+/* cuDNN's max-pooling mode in use */
+const char *mnt_cuda_pool_impl(void *h, int *slow) {
+  mnt_cuda_pool *pl = h;
+  if (slow) *slow = 0;
+  return pl->plain_max ? "max" : "max_deterministic";
 }

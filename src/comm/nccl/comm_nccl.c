@@ -37,30 +37,43 @@
  * polls the request's event, so that the caller's next work (queued after wait returns) comes
  * after the reduction. Request events come from a free list and are reused.
  *
- * Every CUDA and NCCL call is checked (the call, file:line, rank and node in the message). Every
- * wait polls cudaEventQuery and ncclCommGetAsyncError of every communicator, as nccl-tests'
- * watchdog does: on an asynchronous error, a CUDA error, a failed call in the middle of a
- * collective, or at the deadline all the NCCL communicators are aborted (ncclCommAbort) and the
- * call fails, so that main takes the job down through PMIx with the reason; every later call
- * fails at once. destroy finalizes the communicators (ncclCommFinalize, polled against the
- * deadline; aborted when it expires) before ncclCommDestroy. A communicator is used by one
- * thread at a time. */
+ * Every CUDA and NCCL call is checked (the call, file:line, rank and node in the message), and
+ * every CUDA error is cleared where it is handled (cuda_clear), so that none is left as the
+ * thread's last error for the next kernel launch to report as its own. Every wait polls
+ * cudaEventQuery and ncclCommGetAsyncError of every communicator about every 100 us
+ * (nccl_wait.h), as nccl-tests' watchdog does: on an asynchronous error, a CUDA error, a failed
+ * call in the middle of a collective (the host staging copies included), or at the deadline all
+ * the NCCL communicators are aborted (ncclCommAbort) and the call fails, so that main takes the
+ * job down through PMIx with the reason, and the peers fail at once rather than at their
+ * deadline; every later call fails at once. destroy finalizes the communicators
+ * (ncclCommFinalize, polled against the deadline; aborted when it expires) before
+ * ncclCommDestroy. A communicator is used by one thread at a time. */
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <xxhash.h>
 
 #include "comm.h"
 #include "log.h"
+#include "nccl_wait.h"
 
+/* A failed CUDA call is also this thread's "last error" until cudaGetLastError() reads it; every
+ * kernel launcher of kernels/ checks cudaGetLastError() after its launch, so an error left behind
+ * would fail the next, unrelated, kernel. Every CUDA error is cleared where it is handled: a
+ * reported failure (below) and a tolerated one (cudaErrorNotReady of a poll, a refused query), as
+ * NCCL's checks.h (CUDACHECK, CUDACHECKIGNORE) and PyTorch's event and stream queries do. A
+ * sticky error (a fault that ruins the context) is not cleared by this and fails every later call. */
+static cudaError_t cuda_clear(cudaError_t e) {
+  if (e != cudaSuccess) (void)cudaGetLastError();
+  return e;
+}
 /* For the functions that return at once (device selection). */
 #define CUDA_OK(call, what)                                                                  \
   do {                                                                                       \
-    cudaError_t e_ = (call);                                                                 \
+    cudaError_t e_ = cuda_clear(call);                                                       \
     if (e_ != cudaSuccess) {                                                                 \
       MNT_ERR("%s: %s failed: %s", what, #call, cudaGetErrorString(e_));                    \
       return MNT_ESYS;                                                                       \
@@ -69,12 +82,18 @@
 /* For the functions with a `st` and a `fail:` label that aborts the communicators. */
 #define CUDA_TRY(call, what)                                                                 \
   do {                                                                                       \
-    cudaError_t e_ = (call);                                                                 \
+    cudaError_t e_ = cuda_clear(call);                                                       \
     if (e_ != cudaSuccess) {                                                                 \
       MNT_ERR("NCCL %s: %s failed: %s", what, #call, cudaGetErrorString(e_));               \
       st = MNT_ESYS;                                                                         \
       goto fail;                                                                             \
     }                                                                                        \
+  } while (0)
+/* Teardown: a failure is reported and cleared, and the rest is still released. */
+#define CUDA_WARN(call)                                                                      \
+  do {                                                                                       \
+    cudaError_t e_ = cuda_clear(call);                                                       \
+    if (e_ != cudaSuccess) MNT_WARN("NCCL teardown: %s failed: %s", #call, cudaGetErrorString(e_)); \
   } while (0)
 /* A call on the non-blocking communicator `comm`: an error fails; ncclInProgress is waited out
  * (against the deadline) before anything else is queued. */
@@ -137,7 +156,7 @@ int mnt_nccl_bootstrap(mnt_world *w, void *id_out, size_t bytes) {
 
 int mnt_cuda_select_device(const mnt_world *w, int *device) {
   int n = 0;
-  cudaError_t e = cudaGetDeviceCount(&n);
+  cudaError_t e = cuda_clear(cudaGetDeviceCount(&n)); /* a CPU fallback may follow: leave no error */
   if (e != cudaSuccess || n == 0) {
     const char *vis = getenv("CUDA_VISIBLE_DEVICES");
     MNT_ERR("no GPU visible to rank %d (%s%s%s): ask Slurm for one per task (--gpus-per-task=1 or --gpus-per-node)",
@@ -176,59 +195,58 @@ static void abort_all(nccl_impl *n) {
   n->aborted = 1;
 }
 
+/* What watch() polls: the event, the communicator whose call is under way, and every
+ * communicator's asynchronous error. */
+typedef struct watch_poll {
+  nccl_impl *n;
+  const char *what;
+  cudaEvent_t ev;
+  ncclComm_t pending;
+} watch_poll;
+
+static int watch_once(void *arg, int *done) {
+  watch_poll *w = arg;
+  nccl_impl *n = w->n;
+  *done = 1;
+  if (w->ev) {
+    /* cudaErrorNotReady is this poll's "not yet", and the runtime keeps it as the thread's last
+     * error: cleared here, or the next kernel launched after the wait would fail with it */
+    cudaError_t e = cuda_clear(cudaEventQuery(w->ev));
+    if (e != cudaSuccess && e != cudaErrorNotReady) {
+      MNT_ERR("NCCL %s: cudaEventQuery failed: %s", w->what, cudaGetErrorString(e));
+      return MNT_EPEER;
+    }
+    *done = e == cudaSuccess;
+  }
+  ncclComm_t comms[4] = {n->flat, n->intra, n->inter, NULL};
+  if (w->pending && w->pending != n->flat && w->pending != n->intra && w->pending != n->inter) comms[3] = w->pending;
+  for (int i = 0; i < 4; i++) {
+    if (!comms[i]) continue;
+    ncclResult_t ae = ncclSuccess, r = ncclCommGetAsyncError(comms[i], &ae);
+    if (r != ncclSuccess) {
+      MNT_ERR("NCCL %s: ncclCommGetAsyncError (%s communicator) failed: %s", w->what, comm_name(n, comms[i]),
+              ncclGetErrorString(r));
+      return MNT_EPEER;
+    }
+    if (ae != ncclSuccess && ae != ncclInProgress) {
+      MNT_ERR("NCCL %s failed on the %s communicator: %s (%s)", w->what, comm_name(n, comms[i]),
+              ncclGetErrorString(ae), ncclGetLastError(comms[i]));
+      return MNT_EPEER;
+    }
+    if (comms[i] == w->pending && ae == ncclInProgress) *done = 0;
+  }
+  return MNT_OK;
+}
+
 /* Wait, against the deadline, until the event ev has completed (ev != NULL) or the communicator
  * `pending` has left ncclInProgress (its call, init, split, enqueue or finalize, is done),
- * watching every communicator's asynchronous error meanwhile. On an error or at the deadline
- * abort all the communicators. */
+ * watching every communicator's asynchronous error meanwhile (nccl_wait.h: a poll about every
+ * 100 us). On an error or at the deadline abort all the communicators. */
 static int watch(mnt_comm *c, const char *what, cudaEvent_t ev, ncclComm_t pending) {
   nccl_impl *n = c->impl;
-  double t0 = mnt_now(), warn = c->timeout_s < 60 ? c->timeout_s / 2 : 30;
-  struct timespec nap = {0, 20 * 1000};
-  int st = MNT_EPEER;
-  for (;;) {
-    int done = 1;
-    if (ev) {
-      cudaError_t e = cudaEventQuery(ev);
-      if (e != cudaSuccess && e != cudaErrorNotReady) {
-        MNT_ERR("NCCL %s: cudaEventQuery failed: %s", what, cudaGetErrorString(e));
-        goto fail;
-      }
-      done = e == cudaSuccess;
-    }
-    ncclComm_t comms[4] = {n->flat, n->intra, n->inter, NULL};
-    if (pending && pending != n->flat && pending != n->intra && pending != n->inter) comms[3] = pending;
-    for (int i = 0; i < 4; i++) {
-      if (!comms[i]) continue;
-      ncclResult_t ae = ncclSuccess, r = ncclCommGetAsyncError(comms[i], &ae);
-      if (r != ncclSuccess) {
-        MNT_ERR("NCCL %s: ncclCommGetAsyncError (%s communicator) failed: %s", what, comm_name(n, comms[i]),
-                ncclGetErrorString(r));
-        goto fail;
-      }
-      if (ae != ncclSuccess && ae != ncclInProgress) {
-        MNT_ERR("NCCL %s failed on the %s communicator: %s (%s)", what, comm_name(n, comms[i]), ncclGetErrorString(ae),
-                ncclGetLastError(comms[i]));
-        goto fail;
-      }
-      if (comms[i] == pending && ae == ncclInProgress) done = 0;
-    }
-    if (done) return MNT_OK;
-    double el = mnt_now() - t0;
-    if (el > c->timeout_s) {
-      MNT_ERR("NCCL %s did not complete in %.0f s (MNT_COMM_TIMEOUT): aborting the NCCL communicators", what,
-              c->timeout_s);
-      st = MNT_ETIMEOUT;
-      goto fail;
-    }
-    if (el > warn) {
-      MNT_WARN("NCCL %s has waited %.0f s (a peer stopped, died or is not in it?)", what, el);
-      warn *= 2;
-    }
-    nanosleep(&nap, NULL);
-    if (nap.tv_nsec < 1000 * 1000) nap.tv_nsec *= 2; /* 20 us .. about 1 ms */
-  }
-fail:
-  abort_all(n);
+  watch_poll w = {n, what, ev, pending};
+  int st = mnt_nccl_wait_loop(watch_once, &w, c->timeout_s, what, NULL);
+  if (st != MNT_OK) abort_all(n);
   return st;
 }
 
@@ -301,41 +319,47 @@ fail:
  * through a device buffer: 1 for a host pointer (copied in when `in`), 0 for device memory. */
 static int is_host(const void *p) {
   struct cudaPointerAttributes a;
-  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-    (void)cudaGetLastError(); /* older drivers: unknown pointers are host memory */
-    return 1;
-  }
+  if (cuda_clear(cudaPointerGetAttributes(&a, p)) != cudaSuccess) return 1; /* older drivers: unknown = host */
   return a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged;
 }
+/* The staging buffer holds at least cap bytes, and the first `bytes` of `host` (NULL: nothing) are
+ * queued for copying into it. A failure aborts the communicators, as every failure inside a
+ * collective does: the peers may already be in it, and would otherwise wait for this rank until
+ * MNT_COMM_TIMEOUT. */
 static int stage_in(mnt_comm *c, const void *host, size_t bytes, size_t cap, const char *what) {
   nccl_impl *n = c->impl;
+  int st = MNT_OK;
   if (cap > n->stage_bytes) {
     /* in stream order: a cudaFree would wait for the whole device without a deadline */
-    if (n->stage) cudaFreeAsync(n->stage, n->stream);
+    void *old = n->stage;
     n->stage = NULL;
     n->stage_bytes = 0;
-    cudaError_t e = cudaMallocAsync(&n->stage, cap, n->stream);
+    if (old) CUDA_TRY(cudaFreeAsync(old, n->stream), what);
+    cudaError_t e = cuda_clear(cudaMallocAsync(&n->stage, cap, n->stream));
     if (e != cudaSuccess) {
-      MNT_ERR("NCCL %s: cudaMalloc of %zu bytes for host data failed: %s", what, cap, cudaGetErrorString(e));
-      return MNT_ENOMEM;
+      MNT_ERR("NCCL %s: cudaMallocAsync of %zu bytes for host data failed: %s", what, cap, cudaGetErrorString(e));
+      n->stage = NULL;
+      st = e == cudaErrorMemoryAllocation ? MNT_ENOMEM : MNT_ESYS;
+      goto fail;
     }
     n->stage_bytes = cap;
   }
-  cudaError_t e = host ? cudaMemcpyAsync(n->stage, host, bytes, cudaMemcpyHostToDevice, n->stream) : cudaSuccess;
-  if (e != cudaSuccess) {
-    MNT_ERR("NCCL %s: cudaMemcpyAsync of host data failed: %s", what, cudaGetErrorString(e));
-    return MNT_ESYS;
-  }
+  if (host && bytes) CUDA_TRY(cudaMemcpyAsync(n->stage, host, bytes, cudaMemcpyHostToDevice, n->stream), what);
   return MNT_OK;
+fail:
+  abort_all(n);
+  return st;
 }
+/* The result (the collective has finished) back to the host. A failure aborts the communicators:
+ * this rank fails, and the peers fail at their next call instead of waiting for it there. */
 static int stage_out(mnt_comm *c, void *host, size_t bytes, const char *what) {
   nccl_impl *n = c->impl;
-  cudaError_t e = cudaMemcpy(host, n->stage, bytes, cudaMemcpyDeviceToHost); /* the collective has finished */
-  if (e != cudaSuccess) {
-    MNT_ERR("NCCL %s: cudaMemcpy of the result to the host failed: %s", what, cudaGetErrorString(e));
-    return MNT_ESYS;
-  }
+  int st = MNT_OK;
+  CUDA_TRY(cudaMemcpy(host, n->stage, bytes, cudaMemcpyDeviceToHost), what);
   return MNT_OK;
+fail:
+  abort_all(n);
+  return st;
 }
 
 static int n_allreduce(mnt_comm *c, void *buf, size_t count, mnt_dtype t, mnt_redop op, mnt_stream *stream) {
@@ -372,7 +396,7 @@ static int n_iallreduce(mnt_comm *c, void *buf, size_t count, mnt_dtype t, mnt_r
       st = MNT_ENOMEM;
       goto fail;
     }
-    cudaError_t e = cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming);
+    cudaError_t e = cuda_clear(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming));
     if (e != cudaSuccess) {
       MNT_ERR("NCCL allreduce: cudaEventCreateWithFlags failed: %s", cudaGetErrorString(e));
       free(r);
@@ -441,8 +465,9 @@ static int n_allgather(mnt_comm *c, const void *send, void *recv, size_t bytes, 
   size_t all = bytes * (size_t)c->world->size;
   if (host) { /* this rank's part in place in the staging buffer */
     MNT_CHECK(stage_in(c, NULL, 0, all, "allgather"));
-    cudaError_t e = cudaMemcpyAsync((char *)n->stage + (size_t)c->world->rank * bytes, send, bytes,
-                                    is_host(send) ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice, n->stream);
+    cudaError_t e = cuda_clear(cudaMemcpyAsync((char *)n->stage + (size_t)c->world->rank * bytes, send, bytes,
+                                               is_host(send) ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice,
+                                               n->stream));
     if (e != cudaSuccess) {
       MNT_ERR("NCCL allgather: cudaMemcpyAsync of this rank's part failed: %s", cudaGetErrorString(e));
       st = MNT_ESYS;
@@ -494,21 +519,21 @@ fail:
 }
 
 /* The CUDA resources, the requests on the free list and the structs (communicators already
- * closed or aborted). */
+ * closed or aborted). Each failure is reported and cleared, and the rest still released. */
 static void release(mnt_comm *c) {
   nccl_impl *n = c->impl;
   if (n) {
     while (n->free_reqs) {
       mnt_comm_req *r = n->free_reqs;
       n->free_reqs = r->next;
-      if (r->done) cudaEventDestroy(r->done);
+      if (r->done) CUDA_WARN(cudaEventDestroy(r->done));
       free(r);
     }
-    if (n->one) cudaFree(n->one);
-    if (n->stage) cudaFree(n->stage);
-    if (n->ready) cudaEventDestroy(n->ready);
-    if (n->done) cudaEventDestroy(n->done);
-    if (n->stream) cudaStreamDestroy(n->stream);
+    if (n->one) CUDA_WARN(cudaFree(n->one));
+    if (n->stage) CUDA_WARN(cudaFree(n->stage)); /* from cudaMallocAsync: cudaFree waits for its stream */
+    if (n->ready) CUDA_WARN(cudaEventDestroy(n->ready));
+    if (n->done) CUDA_WARN(cudaEventDestroy(n->done));
+    if (n->stream) CUDA_WARN(cudaStreamDestroy(n->stream));
     free(n);
   }
   free(c);
@@ -602,15 +627,15 @@ int mnt_comm_nccl_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
   if (st == MNT_OK) st = mnt_nccl_bootstrap(w, &id, sizeof id);
   if (st != MNT_OK) goto fail;
   /* this rank's CUDA resources; a failure on any rank stops all before NCCL waits for it */
-  cudaError_t e = cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking);
+  cudaError_t e = cuda_clear(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
   if (e != cudaSuccess) MNT_ERR("NCCL set-up: cudaStreamCreateWithFlags failed: %s", cudaGetErrorString(e));
-  if (e == cudaSuccess && (e = cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming)) != cudaSuccess)
+  if (e == cudaSuccess && (e = cuda_clear(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming))) != cudaSuccess)
     MNT_ERR("NCCL set-up: cudaEventCreateWithFlags failed: %s", cudaGetErrorString(e));
-  if (e == cudaSuccess && (e = cudaEventCreateWithFlags(&n->done, cudaEventDisableTiming)) != cudaSuccess)
+  if (e == cudaSuccess && (e = cuda_clear(cudaEventCreateWithFlags(&n->done, cudaEventDisableTiming))) != cudaSuccess)
     MNT_ERR("NCCL set-up: cudaEventCreateWithFlags failed: %s", cudaGetErrorString(e));
-  if (e == cudaSuccess && (e = cudaMalloc((void **)&n->one, sizeof(float))) != cudaSuccess)
+  if (e == cudaSuccess && (e = cuda_clear(cudaMalloc((void **)&n->one, sizeof(float)))) != cudaSuccess)
     MNT_ERR("NCCL set-up: cudaMalloc failed: %s", cudaGetErrorString(e));
-  if (e == cudaSuccess && (e = cudaMemset(n->one, 0, sizeof(float))) != cudaSuccess)
+  if (e == cudaSuccess && (e = cuda_clear(cudaMemset(n->one, 0, sizeof(float)))) != cudaSuccess)
     MNT_ERR("NCCL set-up: cudaMemset failed: %s", cudaGetErrorString(e));
   if ((st = mnt_world_agree(w, e == cudaSuccess ? MNT_OK : MNT_ESYS)) != MNT_OK) goto fail;
 

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# train_cuda.sh — `mntrain train` on one GPU, one rank, a few steps on a synthetic set (mntrain
+# convert synth), as a user runs it:
+#   1. --device cuda (the communicator follows: nccl), fp32, resnet8;
+#   2. --comm nccl (the device follows: cuda), bf16 activations and bf16 gradients, resnet18 with
+#      2 MB buckets (a dozen allreduce requests waited for per step), validation at the end and a
+#      checkpoint every 4 steps (host buffers staged through the GPU).
+# Each must exit 0 with a finite loss and a summary.json that says cuda and nccl; the log must not
+# hold a CUDA error. The first kernel after an NCCL wait that saw "not ready" used to fail with
+# "device not ready" (a poll's cudaErrorNotReady left as the thread's last error): both runs
+# would stop at step 1. Skips (77), saying why, without a GPU or without the CUDA backend.
+#   train_cuda.sh path/to/mntrain
+set -u
+m=$(realpath "$1")
+w=$(mktemp -d)
+trap 'rm -rf "$w"' EXIT
+py=/usr/bin/python3
+command -v "$py" >/dev/null 2>&1 || py=python3
+
+ver=$("$m" --version 2>&1)
+if ! grep -q 'devices: .*cuda' <<<"$ver"; then
+  echo "SKIP: this mntrain has no CUDA backend ($ver)"
+  exit 77
+fi
+"$m" convert synth "$w/data" --classes 10 --images 512 --size 40 --shards 2 >/dev/null ||
+  { echo "FAIL: convert"; exit 1; }
+"$m" convert synth "$w/val" --classes 10 --images 128 --size 40 --shards 1 --seed 2 >/dev/null || exit 1
+
+fail=0
+# run NAME ARGS...: one training run into $w/NAME, its output in $w/NAME.log; its exit status
+run() {
+  local name=$1
+  shift
+  echo "+ mntrain train $* --out \$W/$name"
+  "$m" train --data "$w/data" --size 32 --batch-per-rank 32 --steps 8 --log-every 2 --pad-crop 4 --out "$w/$name" \
+    "$@" >"$w/$name.log" 2>&1
+}
+# check NAME PRECISION: the run's summary and log
+check() {
+  local name=$1 prec=$2
+  if grep -nE 'not ready|cudaError|CUDA error|failed: ' "$w/$name.log"; then
+    echo "FAIL: $name: a CUDA error in the log (above)"
+    fail=1
+  fi
+  "$py" - "$w/$name/summary.json" "$prec" "$name" <<'PY' || fail=1
+import json, math, sys
+s = json.load(open(sys.argv[1]))
+want = {"device": "cuda", "comm": "nccl", "steps": 8, "ranks": 1}
+bad = [f"{k} {s.get(k)!r}, want {v!r}" for k, v in want.items() if s.get(k) != v]
+if s.get("precision", sys.argv[2]) != sys.argv[2]:
+    bad.append(f"precision {s.get('precision')!r}, want {sys.argv[2]}")
+if not (isinstance(s.get("loss"), (int, float)) and math.isfinite(s["loss"])):
+    bad.append(f"loss {s.get('loss')!r} is not finite")
+if not s.get("img_per_s", 0) > 0:
+    bad.append(f"img_per_s {s.get('img_per_s')!r}")
+for b in bad:
+    print(f"FAIL: {sys.argv[3]}: summary.json: {b}")
+extra = ", ".join(f"{k} {s[k]}" for k in ("val_top1", "bn_mode", "reference_layers") if k in s)
+print(f"{'ok' if not bad else 'FAIL'}: {sys.argv[3]}: {s.get('steps')} steps on {s.get('device')}/{s.get('comm')}, "
+      f"loss {s.get('loss')}, {s.get('img_per_s', 0):.0f} img/s{', ' + extra if extra else ''}")
+sys.exit(1 if bad else 0)
+PY
+}
+
+run fp32 --device cuda --arch resnet8
+rc=$?
+nodev='no (CUDA device|GPU) visible|CUDA driver|could not (be )?open|cannot (open|load)'
+if [ $rc -eq 2 ] && grep -qiE "$nodev" "$w/fp32.log"; then
+  echo "SKIP: no GPU for this process: $(grep -m1 -iE 'error' "$w/fp32.log" | sed 's/^.*error: //')"
+  exit 77
+fi
+if [ $rc -ne 0 ]; then
+  echo "FAIL: fp32: mntrain train --device cuda exited $rc"
+  tail -n 30 "$w/fp32.log"
+  fail=1
+else
+  check fp32 fp32
+fi
+
+run bf16 --comm nccl --precision bf16 --grad-dtype bf16 --arch resnet18 --bucket-mb 2 --val "$w/val" \
+  --ckpt-every-steps 4
+rc=$?
+if [ $rc -ne 0 ]; then
+  echo "FAIL: bf16: mntrain train --comm nccl --precision bf16 exited $rc"
+  tail -n 30 "$w/bf16.log"
+  fail=1
+else
+  check bf16 bf16
+  if ! ls "$w"/bf16/ckpt/step-*/MANIFEST.json >/dev/null 2>&1; then
+    echo "FAIL: bf16: no committed checkpoint in $w/bf16: $(find "$w/bf16" -maxdepth 3 | tr '\n' ' ')"
+    fail=1
+  fi
+fi
+[ $fail -eq 0 ] && echo "train_cuda: ok" || echo "train_cuda: FAILED"
+exit $fail
