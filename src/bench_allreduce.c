@@ -20,9 +20,7 @@
 #include "args.h"
 #include "bench.h"
 #include "comm.h"
-#if MNT_HAVE_NCCL
-#include <cuda_runtime.h>
-#endif
+#include "cuda_module.h"
 #include "log.h"
 
 enum { CHUNK = 4096 }; /* elements converted at a time */
@@ -32,6 +30,7 @@ typedef struct bench {
   mnt_dtype t;
   mnt_redop op;
   int rank, size, gpu; /* gpu: send and recv are GPU memory (nccl), host is the staging copy */
+  const mnt_cuda_module *cu; /* gpu: the CUDA module's memory calls (the communicator loaded it) */
   void *host, *send, *recv;
 } bench;
 
@@ -42,18 +41,12 @@ static int to_device(const bench *b, void *dev, const void *host, size_t bytes) 
     memcpy(dev, host, bytes);
     return MNT_OK;
   }
-#if MNT_HAVE_NCCL
-  if (cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice) == cudaSuccess) return MNT_OK;
-#endif
+  if (b->cu->mem_copy(dev, host, bytes, MNT_COPY_H2D) == MNT_OK) return MNT_OK;
   MNT_ERR("copying %zu bytes to the GPU failed", bytes);
   return MNT_ESYS;
 }
-static int from_device(void *host, const void *dev, size_t bytes) {
-#if MNT_HAVE_NCCL
-  if (cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost) == cudaSuccess) return MNT_OK;
-#else
-  (void)host, (void)dev;
-#endif
+static int from_device(const bench *b, void *host, const void *dev, size_t bytes) {
+  if (b->cu->mem_copy(host, dev, bytes, MNT_COPY_D2H) == MNT_OK) return MNT_OK;
   MNT_ERR("copying %zu bytes from the GPU failed", bytes);
   return MNT_ESYS;
 }
@@ -65,11 +58,7 @@ static int copy_send_recv(const bench *b, size_t bytes) {
     memcpy(b->recv, b->send, bytes);
     return MNT_OK;
   }
-#if MNT_HAVE_NCCL
-  if (cudaMemcpy(b->recv, b->send, bytes, cudaMemcpyDeviceToDevice) == cudaSuccess &&
-      cudaDeviceSynchronize() == cudaSuccess)
-    return MNT_OK;
-#endif
+  if (b->cu->mem_copy(b->recv, b->send, bytes, MNT_COPY_D2D) == MNT_OK) return MNT_OK;
   MNT_ERR("copying %zu bytes on the GPU failed", bytes);
   return MNT_ESYS;
 }
@@ -124,7 +113,7 @@ static int measure(bench *b, size_t count, int in_place, int check, int warmup, 
     MNT_CHECK(mnt_allreduce(b->c, b->recv, count, b->t, b->op));
     const void *result = b->recv;
     if (b->gpu) {
-      MNT_CHECK(from_device(b->host, b->recv, bytes));
+      MNT_CHECK(from_device(b, b->host, b->recv, bytes));
       result = b->host;
     }
     *wrong = count_wrong(b->t, b->op, result, count, b->size);
@@ -162,16 +151,10 @@ typedef struct rank_info {
 static int print_ranks(mnt_world *w, const bench *b) {
   rank_info me = {.pid = (int)getpid(), .device = -1};
   snprintf(me.name, sizeof me.name, "host memory (comm %s)", b->c->ops->name);
-#if MNT_HAVE_NCCL
-  struct cudaDeviceProp prop;
-  if (b->gpu && cudaGetDevice(&me.device) == cudaSuccess &&
-      cudaGetDeviceProperties(&prop, me.device) == cudaSuccess) {
-    me.pci[0] = (unsigned)prop.pciDomainID;
-    me.pci[1] = (unsigned)prop.pciBusID;
-    me.pci[2] = (unsigned)prop.pciDeviceID;
-    snprintf(me.name, sizeof me.name, "%.95s", prop.name);
+  if (b->gpu && b->cu->device_info(&me.device, me.pci, me.name, sizeof me.name) != MNT_OK) {
+    me.device = -1; /* logged; the table says "unknown" */
+    snprintf(me.name, sizeof me.name, "unknown GPU (comm %s)", b->c->ops->name);
   }
-#endif
   rank_info *all = calloc((size_t)w->size, sizeof *all);
   if (!all) return MNT_ENOMEM;
   int st = mnt_world_allgather(w, &me, sizeof me, all);
@@ -249,16 +232,15 @@ int mnt_bench_allreduce(mnt_world *w, int argc, char **argv) {
     goto done;
   }
   memset(b.host, 0, cap);
-#if MNT_HAVE_NCCL
-  if (!strcmp(b.c->ops->name, "nccl")) {
+  if (!strcmp(b.c->ops->name, "nccl")) { /* GPU buffers, through the CUDA module the communicator loaded */
     b.gpu = 1;
-    if (cudaMalloc(&b.send, cap) != cudaSuccess || cudaMalloc(&b.recv, cap) != cudaSuccess) {
+    st = mnt_cuda_module_load("--comm nccl", &b.cu);
+    if (st == MNT_OK && (b.cu->mem_alloc(cap, &b.send) != MNT_OK || b.cu->mem_alloc(cap, &b.recv) != MNT_OK)) {
       MNT_ERR("out of GPU memory for two %zu-byte buffers", maxb);
       st = MNT_ENOMEM;
     }
+    if ((st = mnt_world_agree(w, st)) != MNT_OK) goto done;
   }
-  if ((st = mnt_world_agree(w, st)) != MNT_OK) goto done;
-#endif
   if (!b.gpu) {
     b.send = b.host; /* the check fills send directly and reads recv directly */
     b.recv = aligned_alloc(4096, cap);
@@ -339,12 +321,10 @@ int mnt_bench_allreduce(mnt_world *w, int argc, char **argv) {
     MNT_ERR("average busbw %.3f GB/s is under --min-busbw %.3f", avg, min_busbw);
   if (st) w->failed_together = st;
 done:
-#if MNT_HAVE_NCCL
-  if (b.gpu) {
-    if (b.send) cudaFree(b.send);
-    if (b.recv) cudaFree(b.recv);
+  if (b.gpu && b.cu) {
+    b.cu->mem_free(b.send);
+    b.cu->mem_free(b.recv);
   }
-#endif
   if (!b.gpu) free(b.recv);
   free(b.host);
   free(times);

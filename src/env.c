@@ -37,6 +37,9 @@ static const var VARS[] = {
     {"MNT_PROGRESS_INTERVAL", SECONDS, "30", 0.01, 86400, 0,
      "seconds between progress lines of long commands (convert, inspect --verify) when stderr is not a "
      "terminal"},
+    {"MNT_CUDA_MODULE", STRING, "", 0, 0, 0,
+     "path of the CUDA module that --device cuda and --comm nccl load (default: lib/mntrain/mntrain-cuda.so "
+     "beside the binary's bin/, or lib/mntrain/ in its build directory)"},
     {"MNT_SIMD", SIMD, "auto", 0, 0, 0,
      "vector instructions of mntrain's own loops (loader, casts, optimizer): sse2, avx2 or avx512, at most "
      "what the CPU runs; auto: the best it runs"},

@@ -16,7 +16,7 @@ int mnt_env_check(void);
 int mnt_env_seconds(const char *name, double *out);
 /* Bytes ("4096", "4M"): MNT_SHM_FIFO_BYTES, MNT_TCP_BUF. */
 int mnt_env_bytes(const char *name, size_t *out);
-/* The value, or NULL when unset or empty: MNT_COMM_IFACE, MNT_SIMD. */
+/* The value, or NULL when unset or empty: MNT_COMM_IFACE, MNT_CUDA_MODULE, MNT_SIMD. */
 const char *mnt_env_string(const char *name);
 /* MNT_LOG_LEVEL as MNT_LOG_ERROR .. MNT_LOG_DEBUG; silent (the logger cannot log its own
  * configuration error: mnt_env_check reports it). */

@@ -13,6 +13,7 @@
 #include "backend.h"
 #include "bench.h"
 #include "convert.h"
+#include "cuda_module.h"
 #include "dataset.h"
 #include "env.h"
 #include "log.h"
@@ -108,6 +109,7 @@ int main(int argc, char **argv) {
     printf("cpu isa: %s (oneDNN's kernels; ONEDNN_MAX_CPU_ISA caps it)\n", mnt_cpu_isa_name());
     printf("simd: %s (mntrain's own loops: loader, casts, optimizer; MNT_SIMD forces a lower one)\n",
            mnt_simd_variant());
+    mnt_cuda_module_describe(stdout); /* where, built against what: read, not loaded */
     return MNT_EXIT_OK;
   }
   const command *cmd = NULL;

@@ -5,10 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_module.h"
 #include "log.h"
-#if MNT_HAVE_CUDA
-#include "cast.h"
-#endif
 
 struct mnt_conv { mnt_backend *be; int OH, OW; void *h; };
 struct mnt_bn { mnt_backend *be; void *h; };
@@ -24,26 +22,30 @@ const char *mnt_precision_name(mnt_precision p) { return p == MNT_PREC_BF16 ? "b
 
 const char *mnt_backend_names(void) { return MNT_HAVE_CUDA_BACKEND ? "cpu, cuda" : "cpu"; }
 
+/* cuda lives in the CUDA module (cuda_module.h), loaded here on first use: a cpu run never maps the
+ * CUDA libraries */
 int mnt_backend_create(const char *name, const mnt_backend_opts *o, mnt_backend **out) {
   *out = NULL;
   mnt_backend_opts def = {.precision = MNT_PREC_FP32, .device = -1};
   if (!o) o = &def;
   if (!name || !strcmp(name, "auto")) {
-#if MNT_HAVE_CUDA_BACKEND
-    name = mnt_cuda_device_count() > 0 ? "cuda" : "cpu";
-#else
-    name = "cpu";
-#endif
+    const mnt_cuda_module *m = MNT_HAVE_CUDA_BACKEND ? mnt_cuda_module_probe() : NULL; /* NULL: said why, once */
+    name = m && m->backend_create ? "cuda" : "cpu";
   }
   if (!strcmp(name, "cpu")) return mnt_backend_cpu_create(o, out);
   if (!strcmp(name, "cuda")) {
-#if MNT_HAVE_CUDA_BACKEND
-    return mnt_backend_cuda_create(o, out);
-#else
-    MNT_ERR("--device cuda: this mntrain was built without the CUDA backend (it needs nvcc, cuDNN and cuBLAS at "
-            "configure time: cmake -DMNT_CUDA=ON)");
-    return MNT_EARG;
-#endif
+    if (!MNT_HAVE_CUDA_BACKEND) {
+      MNT_ERR("--device cuda: this mntrain was built without the CUDA backend (it needs nvcc, cuDNN and cuBLAS at "
+              "configure time: cmake -DMNT_CUDA=ON)");
+      return MNT_EARG;
+    }
+    const mnt_cuda_module *m;
+    MNT_CHECK(mnt_cuda_module_load("--device cuda", &m));
+    if (!m->backend_create) {
+      MNT_ERR("--device cuda: the CUDA module was built without the CUDA backend (cuDNN and cuBLAS)");
+      return MNT_EARG;
+    }
+    return m->backend_create(o, out);
   }
   MNT_ERR("unknown device '%s' (this build has: %s)", name, mnt_backend_names());
   return MNT_EARG;

@@ -124,15 +124,16 @@ struct mnt_backend {
   void *impl;
 };
 
-/* name: "cpu", "cuda" or "auto" (cuda when this build has it and a GPU is visible, else cpu).
- * MNT_EARG naming what is missing when the backend cannot run here (no GPU, no CUDA build,
- * bf16 on cpu). */
+/* name: "cpu", "cuda" or "auto" (cuda when this build has it, the CUDA module loads and a GPU is
+ * visible, else cpu, saying why once at INFO). MNT_EARG naming what is missing when the backend
+ * cannot run here (no GPU, no CUDA build, a CUDA library that cannot be opened, bf16 on cpu). */
 int mnt_backend_create(const char *name, const mnt_backend_opts *o, mnt_backend **out);
 void mnt_backend_destroy(mnt_backend *b);
 /* the names this build knows, for --help and errors: "cpu" or "cpu, cuda" */
 const char *mnt_backend_names(void);
 #if MNT_HAVE_CUDA_BACKEND
-int mnt_backend_cuda_create(const mnt_backend_opts *o, mnt_backend **out); /* backend/cuda/ */
+/* backend/cuda/, in the CUDA module: mnt_backend_create("cuda") loads it (cuda_module.h) */
+int mnt_backend_cuda_create(const mnt_backend_opts *o, mnt_backend **out);
 #endif
 int mnt_backend_cpu_create(const mnt_backend_opts *o, mnt_backend **out);  /* backend/cpu/ */
 /* The instruction set oneDNN's CPU kernels use here (dnnl_get_effective_cpu_isa; ONEDNN_MAX_CPU_ISA

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "cuda_module.h"
 #include "log.h"
 
 int mnt_topology_parse(const char *s, mnt_topology *t) {
@@ -19,12 +20,19 @@ int mnt_comm_create(mnt_world *w, const char *backend, mnt_topology topo, mnt_co
   *out = NULL;
   if (!backend || !strcmp(backend, "auto") || !strcmp(backend, "cpu"))
     return mnt_comm_cpu_create(w, topo, out);
-#if MNT_HAVE_NCCL
-  if (!strcmp(backend, "nccl")) return mnt_comm_nccl_create(w, topo, out);
-  MNT_ERR("unknown communicator backend '%s' (this build has: cpu, nccl)", backend);
-#else
-  MNT_ERR("unknown communicator backend '%s' (this build has: cpu; nccl needs a build with CUDA and NCCL)", backend);
-#endif
+  if (!strcmp(backend, "nccl") && MNT_HAVE_NCCL) {
+    /* in the CUDA module, loaded on first use; every rank fails together (exit 2) when one cannot load it */
+    const mnt_cuda_module *m = NULL;
+    int st = mnt_cuda_module_load("--comm nccl", &m);
+    if (st == MNT_OK && !m->comm_create) {
+      MNT_ERR("--comm nccl: the CUDA module was built without NCCL");
+      st = MNT_EARG;
+    }
+    MNT_CHECK(mnt_world_agree(w, st));
+    return m->comm_create(w, topo, out);
+  }
+  if (MNT_HAVE_NCCL) MNT_ERR("unknown communicator backend '%s' (this build has: cpu, nccl)", backend);
+  else MNT_ERR("unknown communicator backend '%s' (this build has: cpu; nccl needs a build with CUDA and NCCL)", backend);
   return MNT_EARG;
 }
 

@@ -47,14 +47,17 @@ struct mnt_comm {
   void *impl;
 };
 
-/* backend: "cpu", "nccl" (built with NCCL: GPU buffers) or "auto" (cpu: the buffers of this build's
+/* backend: "cpu", "nccl" (built with NCCL: GPU buffers; loads the CUDA module, cuda_module.h, and
+ * fails on every rank with MNT_EARG when a rank cannot) or "auto" (cpu: the buffers of this build's
  * training are in host memory). Collective: all ranks call it. */
 int mnt_comm_create(mnt_world *w, const char *backend, mnt_topology topo, mnt_comm **out);
 void mnt_comm_destroy(mnt_comm *c);
 /* The CPU backend (ring over shared memory within a node, TCP between nodes). */
 int mnt_comm_cpu_create(mnt_world *w, mnt_topology topo, mnt_comm **out);
 #if MNT_HAVE_NCCL
-/* The NCCL backend (src/comm/nccl/): buffers in GPU memory (blocking calls also take host
+/* In the CUDA module (lib/mntrain/mntrain-cuda.so), not in the executable: mntrain reaches them through
+ * mnt_comm_create (the module's table); programs that link the module (gpu tests) may call them.
+ * The NCCL backend (src/comm/nccl/): buffers in GPU memory (blocking calls also take host
  * buffers, staged through the GPU: small control values); every collective runs on the
  * communicator's own stream after the work queued on `stream` (NULL: nothing to wait for).
  * Collective; binds the process to its GPU first. */

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # install.sh — what `cmake --install` puts under a prefix, and that it works from there:
 #  - bin/mntrain, the README, the user-facing job templates (*.sbatch, scaling_sweep.sh), both
-#    modulefiles, all listed in install_manifest.txt; not the developer tools (quickstart.sh,
-#    local-cluster.sh, install-deps.sh);
-#  - the binary's RUNPATH names the directory of every library it needs outside the system's
-#    default directories, so it runs with no LD_LIBRARY_PATH and without ld.so.cache;
+#    modulefiles, and in CUDA builds the CUDA module lib/mntrain/mntrain-cuda.so, all listed in
+#    install_manifest.txt; not the developer tools (quickstart.sh, local-cluster.sh, install-deps.sh);
+#  - the binary links no CUDA library (cudart, cuDNN, cuBLAS, NCCL: readelf NEEDED and ldd); the
+#    module links them;
+#  - the RUNPATH of the binary and of the module names the directory of every library each needs
+#    outside the system's default directories, so they run with no LD_LIBRARY_PATH and without
+#    ld.so.cache;
 #  - the templates find the installed binary when mntrain is not on PATH (sbatch --export=NONE),
 #    and the source-tree templates say what to do instead;
 #  - DESTDIR stages the files but they name the final prefix;
@@ -23,10 +26,16 @@ bad() { echo "FAIL: $*"; fail=1; }
 
 cmake --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1 || { cat "$work/install.log"; bad "cmake --install"; exit 1; }
 version=$("$build/mntrain" --version | awk '{print $2; exit}')
+cuda=0
+"$build/mntrain" --version | head -n1 | grep -q 'CUDA parts: yes' && cuda=1
+libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' "$build/CMakeCache.txt")
+module=${libdir:-lib}/mntrain/mntrain-cuda.so
 
 # ---- what is installed, and install_manifest.txt lists exactly that --------------------------
 tdir=share/mntrain/job_templates
 want=(bin/mntrain share/doc/mntrain/README.md "modulefiles/mntrain/$version.lua" "modulefiles-tcl/mntrain/$version")
+[ $cuda -eq 1 ] && want+=("$module")
+[ $cuda -eq 0 ] && [ -e "$prefix/$module" ] && bad "a build without the CUDA parts installed $module"
 scripts=()
 for t in "$src"/job_templates/*.sbatch "$src/job_templates/scaling_sweep.sh"; do
   [ -e "$t" ] && scripts+=("$tdir/${t##*/}")
@@ -45,20 +54,32 @@ sort "$build/install_manifest.txt" >"$work/manifest"
 diff "$work/manifest" "$work/found" >"$work/manifest.diff" ||
   { bad "install_manifest.txt (<) differs from the files under the prefix (>):"; cat "$work/manifest.diff"; }
 
-# ---- RUNPATH: every needed library is found without ld.so.cache and LD_LIBRARY_PATH ----------
+# ---- no CUDA library in the binary; the module has them -----------------------------------------
 bin=$prefix/bin/mntrain
-runpath=$(readelf -d "$bin" | sed -n 's/.*(\(RUNPATH\|RPATH\)).*\[\(.*\)\]/\2/p')
-echo "RUNPATH of the installed binary: ${runpath:-none}"
-IFS=: read -r -a rdirs <<<"$runpath"
+cudalibs='lib(cudart|cudnn|cublas|cublasLt|nccl)\.so'
+if readelf -d "$bin" | grep '(NEEDED)' | grep -E "$cudalibs"; then bad "the installed binary links a CUDA library (above)"; fi
+if ldd "$bin" | grep -E "$cudalibs"; then bad "ldd of the installed binary lists a CUDA library (above)"; fi
+if [ $cuda -eq 1 ]; then
+  readelf -d "$prefix/$module" | grep '(NEEDED)' | grep -qE 'libcudart\.so' || bad "$module does not link cudart"
+fi
+
+# ---- RUNPATH: every needed library is found without ld.so.cache and LD_LIBRARY_PATH ----------
 sysdirs=(/lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib64 /usr/lib64 /lib /usr/lib)
-for lib in $(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
-  where=""
-  for d in "${rdirs[@]}" "${sysdirs[@]}"; do
-    if [ -n "$d" ] && [ -e "$d/$lib" ]; then where=$d; break; fi
+objs=("$bin")
+[ $cuda -eq 1 ] && objs+=("$prefix/$module")
+for obj in "${objs[@]}"; do
+  runpath=$(readelf -d "$obj" | sed -n 's/.*(\(RUNPATH\|RPATH\)).*\[\(.*\)\]/\2/p')
+  echo "RUNPATH of the installed ${obj#"$prefix"/}: ${runpath:-none}"
+  IFS=: read -r -a rdirs <<<"$runpath"
+  for lib in $(readelf -d "$obj" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+    where=""
+    for d in "${rdirs[@]}" "${sysdirs[@]}"; do
+      if [ -n "$d" ] && [ -e "$d/$lib" ]; then where=$d; break; fi
+    done
+    if [ -z "$where" ]; then
+      bad "$lib of ${obj##*/} (here: $(ldd "$obj" | awk -v l="$lib" '$1 == l {print $3}')) is in no RUNPATH directory nor a system one"
+    fi
   done
-  if [ -z "$where" ]; then
-    bad "$lib (here: $(ldd "$bin" | awk -v l="$lib" '$1 == l {print $3}')) is in no RUNPATH directory nor a system one"
-  fi
 done
 # the same as a node without this machine's ld.so.conf entries (e.g. /usr/local/cuda/lib64) would
 ldso=$(readelf -l "$bin" | sed -n 's/.*Requesting program interpreter: \(.*\)\]/\1/p')

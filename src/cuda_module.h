@@ -1,0 +1,67 @@
+/* cuda_module.h — the CUDA parts as a module loaded on demand.
+ * defines: mnt_cuda_module (the table the module's one entry point returns), MNT_CUDA_MODULE_ABI,
+ *          MNT_CUDA_MODULE_ENTRY,
+ *          mnt_cuda_module_load (the host: find it, dlopen it once, check it; MNT_EARG naming the
+ *            library that could not be opened and dlerror's text), mnt_cuda_module_probe (for
+ *            "auto": the module when it loads and sees a GPU, else NULL, said once at INFO),
+ *          mnt_cuda_module_describe (for --version: where it is and what it was built against; loads
+ *            nothing).
+ *
+ * The CUDA backend (src/backend/cuda/), the NCCL communicator (src/comm/nccl/) and the kernels
+ * (kernels/) build into lib/mntrain/mntrain-cuda.so, the only file linked with cudart, cuDNN,
+ * cuBLAS and NCCL. The host finds it through MNT_CUDA_MODULE (a path), else beside its own
+ * executable: <bin>/../lib/mntrain/ installed, <build>/lib/mntrain/ in the build tree. The module
+ * calls the host's mnt_* functions (log, env, world, dtype), which the executable exports; it
+ * exports mnt_cuda_module_entry, which returns the table below. A program that links the module
+ * (the gpu tests) has the entry in its own symbol table; the host then uses that one. */
+#ifndef MNT_CUDA_MODULE_H
+#define MNT_CUDA_MODULE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "backend.h"
+#include "comm.h"
+
+/* Raised when the table or the meaning of an entry changes. The host also compares MNT_CUDA_IFACE
+ * (a hash of the headers both sides compile against, generated at build time): a module must come
+ * from the same build as the binary. */
+#define MNT_CUDA_MODULE_ABI 1
+#define MNT_CUDA_MODULE_ENTRY "mnt_cuda_module_entry"
+
+typedef struct mnt_cuda_module {
+  unsigned abi;        /* MNT_CUDA_MODULE_ABI of the module's build */
+  unsigned size;       /* sizeof(mnt_cuda_module) there */
+  const char *iface;   /* MNT_CUDA_IFACE of the module's build */
+  const char *version; /* MNT_VERSION of the module's build */
+  const char *built;   /* what it was compiled against: "CUDA 13.0.88, cuDNN 9.19.0, NCCL 2.28.9" */
+  /* what runs: "CUDA runtime 13.0, driver 12.8, cuDNN 9.19.0, NCCL 2.28.9" (driver "none" without one) */
+  void (*runtime)(char *buf, size_t n);
+  int (*device_count)(void); /* GPUs this process sees; 0 without a GPU or driver (no CUDA error left) */
+  /* NULL when the build had no cuDNN/cuBLAS, or no NCCL */
+  int (*backend_create)(const mnt_backend_opts *o, mnt_backend **out);
+  int (*comm_create)(mnt_world *w, mnt_topology topo, mnt_comm **out);
+  /* GPU memory on the current device, for buffers outside a backend (bench allreduce's) */
+  int (*mem_alloc)(size_t bytes, void **p);
+  void (*mem_free)(void *p);
+  /* synchronous: returns when the copy is complete (D2D: the device synchronised) */
+  int (*mem_copy)(void *dst, const void *src, size_t bytes, mnt_copy_kind kind);
+  /* the current device: its index, PCI domain/bus/device and name */
+  int (*device_info)(int *device, unsigned pci[3], char *name, size_t n);
+} mnt_cuda_module;
+
+typedef const mnt_cuda_module *(*mnt_cuda_module_entry_fn)(void);
+
+/* The module, loaded on first use. why: what asks for it ("--device cuda"), for the message.
+ * MNT_EARG when this build has no CUDA parts, the module is not found, one of its libraries cannot
+ * be opened (the message names it and gives dlerror's text), or it is from another build. */
+int mnt_cuda_module_load(const char *why, const mnt_cuda_module **out);
+/* For "auto": the module when a GPU driver is visible, the module loads and sees a GPU; else NULL,
+ * and one INFO line says why (cpu is used). Never an error. */
+const mnt_cuda_module *mnt_cuda_module_probe(void);
+/* For --version: lines "cuda module: ..." saying where it is (or why there is none) and what this
+ * build compiled it against. Loads nothing: whether its libraries load on this node shows when a
+ * run asks for a GPU (the message names the library that could not be opened). */
+void mnt_cuda_module_describe(FILE *f);
+
+#endif
