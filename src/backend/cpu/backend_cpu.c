@@ -220,61 +220,76 @@ static int conv_desc(const cpu_conv *c, int d, const dnnl_memory_desc_t *xm, con
   return s == dnnl_success ? MNT_OK : MNT_ESYS;
 }
 
+/* Pass d in activation layouts xm, ym: its best non-reference descriptor (*pd, NULL if none), with
+ * *first (when asked) the best of any kind when that is a reference one, and *hint the forward
+ * descriptor a backward pass is made with (kept as long as what was made with it; NULL when
+ * nothing was). */
+static int conv_try(cpu_conv *c, int d, const dnnl_memory_desc_t *xm, const dnnl_memory_desc_t *ym,
+                    dnnl_primitive_desc_t *pd, dnnl_primitive_desc_t *first, dnnl_primitive_desc_t *hint) {
+  dnnl_convolution_desc_t od, fd;
+  *pd = *hint = NULL;
+  if (first) *first = NULL;
+  MNT_CHECK(conv_desc(c, d, xm, ym, &od));
+  if (d != FWD) { /* backward descriptors need a forward one of the same layouts */
+    MNT_CHECK(conv_desc(c, FWD, xm, ym, &fd));
+    DNNL_TRY(dnnl_primitive_desc_create(hint, &fd, NULL, IMPL(c->b)->eng, NULL));
+  }
+  int st = pick_pd(c->b, &od, *hint, pd, first);
+  if (first && *first && *pd) {
+    dnnl_primitive_desc_destroy(*first);
+    *first = NULL;
+  }
+  if (*hint && (st || (!*pd && !(first && *first)))) {
+    dnnl_primitive_desc_destroy(*hint);
+    *hint = NULL;
+  }
+  return st;
+}
+
 /* Choose pass d's implementation (descriptor only): the best non-reference one in the own layouts,
  * else in nhwc, else in nchw; a reference one only when nothing else exists. */
 static int conv_pass_plan(cpu_conv *c, int d) {
   static const dnnl_format_tag_t ALT[] = {dnnl_nhwc, dnnl_nchw};
   conv_pass *ps = &c->pass[d];
-  dnnl_primitive_desc_t fallback = NULL, fallback_hint = NULL;
+  dnnl_primitive_desc_t pd, first, hint;
+  MNT_CHECK(conv_try(c, d, &c->x, &c->y, &pd, &first, &hint));
+  ps->x = c->x;
+  ps->y = c->y;
+  const char *alt = NULL;
   dnnl_dims_t xd = {c->N, c->C, c->H, c->W}, yd = {c->N, c->K, c->OH, c->OW};
-  for (int t = -1; t < (int)(sizeof ALT / sizeof *ALT) && !ps->p.pd; t++) {
-    dnnl_memory_desc_t xm = c->x, ym = c->y;
-    if (t >= 0 && (dnnl_memory_desc_init_by_tag(&xm, 4, xd, dnnl_f32, ALT[t]) ||
-                   dnnl_memory_desc_init_by_tag(&ym, 4, yd, dnnl_f32, ALT[t])))
-      return MNT_ESYS;
-    if (t >= 0 && dnnl_memory_desc_equal(&xm, &c->x) && dnnl_memory_desc_equal(&ym, &c->y)) continue;
-    dnnl_convolution_desc_t od, fd;
-    dnnl_primitive_desc_t hint = NULL, pd, first;
-    MNT_CHECK(conv_desc(c, d, &xm, &ym, &od));
-    if (d != FWD) { /* backward descriptors need a forward one of the same layouts */
-      MNT_CHECK(conv_desc(c, FWD, &xm, &ym, &fd));
-      DNNL_TRY(dnnl_primitive_desc_create(&hint, &fd, NULL, IMPL(c->b)->eng, NULL));
-    }
-    int st = pick_pd(c->b, &od, hint, &pd, t < 0 ? &first : NULL);
+  for (size_t t = 0; !pd && t < sizeof ALT / sizeof *ALT; t++) {
+    dnnl_memory_desc_t xm, ym;
+    dnnl_primitive_desc_t h;
+    int st = dnnl_memory_desc_init_by_tag(&xm, 4, xd, dnnl_f32, ALT[t]) ||
+                     dnnl_memory_desc_init_by_tag(&ym, 4, yd, dnnl_f32, ALT[t])
+                 ? MNT_ESYS
+                 : dnnl_memory_desc_equal(&xm, &c->x) && dnnl_memory_desc_equal(&ym, &c->y)
+                       ? MNT_OK /* the own layouts: tried */
+                       : conv_try(c, d, &xm, &ym, &pd, NULL, &h);
     if (st) {
+      if (first) dnnl_primitive_desc_destroy(first);
       if (hint) dnnl_primitive_desc_destroy(hint);
       return st;
     }
-    if (t < 0) fallback = first;
-    if (pd) {
-      ps->p.pd = pd;
-      ps->hint = hint; /* kept as long as the descriptor made with it */
+    if (pd) { /* the reference one of the own layouts is not needed */
+      if (first) dnnl_primitive_desc_destroy(first);
+      if (hint) dnnl_primitive_desc_destroy(hint);
+      first = NULL;
+      hint = h;
       ps->x = xm;
       ps->y = ym;
-      if (t < 0) snprintf(ps->impl, sizeof ps->impl, "%s", impl_name(pd));
-      else snprintf(ps->impl, sizeof ps->impl, "%s (%s)", impl_name(pd), tag_name(ALT[t]));
-    } else if (t < 0) {
-      fallback_hint = hint;
-    } else if (hint) {
-      dnnl_primitive_desc_destroy(hint);
+      alt = tag_name(ALT[t]);
     }
   }
-  if (!ps->p.pd) {
-    if (!fallback) {
-      if (fallback_hint) dnnl_primitive_desc_destroy(fallback_hint);
-      MNT_ERR("oneDNN has no implementation of this convolution's %s pass", PASS_NAME[d]);
-      return MNT_ESYS;
-    }
-    ps->p.pd = fallback;
-    ps->hint = fallback_hint;
-    ps->x = c->x;
-    ps->y = c->y;
-    ps->ref = 1;
-    snprintf(ps->impl, sizeof ps->impl, "%s", impl_name(fallback));
-  } else {
-    if (fallback) dnnl_primitive_desc_destroy(fallback);
-    if (fallback_hint) dnnl_primitive_desc_destroy(fallback_hint);
+  if (!pd && !first) {
+    MNT_ERR("oneDNN has no implementation of this convolution's %s pass", PASS_NAME[d]);
+    return MNT_ESYS;
   }
+  ps->ref = !pd;
+  ps->p.pd = pd ? pd : first;
+  ps->hint = hint;
+  if (alt) snprintf(ps->impl, sizeof ps->impl, "%s (%s)", impl_name(ps->p.pd), alt);
+  else snprintf(ps->impl, sizeof ps->impl, "%s", impl_name(ps->p.pd));
   ps->x_alt = !dnnl_memory_desc_equal(&ps->x, &c->x);
   ps->y_alt = !dnnl_memory_desc_equal(&ps->y, &c->y);
   ps->w = *dnnl_primitive_desc_query_md(ps->p.pd, d == BWD_W ? dnnl_query_diff_weights_md : dnnl_query_weights_md, 0);
