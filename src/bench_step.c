@@ -60,7 +60,10 @@ int mnt_bench_step(mnt_world *w, int argc, char **argv) {
     mnt_print_help(stdout, "mntrain bench step [--arch A] [--size S] [--batch B] [--steps N | --seconds S] [--threads T] "
                    "[--device cpu|cuda] [--precision fp32|bf16]",
                    "Training-step throughput on synthetic input: forward, softmax cross-entropy, backward\n"
-                   "and SGD update of one process; prints img/s and the peak memory per image.",
+                   "and SGD update of one process; prints img/s, GFLOP/s (the forward and backward\n"
+                   "convolutions and fully connected layer), the peak memory per image, and what the\n"
+                   "layers ran: the CPU ISA, each kind's implementations (oneDNN's on cpu, cuDNN's\n"
+                   "algorithms and batch-norm mode on cuda) and any layer on a reference implementation.",
                    opts);
     return MNT_OK;
   }
