@@ -8,10 +8,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "jsonio.h"
 #include "log.h"
+#include "sysmem.h"
+
+/* Descriptors a training run opens beside its datasets' shards (which stay open): outputs and their
+ * temporary files, a checkpoint, the connections and listeners of the communicator, a validation
+ * set's index. mnt_dataset_open refuses up front what would run out later. */
+enum { FD_RESERVE = 32 };
 
 uint64_t mnt_mix(uint64_t a, uint64_t b) {
   uint64_t z = a * 0x9e3779b97f4a7c15ull + b + 0x632be59bd9b4e019ull;
@@ -110,9 +117,24 @@ int mnt_shard_create(mnt_shard_writer *w, const char *path, int64_t n, int size,
   w->size = size;
   w->channels = channels;
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported here, with the file named */
-  w->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  /* exclusively (O_EXCL: never through a symlink, never into another writer's file); the caller
+   * removes what an interrupted run left (io/convert.c removes stale *.partial before writing) */
+  errno = 0;
+  w->file = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
   if (w->file < 0) {
-    MNT_ERR("%s: cannot create the shard file (%s)", path, strerror(errno));
+    int err = errno, fd_err = mnt_fd_exhausted(err) ? err : mnt_fd_probe(NULL);
+    struct stat sb;
+    w->path[0] = '\0'; /* not ours: mnt_shard_abort must not remove it */
+    if (fd_err) {
+      char why[300];
+      mnt_fd_advice(fd_err, why, sizeof why);
+      MNT_ERR("out of file descriptors creating %s: %s", path, why);
+    } else if (lstat(path, &sb) == 0) {
+      MNT_ERR("%s: cannot create the shard file: it exists (another mntrain convert writing into this directory?)",
+              path);
+    } else {
+      MNT_ERR("%s: cannot create the shard file (%s)", path, err ? strerror(err) : "HDF5 refused");
+    }
     return MNT_ESYS;
   }
   /* one image per chunk, so that a shard that skipped unreadable inputs can be shrunk and every
@@ -207,9 +229,21 @@ void mnt_shard_abort(mnt_shard_writer *w) {
   if (w->path[0]) unlink(w->path);
 }
 
+/* when opening path failed: log and return 1 if it was for want of a file descriptor (the file may
+ * be fine), else 0 */
+static int fd_short(const char *path, const char *hint) {
+  int err = mnt_fd_probe(path);
+  if (!err) return 0;
+  char why[300];
+  mnt_fd_advice(err, why, sizeof why);
+  MNT_ERR("out of file descriptors opening %s: %s%s", path, why, hint ? hint : "");
+  return 1;
+}
+
 int mnt_shard_fingerprint(const char *path, char *out, size_t n) {
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) return -1;
+  if (f < 0) return fd_short(path, NULL) ? -2 : -1;
   int r = attr_get_str(f, "fingerprint", out, n);
   if (r) snprintf(out, n, "none");
   H5Fclose(f);
@@ -267,6 +301,7 @@ int mnt_dataset_open(const char *dir, mnt_dataset *d) {
       MNT_ERR("%s: %s (is %s a dataset made by mntrain convert?)", path, strerror(errno), dir);
       return MNT_EARG;
     }
+    if (fd_short(path, NULL)) return MNT_ESYS;
     MNT_ERR("%s:%d: not valid JSON: %s", path, jerr.line, jerr.text);
     return MNT_EDATA;
   }
@@ -307,6 +342,12 @@ int mnt_dataset_open(const char *dir, mnt_dataset *d) {
   d->shard_count = calloc((size_t)d->nshards, sizeof *d->shard_count);
   d->shard_start = calloc((size_t)d->nshards, sizeof *d->shard_start);
   d->hids = calloc((size_t)d->nshards * 3, sizeof *d->hids);
+  char what[1200];
+  snprintf(what, sizeof what, "opening %s (%d shards kept open, %d for other files)", dir, d->nshards, FD_RESERVE);
+  if (mnt_fd_check(d->nshards + FD_RESERVE, what, "convert the data into fewer shards (--shards)")) {
+    st = MNT_EARG;
+    goto done;
+  }
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
   for (int i = 0; i < d->nshards; i++) {
     json_t *e = json_array_get(sh, (size_t)i);
@@ -320,7 +361,11 @@ int mnt_dataset_open(const char *dir, mnt_dataset *d) {
     d->total += d->shard_count[i];
     if (access(sp, R_OK) != 0) { MNT_ERR("%s: missing shard (listed in %s): %s", sp, path, strerror(errno)); goto done; }
     hid_t f = H5Fopen(sp, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) { MNT_ERR("%s: not a readable HDF5 file (truncated or corrupt?)", sp); goto done; }
+    if (f < 0) {
+      if (fd_short(sp, ", or convert the data into fewer shards (--shards)")) st = MNT_ESYS;
+      else MNT_ERR("%s: not a readable HDF5 file (truncated or corrupt?)", sp);
+      goto done;
+    }
     d->hids[3 * i] = f;
     hid_t im = H5Dopen2(f, "images", H5P_DEFAULT), lb = H5Dopen2(f, "labels", H5P_DEFAULT);
     d->hids[3 * i + 1] = im;

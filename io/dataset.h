@@ -38,7 +38,9 @@ typedef struct mnt_dataset {
 
 /* Open DIR/index.json and every shard; checks each shard against the index (shape, type,
  * count, attributes). Errors name the file: MNT_EARG when DIR is no dataset or an empty one,
- * MNT_EDATA when it is damaged. */
+ * MNT_EDATA when it is damaged. Every shard stays open: when they and a reserve for the run's
+ * other files do not fit under the limit on open files, MNT_EARG up front ("out of file
+ * descriptors opening DIR ..."); running out anyway is MNT_ESYS, never blamed on a shard. */
 int mnt_dataset_open(const char *dir, mnt_dataset *d);
 void mnt_dataset_close(mnt_dataset *d);
 /* Sample g (0 <= g < total): its pixels (size*size*channels bytes; NULL: the label only) and label
@@ -57,7 +59,9 @@ typedef struct mnt_shard_writer {
 /* What every process that uses HDF5 calls first (main does): no exit-time clean-up (see
  * dataset.c). HDF5's own error printing is turned off where files are opened or created. */
 void mnt_h5_init(void);
-/* a shard of exactly n samples; attrs repeat the index */
+/* a shard of exactly n samples; attrs repeat the index. The file is created exclusively (O_EXCL:
+ * an existing file or symlink at path is an error, not overwritten or followed): remove stale
+ * files first. */
 int mnt_shard_create(mnt_shard_writer *w, const char *path, int64_t n, int size, int channels, int nclasses,
                      int shard, int nshards, long long seed, const char *fingerprint);
 int mnt_shard_append(mnt_shard_writer *w, const uint8_t *pixels, int32_t label, int64_t source_index);
@@ -65,7 +69,9 @@ int mnt_shard_append(mnt_shard_writer *w, const uint8_t *pixels, int32_t label, 
 int mnt_shard_close(mnt_shard_writer *w);
 /* after a failure: close what is open (once) and delete the file */
 void mnt_shard_abort(mnt_shard_writer *w);
-/* the "fingerprint" attribute of a shard file ("none" if it has none); -1 if it is not HDF5 */
+/* the "fingerprint" attribute of a shard file ("none" if it has none); -1 if it is not HDF5; -2
+ * (logged: "out of file descriptors ...") if it could not be opened for want of a descriptor,
+ * which says nothing about the file */
 int mnt_shard_fingerprint(const char *path, char *out, size_t n);
 
 /* write DIR/index.json (atomically: tmp file, fsync, rename) */

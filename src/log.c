@@ -14,7 +14,7 @@ static int g_rank = -1;
 static char g_node[64];
 static int g_level = -1;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static char g_last[512];
+static char g_last[1600];
 
 void mnt_log_set_identity(int rank, const char *node) {
   g_rank = rank;
@@ -45,7 +45,7 @@ static const char *short_path(const char *file) {
 
 void mnt_log_at(int level, const char *file, int line, const char *fmt, ...) {
   if (level > mnt_log_level()) return;
-  char msg[400];
+  char msg[1600]; /* paths of up to a few hundred characters, several of them in one message */
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);

@@ -18,10 +18,17 @@
 #include "env.h"
 #include "log.h"
 #include "simd.h"
+#include "sysmem.h"
 #include "train.h"
 #include "world.h"
 
 static int cmd_info(mnt_world *w, int argc, char **argv);
+
+/* Descriptors every command may need before it opens its own files: PMIx (its libevent pipes and
+ * the socket to the server, the plugins it dlopens), the libraries' files, the outputs. Below
+ * this, PMIx_Init fails in ways that name no cause (libevent exits, or PMIx reports an error and
+ * the rank would run alone), so the command is refused before it starts. */
+enum { FD_FLOOR = 32 };
 
 typedef struct command {
   const char *name, *sub; /* "bench" "allreduce"; sub NULL: one word */
@@ -69,7 +76,8 @@ static void usage(FILE *f) {
           "  1  failure at run time: I/O, corrupt data, a failed or timed-out collective (the job is\n"
           "     aborted through PMIx, naming the rank), out of memory, wrong benchmark results\n"
           "  2  usage: a bad flag, value, input path or environment variable, or a run that cannot\n"
-          "     fit in this process's memory; rerunning it unchanged fails the same way\n"
+          "     fit in this process's memory or its limit on open files (ulimit -n); rerunning it\n"
+          "     unchanged fails the same way\n"
           "  3  preempted: train stopped on SIGUSR1/SIGTERM or --stop-after after committing a\n"
           "     checkpoint; the same command line resumes it (what a requeued job does)\n"
           "\n");
@@ -134,6 +142,17 @@ int main(int argc, char **argv) {
   }
   int skip = cmd->sub ? 3 : 2;
   int st = mnt_env_check(); /* a bad variable fails every command before it does anything */
+  /* the soft limit on open files up to the hard one (a dataset keeps every shard open); then a
+   * hard limit too low for anything is refused here, with the way out. The tests provoke running
+   * out with a low hard limit (ulimit -Hn, or bash's plain ulimit -n, which sets both). */
+  mnt_fd_raise_limit();
+  int help = 0;
+  for (int i = skip; i < argc && !help; i++) help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
+  if (st == MNT_OK && !help) {
+    char what[64];
+    snprintf(what, sizeof what, "starting mntrain %s%s%s", cmd->name, cmd->sub ? " " : "", cmd->sub ? cmd->sub : "");
+    st = mnt_fd_check(FD_FLOOR, what, NULL);
+  }
   mnt_world w;
   memset(&w, 0, sizeof w);
   if (st == MNT_OK) st = cmd->run(&w, argc - skip, argv + skip);

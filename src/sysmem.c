@@ -1,9 +1,12 @@
 /* sysmem.c — see sysmem.h. Memory cgroups: v2 (memory.max along the path, the smallest wins) and
  * v1 (memory.stat's hierarchical_memory_limit), both looked up under /sys/fs/cgroup from the
  * path in /proc/self/cgroup, falling back to the mount's root when the cgroup namespace hides
- * the path (containers). */
+ * the path (containers). Open files: RLIMIT_NOFILE, and the count in /proc/self/fd. */
 #include "sysmem.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,4 +155,80 @@ size_t mnt_rss_bytes(void) {
   if (f) fclose(f);
   long page = sysconf(_SC_PAGESIZE);
   return n == 2 && page > 0 ? (size_t)resident * (size_t)page : 0;
+}
+
+/* ---- file descriptors ------------------------------------------------------------------------ */
+void mnt_fd_raise_limit(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return;
+  rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > MNT_FD_RAISE_MAX ? MNT_FD_RAISE_MAX : rl.rlim_max;
+  if (rl.rlim_cur >= want) return;
+  rl.rlim_cur = want;
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0) MNT_DBG("raising the soft limit on open files failed: %s", strerror(errno));
+}
+
+int mnt_fd_exhausted(int err) { return err == EMFILE || err == ENFILE; }
+
+int mnt_fd_probe(const char *path) {
+  int fd = open(path ? path : "/", O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  int err = fd < 0 ? errno : 0;
+  if (fd >= 0) close(fd);
+  return mnt_fd_exhausted(err) ? err : 0;
+}
+
+/* descriptors open in this process now (-1: unknown); a full table counts as full */
+static long fds_open(void) {
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) {
+    struct rlimit rl;
+    return errno == EMFILE && getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (long)rl.rlim_cur : -1;
+  }
+  long n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    n += e->d_name[0] != '.';
+  closedir(d);
+  return n - 1; /* the directory's own */
+}
+
+/* "this process may open 20 files (ulimit -n 20, ...)<mid>: raise ... (ulimit -n W ...)", W >= want */
+static void limit_text(char *out, size_t n, unsigned long long want, const char *mid) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+    snprintf(out, n, "the limit on open files is unknown%s: raise it (ulimit -n %llu)", mid, want);
+    return;
+  }
+  unsigned long long soft = rl.rlim_cur, hard = rl.rlim_max, w = want > 4096 ? want : 4096;
+  if (rl.rlim_max != RLIM_INFINITY && soft < hard) {
+    if (w > hard && hard >= want) w = hard;
+    snprintf(out, n, "this process may open %llu files (ulimit -n %llu; hard limit %llu)%s: raise it (ulimit -n %llu)",
+             soft, soft, hard, mid, w);
+  } else {
+    snprintf(out, n, "this process may open %llu files (ulimit -n %llu, also the hard limit)%s: raise both "
+             "(ulimit -n %llu; a higher hard limit needs root: limits.conf)", soft, soft, mid, w);
+  }
+}
+
+void mnt_fd_advice(int err, char *out, size_t n) {
+  if (err == ENFILE) {
+    snprintf(out, n, "the system's table of open files is full (ENFILE; /proc/sys/fs/file-nr): other programs hold "
+             "them, or raise fs.file-max");
+    return;
+  }
+  long open_now = fds_open();
+  limit_text(out, n, open_now > 0 ? (unsigned long long)open_now * 2 : 4096, " and all are in use");
+}
+
+int mnt_fd_check(int need, const char *what, const char *hint) {
+  struct rlimit rl;
+  long open_now = fds_open();
+  if (need <= 0 || open_now < 0 || getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+      (unsigned long long)open_now + (unsigned long long)need <= (unsigned long long)rl.rlim_cur)
+    return MNT_OK;
+  char lim[300], mid[80];
+  snprintf(mid, sizeof mid, ", %ld open already", open_now);
+  limit_text(lim, sizeof lim, (unsigned long long)open_now + (unsigned long long)need, mid);
+  MNT_ERR("out of file descriptors %s: %d more are needed, but %s%s%s", what, need, lim, hint ? ", or " : "",
+          hint ? hint : "");
+  return MNT_EARG;
 }

@@ -1,11 +1,19 @@
 /* test_tcp.c — set-up connections on loopback, in one process: a listener that five silent
  * strangers, a half hello and a garbage message connect to first still takes the real peer's hello
  * at once (each connection has its own deadline, served together: before, each silent one cost
- * 10 s, one after another); a hello without the job secret is refused, one with it accepted. */
+ * 10 s, one after another); a hello without the job secret is refused, one with it accepted.
+ * 300 strangers (garbage hellos and silent connections) to one inbox make a few warning lines, not
+ * 300: the first three with who and why, then a count by reason (before: one line each). With no
+ * descriptor left to accept a connection with, the inbox says so at once, in one "out of file
+ * descriptors" error with the limit (before: it spun on the readable listener until its deadline). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,6 +34,169 @@ static int stranger(const mnt_tcp_addr *a, const void *say, size_t n) {
     return -1;
   }
   return s;
+}
+
+/* ---- 300 strangers ------------------------------------------------------------------------- */
+enum { STRANGERS = 300, SILENT_EVERY = 6 }; /* every 6th says nothing, the others send garbage */
+
+typedef struct crowd {
+  mnt_tcp_addr a;
+  int fds[STRANGERS];
+  int made;
+  _Atomic int done;
+} crowd;
+
+static void *crowd_main(void *arg) {
+  crowd *c = arg;
+  char junk[sizeof(mnt_tcp_hello)];
+  memset(junk, 'x', sizeof junk);
+  for (int i = 0; i < STRANGERS; i++) {
+    c->fds[i] = stranger(&c->a, junk, i % SILENT_EVERY ? sizeof junk : 0);
+    c->made += c->fds[i] >= 0;
+  }
+  atomic_store(&c->done, 1);
+  return NULL;
+}
+
+/* the inbox of a listener that 300 strangers connect to, with stderr in a file: how many warning
+ * lines, how many connections the full ones and the counts account for */
+static void many_strangers(void) {
+  struct rlimit rl; /* 300 sockets on each side at most: the soft limit up to the hard one, as main does */
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 2 * STRANGERS + 64)) {
+    fprintf(stderr, "test_tcp: the 300-strangers part is not run: %llu open files allowed, it needs %d\n",
+            (unsigned long long)rl.rlim_cur, 2 * STRANGERS + 64);
+    return;
+  }
+  static crowd c; /* 300 fds: not on the stack of a test that also keeps others there */
+  for (int i = 0; i < STRANGERS; i++) c.fds[i] = -1;
+  int lfd;
+  if (mnt_tcp_listen("lo", &lfd, &c.a) != MNT_OK) {
+    EXPECT(0, "a second listener on loopback");
+    return;
+  }
+  uint8_t secret[MNT_SECRET_BYTES] = {1, 2, 3};
+  mnt_tcp_inbox *ib = NULL;
+  EXPECT(mnt_tcp_inbox_open(&ib, lfd, sizeof(mnt_tcp_hello), 0.5) == MNT_OK, "inbox for 300");
+  FILE *log = tmpfile();
+  int saved = dup(2);
+  if (!ib || !log || saved < 0) {
+    EXPECT(0, "set-up of the 300-strangers part");
+    return;
+  }
+  fflush(stderr);
+  dup2(fileno(log), 2);
+  pthread_t thr;
+  int started = pthread_create(&thr, NULL, crowd_main, &c) == 0;
+  double t0 = mnt_now(), quiet_since = 0;
+  int accepted = 0;
+  /* serve until every stranger has connected and the silent ones' 0.5 s have passed */
+  while (started && mnt_now() - t0 < 20) {
+    int fd, from, tag;
+    int st = mnt_tcp_accept_auth(ib, secret, 9, mnt_now() + 0.2, &fd, &from, &tag);
+    if (st == MNT_OK) accepted++, close(fd);
+    if (!atomic_load(&c.done)) continue;
+    if (quiet_since == 0) quiet_since = mnt_now();
+    if (mnt_now() - quiet_since > 2.5) break;
+  }
+  mnt_tcp_inbox_close(ib); /* the count of what was not yet summed up */
+  double took = mnt_now() - t0;
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  if (started) pthread_join(thr, NULL);
+  EXPECT(started && c.made == STRANGERS, "%d of %d strangers connected", c.made, STRANGERS);
+  EXPECT(accepted == 0, "%d strangers were accepted", accepted);
+  /* lines: warnings in full ("refused/dropped a connection from IP:PORT: why") and counts
+   * ("... and N more connections refused or dropped ...") */
+  char line[1024];
+  int lines = 0, full = 0, summaries = 0, first_ok = 0;
+  long counted = 0;
+  rewind(log);
+  while (fgets(line, sizeof line, log)) {
+    if (!strstr(line, "warning:")) continue;
+    lines++;
+    const char *more = strstr(line, "... and ");
+    long k = 0;
+    if (more && sscanf(more, "... and %ld more connection", &k) == 1) {
+      summaries++;
+      counted += k;
+    } else if (strstr(line, "a connection from 127.0.0.1:")) {
+      if (!full++) /* why: a garbage hello, a silent one timed out, or one too many waiting */
+        first_ok = strstr(line, "does not carry this job's secret") || strstr(line, "no complete message") ||
+                   strstr(line, "others are still silent");
+    }
+    if (lines <= 8) fprintf(stderr, "  log: %s", line);
+  }
+  fclose(log);
+  if (lines > 8) fprintf(stderr, "  log: ... %d warning lines in all\n", lines);
+  EXPECT(lines <= 6, "300 strangers made %d warning lines (want a few: the first ones, then counts)", lines);
+  EXPECT(full >= 1 && first_ok, "the first stranger is not named with its address and what was wrong with it");
+  EXPECT(summaries >= 1 && full + counted == STRANGERS,
+         "the warnings account for %ld of %d strangers (%d in full, %ld counted in %d summaries)", full + counted,
+         STRANGERS, full, counted, summaries);
+  printf("test_tcp: 300 strangers: %d warning lines (%d in full, %ld counted), %.1f s\n", lines, full, counted, took);
+  for (int i = 0; i < STRANGERS; i++)
+    if (c.fds[i] >= 0) close(c.fds[i]);
+  close(lfd);
+}
+
+/* ---- no descriptor left to accept with ------------------------------------------------------- */
+static void out_of_fds(void) {
+  int lfd;
+  mnt_tcp_addr a;
+  mnt_tcp_inbox *ib = NULL;
+  if (mnt_tcp_listen("lo", &lfd, &a) != MNT_OK || mnt_tcp_inbox_open(&ib, lfd, sizeof(mnt_tcp_hello), 5.0) != MNT_OK) {
+    EXPECT(0, "a third listener and its inbox");
+    return;
+  }
+  int cfd = stranger(&a, NULL, 0); /* queued on the listener */
+  FILE *log = tmpfile();
+  int saved = dup(2), lowest = dup(0);
+  struct rlimit rl, low;
+  if (cfd < 0 || !log || saved < 0 || lowest < 0 || getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+    EXPECT(0, "set-up of the out-of-descriptors part");
+    return;
+  }
+  close(lowest); /* the lowest free descriptor: a soft limit at it leaves none to take */
+  fflush(stderr);
+  dup2(fileno(log), 2);
+  low = rl;
+  low.rlim_cur = (rlim_t)lowest;
+  int lowered = setrlimit(RLIMIT_NOFILE, &low) == 0;
+  int fd = -1, st1 = MNT_OK, st2 = MNT_OK;
+  mnt_tcp_hello h;
+  double t0 = mnt_now(), took1 = 0;
+  if (lowered) {
+    st1 = mnt_tcp_inbox_next(ib, mnt_now() + 3.0, -1, &fd, &h, NULL, 0);
+    took1 = mnt_now() - t0;
+    st2 = mnt_tcp_inbox_next(ib, mnt_now() + 0.3, -1, &fd, &h, NULL, 0); /* again: not logged again */
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  char line[1024];
+  int errors = 0, clear = 0;
+  rewind(log);
+  while (fgets(line, sizeof line, log)) {
+    fprintf(stderr, "  log: %s", line);
+    errors += strstr(line, "error:") != NULL;
+    clear += strstr(line, "out of file descriptors accepting") && strstr(line, "ulimit -n");
+  }
+  fclose(log);
+  EXPECT(lowered, "the soft limit could not be lowered to %d", lowest);
+  EXPECT(st1 == MNT_ESYS && took1 < 1.0, "no descriptor to accept with: status %d after %.1f s (want %d at once)", st1,
+         took1, MNT_ESYS);
+  EXPECT(st2 == MNT_ESYS, "the second try: status %d", st2);
+  EXPECT(errors == 1 && clear == 1, "want one error, \"out of file descriptors accepting ...\" with the limit: %d "
+         "errors, %d such", errors, clear);
+  mnt_tcp_inbox_close(ib);
+  close(cfd);
+  close(lfd);
 }
 
 int main(void) {
@@ -80,6 +251,8 @@ int main(void) {
   close(bad_fd);
   mnt_tcp_inbox_close(ib);
   close(lfd);
+  many_strangers();
+  out_of_fds();
   if (failures) {
     fprintf(stderr, "test_tcp: %d failures\n", failures);
     return 1;

@@ -77,7 +77,8 @@ int mnt_tcp_start_connect(const mnt_tcp_addr *to, const mnt_tcp_hello *h, int *f
                           int peer_rank);
 int mnt_tcp_finish_connect(int fd, double deadline, int peer_rank);
 /* Connect (non-blocking, before the deadline) and send n bytes; *fd is then yours. On failure
- * why (if not NULL) says what went wrong; nothing is logged. */
+ * why (if not NULL) says what went wrong; nothing is logged. MNT_ESYS: this process could not
+ * open a socket (out of file descriptors: why says so, with the limit), nothing about the peer. */
 int mnt_tcp_dial(const mnt_tcp_addr *to, const void *msg, size_t n, double deadline, int *fd, char *why,
                  size_t why_n);
 /* Send or receive exactly n bytes of a small message before the deadline. */
@@ -85,15 +86,21 @@ int mnt_tcp_xfer(int fd, void *buf, size_t n, int writing, double deadline);
 
 /* An inbox: connections to a listener that have not yet sent their first message (a fixed number
  * of bytes), served together with poll(): a silent or slow connection is dropped after its own
- * per_conn_s and cannot delay the others, and at most MNT_INBOX_MAX wait at a time. */
+ * per_conn_s and cannot delay the others, and at most MNT_INBOX_MAX wait at a time. Connections
+ * refused or dropped (here and by mnt_tcp_accept_auth) are warned about with who and why for the
+ * first three; later ones are counted and summed up in one warning at most every 30 s and when
+ * the inbox closes. */
 #define MNT_INBOX_MAX 64
 typedef struct mnt_tcp_inbox mnt_tcp_inbox;
 int mnt_tcp_inbox_open(mnt_tcp_inbox **ib, int lfd, size_t msg_bytes, double per_conn_s);
 /* The next connection whose message is complete: *fd (yours to close), msg, and its address in
- * from. MNT_ETIMEOUT when `until` passes or wake_fd (if >= 0) becomes readable first. */
+ * from. MNT_ETIMEOUT when `until` passes or wake_fd (if >= 0) becomes readable first; MNT_ESYS
+ * when no descriptor is left to accept a connection with (logged the first time only: the
+ * connection stays queued, so a caller that goes on should wait a while first). */
 int mnt_tcp_inbox_next(mnt_tcp_inbox *ib, double until, int wake_fd, int *fd, void *msg, char *from,
                        size_t from_n);
-void mnt_tcp_inbox_close(mnt_tcp_inbox *ib); /* closes what is pending, not the listener */
+/* closes what is pending, not the listener; warns the count of connections not yet summed up */
+void mnt_tcp_inbox_close(mnt_tcp_inbox *ib);
 /* The next connection from the inbox whose hello carries the secret and comm id; it is answered
  * "yes" and described by *fd_out, *from_rank, *tag. Others are answered "refused", closed and
  * logged. MNT_OK, or MNT_ETIMEOUT at the deadline. */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "sysmem.h"
 #include "transport.h"
 
 static const char HELLO_MAGIC[8] = {'M', 'N', 'T', 'R', 'A', 'I', 'N', '1'};
@@ -73,7 +74,14 @@ int mnt_tcp_listen(const char *iface, int *fd, mnt_tcp_addr *addr) {
   MNT_CHECK(pick_address(iface, &ip));
   int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) {
-    MNT_ERR("socket failed: %s", strerror(errno));
+    int err = errno;
+    if (mnt_fd_exhausted(err)) {
+      char why[300];
+      mnt_fd_advice(err, why, sizeof why);
+      MNT_ERR("out of file descriptors opening a listening socket: %s", why);
+    } else {
+      MNT_ERR("socket failed: %s", strerror(err));
+    }
     return MNT_ESYS;
   }
   struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0, .sin_addr.s_addr = ip};
@@ -125,7 +133,7 @@ int mnt_tcp_xfer(int fd, void *buf, size_t n, int writing, double deadline) {
 
 int mnt_tcp_start_connect(const mnt_tcp_addr *to, const mnt_tcp_hello *h, int *fd, double deadline,
                           int peer_rank) {
-  char why[120];
+  char why[360];
   int st = mnt_tcp_dial(to, h, sizeof *h, deadline, fd, why, sizeof why);
   if (st != MNT_OK) {
     char as[64];
@@ -154,6 +162,12 @@ int mnt_tcp_dial(const mnt_tcp_addr *to, const void *msg, size_t n, double deadl
   char dummy[8];
   if (!why) why = dummy, why_n = sizeof dummy;
   int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0 && mnt_fd_exhausted(errno)) {
+    char adv[300];
+    mnt_fd_advice(errno, adv, sizeof adv);
+    snprintf(why, why_n, "out of file descriptors opening a socket: %s", adv);
+    return MNT_ESYS;
+  }
   if (s < 0 || set_nonblock(s) != 0) {
     snprintf(why, why_n, "socket failed: %s", strerror(errno));
     if (s >= 0) close(s);
@@ -190,12 +204,31 @@ typedef struct pending {
   uint8_t buf[128];
 } pending;
 
+/* Warnings about strangers (connections refused or dropped) are limited, so that a port scan or
+ * another job's stray connections cannot bury the log: the first WARN_FULL are logged in full (who,
+ * why); the rest are counted by reason and summed up at most once per WARN_EVERY_S, and when the
+ * inbox closes. */
+enum { WARN_FULL = 3, WARN_REASONS = 4 };
+#define WARN_EVERY_S 30.0
+typedef struct quiet {
+  long shown, held; /* logged in full; counted since the last summary */
+  double since;     /* when the first of those counted came */
+  char last[48];    /* where the latest counted one came from */
+  struct {
+    char why[72];
+    long n;
+  } r[WARN_REASONS];
+  long other; /* counted ones whose reason found no room in r */
+} quiet;
+
 struct mnt_tcp_inbox {
   int lfd;
   size_t msg_bytes;
   double per_conn_s;
   pending p[MNT_INBOX_MAX];
   int n;
+  quiet q;
+  int out_of_fds; /* accept found no descriptor: logged once */
 };
 
 int mnt_tcp_inbox_open(mnt_tcp_inbox **ib, int lfd, size_t msg_bytes, double per_conn_s) {
@@ -206,8 +239,50 @@ int mnt_tcp_inbox_open(mnt_tcp_inbox **ib, int lfd, size_t msg_bytes, double per
   return MNT_OK;
 }
 
+/* the summary of what was counted: when WARN_EVERY_S have passed since the first of it, or now */
+static void quiet_flush(mnt_tcp_inbox *ib, int now_anyway) {
+  quiet *q = &ib->q;
+  double now = mnt_now();
+  if (!q->held || (!now_anyway && now - q->since < WARN_EVERY_S)) return;
+  char reasons[300] = "";
+  size_t l = 0;
+  for (int i = 0; i < WARN_REASONS && q->r[i].n && l < sizeof reasons; i++) {
+    int k = snprintf(reasons + l, sizeof reasons - l, "%s%ld %s", i ? "; " : "", q->r[i].n, q->r[i].why);
+    l = k < 0 ? sizeof reasons : l + (size_t)k;
+  }
+  if (q->other && l < sizeof reasons) snprintf(reasons + l, sizeof reasons - l, "; %ld for other reasons", q->other);
+  MNT_WARN("... and %ld more connection%s refused or dropped in the last %.0f s (%s); the latest from %s", q->held,
+           q->held > 1 ? "s" : "", now - q->since, reasons, q->last);
+  memset(q->r, 0, sizeof q->r);
+  q->held = q->other = 0;
+}
+
+/* verb: "refused" or "dropped" */
+static void warn_stranger(mnt_tcp_inbox *ib, const char *verb, const char *from, const char *why) {
+  quiet *q = &ib->q;
+  if (q->shown < WARN_FULL) {
+    q->shown++;
+    MNT_WARN("%s a connection from %s: %s%s", verb, from, why,
+             q->shown == WARN_FULL ? " (more such connections are counted, not logged one by one)" : "");
+    return;
+  }
+  if (!q->held++) q->since = mnt_now();
+  snprintf(q->last, sizeof q->last, "%s", from);
+  char r[72];
+  snprintf(r, sizeof r, "%s: %s", verb, why);
+  int i = 0;
+  while (i < WARN_REASONS && q->r[i].n && strcmp(q->r[i].why, r) != 0) i++;
+  if (i == WARN_REASONS) {
+    q->other++;
+  } else {
+    if (!q->r[i].n) snprintf(q->r[i].why, sizeof q->r[i].why, "%s", r);
+    q->r[i].n++;
+  }
+  quiet_flush(ib, 0);
+}
+
 static void drop(mnt_tcp_inbox *ib, int i, const char *why) {
-  if (why) MNT_WARN("dropped a connection from %s: %s", ib->p[i].from, why);
+  if (why) warn_stranger(ib, "dropped", ib->p[i].from, why);
   close(ib->p[i].fd);
   ib->p[i] = ib->p[--ib->n];
 }
@@ -218,6 +293,7 @@ int mnt_tcp_inbox_next(mnt_tcp_inbox *ib, double until, int wake_fd, int *fd, vo
     double now = mnt_now();
     for (int i = ib->n - 1; i >= 0; i--)
       if (now > ib->p[i].deadline) drop(ib, i, "no complete message in time");
+    quiet_flush(ib, 0);
     if (now >= until) return MNT_ETIMEOUT;
     struct pollfd fds[MNT_INBOX_MAX + 2];
     int nf = 0;
@@ -261,18 +337,32 @@ int mnt_tcp_inbox_next(mnt_tcp_inbox *ib, double until, int wake_fd, int *fd, vo
         struct sockaddr_in sa;
         socklen_t len = sizeof sa;
         int s = accept4(ib->lfd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (s < 0 && (errno == EINTR || errno == ECONNABORTED)) continue;
+        if (s < 0 && mnt_fd_exhausted(errno)) {
+          /* the connection stays queued and the listener readable: waiting would spin, so the
+           * caller hears it (once in the log) */
+          if (!ib->out_of_fds) {
+            ib->out_of_fds = 1;
+            char why[300];
+            mnt_fd_advice(errno, why, sizeof why);
+            MNT_ERR("out of file descriptors accepting a connection: %s", why);
+          }
+          return MNT_ESYS;
+        }
         if (s < 0) break;
-        char ip[INET_ADDRSTRLEN];
+        char ip[INET_ADDRSTRLEN], who[48];
         inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
+        snprintf(who, sizeof who, "%s:%u", ip, (unsigned)ntohs(sa.sin_port));
         if (ib->n == MNT_INBOX_MAX) {
-          MNT_WARN("refused a connection from %s:%u: %d others are still silent", ip, (unsigned)ntohs(sa.sin_port),
-                   MNT_INBOX_MAX);
+          char why[64];
+          snprintf(why, sizeof why, "%d others are still silent", MNT_INBOX_MAX);
+          warn_stranger(ib, "refused", who, why);
           close(s);
           continue;
         }
         pending *q = &ib->p[ib->n++];
         *q = (pending){.fd = s, .deadline = mnt_now() + ib->per_conn_s};
-        snprintf(q->from, sizeof q->from, "%s:%u", ip, (unsigned)ntohs(sa.sin_port));
+        snprintf(q->from, sizeof q->from, "%s", who);
       }
     }
   }
@@ -280,6 +370,7 @@ int mnt_tcp_inbox_next(mnt_tcp_inbox *ib, double until, int wake_fd, int *fd, vo
 
 void mnt_tcp_inbox_close(mnt_tcp_inbox *ib) {
   if (!ib) return;
+  quiet_flush(ib, 1);
   for (int i = 0; i < ib->n; i++) close(ib->p[i].fd);
   free(ib);
 }
@@ -297,8 +388,7 @@ int mnt_tcp_accept_auth(mnt_tcp_inbox *ib, const uint8_t *secret, uint32_t comm_
     double t = mnt_now() + 1.0; /* one byte into an empty socket buffer: immediate */
     int st = mnt_tcp_xfer(s, &answer, 1, 1, t < deadline ? t : deadline);
     if (!good || st != MNT_OK) {
-      MNT_WARN("refused a connection from %s: %s", from,
-               good ? "it went away before our answer" : "it does not carry this job's secret");
+      warn_stranger(ib, "refused", from, good ? "it went away before our answer" : "it does not carry this job's secret");
       close(s);
       continue;
     }

@@ -2,6 +2,7 @@
 #include "watchdog.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "sysmem.h"
 
 static const char ASK[8] = {'M', 'N', 'T', 'W', 'D', 'O', 'G', '?'};
 static const char TELL[8] = {'M', 'N', 'T', 'W', 'D', 'O', 'G', '!'};
@@ -60,7 +62,14 @@ int mnt_watchdog_start(mnt_watchdog **out, mnt_world *w, const char *iface, cons
   *out = wd;
   MNT_CHECK(mnt_tcp_listen(iface, &wd->lfd, addr));
   if ((wd->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
-    MNT_ERR("eventfd failed: %s", strerror(errno));
+    int err = errno;
+    if (mnt_fd_exhausted(err)) {
+      char why[300];
+      mnt_fd_advice(err, why, sizeof why);
+      MNT_ERR("out of file descriptors opening the watchdog's eventfd: %s", why);
+    } else {
+      MNT_ERR("eventfd failed: %s", strerror(err));
+    }
     return MNT_ESYS;
   }
   return mnt_tcp_inbox_open(&wd->ib, wd->lfd, sizeof(request), 2.0);
@@ -71,7 +80,12 @@ static void *serve(void *arg) {
   while (!atomic_load(&wd->stop)) {
     request q;
     int fd;
-    if (mnt_tcp_inbox_next(wd->ib, mnt_now() + 1.0, wd->wake, &fd, &q, NULL, 0) != MNT_OK) continue;
+    int st = mnt_tcp_inbox_next(wd->ib, mnt_now() + 1.0, wd->wake, &fd, &q, NULL, 0);
+    if (st == MNT_ESYS) { /* no descriptor to accept with (logged once): try again in a second, not at once */
+      struct pollfd p = {.fd = wd->wake, .events = POLLIN};
+      poll(&p, 1, 1000);
+    }
+    if (st != MNT_OK) continue;
     if (memcmp(q.magic, ASK, sizeof q.magic) || q.comm_id != wd->id || memcmp(q.secret, wd->secret, MNT_SECRET_BYTES)) {
       close(fd); /* not one of ours: no answer */
       continue;
@@ -111,14 +125,18 @@ void mnt_watchdog_waiting(mnt_watchdog *wd, int peer, double since, const char *
   atomic_store(&wd->waiting_on, peer);
 }
 
-/* ask rank r: 0 and *rep, or -1 when it does not answer in time */
-static int ask(mnt_watchdog *wd, int r, double probe_s, reply *rep) {
+/* ask rank r: 0 and *rep, -1 when it does not answer in time, -2 when this rank could not ask
+ * (no socket: why says so) */
+static int ask(mnt_watchdog *wd, int r, double probe_s, reply *rep, char *why, size_t why_n) {
   request q = {.comm_id = wd->id, .from = wd->w->rank};
   memcpy(q.magic, ASK, sizeof q.magic);
   memcpy(q.secret, wd->secret, MNT_SECRET_BYTES);
   double deadline = mnt_now() + probe_s;
   int fd;
-  if (!wd->addrs || mnt_tcp_dial(&wd->addrs[r], &q, sizeof q, deadline, &fd, NULL, 0) != MNT_OK) return -1;
+  if (!wd->addrs) return -1;
+  int dst = mnt_tcp_dial(&wd->addrs[r], &q, sizeof q, deadline, &fd, why, why_n);
+  if (dst == MNT_ESYS) return -2; /* our own failure, not the peer's */
+  if (dst != MNT_OK) return -1;
   int st = mnt_tcp_xfer(fd, rep, sizeof *rep, 0, deadline);
   close(fd);
   return st == MNT_OK && !memcmp(rep->magic, TELL, sizeof rep->magic) && rep->rank == r ? 0 : -1;
@@ -140,8 +158,15 @@ int mnt_watchdog_blame(mnt_watchdog *wd, int peer, double probe_s, char *out, si
   int r = peer;
   for (int hops = 0; hops < w->size; hops++) {
     reply rep;
+    char why[360];
     seen[r] = 1;
-    if (ask(wd, r, probe_s, &rep) != 0) {
+    int a = ask(wd, r, probe_s, &rep, why, sizeof why);
+    if (a == -2) {
+      snprintf(out, n, "rank %d on %s could not be asked what it waits for (%s)%s%s", r, NODE(r), why,
+               chain[0] ? "; " : "", chain);
+      break; /* nobody to blame: this rank could not ask */
+    }
+    if (a != 0) {
       snprintf(out, n, "rank %d on %s does not answer (stopped, hung or gone)%s%s", r, NODE(r), chain[0] ? "; " : "",
                chain);
       culprit = r;
