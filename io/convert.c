@@ -25,6 +25,7 @@
 #include "convert_internal.h"
 #include "dataset.h"
 #include "log.h"
+#include "safefs.h"
 #include "progress.h"
 #include "sysmem.h"
 
@@ -104,13 +105,18 @@ static int check_output(const char *out, const char *fp, int nshards, int force,
       snprintf(got, sizeof got, "%s", f ? f : "none");
       json_decref(o);
       what = strcmp(got, fp) ? CLASH : KEEP;
-    } else if (!strcmp(e->d_name, "index.json.tmp") || (n >= 0 && partial)) {
+    } else if (!strcmp(e->d_name, "index.json.tmp") || !strncmp(e->d_name, ".index.json.", 12) || (n >= 0 && partial)) {
       what = STALE;
     } else if (n >= 0 && n != nshards) {
       what = CLASH;
       snprintf(why, sizeof why, "a shard of a conversion into %d shards, this one writes %d", n, nshards);
     } else if (n >= 0) {
-      if (mnt_shard_fingerprint(p, got, sizeof got) != 0) snprintf(got, sizeof got, "unreadable");
+      int fr = mnt_shard_fingerprint(p, got, sizeof got);
+      if (fr == -2) { /* out of file descriptors (logged): the shard may be fine, so it is not another's */
+        st = MNT_ESYS;
+        break;
+      }
+      if (fr != 0) snprintf(got, sizeof got, "unreadable");
       what = strcmp(got, fp) ? CLASH : KEEP;
       present += what == KEEP;
     } else {
@@ -162,10 +168,7 @@ int mnt_convert_write(const source *src, const char *out, int nshards, long long
             (long long)(src->n < 99999 ? src->n : 99999), (long long)src->n);
     return MNT_EARG;
   }
-  if (mkdir(out, 0755) != 0 && errno != EEXIST) {
-    MNT_ERR("%s: cannot create the output directory: %s", out, strerror(errno));
-    return MNT_EARG;
-  }
+  MNT_CHECK(mnt_dir_secure(out, "the output directory", 1, MNT_DIR_RUN)); /* the user's own: io/safefs.h */
   char fp[17];
   fingerprint(src, nshards, seed, fp);
   int64_t present = 0;

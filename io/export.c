@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "safefs.h"
 
 int mnt_h5_put_f32(int64_t file, const char *path, const float *data, int ndims, const int *dims) {
   hsize_t d[4];
@@ -29,17 +30,30 @@ int mnt_h5_put_f32(int64_t file, const char *path, const float *data, int ndims,
   return MNT_OK;
 }
 
-int mnt_output_probe(const char *path) {
-  char tmp[1200];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+/* the directory of an output file: "." for a bare name */
+static void dir_of(const char *path, char *out, size_t n) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) snprintf(out, n, ".");
+  else if (slash == path) snprintf(out, n, "/");
+  else snprintf(out, n, "%.*s", (int)(slash - path), path);
+}
+
+int mnt_output_probe(const char *path, const char *what) {
+  char dir[1200], tmp[1300];
   struct stat sb;
   if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-    MNT_ERR("%s is a directory, not a file to write", path);
+    MNT_ERR("%s %s is a directory, not a file to write", what, path);
     return MNT_EARG;
   }
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  dir_of(path, dir, sizeof dir);
+  if (stat(dir, &sb) != 0) {
+    MNT_ERR("%s %s cannot be written: %s: %s", what, path, dir, strerror(errno));
+    return MNT_EARG;
+  }
+  if (mnt_dir_secure(dir, what, 0, MNT_DIR_FILES) != MNT_OK) return MNT_EARG;
+  int fd = mnt_tmp_create(path, tmp, sizeof tmp);
   if (fd < 0) {
-    MNT_ERR("%s cannot be written: %s", path, strerror(errno));
+    MNT_ERR("%s %s cannot be written: %s", what, path, strerror(errno));
     return MNT_EARG;
   }
   close(fd);
@@ -65,10 +79,13 @@ static int attr(hid_t loc, const char *name, hid_t type, int n, const void *v) {
 }
 
 int mnt_export_h5(const mnt_resnet *r, const float *w, const float *bn, const mnt_dataset *d, const char *path) {
-  char tmp[1200];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path); /* renamed when complete: a file at path is whole */
-  hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  char tmp[1300]; /* DIR/.NAME.XXXXXX, created exclusively, renamed when complete: a file at path is whole */
+  int fd = mnt_tmp_create(path, tmp, sizeof tmp);
+  if (fd < 0) return MNT_ESYS;
+  close(fd);
+  hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT); /* our own file in a safe directory */
   if (f < 0) {
+    unlink(tmp);
     MNT_ERR("%s: cannot create: %s", tmp, strerror(errno));
     return MNT_ESYS;
   }
@@ -93,10 +110,7 @@ int mnt_export_h5(const mnt_resnet *r, const float *w, const float *bn, const mn
     MNT_ERR("%s: closing failed (disk full?)", tmp);
     st = MNT_ESYS;
   }
-  if (st == MNT_OK && rename(tmp, path) != 0) {
-    MNT_ERR("rename %s -> %s: %s", tmp, path, strerror(errno));
-    st = MNT_ESYS;
-  }
-  if (st != MNT_OK) unlink(tmp);
+  if (st == MNT_OK) return mnt_tmp_commit(tmp, path);
+  unlink(tmp);
   return st;
 }

@@ -37,6 +37,9 @@ static const var VARS[] = {
     {"MNT_PROGRESS_INTERVAL", SECONDS, "30", 0.01, 86400, 0,
      "seconds between progress lines of long commands (convert, inspect --verify) when stderr is not a "
      "terminal"},
+    {"MNT_LOCK_STALE_S", SECONDS, "300", 1, 7 * 86400, 0,
+     "a run directory's lock (mntrain.lock) whose heartbeat is older than this, and whose holder Slurm cannot "
+     "account for, is taken over (the holder refreshes it every tenth of this, at most every 30 s)"},
     {"MNT_CUDA_MODULE", STRING, "", 0, 0, 0,
      "path of the CUDA module that --device cuda and --comm nccl load (default: lib/mntrain/mntrain-cuda.so "
      "beside the binary's bin/, or lib/mntrain/ in its build directory)"},

@@ -12,7 +12,7 @@
 
 /* Parse every variable of the table; log each bad one. MNT_OK or MNT_EARG. */
 int mnt_env_check(void);
-/* Seconds (a positive decimal number): MNT_COMM_TIMEOUT, MNT_PROGRESS_INTERVAL. */
+/* Seconds (a positive decimal number): MNT_COMM_TIMEOUT, MNT_PROGRESS_INTERVAL, MNT_LOCK_STALE_S. */
 int mnt_env_seconds(const char *name, double *out);
 /* Bytes ("4096", "4M"): MNT_SHM_FIFO_BYTES, MNT_TCP_BUF. */
 int mnt_env_bytes(const char *name, size_t *out);

@@ -2,7 +2,6 @@
 #include "jsonio.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,14 +10,14 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "safefs.h"
 
 #define FLAGS (JSON_SORT_KEYS | JSON_REAL_PRECISION(15))
 
 json_t *mnt_json_num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
 static int save(const char *dir, const char *name, json_t *o, size_t flags) {
-  char tmp[1200], path[1200];
-  snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
+  char tmp[1300], path[1200];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   char *txt = o ? json_dumps(o, flags) : NULL;
   if (!txt) {
@@ -26,9 +25,8 @@ static int save(const char *dir, const char *name, json_t *o, size_t flags) {
     return MNT_ESYS;
   }
   size_t len = strlen(txt);
-  int st = MNT_OK, fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int st = MNT_OK, fd = mnt_tmp_create(path, tmp, sizeof tmp); /* DIR/.NAME.XXXXXX, exclusive */
   if (fd < 0) {
-    MNT_ERR("%s: cannot create: %s", tmp, strerror(errno));
     free(txt);
     return MNT_ESYS;
   }
@@ -51,11 +49,8 @@ static int save(const char *dir, const char *name, json_t *o, size_t flags) {
     st = MNT_ESYS;
   }
   free(txt);
-  if (st == MNT_OK && rename(tmp, path) != 0) {
-    MNT_ERR("rename %s -> %s: %s", tmp, path, strerror(errno));
-    st = MNT_ESYS;
-  }
-  if (st != MNT_OK) unlink(tmp);
+  if (st == MNT_OK) return mnt_tmp_commit(tmp, path);
+  unlink(tmp);
   return st;
 }
 

@@ -22,6 +22,7 @@
 #include "analysis.h"
 #include "args.h"
 #include "log.h"
+#include "safefs.h"
 
 enum { NPH = 5, DIRMAX = 1024 };
 static const char *const PHASE_KEYS[NPH] = {"data", "forward", "backward", "comm_exposed", "optimizer"};
@@ -288,11 +289,16 @@ static void print_table(const run *r, int n, int strong) {
          !strcmp(r[0].device, "cpu") ? "compute threads per rank" : "devices per rank");
 }
 
-/* FILE for PATH.tmp; commit renames it when every write succeeded */
+/* FILE for DIR/.NAME.XXXXXX (created exclusively: io/safefs.h); commit renames it over path when
+ * every write succeeded */
 static FILE *open_tmp(const char *path, char *tmp, size_t n) {
-  snprintf(tmp, n, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f) MNT_ERR("%s: cannot create: %s", tmp, strerror(errno));
+  int fd = mnt_tmp_create(path, tmp, n);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (fd >= 0 && !f) {
+    MNT_ERR("%s: cannot open: %s", tmp, strerror(errno));
+    close(fd);
+    unlink(tmp);
+  }
   return f;
 }
 
@@ -304,12 +310,7 @@ static int commit(FILE *f, const char *tmp, const char *path) {
     unlink(tmp);
     return MNT_ESYS;
   }
-  if (rename(tmp, path) != 0) {
-    MNT_ERR("rename %s -> %s: %s", tmp, path, strerror(errno));
-    unlink(tmp);
-    return MNT_ESYS;
-  }
-  return MNT_OK;
+  return mnt_tmp_commit(tmp, path);
 }
 
 /* ",v" with `digits` decimals, or "," alone when v is unknown */
@@ -652,10 +653,7 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
     MNT_ERR("--out %.64s...: path too long", out);
     st = MNT_EARG;
   }
-  if (st == MNT_OK && mkdir(out, 0777) != 0 && errno != EEXIST) {
-    MNT_ERR("--out %s: cannot create: %s", out, strerror(errno));
-    st = MNT_EARG;
-  }
+  if (st == MNT_OK) st = mnt_dir_secure(out, "--out", 1, MNT_DIR_FILES);
   for (int g = 0; g < ngroups && st == MNT_OK; g++) {
     const run *r = runs + start[g];
     int n = start[g + 1] - start[g];

@@ -9,7 +9,10 @@
  *    allreduce at every step boundary (signals reach the ranks at different times), so every rank
  *    stops after the same step, writes a checkpoint synchronously and returns MNT_EPREEMPT (exit 3);
  *  - a run started again with the same command resumes from the newest valid checkpoint, on any
- *    number of ranks that divides the global batch, and appends to its metrics.jsonl. */
+ *    number of ranks that divides the global batch, and appends to its metrics.jsonl.
+ * --out and --ckpt-dir must be the user's own (io/safefs.h) and are locked by rank 0 for the run
+ * (io/runlock.h) before anything in them is read or deleted; a run starts over only when it
+ * provably never committed a checkpoint (prepare). */
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
@@ -29,6 +32,8 @@
 #include "jsonio.h"
 #include "log.h"
 #include "progress.h"
+#include "runlock.h"
+#include "safefs.h"
 #include "train.h"
 #include "train/trainer.h"
 
@@ -52,7 +57,6 @@ static int export_model(mnt_trainer *t, const char *path) {
 
 static int g_stop_signal; /* written by the signal thread, read by the loop: __atomic */
 static sigset_t g_sigs;
-
 static void *signal_thread(void *arg) {
   (void)arg;
   for (;;) {
@@ -110,33 +114,77 @@ static void earlier_ckpt_dir(const opts *o, char *out, size_t n) {
   json_decref(c);
 }
 
-/* rank 0, before anything is computed: --out can be written; an earlier run there is resumed (a
- * checkpoint found), replaced (--force, or this run's own attempt that never reached a
- * checkpoint) or refused; --export can be created. *found: a checkpoint to resume, in ck. */
-static int prepare(const opts *o, mnt_ckpt *ck, int *found) {
+/* What an earlier run in --out says about its checkpoints: the newest one metrics.jsonl records as
+ * committed (-1: none) and where, and the step config.json says it resumed from (-1: none). */
+typedef struct evidence {
+  long long step, resumed;
+  char dir[1100];
+  int lines;
+} evidence;
+
+static void run_evidence(const opts *o, evidence *ev) {
+  char p[1200];
+  *ev = (evidence){.step = -1, .resumed = -1};
+  snprintf(p, sizeof p, "%s/metrics.jsonl", o->out);
+  FILE *f = fopen(p, "re");
+  char *line = NULL;
+  size_t cap = 0;
+  while (f && getline(&line, &cap, f) > 0) {
+    ev->lines++;
+    json_t *j = json_loads(line, 0, NULL);
+    const char *d = json_string_value(json_object_get(j, "checkpoint"));
+    json_t *cs = json_object_get(j, "checkpoint_step");
+    if (d && json_is_integer(cs) && json_integer_value(cs) >= ev->step) {
+      ev->step = json_integer_value(cs);
+      snprintf(ev->dir, sizeof ev->dir, "%s", d);
+    }
+    json_decref(j);
+  }
+  free(line);
+  if (f) fclose(f);
+  snprintf(p, sizeof p, "%s/config.json", o->out);
+  json_t *c = json_load_file(p, 0, NULL);
+  json_t *r = json_object_get(c, "resumed_from_step");
+  if (json_is_integer(r)) ev->resumed = json_integer_value(r);
+  json_decref(c);
+}
+
+/* rank 0, before anything is computed. --out (and --ckpt-dir when it exists) must be the user's own
+ * (io/safefs.h) and are locked for this run (io/runlock.h) before anything in them is read or
+ * deleted. An earlier run there is resumed (a checkpoint found), replaced (--force, or an attempt
+ * of this run that provably committed no checkpoint) or refused: a run whose outputs record a
+ * committed checkpoint that cannot be found is an error, never a silent start over. --export can
+ * be created. *found: a checkpoint to resume, in ck. locks[0..1]: the locks taken. */
+static int prepare(const opts *o, const char *jobid, mnt_ckpt *ck, int *found, mnt_runlock **locks) {
   *found = 0;
-  if (mkdir(o->out, 0755) != 0 && errno != EEXIST) {
-    MNT_ERR("--out %s: cannot create the directory: %s", o->out, strerror(errno));
-    return MNT_EARG;
+  MNT_CHECK(mnt_dir_secure(o->out, "--out", 1, MNT_DIR_RUN));
+  MNT_CHECK(mnt_runlock_take(o->out, "--out", jobid, &locks[0]));
+  struct stat sb;
+  int ckpt_exists = o->ckpt_dir && lstat(o->ckpt_dir, &sb) == 0;
+  if (ckpt_exists) { /* a missing one is made below, once it is known to be wanted */
+    MNT_CHECK(mnt_dir_secure(o->ckpt_dir, "--ckpt-dir", 0, MNT_DIR_RUN));
+    MNT_CHECK(mnt_runlock_take(o->ckpt_dir, "--ckpt-dir", jobid, &locks[1]));
   }
   char run[200];
   int has_run = holds_run(o, run, sizeof run);
+  evidence ev;
+  run_evidence(o, &ev);
   if (o->force) {
     MNT_CHECK(remove_run(o));
-    if (o->ckpt_dir) MNT_CHECK(mnt_ckpt_remove_all(o->ckpt_dir));
+    if (ckpt_exists) MNT_CHECK(mnt_ckpt_remove_all(o->ckpt_dir));
   } else if (!strcmp(o->resume, "none")) {
-    if (o->ckpt_dir && mnt_ckpt_newest(o->ckpt_dir) >= 0) {
+    if (ckpt_exists && mnt_ckpt_newest(o->ckpt_dir) >= 0) {
       MNT_ERR("--ckpt-dir %s holds checkpoints of an earlier run: --resume auto continues it, --force starts over",
               o->ckpt_dir);
       return MNT_EARG;
     }
   } else {
-    const char *path = strcmp(o->resume, "auto") ? o->resume : o->ckpt_dir;
-    struct stat sb;
-    if (strcmp(o->resume, "auto") || stat(path, &sb) == 0) {
+    int autor = !strcmp(o->resume, "auto");
+    const char *path = autor ? o->ckpt_dir : o->resume;
+    if (!autor || ckpt_exists) {
       int st = mnt_ckpt_open(path, !o->no_verify, ck, found);
-      if (st != MNT_OK) return st == MNT_EDATA && strcmp(o->resume, "auto") ? MNT_EARG : st;
-      if (!*found && strcmp(o->resume, "auto")) {
+      if (st != MNT_OK) return st == MNT_EDATA && !autor ? MNT_EARG : st;
+      if (!*found && !autor) {
         MNT_ERR("--resume %s: no valid checkpoint there", path);
         return MNT_EARG;
       }
@@ -144,12 +192,30 @@ static int prepare(const opts *o, mnt_ckpt *ck, int *found) {
     if (*found) {
       printf("mntrain train: resuming from %s (step %lld%s)\n", ck->dir, (long long)ck->step,
              ck->verified ? ", checksums verified" : ", checksums not verified");
+      if (ev.step > ck->step)
+        MNT_WARN("%s/metrics.jsonl records a newer checkpoint, %s (step %lld), than the one resumed from (step %lld): "
+                 "it is gone; the steps after %lld are trained again", o->out, ev.dir, ev.step, (long long)ck->step,
+                 (long long)ck->step);
       has_run = 0;
+    } else if (ev.step >= 0 || ev.resumed >= 0) { /* the run had checkpoints: they are missing, not absent */
+      char what[1300];
+      if (ev.step >= 0)
+        snprintf(what, sizeof what, "%s/metrics.jsonl records checkpoint %s (step %lld) as committed", o->out, ev.dir,
+                 ev.step);
+      else
+        snprintf(what, sizeof what, "%s/config.json says the run resumed from a checkpoint of step %lld", o->out,
+                 ev.resumed);
+      MNT_ERR("%s, but --ckpt-dir %s %s: not starting over (is its filesystem mounted?). Resume from where the "
+              "checkpoints are with --resume PATH, or start the run over with --force", what, o->ckpt_dir,
+              ckpt_exists ? "holds no checkpoint" : "does not exist");
+      return MNT_EDATA;
     } else if (has_run) {
       char earlier[1100];
       earlier_ckpt_dir(o, earlier, sizeof earlier);
       if (o->ckpt_dir && !strcmp(earlier, o->ckpt_dir)) {
-        printf("mntrain train: %s holds an attempt of this run that wrote no checkpoint: starting over\n", o->out);
+        printf("mntrain train: %s holds an attempt of this run (%s) that committed no checkpoint (%d lines of "
+               "metrics.jsonl record none; --ckpt-dir %s %s): starting over\n",
+               o->out, run, ev.lines, o->ckpt_dir, ckpt_exists ? "holds none" : "does not exist");
         MNT_CHECK(remove_run(o));
         has_run = 0;
       }
@@ -160,7 +226,11 @@ static int prepare(const opts *o, mnt_ckpt *ck, int *found) {
             "--resume auto and its --ckpt-dir", o->out, run);
     return MNT_EARG;
   }
-  return o->export_path ? mnt_output_probe(o->export_path) : MNT_OK;
+  if (o->ckpt_dir && !ckpt_exists) {
+    MNT_CHECK(mnt_dir_secure(o->ckpt_dir, "--ckpt-dir", 1, MNT_DIR_RUN));
+    MNT_CHECK(mnt_runlock_take(o->ckpt_dir, "--ckpt-dir", jobid, &locks[1]));
+  }
+  return o->export_path ? mnt_output_probe(o->export_path, "--export") : MNT_OK;
 }
 
 /* the step a line of metrics.jsonl (a JSON object) or of a sample log ("STEP id id ...") is about;
@@ -181,12 +251,13 @@ static long long samples_step(const char *line) {
  * by the interrupted job after it: they will be written again), then the file is appended to.
  * resumed_step < 0: a new file. */
 static FILE *open_log(const char *path, int64_t resumed_step, long long (*step_of_line)(const char *)) {
-  if (resumed_step < 0) return fopen(path, "w");
-  FILE *in = fopen(path, "r");
-  if (!in) return fopen(path, "a");
+  if (resumed_step < 0) return mnt_open_log(path, 0);
+  FILE *in = fopen(path, "re");
+  if (!in) return mnt_open_log(path, 1);
   char tmp[1300];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *out = fopen(tmp, "w");
+  int fd = mnt_tmp_create(path, tmp, sizeof tmp);
+  FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (fd >= 0 && !out) close(fd);
   char *line = NULL;
   size_t cap = 0;
   int bad = !out;
@@ -198,12 +269,12 @@ static FILE *open_log(const char *path, int64_t resumed_step, long long (*step_o
   fclose(in);
   if (out && (fflush(out) != 0 || fsync(fileno(out)) != 0)) bad = 1;
   if (out && fclose(out) != 0) bad = 1;
-  if (bad || rename(tmp, path) != 0) {
+  if (bad || mnt_tmp_commit(tmp, path) != MNT_OK) {
     MNT_ERR("%s: cannot rewrite it for the resumed run: %s", path, strerror(errno));
-    unlink(tmp);
+    if (fd >= 0) unlink(tmp);
     return NULL;
   }
-  return fopen(path, "a");
+  return mnt_open_log(path, 1);
 }
 
 /* rank 0: the checkpoint's run and this command must describe the same training */
@@ -675,13 +746,14 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   }
   run r = {.o = &o, .w = w, .ckpt_step = -1};
   mnt_ckpt ck = {0};
+  mnt_runlock *locks[2] = {NULL, NULL}; /* rank 0: --out's and --ckpt-dir's */
   int found = 0;
   mnt_train_state rs = {0};
   st = mnt_world_init(w);
   if (st != MNT_OK) goto out;
   snprintf(r.mpath, sizeof r.mpath, "%s/metrics.jsonl", o.out);
   /* rank 0: outputs, and the checkpoint to resume (read and verified once, here); everyone: its state */
-  st = w->rank == 0 ? prepare(&o, &ck, &found) : MNT_OK;
+  st = w->rank == 0 ? prepare(&o, w->jobid, &ck, &found, locks) : MNT_OK;
   if (st == MNT_OK && found) st = mnt_train_state_parse(json_object_get(ck.manifest, "state"), &rs, ck.dir);
   if ((st = mnt_world_agree(w, st)) != MNT_OK) goto out;
   struct { int64_t found; mnt_train_state s; } hdr = {found, rs};
@@ -775,6 +847,8 @@ out:
   if (r.samples && fclose(r.samples) != 0 && st == MNT_OK) st = MNT_ESYS;
   mnt_ckpt_close(&ck);
   mnt_ckpt_writer_destroy(r.wr);
+  mnt_runlock_release(locks[1]);
+  mnt_runlock_release(locks[0]);
   json_decref(r.config);
   mnt_trainer_destroy(r.t);
   if (have_sig_thr) {

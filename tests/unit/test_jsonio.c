@@ -1,13 +1,15 @@
 /* test_jsonio.c — JSON outputs: a value that is not finite becomes null (NaN is not JSON), a file
- * is written whole or not at all (no NAME.tmp left behind, the error names the file and the
- * reason), and an appended line that cannot be written is an error naming the file; the "time"
+ * is written whole or not at all (no temporary file left behind, the error names the file and the
+ * reason), never through a symbolic link planted at its name or its old temporary name, and an appended line that cannot be written is an error naming the file; the "time"
  * of metrics lines is ISO 8601 UTC with milliseconds. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <dirent.h>
 
 #include "jsonio.h"
 #include "log.h"
@@ -16,6 +18,8 @@
 #include "check.h"
 
 int main(void) {
+  mode_t mask = umask(022);
+  umask(mask);
   char dir[] = "/tmp/mntrain-test-jsonio-XXXXXX";
   if (!mkdtemp(dir)) return 1;
   json_t *o = json_pack("{s:o, s:o, s:o}", "a", mnt_json_num(1.5), "nan", mnt_json_num(NAN), "inf", mnt_json_num(-INFINITY));
@@ -32,8 +36,36 @@ int main(void) {
   json_decref(back);
   /* nothing to encode: an error naming the file, and no tmp file */
   EXPECT(mnt_json_save(dir, "y.json", NULL) != MNT_OK && strstr(mnt_last_error(), "y.json"), "an unencodable value");
-  snprintf(p, sizeof p, "%s/y.json.tmp", dir);
-  EXPECT(access(p, F_OK) != 0, "y.json.tmp was left behind");
+  /* links planted where the file goes, and where the old NAME.tmp went: the victim is untouched, the
+   * link at NAME is replaced by the file, and nothing but the saved files is left */
+  char victim[600], link1[600], link2[600];
+  snprintf(victim, sizeof victim, "%s/victim", dir);
+  snprintf(link1, sizeof link1, "%s/s.json", dir);
+  snprintf(link2, sizeof link2, "%s/s.json.tmp", dir);
+  FILE *v = fopen(victim, "w");
+  EXPECT(v && fputs("precious\n", v) >= 0 && fclose(v) == 0, "victim file");
+  EXPECT(symlink(victim, link1) == 0 && symlink(victim, link2) == 0, "symlinks");
+  EXPECT(mnt_json_save(dir, "s.json", o) == MNT_OK, "save over a symlink");
+  char buf[64] = "";
+  v = fopen(victim, "r");
+  EXPECT(v && fgets(buf, sizeof buf, v) && !strcmp(buf, "precious\n"), "the symlink's target was written: %s", buf);
+  if (v) fclose(v);
+  struct stat sb;
+  EXPECT(lstat(link1, &sb) == 0 && S_ISREG(sb.st_mode) && (sb.st_mode & 0777) == (0644 & ~mask),
+         "s.json is a regular file of mode 0644 less the umask (mode %o)", (unsigned)(sb.st_mode & 0777));
+  unlink(link2);
+  unlink(victim);
+  DIR *dd = opendir(dir);
+  struct dirent *de;
+  int others = 0;
+  while (dd && (de = readdir(dd)))
+    if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, "x.json") &&
+        strcmp(de->d_name, "s.json")) {
+      fprintf(stderr, "left behind: %s\n", de->d_name);
+      others++;
+    }
+  if (dd) closedir(dd);
+  EXPECT(others == 0, "%d temporary files left behind", others);
   /* a directory that does not exist: the error names it */
   EXPECT(mnt_json_save("/nonexistent-dir", "z.json", o) == MNT_ESYS && strstr(mnt_last_error(), "/nonexistent-dir/z.json"),
          "an unwritable directory: %s", mnt_last_error());

@@ -1,0 +1,144 @@
+/* safefs.c — see safefs.h. */
+#include "safefs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+
+/* "probe (uid 1001)" */
+static void owner_name(uid_t uid, char *out, size_t n) {
+  struct passwd pw, *res = NULL;
+  char buf[1024];
+  if (getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res)
+    snprintf(out, n, "%s (uid %u)", res->pw_name, (unsigned)uid);
+  else
+    snprintf(out, n, "uid %u", (unsigned)uid);
+}
+
+static int mkdir_parents(const char *path) {
+  char p[4096];
+  if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  for (char *s = p + 1; *s; s++) {
+    if (*s != '/') continue;
+    *s = 0;
+    if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
+    *s = '/';
+  }
+  return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+int mnt_dir_secure(const char *path, const char *what, int create, int kind) {
+  struct stat lb, sb;
+  uid_t me = geteuid();
+  char who[300], mine[300];
+  if (lstat(path, &lb) != 0) {
+    if (errno != ENOENT || !create) {
+      MNT_ERR("%s %s: %s", what, path, strerror(errno));
+      return MNT_EARG;
+    }
+    if (mkdir_parents(path) != 0) {
+      MNT_ERR("%s %s: cannot create the directory: %s", what, path, strerror(errno));
+      return MNT_EARG;
+    }
+    if (lstat(path, &lb) != 0) { /* made by someone else meanwhile and gone again */
+      MNT_ERR("%s %s: %s", what, path, strerror(errno));
+      return MNT_EARG;
+    }
+  }
+  owner_name(me, mine, sizeof mine);
+  if (S_ISLNK(lb.st_mode) && lb.st_uid != me && lb.st_uid != 0) {
+    owner_name(lb.st_uid, who, sizeof who);
+    MNT_ERR("%s %s is a symbolic link owned by %s, not by %s or root: refused (another user's link chooses where "
+            "the files go); name the directory itself", what, path, who, mine);
+    return MNT_EARG;
+  }
+  if (stat(path, &sb) != 0) {
+    MNT_ERR("%s %s: %s", what, path, strerror(errno));
+    return MNT_EARG;
+  }
+  if (!S_ISDIR(sb.st_mode)) {
+    MNT_ERR("%s %s is not a directory (%s): name a directory", what, path,
+            S_ISREG(sb.st_mode) ? "a regular file" : "not a directory");
+    return MNT_EARG;
+  }
+  int owner_ok = sb.st_uid == me || (kind == MNT_DIR_FILES && sb.st_uid == 0);
+  int others_write = (sb.st_mode & S_IWOTH) && !(sb.st_mode & S_ISVTX);
+  if (!owner_ok || others_write) {
+    owner_name(sb.st_uid, who, sizeof who);
+    MNT_ERR("%s %s is owned by %s with mode %04o: refused, %s (another user could replace its files or plant links "
+            "in it); %s", what, path, who, (unsigned)(sb.st_mode & 07777),
+            !owner_ok ? (kind == MNT_DIR_FILES ? "it must be owned by you or root" : "a run's directory must be your own")
+                      : "others may write to it and it has no sticky bit",
+            !owner_ok ? "choose a directory of your own" : "remove their write permission (chmod o-w) or choose another");
+    return MNT_EARG;
+  }
+  return MNT_OK;
+}
+
+/* the process's umask, read without changing it (umask(2) sets it: a race with other threads) */
+static mode_t g_umask = 022;
+static void read_umask(void) {
+  FILE *f = fopen("/proc/self/status", "re");
+  char line[256];
+  unsigned u;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "Umask: %o", &u) == 1) g_umask = (mode_t)u;
+  if (f) fclose(f);
+}
+
+int mnt_tmp_create(const char *path, char *tmp, size_t n) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, read_umask);
+  const char *slash = strrchr(path, '/');
+  int len = slash ? snprintf(tmp, n, "%.*s/.%s.XXXXXX", (int)(slash - path), path, slash + 1)
+                  : snprintf(tmp, n, ".%s.XXXXXX", path);
+  if (len < 0 || (size_t)len >= n) {
+    MNT_ERR("%s: path too long", path);
+    return -1;
+  }
+  int fd = mkostemp(tmp, O_CLOEXEC); /* O_CREAT|O_EXCL: never an existing file or a link */
+  if (fd < 0) {
+    MNT_ERR("%s: cannot create a file beside it: %s", path, strerror(errno));
+    return -1;
+  }
+  if (fchmod(fd, 0644 & ~g_umask) != 0) {
+    MNT_ERR("%s: cannot set its mode: %s", tmp, strerror(errno));
+    close(fd);
+    unlink(tmp);
+    return -1;
+  }
+  return fd;
+}
+
+int mnt_tmp_commit(const char *tmp, const char *path) {
+  if (rename(tmp, path) != 0) {
+    MNT_ERR("rename %s -> %s: %s", tmp, path, strerror(errno));
+    unlink(tmp);
+    return MNT_ESYS;
+  }
+  return MNT_OK;
+}
+
+FILE *mnt_open_log(const char *path, int append) {
+  int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (append ? O_APPEND : O_TRUNC);
+  int fd = open(path, flags, 0644);
+  if (fd < 0) return NULL;
+  FILE *f = fdopen(fd, append ? "a" : "w");
+  if (!f) {
+    int e = errno;
+    close(fd);
+    errno = e;
+  }
+  return f;
+}
