@@ -8,6 +8,7 @@
 #include <hdf5.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,19 @@ typedef struct extent { uint64_t off, bytes, packed; int t; } extent;
 
 /* what every rank reports when its share is on disk */
 typedef struct share_info { uint64_t lo, hi, packed, bytes, hash; int64_t status; } share_info;
+
+/* INCOMING/share-RRRRR: a rank's share_info on disk, written by its thread once the share is
+ * fsynced (or failed), so that rank 0 can commit without the communicator (mnt_ckpt_commit_now).
+ * Fixed binary, native byte order (every rank of a job runs on the same kind of machine); whole
+ * only when it has all its bytes and its checksum matches: anything else is not there yet. */
+#define REC_MAGIC "mntshr1"
+typedef struct share_rec {
+  char magic[8];
+  uint64_t token, seq;  /* the writer's token and the checkpoint's sequence number */
+  int64_t step, rank;
+  share_info s;
+  uint64_t check;       /* XXH3-64 of the bytes before it */
+} share_rec;
 
 struct mnt_ckpt_writer {
   mnt_comm *c;
@@ -60,6 +74,17 @@ struct mnt_ckpt_writer {
   size_t stage_cap;
   char state_text[MNT_CKPT_STATE_BYTES];
   json_t *manifest;       /* rank 0: the manifest being prepared */
+  char rec_path[1200];    /* this rank's share record of the checkpoint in flight (INCOMING/share-RRRRR) */
+  uint64_t rec_seq;       /* the checkpoint in flight's seq (the thread's copy) */
+  /* Rank 0's commit against mnt_ckpt_commit_now (the signal thread): mu guards pending, step, dir,
+   * manifest, incoming, seq and early, and the commit itself, so that exactly one of finish and
+   * commit_now commits a checkpoint. The main thread writes those fields only under it. */
+  pthread_mutex_t mu;
+  pthread_cond_t idle;    /* signalled when callers drops to 0 */
+  int callers;            /* commit_now calls in progress (destroy waits for them) */
+  int closing;            /* destroy has begun: commit_now gives up */
+  int early;              /* rank 0: the checkpoint in flight was committed by commit_now */
+  int early_status;       /* ... with this status (finish reports it instead of committing) */
 };
 
 void mnt_ckpt_step_dir(char *out, size_t n, const char *root, int64_t step) {
@@ -89,22 +114,43 @@ static int mkdir_p(const char *path) {
   return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
-/* Remove a checkpoint directory: its manifest first (from then on it is no checkpoint). */
+/* Remove a checkpoint directory: its manifest first (from then on it is no checkpoint). Nothing is
+ * followed: a symbolic link under a checkpoint's name is removed itself (not what it points to),
+ * and the files are unlinked relative to the directory opened with O_NOFOLLOW. */
 static int remove_step_dir(const char *dir) {
-  char p[1200];
-  snprintf(p, sizeof p, "%s/%s", dir, MNT_CKPT_MANIFEST);
-  if (unlink(p) != 0 && errno != ENOENT) {
-    MNT_ERR("%s: cannot remove: %s", p, strerror(errno));
+  struct stat sb;
+  if (lstat(dir, &sb) != 0) {
+    if (errno == ENOENT) return MNT_OK;
+    MNT_ERR("%s: cannot remove: %s", dir, strerror(errno));
     return MNT_ESYS;
   }
-  DIR *d = opendir(dir);
-  if (!d) return errno == ENOENT ? MNT_OK : MNT_ESYS;
+  if (!S_ISDIR(sb.st_mode)) {
+    if (unlink(dir) != 0 && errno != ENOENT) {
+      MNT_ERR("%s: cannot remove: %s", dir, strerror(errno));
+      return MNT_ESYS;
+    }
+    return MNT_OK;
+  }
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) {
+    if (errno == ENOENT) return MNT_OK;
+    MNT_ERR("%s: cannot remove: %s", dir, strerror(errno));
+    return MNT_ESYS;
+  }
+  if (unlinkat(dfd, MNT_CKPT_MANIFEST, 0) != 0 && errno != ENOENT) {
+    MNT_ERR("%s/%s: cannot remove: %s", dir, MNT_CKPT_MANIFEST, strerror(errno));
+    close(dfd);
+    return MNT_ESYS;
+  }
+  DIR *d = fdopendir(dfd);
+  if (!d) {
+    MNT_ERR("%s: cannot list: %s", dir, strerror(errno));
+    close(dfd);
+    return MNT_ESYS;
+  }
   struct dirent *e;
   while ((e = readdir(d)))
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-      snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-      unlink(p);
-    }
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) unlinkat(dirfd(d), e->d_name, 0);
   closedir(d);
   if (rmdir(dir) != 0 && errno != ENOENT) {
     MNT_ERR("%s: cannot remove: %s", dir, strerror(errno));
@@ -125,15 +171,23 @@ static int step_of(const char *name, int64_t *step) {
   return 1;
 }
 
-/* the manifest of dir, if it parses as one of ours (NULL otherwise; why says what is wrong) */
-static json_t *load_manifest(const char *dir, char *why, size_t n) {
+/* the manifest of dir, if it parses as one of ours (NULL otherwise; why says what is wrong).
+ * *present: dir has a MANIFEST.json at all (one that is there and fails is a damaged checkpoint:
+ * the commit writes the manifest before the directory gets its step-N name, and a removal deletes
+ * it first; none at all is an unfinished write). */
+static json_t *load_manifest(const char *dir, int *present, char *why, size_t n) {
   char p[1200];
   snprintf(p, sizeof p, "%s/%s", dir, MNT_CKPT_MANIFEST);
+  struct stat sb;
+  *present = lstat(p, &sb) == 0 || (errno != ENOENT && errno != ENOTDIR);
+  if (!*present) {
+    snprintf(why, n, "no %s (an unfinished write)", MNT_CKPT_MANIFEST);
+    return NULL;
+  }
   json_error_t e;
   json_t *m = json_load_file(p, 0, &e);
   if (!m) {
-    if (access(p, F_OK) != 0) snprintf(why, n, "no %s (an unfinished write)", MNT_CKPT_MANIFEST);
-    else snprintf(why, n, "%s does not parse: %s (line %d)", p, e.text, e.line);
+    snprintf(why, n, "%s does not parse: %s (line %d)", p, e.text, e.line);
     return NULL;
   }
   const char *fmt = json_string_value(json_object_get(m, "format"));
@@ -220,7 +274,8 @@ static int prepare_incoming(mnt_ckpt_writer *wr) {
     MNT_ERR("%s: cannot create: %s", wr->incoming, strerror(errno));
     st = MNT_ESYS;
   }
-  int fd = st == MNT_OK ? open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+  /* the directory is new (mkdir): nothing can be in it, and nothing is followed */
+  int fd = st == MNT_OK ? open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644) : -1;
   if (st == MNT_OK && (fd < 0 || close(fd) != 0)) {
     MNT_ERR("%s: cannot create: %s", p, strerror(errno));
     st = MNT_ESYS;
@@ -248,6 +303,8 @@ int mnt_ckpt_writer_create(mnt_comm *c, const char *root, size_t stripe, int kee
   mnt_ckpt_writer *wr = calloc(1, sizeof *wr);
   if (!wr) return MNT_ENOMEM;
   wr->c = c;
+  pthread_mutex_init(&wr->mu, NULL);
+  pthread_cond_init(&wr->idle, NULL);
   snprintf(wr->root, sizeof wr->root, "%s", root);
   wr->stripe = stripe;
   wr->keep = keep < 1 ? 1 : keep;
@@ -290,6 +347,8 @@ int mnt_ckpt_writer_create(mnt_comm *c, const char *root, size_t stripe, int kee
   struct statfs sf; /* after the agreement: rank 0 has created root */
   wr->early_writeback = !(statfs(root, &sf) == 0 && (unsigned long)sf.f_type == 0x65735546UL); /* FUSE_SUPER_MAGIC */
   if (st) {
+    pthread_cond_destroy(&wr->idle);
+    pthread_mutex_destroy(&wr->mu);
     free(wr);
     return st;
   }
@@ -593,13 +652,43 @@ static void *hash_share(void *arg) {
   return NULL;
 }
 
+/* this rank's share_info as INCOMING/share-RRRRR (exclusive, never through a link, fsynced): what
+ * rank 0 commits from on a stop request. Not having it only means that no early commit can happen;
+ * the share itself stands. */
+static void write_record(mnt_ckpt_writer *wr) {
+  share_rec r;
+  memset(&r, 0, sizeof r);
+  memcpy(r.magic, REC_MAGIC, sizeof REC_MAGIC);
+  r.token = wr->token;
+  r.seq = wr->rec_seq;
+  r.step = wr->step;
+  r.rank = wr->c->world->rank;
+  r.s = wr->share;
+  r.check = XXH3_64bits(&r, offsetof(share_rec, check));
+  const char *why = NULL;
+  int fd = open(wr->rec_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) why = "cannot create";
+  else if (pwrite(fd, &r, sizeof r, 0) != (ssize_t)sizeof r) why = "cannot write";
+  else if (fsync(fd) != 0) why = "cannot sync";
+  int err = errno;
+  if (fd >= 0 && close(fd) != 0 && !why) {
+    why = "cannot close";
+    err = errno;
+  }
+  if (why && wr->share.status == MNT_OK)
+    MNT_WARN("%s: %s: %s (a stop request cannot commit this checkpoint early; it is committed as usual at the next "
+             "step boundary)", wr->rec_path, why, strerror(err));
+  else if (why)
+    MNT_DBG("%s: %s: %s", wr->rec_path, why, strerror(err));
+}
+
 static void *write_share(void *arg) {
   mnt_ckpt_writer *wr = arg;
   share_info *s = &wr->share;
   int st = MNT_OK;
   pthread_t hthr;
   int hashing = pthread_create(&hthr, NULL, hash_share, wr) == 0;
-  int fd = open_retry(wr->path, O_WRONLY); /* rank 0 created it before anyone got here */
+  int fd = open_retry(wr->path, O_WRONLY | O_NOFOLLOW); /* rank 0 created it before anyone got here */
   if (fd < 0) {
     MNT_ERR("%s: cannot open for writing: %s", wr->path, strerror(errno));
     st = MNT_ESYS;
@@ -632,6 +721,7 @@ static void *write_share(void *arg) {
     st = MNT_ESYS;
   }
   s->status = st;
+  write_record(wr);
   __atomic_store_n(&wr->done, 1, __ATOMIC_RELEASE);
   return NULL;
 }
@@ -678,9 +768,6 @@ int mnt_ckpt_begin(mnt_ckpt_writer *wr, int64_t step, const mnt_ckpt_tensor *tin
       return st;
     }
   }
-  wr->step = step;
-  mnt_ckpt_step_dir(wr->dir, sizeof wr->dir, wr->root, step);
-  snprintf(wr->path, sizeof wr->path, "%s/%s", wr->incoming, MNT_CKPT_FILE); /* made by the last commit */
   st = agree(wr, lst); /* a rank that cannot take part says so before anyone writes */
   /* the copy: the stall of an asynchronous checkpoint; in 1 MiB blocks over the compute threads */
   const int64_t B = 1 << 20, nblk = (int64_t)((wr->share.bytes + B - 1) / B);
@@ -700,18 +787,30 @@ int mnt_ckpt_begin(mnt_ckpt_writer *wr, int64_t step, const mnt_ckpt_tensor *tin
   }
   free(t);
   if (st != MNT_OK) return st;
-  if (w->rank == 0) { /* what the manifest will say, apart from the hashes */
-    json_decref(wr->manifest);
-    wr->manifest = json_pack("{s:s, s:i, s:s, s:I, s:s, s:I, s:I, s:i, s:s, s:O, s:O, s:O}", "format",
-                             MNT_CKPT_FORMAT, "format_version", MNT_CKPT_VERSION, "version", MNT_VERSION, "step",
-                             (json_int_t)step, "file", MNT_CKPT_FILE, "file_bytes", (json_int_t)wr->file_bytes,
-                             "stripe", (json_int_t)wr->stripe, "world_size", w->size, "hash", "xxh3-64", "datasets",
-                             wr->datasets, "state", state, "config", config);
-  }
+  /* rank 0: what the manifest will say, apart from the shares (copies: the signal thread may write
+   * it while the caller goes on with its state and config) */
+  json_t *man = w->rank == 0 ? json_pack("{s:s, s:i, s:s, s:I, s:s, s:I, s:I, s:i, s:s, s:O, s:o, s:o}", "format",
+                                         MNT_CKPT_FORMAT, "format_version", MNT_CKPT_VERSION, "version", MNT_VERSION,
+                                         "step", (json_int_t)step, "file", MNT_CKPT_FILE, "file_bytes",
+                                         (json_int_t)wr->file_bytes, "stripe", (json_int_t)wr->stripe, "world_size",
+                                         w->size, "hash", "xxh3-64", "datasets", wr->datasets, "state",
+                                         json_deep_copy(state), "config", json_deep_copy(config))
+                                  : NULL;
   wr->share.hash = 0;
   wr->share.status = 0;
   __atomic_store_n(&wr->done, 0, __ATOMIC_RELEASE);
+  pthread_mutex_lock(&wr->mu); /* the checkpoint in flight, as mnt_ckpt_commit_now sees it */
+  json_t *old = wr->manifest;
+  wr->manifest = man;
+  wr->step = step;
+  mnt_ckpt_step_dir(wr->dir, sizeof wr->dir, wr->root, step);
+  snprintf(wr->path, sizeof wr->path, "%s/%s", wr->incoming, MNT_CKPT_FILE); /* made by the last commit */
+  snprintf(wr->rec_path, sizeof wr->rec_path, "%s/share-%05d", wr->incoming, w->rank);
+  wr->rec_seq = wr->seq;
+  wr->early = 0;
   wr->pending = 1;
+  pthread_mutex_unlock(&wr->mu);
+  json_decref(old);
   if (pthread_create(&wr->thr, NULL, write_share, wr) != 0) write_share(wr); /* no thread: here */
   else wr->have_thr = 1;
   if (stall_s) *stall_s = mnt_now() - t0;
@@ -739,9 +838,10 @@ int64_t mnt_ckpt_newest(const char *root) {
   if (list_steps(root, &sd, &n) != MNT_OK) return -1;
   for (int i = 0; i < n && found < 0; i++) {
     char dir[1200], why[600];
+    int present;
     snprintf(dir, sizeof dir, "%s/%s", root, sd[i].name);
-    json_t *m = load_manifest(dir, why, sizeof why);
-    if (m) found = sd[i].step;
+    json_t *m = load_manifest(dir, &present, why, sizeof why);
+    if (present) found = sd[i].step; /* a damaged one is a checkpoint of an earlier run too */
     json_decref(m);
   }
   free(sd);
@@ -749,7 +849,8 @@ int64_t mnt_ckpt_newest(const char *root) {
 }
 
 /* rank 0, after a commit: keep the newest `keep` checkpoints up to `upto` (newer directories are
- * left alone: they are being written again); delete directories without a manifest older than it */
+ * left alone: they are being written again); delete directories without a manifest, or with a
+ * damaged one, older than the newest valid one (which is never deleted) */
 static void retain(const char *root, int keep, int64_t upto) {
   stepdir *sd;
   int n, kept = 0;
@@ -757,8 +858,9 @@ static void retain(const char *root, int keep, int64_t upto) {
   for (int i = 0; i < n; i++) {
     if (sd[i].step > upto) continue;
     char dir[1200], why[600];
+    int present;
     snprintf(dir, sizeof dir, "%s/%s", root, sd[i].name);
-    json_t *m = load_manifest(dir, why, sizeof why);
+    json_t *m = load_manifest(dir, &present, why, sizeof why);
     int valid = m != NULL;
     json_decref(m);
     if (valid && kept < keep) {
@@ -771,60 +873,78 @@ static void retain(const char *root, int keep, int64_t upto) {
   free(sd);
 }
 
+/* rank 0, holding wr->mu, every share on disk (all: each rank's share_info): the commit. The
+ * manifest (tmp, fsync, rename) into incoming, then incoming becomes the step directory, ROOT is
+ * synced, old checkpoints are retained, and the next incoming directory is made (its name in
+ * every rank's wr->incoming once finish has run there). The same bytes whichever thread calls it. */
+static int commit_locked(mnt_ckpt_writer *wr, const share_info *all) {
+  int size = wr->c->world->size;
+  int committed = wr->manifest ? MNT_OK : MNT_ENOMEM;
+  json_t *shares = json_array();
+  for (int r = 0; r < size && shares; r++) {
+    char h[17];
+    snprintf(h, sizeof h, "%016" PRIx64, all[r].hash);
+    json_array_append_new(shares, json_pack("{s:i, s:I, s:I, s:I, s:I, s:s}", "rank", r, "lo", (json_int_t)all[r].lo,
+                                            "hi", (json_int_t)all[r].hi, "packed", (json_int_t)all[r].packed, "bytes",
+                                            (json_int_t)all[r].bytes, "xxh3", h));
+  }
+  if (committed == MNT_OK && json_object_set_new(wr->manifest, "shares", shares) != 0) committed = MNT_ENOMEM;
+  else if (committed != MNT_OK) json_decref(shares);
+  if (committed != MNT_OK) MNT_ERR("checkpoint %s: out of memory for its manifest", wr->dir);
+  if (committed == MNT_OK) committed = mnt_json_save_precise(wr->incoming, MNT_CKPT_MANIFEST, wr->manifest);
+  if (committed == MNT_OK) committed = fsync_dir(wr->incoming);
+  if (committed == MNT_OK) committed = set_aside_or_remove(wr->dir);
+  if (committed == MNT_OK && rename(wr->incoming, wr->dir) != 0) {
+    MNT_ERR("rename %s -> %s: %s", wr->incoming, wr->dir, strerror(errno));
+    committed = MNT_ESYS;
+  }
+  if (committed == MNT_OK) committed = fsync_dir(wr->root);
+  if (committed == MNT_OK) retain(wr->root, wr->keep, wr->step);
+  wr->seq++;
+  incoming_name(wr);
+  int next = prepare_incoming(wr); /* the next checkpoint's file, before the others hear of this one */
+  return committed == MNT_OK ? next : committed;
+}
+
 /* Agreement here rides the communicator, not PMIx fences: every rank's status comes with the
  * hashes, and rank 0's commit status is broadcast. A failure all ranks know of is recorded as
- * agreed (w->failed_together), so that it ends the job normally instead of aborting it. */
+ * agreed (w->failed_together), so that it ends the job normally instead of aborting it.
+ * On rank 0 the checkpoint may have been committed meanwhile by mnt_ckpt_commit_now (wr->early,
+ * under wr->mu): then its status is what is broadcast, and the next incoming directory is made
+ * already (rank 0's seq moved on with it; the other ranks' moves here, as after any commit). */
 int mnt_ckpt_finish(mnt_ckpt_writer *wr) {
   if (!wr || !wr->pending) return MNT_OK;
   mnt_world *w = wr->c->world;
   if (wr->have_thr) pthread_join(wr->thr, NULL);
   wr->have_thr = 0;
-  wr->pending = 0;
   share_info *all = calloc((size_t)w->size, sizeof *all);
-  if (!all) return MNT_ENOMEM;
-  int st = mnt_allgather(wr->c, &wr->share, all, sizeof *all);
+  int st = all ? mnt_allgather(wr->c, &wr->share, all, sizeof *all) : MNT_ENOMEM;
+  pthread_mutex_lock(&wr->mu);
+  int early = wr->early; /* rank 0 only; commit_now committed only when every share was on disk and good */
+  wr->pending = 0;
+  wr->early = 0;
   for (int r = 0; r < w->size && st == MNT_OK; r++)
     if (all[r].status != MNT_OK) { /* one rank's failure fails the checkpoint everywhere */
       st = w->failed_together = (int)all[r].status;
-      if (w->rank == 0) {
+      if (w->rank == 0 && !early) {
         MNT_ERR("checkpoint %s failed on rank %d (its error is above): not committed, and its bytes removed; the "
                 "previous checkpoints are kept", wr->dir, r);
         remove_step_dir(wr->incoming);
       }
     }
-  if (st != MNT_OK) { /* the next one gets a fresh name too */
-    wr->seq++;
-    incoming_name(wr);
-    if (w->rank == 0) prepare_incoming(wr); /* a failure here fails that one */
+  if (st != MNT_OK) { /* the next one gets a fresh name too (rank 0's has one if commit_now ran) */
+    if (!early) {
+      wr->seq++;
+      incoming_name(wr);
+      if (w->rank == 0) prepare_incoming(wr); /* a failure here fails that one */
+    }
+    pthread_mutex_unlock(&wr->mu);
     free(all);
     return st;
   }
   int32_t committed = MNT_OK;
-  if (w->rank == 0) {
-    json_t *shares = json_array();
-    for (int r = 0; r < w->size; r++) {
-      char h[17];
-      snprintf(h, sizeof h, "%016" PRIx64, all[r].hash);
-      json_array_append_new(shares, json_pack("{s:i, s:I, s:I, s:I, s:I, s:s}", "rank", r, "lo", (json_int_t)all[r].lo,
-                                              "hi", (json_int_t)all[r].hi, "packed", (json_int_t)all[r].packed, "bytes",
-                                              (json_int_t)all[r].bytes, "xxh3", h));
-    }
-    json_object_set_new(wr->manifest, "shares", shares);
-    /* the manifest (tmp, fsync, rename) into incoming, then incoming becomes the step directory */
-    committed = mnt_json_save_precise(wr->incoming, MNT_CKPT_MANIFEST, wr->manifest);
-    if (committed == MNT_OK) committed = fsync_dir(wr->incoming);
-    if (committed == MNT_OK) committed = set_aside_or_remove(wr->dir);
-    if (committed == MNT_OK && rename(wr->incoming, wr->dir) != 0) {
-      MNT_ERR("rename %s -> %s: %s", wr->incoming, wr->dir, strerror(errno));
-      committed = MNT_ESYS;
-    }
-    if (committed == MNT_OK) committed = fsync_dir(wr->root);
-    if (committed == MNT_OK) retain(wr->root, wr->keep, wr->step);
-    wr->seq++;
-    incoming_name(wr);
-    int next = prepare_incoming(wr); /* the next checkpoint's file, before the others hear of this one */
-    if (committed == MNT_OK) committed = next;
-  }
+  if (w->rank == 0) committed = early ? wr->early_status : commit_locked(wr, all);
+  pthread_mutex_unlock(&wr->mu);
   free(all);
   st = mnt_broadcast(wr->c, &committed, sizeof committed, 0);
   if (w->rank != 0) { /* the same next name everywhere */
@@ -836,8 +956,107 @@ int mnt_ckpt_finish(mnt_ckpt_writer *wr) {
   return st;
 }
 
+/* share-RRRRR of incoming, when it is whole and of this checkpoint: 1 (its share_info in out);
+ * 0 when it is not there (yet) */
+static int read_record(const char *incoming, int rank, uint64_t token, uint64_t seq, int64_t step, share_info *out) {
+  char p[1200];
+  snprintf(p, sizeof p, "%s/share-%05d", incoming, rank);
+  int fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return 0;
+  share_rec r;
+  ssize_t n = pread(fd, &r, sizeof r, 0);
+  close(fd);
+  if (n != (ssize_t)sizeof r || memcmp(r.magic, REC_MAGIC, sizeof REC_MAGIC) != 0 ||
+      r.check != XXH3_64bits(&r, offsetof(share_rec, check)) || r.token != token || r.seq != seq || r.step != step ||
+      r.rank != rank)
+    return 0;
+  *out = r.s;
+  return 1;
+}
+
+int mnt_ckpt_commit_now(mnt_ckpt_writer *wr, double timeout_s, int *committed) {
+  *committed = 0;
+  if (!wr || wr->c->world->rank != 0) return MNT_OK;
+  double t0 = mnt_now();
+  int size = wr->c->world->size;
+  pthread_mutex_lock(&wr->mu);
+  if (wr->closing) {
+    pthread_mutex_unlock(&wr->mu);
+    return MNT_OK;
+  }
+  wr->callers++;
+  int inflight = wr->pending && !wr->early;
+  int64_t step = wr->step;
+  uint64_t seq = wr->seq;
+  char incoming[1100], dir[1100];
+  snprintf(incoming, sizeof incoming, "%s", wr->incoming);
+  snprintf(dir, sizeof dir, "%s", wr->dir);
+  pthread_mutex_unlock(&wr->mu);
+  int st = MNT_OK, got = 0, failed = -1, gone = 0;
+  share_info *all = inflight ? calloc((size_t)size, sizeof *all) : NULL;
+  unsigned char *have = inflight ? calloc((size_t)size, 1) : NULL;
+  if (inflight && (!all || !have)) {
+    MNT_ERR("checkpoint %s: out of memory for a commit on a stop request", dir);
+    st = MNT_ENOMEM;
+  }
+  if (!inflight) MNT_DBG("a stop request: no checkpoint in flight to commit");
+  /* the records, polled: 1, 2, 4 ... 64 ms apart, then 64 ms; the in-flight checkpoint rechecked
+   * each time (finish may take it, or destroy begin) */
+  for (long ms = 1; inflight && st == MNT_OK;) {
+    for (int r = 0; r < size && failed < 0; r++)
+      if (!have[r] && read_record(incoming, r, wr->token, seq, step, &all[r])) {
+        have[r] = 1;
+        got++;
+        if (all[r].status != MNT_OK) failed = r;
+      }
+    if (got == size || failed >= 0 || mnt_now() - t0 >= timeout_s) break;
+    pthread_mutex_lock(&wr->mu);
+    gone = wr->closing || !wr->pending || wr->early || wr->seq != seq || wr->step != step;
+    pthread_mutex_unlock(&wr->mu);
+    if (gone) break;
+    struct timespec ts = {0, ms * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    if (ms < 64) ms *= 2;
+  }
+  if (inflight && st == MNT_OK && got == size && failed < 0) {
+    pthread_mutex_lock(&wr->mu); /* still the same checkpoint, not committed by finish meanwhile? */
+    gone = wr->closing || !wr->pending || wr->early || wr->seq != seq || wr->step != step;
+    if (!gone) {
+      st = commit_locked(wr, all);
+      wr->early = 1;
+      wr->early_status = st;
+      *committed = st == MNT_OK;
+    }
+    pthread_mutex_unlock(&wr->mu);
+    if (*committed)
+      MNT_INFO("checkpoint %s committed on a stop request, %.0f ms after it", dir, (mnt_now() - t0) * 1e3);
+  }
+  if (inflight && st == MNT_OK && !*committed) {
+    if (gone)
+      MNT_INFO("checkpoint %s: committed at the step boundary meanwhile (or the writer closed)", dir);
+    else if (failed >= 0)
+      MNT_INFO("checkpoint %s: rank %d's share failed: not committed on the stop request", dir, failed);
+    else {
+      int first = 0;
+      while (first < size && have[first]) first++;
+      MNT_WARN("checkpoint %s: %d of %d ranks' shares were not on disk %.1f s after the stop request (rank %d's "
+               "first): not committed early", dir, size - got, size, timeout_s, first);
+    }
+  }
+  free(all);
+  free(have);
+  pthread_mutex_lock(&wr->mu);
+  if (--wr->callers == 0) pthread_cond_broadcast(&wr->idle);
+  pthread_mutex_unlock(&wr->mu);
+  return st;
+}
+
 void mnt_ckpt_writer_destroy(mnt_ckpt_writer *wr) {
   if (!wr) return;
+  pthread_mutex_lock(&wr->mu); /* a commit_now in progress ends first (it gives up when it sees closing) */
+  wr->closing = 1;
+  while (wr->callers > 0) pthread_cond_wait(&wr->idle, &wr->mu);
+  pthread_mutex_unlock(&wr->mu);
   if (wr->have_thr) pthread_join(wr->thr, NULL);
   if (wr->c->world->rank == 0 && wr->incoming[0]) remove_step_dir(wr->incoming); /* the next one's empty file */
   json_decref(wr->manifest);
@@ -847,6 +1066,8 @@ void mnt_ckpt_writer_destroy(mnt_ckpt_writer *wr) {
   free(wr->mine);
   free(wr->meta);
   free(wr->meta_bytes);
+  pthread_cond_destroy(&wr->idle);
+  pthread_mutex_destroy(&wr->mu);
   free(wr);
 }
 
@@ -980,7 +1201,8 @@ int mnt_ckpt_open(const char *path, int verify, mnt_ckpt *out, int *found) {
   }
   snprintf(man, sizeof man, "%s/%s", dir, MNT_CKPT_MANIFEST);
   if (S_ISREG(sb.st_mode) || access(man, F_OK) == 0) { /* one named checkpoint: it must be good */
-    json_t *m = load_manifest(dir, why, sizeof why);
+    int present;
+    json_t *m = load_manifest(dir, &present, why, sizeof why);
     int st = m ? read_one(dir, m, verify, out, why, sizeof why) : MNT_EDATA;
     json_decref(m);
     if (st == MNT_EDATA) MNT_ERR("checkpoint %s: %s", dir, why);
@@ -999,19 +1221,22 @@ int mnt_ckpt_open(const char *path, int verify, mnt_ckpt *out, int *found) {
   for (int i = 0; i < n && !*found; i++) {
     char sdir[1200];
     snprintf(sdir, sizeof sdir, "%s/%s", dir, sd[i].name);
-    json_t *m = load_manifest(sdir, why, sizeof why);
-    if (!m) {
+    int present;
+    json_t *m = load_manifest(sdir, &present, why, sizeof why);
+    if (!m && !present) {
       MNT_INFO("%s: %s: not a checkpoint, skipped", sdir, why);
       continue;
     }
-    st = read_one(sdir, m, verify, out, why, sizeof why);
+    /* a manifest that is there and fails (does not parse, is not a manifest, a newer format) is
+     * a damaged checkpoint, like a share that fails its checksum */
+    st = m ? read_one(sdir, m, verify, out, why, sizeof why) : MNT_EDATA;
     json_decref(m);
     if (st == MNT_OK) {
       *found = 1;
       if (prev_bad) MNT_WARN("falling back to %s (step %lld) because %s failed its checks", sdir, (long long)out->step,
                              bad_dir);
     } else if (st == MNT_EDATA) {
-      MNT_WARN("%s", why);
+      MNT_WARN("checkpoint %s is damaged: %s", sdir, why);
       if (!prev_bad) snprintf(bad_dir, sizeof bad_dir, "%s", sdir); /* the newest damaged one */
       prev_bad = bad_dir;
       st = MNT_OK;
@@ -1159,14 +1384,15 @@ int mnt_ckpt_inspect(const char *path) {
   for (int i = 0; i < n; i++) {
     char dir[1200], why[1400];
     snprintf(dir, sizeof dir, "%s/%s", path, sd[i].name);
-    json_t *m = load_manifest(dir, why, sizeof why);
-    if (!m) {
+    int present;
+    json_t *m = load_manifest(dir, &present, why, sizeof why);
+    if (!m && !present) {
       printf("  %s: not a checkpoint: %s\n", sd[i].name, why);
       continue;
     }
     double t0 = mnt_now();
     memset(&c, 0, sizeof c);
-    int r = read_one(dir, m, 1, &c, why, sizeof why);
+    int r = m ? read_one(dir, m, 1, &c, why, sizeof why) : MNT_EDATA;
     json_decref(m);
     if (r == MNT_OK) {
       printf("  %s: ok\n", sd[i].name);

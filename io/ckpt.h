@@ -1,10 +1,12 @@
 /* ckpt.h — collective checkpoints: one shared HDF5 file written by every rank, committed by a
  * manifest (DESIGN "Checkpoint").
- * defines: mnt_ckpt_tensor, mnt_ckpt_writer (create / begin / local_done / finish / destroy),
+ * defines: mnt_ckpt_tensor, mnt_ckpt_writer (create / begin / local_done / finish / commit_now /
+ *          destroy),
  *          mnt_ckpt (open / get / close: find, verify and read one), mnt_ckpt_newest,
  *          mnt_ckpt_is_path / mnt_ckpt_inspect, mnt_ckpt_step_dir.
  *
- * On disk: ROOT/step-00001000/state.h5 + MANIFEST.json. state.h5 is plain HDF5 (h5py, h5dump):
+ * On disk: ROOT/step-00001000/state.h5 + MANIFEST.json (+ share-RRRRR, one small record per rank,
+ * read by nothing once committed). state.h5 is plain HDF5 (h5py, h5dump):
  * one contiguous float32 dataset per tensor (/model/<torchvision name>, /optim/momentum/<name>,
  * /bn/<name>), root attributes for the training state and the run's configuration (JSON).
  *
@@ -19,17 +21,32 @@
  *     agree that each can take part (a one-float allreduce) and copy the bytes of their share into
  *     a staging buffer: the only time the training loop is held up. A thread of each rank's own
  *     pwrite()s them in 8 MiB pieces (rank 0 also the file's size and the skeleton's metadata) and
- *     fsync()s, a second thread hashing them meanwhile (XXH3-64). The training state (step,
- *     position, ...) is a dataset too (/train_state, fixed-size JSON text), so the layout and the
- *     metadata never change within a run.
+ *     fsync()s, a second thread hashing them meanwhile (XXH3-64); then the thread records what
+ *     the manifest needs of the share (its range, hash and status, failed or not) as
+ *     INCOMING/share-RRRRR: created exclusively, fixed binary with a checksum (a half-written one
+ *     is told from a whole one), fsynced. The training state (step, position, ...) is a dataset
+ *     too (/train_state, fixed-size JSON text), so the layout and the metadata never change
+ *     within a run.
  *  2. finish (when every rank's thread is done, or at once to wait): the statuses and hashes are
  *     gathered (allgather); rank 0 writes MANIFEST.json into the incoming directory (tmp → fsync
  *     → rename → fsync), renames the directory to ROOT/step-NNNNNNNN, fsyncs ROOT, deletes
  *     checkpoints beyond the newest `keep`, makes the next incoming file, and broadcasts the
- *     result. A directory without a valid manifest, or not named step-N, is no checkpoint.
+ *     result. A directory without a manifest, or not named step-N, is no checkpoint; one whose
+ *     manifest is there but does not parse is a damaged one.
+ *  2'. commit_now (rank 0, any thread: a stop request while a step is computed, when the job may
+ *     be killed before the next step boundary): the same commit, from the share records on disk
+ *     instead of the allgather (the main thread may be inside a collective), once every rank's
+ *     is there and good. One mutex of the writer guards rank 0's commit and the checkpoint in
+ *     flight, so exactly one of finish and commit_now commits a checkpoint; the next finish
+ *     still gathers (every rank takes part), finds it committed, and broadcasts that status. The
+ *     manifest is the same bytes either way, and every rank ends with the same next incoming name.
+ * Files are made without following links: INCOMING/state.h5 and the share records with
+ * O_CREAT|O_EXCL|O_NOFOLLOW in a directory just made, the writers open state.h5 O_NOFOLLOW, and a
+ * removal unlinks a link under a checkpoint's name instead of emptying what it points to.
  * Reading (one process: rank 0 of a resuming job, or `mntrain inspect`): the newest directory
  * whose manifest parses, whose file has the recorded size and HDF5 layout, and whose every share
- * hashes to the recorded value; a failing one is reported by name and the previous one is tried.
+ * hashes to the recorded value; a failing one (a manifest that is there but does not parse counts)
+ * is reported by name and the previous one is tried.
  * The data is read once into memory, as one packed image (datasets in file order). */
 #ifndef MNT_CKPT_H
 #define MNT_CKPT_H
@@ -83,9 +100,18 @@ int mnt_ckpt_local_done(mnt_ckpt_writer *wr);
  * A failure on any rank fails it on every rank (the same status), leaving the previous
  * checkpoints as they were. */
 int mnt_ckpt_finish(mnt_ckpt_writer *wr);
-/* the step of the newest checkpoint this writer committed (-1: none) */
+/* Any thread of rank 0 (other ranks: MNT_OK at once, *committed = 0): commit the checkpoint in
+ * flight as soon as every rank's share record is on disk, without the communicator (the main
+ * thread may be inside a collective). Waits at most timeout_s for the records (polling); a failed
+ * share, a missing record at the deadline, or nothing in flight: no commit (*committed = 0, and
+ * MNT_OK unless something on disk failed). The next collective mnt_ckpt_finish then agrees on it
+ * as usual and does not commit it again. */
+int mnt_ckpt_commit_now(mnt_ckpt_writer *wr, double timeout_s, int *committed);
+/* the step of the newest checkpoint this writer committed (-1: none); one committed by commit_now
+ * counts once finish has agreed on it */
 int64_t mnt_ckpt_last_step(const mnt_ckpt_writer *wr);
-/* Does not commit: a checkpoint in flight is abandoned (its thread joined). */
+/* Does not commit: a checkpoint in flight is abandoned (its thread joined). Waits for a
+ * commit_now in progress (which gives up its wait for the records); none may start after it. */
 void mnt_ckpt_writer_destroy(mnt_ckpt_writer *wr);
 
 /* A checkpoint read into memory. */
@@ -100,9 +126,12 @@ typedef struct mnt_ckpt {
 
 /* path: a checkpoint root (the newest valid step-* in it), a step directory or its state.h5.
  * verify: check every share's hash. Returns MNT_OK with *found = 0 when a root holds no
- * checkpoint (directories without a manifest are skipped, said at info level); MNT_EDATA when
- * a named checkpoint fails its checks, or when a root holds checkpoints and none passes (a damaged
- * run is not a fresh start); MNT_EARG when path does not exist. */
+ * checkpoint (step directories without any MANIFEST.json are unfinished writes: skipped, said at
+ * info level); MNT_EDATA when a named checkpoint fails its checks, or when a root holds
+ * checkpoints and none passes (a damaged run is not a fresh start). In a root, a checkpoint is
+ * damaged (a warning naming it and why, and the previous one is tried) when its MANIFEST.json is
+ * there but does not parse, is not a manifest or is of a newer format, or when its state.h5 fails
+ * its checks. MNT_EARG when path does not exist. */
 int mnt_ckpt_open(const char *path, int verify, mnt_ckpt *out, int *found);
 /* Copy the tensor named `name` into dst (n elements); shape must match dims. MNT_EDATA naming
  * the checkpoint when it is missing or has another shape. */
@@ -110,7 +139,8 @@ int mnt_ckpt_get(const mnt_ckpt *c, const char *name, float *dst, size_t n, int 
 void mnt_ckpt_close(mnt_ckpt *c);
 /* remove every step-* directory of root (each manifest first): a run started over */
 int mnt_ckpt_remove_all(const char *root);
-/* the newest step-* directory of root with a manifest that parses (no data read), -1 if none */
+/* the newest step-* directory of root holding a MANIFEST.json, parsing or not (a damaged checkpoint
+ * is an earlier run's too; no data read), -1 if none */
 int64_t mnt_ckpt_newest(const char *root);
 /* 1 when path looks like a checkpoint: a state.h5, a directory with a manifest, or a root of step-*
  * directories (and no dataset index) */

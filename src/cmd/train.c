@@ -5,9 +5,14 @@
  *  - every K steps / M minutes, and at the end, a collective checkpoint (io/ckpt.h), asynchronous:
  *    the loop is held up only while each rank copies its share of the state;
  *  - SIGUSR1 and SIGTERM are taken by a thread of their own (blocked everywhere else, so no system
- *    call in the communicator or the loader sees EINTR) and set a flag; the flag rides a small
+ *    call in the communicator or the loader sees EINTR). On rank 0 it commits the checkpoint in
+ *    flight at once when every share is on disk (mnt_ckpt_commit_now: milliseconds, whatever the
+ *    step time, so a KillWait shorter than a step keeps it). It also sets a flag that rides a small
  *    allreduce at every step boundary (signals reach the ranks at different times), so every rank
- *    stops after the same step, writes a checkpoint synchronously and returns MNT_EPREEMPT (exit 3);
+ *    stops after the same step, writes a checkpoint synchronously and returns MNT_EPREEMPT (exit 3).
+ *    A step is not cut short between layers: the ranks could agree on it only through a collective
+ *    (the gradient buckets), by which time the forward pass has moved the BN statistics and the
+ *    loader has handed out the step's samples; undoing that would save at most one step;
  *  - a run started again with the same command resumes from the newest valid checkpoint, on any
  *    number of ranks that divides the global batch, and appends to its metrics.jsonl.
  * --out and --ckpt-dir must be the user's own (io/safefs.h) and are locked by rank 0 for the run
@@ -57,11 +62,37 @@ static int export_model(mnt_trainer *t, const char *path) {
 
 static int g_stop_signal; /* written by the signal thread, read by the loop: __atomic */
 static sigset_t g_sigs;
+/* rank 0's checkpoint writer while it exists: a stop request commits the checkpoint in flight at
+ * once when its shares are on disk (mnt_ckpt_commit_now), not at the next step boundary, which
+ * may come after Slurm's KillWait. The mutex keeps the writer alive while that runs (it returns
+ * when every share is on disk, when the loop's own mnt_ckpt_finish takes the checkpoint, or after
+ * 60 s: a job that fails meanwhile may wait that long to exit, while it is being killed anyway). */
+static pthread_mutex_t g_wr_mu = PTHREAD_MUTEX_INITIALIZER;
+static mnt_ckpt_writer *g_wr;
+
+static void set_signal_writer(mnt_ckpt_writer *wr) {
+  pthread_mutex_lock(&g_wr_mu);
+  g_wr = wr;
+  pthread_mutex_unlock(&g_wr_mu);
+}
+
 static void *signal_thread(void *arg) {
   (void)arg;
   for (;;) {
     int sig;
-    if (sigwait(&g_sigs, &sig) == 0) __atomic_store_n(&g_stop_signal, sig, __ATOMIC_RELAXED);
+    if (sigwait(&g_sigs, &sig) != 0) continue;
+    __atomic_store_n(&g_stop_signal, sig, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&g_wr_mu);
+    if (g_wr) { /* nothing in flight: it returns at once */
+      double t0 = mnt_now();
+      int committed = 0;
+      if (mnt_ckpt_commit_now(g_wr, 60.0, &committed) == MNT_OK && committed) {
+        printf("mntrain train: %s: the checkpoint in flight committed at once (%.2f s)\n",
+               sig == SIGTERM ? "SIGTERM" : "SIGUSR1", mnt_now() - t0);
+        fflush(stdout);
+      }
+    }
+    pthread_mutex_unlock(&g_wr_mu);
   }
   return NULL;
 }
@@ -812,6 +843,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   if ((st = mnt_trainer_sync(t)) != MNT_OK) goto out; /* identical start: rank 0's state everywhere */
   if (o.ckpt_dir && (st = mnt_ckpt_writer_create(t->c, o.ckpt_dir, o.stripe, o.keep, found ? rs.step : -1, &r.wr)))
     goto out;
+  if (w->rank == 0 && have_sig_thr) set_signal_writer(r.wr);
   if (found) json_object_set_new(r.config, "resumed_from_step", json_integer(rs.step));
   if (w->rank == 0) { /* the effective configuration; the outputs open early */
     char *txt = json_dumps(r.config, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
@@ -846,6 +878,7 @@ out:
   }
   if (r.samples && fclose(r.samples) != 0 && st == MNT_OK) st = MNT_ESYS;
   mnt_ckpt_close(&ck);
+  set_signal_writer(NULL); /* waits for a commit on a stop request in progress */
   mnt_ckpt_writer_destroy(r.wr);
   mnt_runlock_release(locks[1]);
   mnt_runlock_release(locks[0]);
