@@ -728,9 +728,12 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
                      "Data-parallel training over all ranks of the job (one process per CPU socket or GPU).\n"
                      "Writes OUT/config.json at the start, OUT/metrics.jsonl while it trains and OUT/summary.json\n"
                      "when it ends; an --out that holds an earlier run is refused unless --force or resumed.\n"
+                     "--out and --ckpt-dir must be your own (not writable by others), and hold one run at a time\n"
+                     "(DIR/mntrain.lock: a second job on them is refused, naming the first).\n"
                      "Checkpoints (any --ckpt-* flag): written by all ranks into one HDF5 file, committed by a\n"
-                     "manifest; SIGUSR1/SIGTERM stop every rank after the same step with a checkpoint (exit 3),\n"
-                     "and the same command line resumes the run, on any rank count that divides the global batch.",
+                     "manifest; SIGUSR1/SIGTERM commit the checkpoint in flight at once, then stop every rank after\n"
+                     "the same step with a checkpoint (exit 3), and the same command line resumes the run, on any\n"
+                     "rank count that divides the global batch.",
                      table);
     return MNT_OK;
   }
