@@ -2,9 +2,9 @@
 # two_jobs.sh — two Slurm jobs on one run directory, as users resubmit a job that is still queued
 # or running: job A trains (2 ranks on 2 nodes, sbatch); job B, started with the same command a few
 # seconds later, is refused (exit 2) naming job A, and removes nothing of A's (config.json,
-# metrics.jsonl, its incoming checkpoint); A runs on and commits checkpoints. A is then killed
-# outright (its rank 0 by SIGKILL: no chance to release its lock); job C takes the lock over,
-# saying that Slurm reports A ended, and resumes A's run.
+# metrics.jsonl, its incoming checkpoint: A commits its next checkpoints without an error). A is
+# then killed outright (its rank 0 by SIGKILL: no chance to release its lock); job C takes the
+# lock over, saying that Slurm reports A ended, and resumes A's run.
 #   two_jobs.sh MNTRAIN
 set -u
 m=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -33,6 +33,7 @@ for _ in $(seq 1 900); do # A has committed a checkpoint
 done
 grep -q '"checkpoint":' "$w/run/metrics.jsonl" 2>/dev/null || fail "job A committed no checkpoint within 90 s"
 lines=$(wc -l <"$w/run/metrics.jsonl")
+ckpts=$(grep -c '"checkpoint":' "$w/run/metrics.jsonl")
 "$here/srun_test.sh" 120 -N2 -n2 -- "$m" "${args[@]}" >"$w/b.log" 2>&1
 rc=$?
 [ $rc -eq 2 ] || fail "job B on A's --out: exit $rc, expected 2"
@@ -42,7 +43,9 @@ echo "ok: job B refused: $(grep -o 'is in use.*RUNNING' "$w/b.log" | head -n1)"
 sleep 3 # A trains on: more metrics lines, a later checkpoint, its files all there
 [ "$(wc -l <"$w/run/metrics.jsonl")" -gt "$lines" ] || fail "job A's metrics.jsonl stopped growing (or shrank)"
 [ -s "$w/run/config.json" ] || fail "job A's config.json is gone"
-ls -d "$w/run/ckpt"/incoming-* >/dev/null 2>&1 || fail "job A's incoming checkpoint directory is gone"
+# a later checkpoint committed (B removed nothing of A's incoming one) and no error from A
+[ "$(grep -c '"checkpoint":' "$w/run/metrics.jsonl")" -gt "$ckpts" ] || fail "job A committed no checkpoint after job B"
+grep -q "error" "$w/a.out" && fail "job A reported an error"
 [ "$(squeue -h -j "$job" -o %T)" = RUNNING ] || fail "job A is no longer running"
 echo "ok: job A runs on with its outputs intact"
 # A's rank 0 killed without a chance to clean up (scancel would send SIGTERM first, whatever the
