@@ -21,6 +21,7 @@
 #include "dataset.h"
 #include "jsonio.h"
 #include "log.h"
+#include "safefs.h"
 
 #define PIECE (8u << 20) /* bytes per pwrite / pread call */
 
@@ -100,18 +101,6 @@ static int fsync_dir(const char *dir) {
   }
   close(fd);
   return MNT_OK;
-}
-
-static int mkdir_p(const char *path) {
-  char p[1100];
-  snprintf(p, sizeof p, "%s", path);
-  for (char *s = p + 1; *s; s++) {
-    if (*s != '/') continue;
-    *s = 0;
-    if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
-    *s = '/';
-  }
-  return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
 /* Remove a checkpoint directory: its manifest first (from then on it is no checkpoint). Nothing is
@@ -312,10 +301,7 @@ int mnt_ckpt_writer_create(mnt_comm *c, const char *root, size_t stripe, int kee
   /* a token of this writer's own: rank 0's clock and pid, broadcast below */
   wr->token = mnt_mix((uint64_t)(mnt_now() * 1e9), (uint64_t)getpid() ^ ((uint64_t)time(NULL) << 20));
   int st = MNT_OK;
-  if (c->world->rank == 0 && mkdir_p(root) != 0) {
-    MNT_ERR("--ckpt-dir %s: cannot create the directory: %s", root, strerror(errno));
-    st = MNT_EARG;
-  }
+  if (c->world->rank == 0) st = mnt_dir_secure(root, "the checkpoint directory", 1, MNT_DIR_RUN); /* io/safefs.h */
   if (st == MNT_OK && c->world->rank == 0) lustre_stripe(root, stripe);
   if (st == MNT_OK && c->world->rank == 0 && resumed_step >= 0) { /* newer ones: a branch this run leaves */
     stepdir *sd;

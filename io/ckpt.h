@@ -78,10 +78,11 @@ static inline uint64_t mnt_ckpt_tensor_bytes(const mnt_ckpt_tensor *t) {
 
 typedef struct mnt_ckpt_writer mnt_ckpt_writer;
 
-/* Collective. root: the checkpoint directory (rank 0 creates it; on Lustre it sets the striping);
- * stripe: alignment and share granularity in bytes (a power of two); keep: checkpoints kept
- * (>= 1); resumed_step: the step of the checkpoint the run resumed from (-1: none): it is not
- * written again, and newer step directories (a branch the run abandons) are set aside. */
+/* Collective. root: the checkpoint directory (rank 0 creates it, or checks that it is the
+ * user's own: io/safefs.h; on Lustre it sets the striping); stripe: alignment and share
+ * granularity in bytes (a power of two); keep: checkpoints kept (>= 1); resumed_step: the step
+ * of the checkpoint the run resumed from (-1: none): it is not written again, and newer step
+ * directories (a branch the run abandons) are set aside. */
 int mnt_ckpt_writer_create(mnt_comm *c, const char *root, size_t stripe, int keep, int64_t resumed_step,
                            mnt_ckpt_writer **out);
 /* Collective: start checkpoint `step` of these tensors (identical on every rank, the same list
