@@ -28,7 +28,6 @@ w=$(mktemp -d)
 on_fs() { if [ "$fs" = gluster ]; then "$MNT_LOCAL_CLUSTER" nsexec node1 -- "$@"; else "$@"; fi; }
 cleanup() { rm -rf "$w"; [ -n "${ck:-}" ] && [ "$fs" = gluster ] && on_fs rm -rf "$ck"; }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 if [ "$fs" = gluster ]; then
   mnt=$(ckpt_fs_or_skip) || exit 77
   ck="$mnt/test-$scenario-$$"

@@ -1,5 +1,6 @@
 # shellcheck shell=bash
 # lib.sh — helpers for cluster test scripts, sourced:  . "$(dirname "$0")/lib.sh"
+# It brings tests/lib.sh (ok, bad, fail, skip, left_out, finish: every shell test's helpers) and adds:
 #
 #   ckpt=$(ckpt_fs_or_skip) || exit 77   the GlusterFS checkpoint volume's mount path (shared by
 #                                        all nodes), or "SKIP: <reason>" on stderr and exit 77
@@ -30,10 +31,10 @@ cluster_nodes() {
   esac
 }
 
-_lib_skip() {
-  echo "SKIP: $*" >&2
-  exit 77
-}
+# shellcheck source=/dev/null
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+
+_lib_skip() { skip "$@"; } # SKIP: on stderr, exit 77 (tests/lib.sh)
 
 ckpt_fs_or_skip() {
   command -v srun >/dev/null 2>&1 || _lib_skip "srun not found (apt-get install slurm-wlm, then job_templates/local-cluster.sh up --gluster)"

@@ -22,10 +22,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 tmpl=$(cd "$here/../../job_templates" && pwd)
 # shellcheck source=/dev/null
 . "$here/lib.sh"
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
 
 if [ "$what" = shellcheck ]; then
   command -v shellcheck >/dev/null 2>&1 || { echo "SKIP: shellcheck not found (apt-get install shellcheck)"; exit 77; }

@@ -15,8 +15,9 @@
 #include "loader.h"
 #include "log.h"
 
+#include "gpu_test.h"
+
 enum { N = 96, B = 16, S = 40, OUT = 32 };
-static int failures;
 
 static int host_alloc(void *ctx, size_t bytes, void **p) { return mnt_be_host_alloc(ctx, bytes, p); }
 static void host_free(void *ctx, void *p) { mnt_be_host_free(ctx, p); }
@@ -93,10 +94,5 @@ int main(void) {
   char cmd[700];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "test_augment: could not remove %s\n", dir);
-  if (failures) {
-    fprintf(stderr, "test_augment: %d failures\n", failures);
-    return 1;
-  }
-  printf("test_augment: ok\n");
-  return 0;
+  return gpu_test_end("test_augment");
 }

@@ -9,6 +9,8 @@
 #include "cast.h"
 #include "dtype.h"
 
+#include "gpu_test.h"
+
 int main(void) {
   if (mnt_cuda_device_count() <= 0) {
     printf("SKIP: no CUDA device here\n");
@@ -30,7 +32,6 @@ int main(void) {
     return 1;
   }
   cudaMemcpy(d, h, N * 4, cudaMemcpyHostToDevice);
-  int fails = 0;
   for (int t = 1; t <= 2; t++) {
     if (mnt_cuda_cast(0, t, d, d16, N, NULL) || mnt_cuda_cast(t, 0, d16, dback, N, NULL) ||
         cudaDeviceSynchronize() != cudaSuccess) {
@@ -43,7 +44,7 @@ int main(void) {
     for (int i = 0; i < N; i++) {
       float w = t == 1 ? mnt_bf16_to_f32(want[i]) : mnt_f16_to_f32(want[i]);
       if (h16[i] != want[i] || memcmp(&back[i], &w, 4) != 0) {
-        if (fails++ < 10) fprintf(stderr, "FAIL: %s(%a) gpu %04x cpu %04x\n", t == 1 ? "bf16" : "fp16", (double)h[i], h16[i], want[i]);
+        if (failures++ < 10) fprintf(stderr, "FAIL: %s(%a) gpu %04x cpu %04x\n", t == 1 ? "bf16" : "fp16", (double)h[i], h16[i], want[i]);
       }
     }
   }
@@ -51,7 +52,5 @@ int main(void) {
   cudaFree(d16);
   cudaFree(dback);
   free(h); free(back); free(h16); free(want);
-  if (fails) return 1;
-  printf("test_cuda_cast: ok\n");
-  return 0;
+  return gpu_test_end("test_cuda_cast");
 }

@@ -14,7 +14,7 @@
 #include "model/resnet.h"
 #include "optim.h"
 
-static int failures;
+#include "gpu_test.h"
 
 typedef struct run_out {
   float *logits, *g, *w, *bn, loss[3];
@@ -51,20 +51,9 @@ static int step(const char *dev, mnt_precision p, int batch, int bn_group, const
   return st != MNT_OK;
 }
 
-/* max |a - b| over max |b|: the error relative to the tensor's scale */
-static double rel_err(const float *a, const float *b, size_t n, size_t *worst) {
-  double e = 0, m = 1e-12;
-  for (size_t i = 0; i < n; i++) {
-    double d = fabs((double)a[i] - b[i]);
-    if (!(d <= e)) e = d, *worst = i; /* NaN counts as the worst */
-    if (fabs(b[i]) > m) m = fabs(b[i]);
-  }
-  return e / m;
-}
-
 static void compare(const char *what, const char *t, const float *gpu, const float *cpu, size_t n, double tol) {
   size_t worst = 0;
-  double e = rel_err(gpu, cpu, n, &worst);
+  double e = gpu_scale_err(gpu, cpu, n, 0, &worst); /* a NaN anywhere fails */
   if (!(e <= tol)) {
     fprintf(stderr, "FAIL: %s %s: error %.3g of the tensor's scale > %.3g (element %zu: gpu %g, cpu %g)\n", what, t, e,
             tol, worst, (double)gpu[worst], (double)cpu[worst]);
@@ -115,10 +104,5 @@ int main(void) {
   one(MNT_PREC_FP32, 8, 8, 2e-3);
   one(MNT_PREC_FP32, 8, 4, 2e-3);
   one(MNT_PREC_BF16, 8, 8, 5e-2);
-  if (failures) {
-    fprintf(stderr, "test_resnet_step: %d failures\n", failures);
-    return 1;
-  }
-  printf("test_resnet_step: ok\n");
-  return 0;
+  return gpu_test_end("test_resnet_step");
 }

@@ -14,12 +14,13 @@
 # Exit 77 (skip) when this machine cannot run it (memory), or when a step here is too short for
 # the kill to fall inside it (then nothing is shown either way).
 set -u
+# shellcheck source=/dev/null
+. "$(dirname "$0")/../lib.sh" # ok, bad, fail, skip
 m=$1
 w=$(mktemp -d)
 pid=
 cleanup() { [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; rm -rf "$w"; }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 # wait_for FILE PATTERN SECONDS [PID]: 0 when a line of FILE matches (grep -E), 1 at the deadline
 # or when PID has exited
 wait_for() {

@@ -14,12 +14,13 @@
 # Without the CUDA parts (-DMNT_CUDA=OFF) there is nothing to check: skipped.
 #   cuda_module.sh BUILD_DIR
 set -u
+# shellcheck source=/dev/null
+. "$(dirname "$0")/../lib.sh" # ok, bad, fail, skip
 build=$(cd "$1" && pwd)
 m=$build/mntrain
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail=0
-bad() { echo "FAIL: $*"; fail=1; }
 
 if ! "$m" --version | head -n1 | grep -q 'CUDA parts: yes'; then
   echo "SKIP: this build has no CUDA parts (-DMNT_CUDA=OFF or no nvcc): no module to check"

@@ -16,13 +16,14 @@
 # Loading the modulefiles with Lmod and Environment Modules: tests/unit/modules.sh.
 #   install.sh BUILD_DIR
 set -u
+# shellcheck source=/dev/null
+. "$(dirname "$0")/../lib.sh" # ok, bad, fail, skip
 build=$(cd "$1" && pwd)
 src=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
 fail=0
-bad() { echo "FAIL: $*"; fail=1; }
 
 cmake --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1 || { cat "$work/install.log"; bad "cmake --install"; exit 1; }
 version=$("$build/mntrain" --version | awk '{print $2; exit}')

@@ -7,12 +7,13 @@
 # and the chainermn-paper preset at 128 GPUs against its inputs worked by hand.
 #   model.sh path/to/mntrain
 set -u
+# shellcheck source=/dev/null
+. "$(dirname "$0")/../lib.sh" # ok, bad, fail, skip
 m=$(realpath "$1")
 fail=0
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 
-bad() { echo "FAIL: $*"; fail=1; }
 # near GOT WANT [REL]: |got - want| <= rel * max(|want|, 1e-12)
 near() {
   [[ $1 =~ ^-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$ ]] || return 1

@@ -12,6 +12,8 @@
 # when a tool cannot be had here (what passed is still checked: a failure is a failure).
 #   modules.sh BUILD_DIR
 set -u
+# shellcheck source=/dev/null
+. "$(dirname "$0")/../lib.sh" # ok, bad, fail, skip
 build=$(cd "$1" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -27,7 +29,6 @@ chmod +x "$work/decoy/mntrain"
 PATH=$work/decoy:$PATH
 fail=0
 skipped=()
-bad() { echo "FAIL: $*"; fail=1; }
 
 prefix=$work/prefix
 cmake --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1 || { cat "$work/install.log"; echo "FAIL: cmake --install"; exit 1; }

@@ -17,6 +17,8 @@
 #   report.sh path/to/mntrain
 # shellcheck disable=SC2015  # ok() always succeeds: "A && ok ... || bad ..." is an if-else here
 set -u
+# shellcheck source=/dev/null
+. "$(dirname "$0")/../lib.sh" # ok, bad, fail, skip
 m=$(realpath "$1")
 py=/usr/bin/python3
 [ -x "$py" ] || { echo "SKIP: no $py (the SVG is checked with its XML parser)"; exit 77; }
@@ -24,8 +26,6 @@ fx=$(cd "$(dirname "$0")/../fixtures/report" && pwd)
 w=$(mktemp -d)
 trap 'rm -rf "$w"' EXIT
 fail=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fail=1; }
 cd "$fx" || exit 1
 
 # ---- weak scaling: out of order, a summary.json path and a trailing slash

@@ -15,6 +15,8 @@
 # - a normal user trains in a directory of their own, the lock included.
 #   run_safety.sh path/to/mntrain
 set -u
+# shellcheck source=/dev/null
+. "$(dirname "$0")/../lib.sh" # ok, bad, fail, skip
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root to create a second user (useradd)"; exit 77; }
 if ! command -v useradd >/dev/null || ! command -v runuser >/dev/null; then echo "SKIP: no useradd/runuser"; exit 77; fi
 probe=mntprobe
@@ -35,7 +37,6 @@ cleanup() {
 }
 trap cleanup EXIT
 fail=0
-bad() { echo "FAIL: $*"; fail=1; }
 # the binary where the probe user can run it too (a CI clone lives in a root-only mktemp directory)
 mkdir "$w/bin" && cp "$1" "$w/bin/mntrain" && chmod 755 "$w/bin/mntrain"
 m=$w/bin/mntrain

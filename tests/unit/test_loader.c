@@ -45,8 +45,74 @@ static void global_batches(mnt_dataset *d, int R, int64_t epoch, int64_t cursor,
   }
 }
 
+/* An independent float64 reference of the augmentation (not the loader's code, only its documented
+ * rules, io/loader.h and io/loader.c): the box of sample id in epoch, drawn as torchvision's
+ * RandomResizedCrop(scale 0.08-1, ratio 3/4-4/3, 10 tries, else the whole image) or, with pad,
+ * RandomCrop(S, padding=pad) (a shift of -pad..pad each way), then a flip with probability 1/2;
+ * the draws are the loader's documented stream: uniform doubles from mnt_mix of (seed, epoch, id). */
+static double ref_uni(uint64_t *s) {
+  *s = mnt_mix(*s, 0x2545f4914f6cdd1dull);
+  return (double)(*s >> 11) / 9007199254740992.0;
+}
+static void ref_box(long long seed, int64_t epoch, int64_t id, int side, int pad, double box[MNT_BOX_FLOATS]) {
+  uint64_t s = mnt_mix(mnt_mix((uint64_t)seed, (uint64_t)epoch), (uint64_t)id);
+  double x0 = 0, y0 = 0, w = side, h = side;
+  if (pad > 0) {
+    x0 = floor(ref_uni(&s) * (2 * pad + 1)) - pad;
+    y0 = floor(ref_uni(&s) * (2 * pad + 1)) - pad;
+  } else {
+    for (int t = 0; t < 10; t++) {
+      double target = (double)side * side * (0.08 + 0.92 * ref_uni(&s));
+      double ratio = exp(log(0.75) + (log(4.0 / 3.0) - log(0.75)) * ref_uni(&s));
+      double cw = round(sqrt(target * ratio)), ch = round(sqrt(target / ratio));
+      if (cw < 1 || ch < 1 || cw > side || ch > side) continue;
+      x0 = floor(ref_uni(&s) * (side - cw + 1)); /* torch.randint(0, side - cw + 1) */
+      y0 = floor(ref_uni(&s) * (side - ch + 1));
+      w = cw, h = ch;
+      break;
+    }
+  }
+  box[0] = x0, box[1] = y0, box[2] = w, box[3] = h, box[4] = ref_uni(&s) < 0.5;
+}
+
+/* the box resampled as documented: bilinear with half-pixel centres (torchvision / PyTorch
+ * interpolate, align_corners=False, no antialias): output pixel o samples the source at
+ * x0 + (o + 0.5) w / out - 0.5, clamped to [0, side-1] (the edge repeated), or with pad the pixel
+ * value 0 where that point is more than half a pixel outside the image; flipped: output column
+ * out-1-o; normalised (v / 255 - mean) / std. Everything in double. */
+static double ref_pixel(const uint8_t *src, int side, int c, double fx, double fy) {
+  fx = fx < 0 ? 0 : fx > side - 1 ? side - 1 : fx;
+  fy = fy < 0 ? 0 : fy > side - 1 ? side - 1 : fy;
+  int x1 = (int)floor(fx), y1 = (int)floor(fy);
+  int x2 = x1 + 1 < side ? x1 + 1 : x1, y2 = y1 + 1 < side ? y1 + 1 : y1;
+  double ax = fx - x1, ay = fy - y1;
+#define P(x, y) ((double)src[((size_t)(y) * side + (x)) * 3 + c])
+  return (1 - ay) * ((1 - ax) * P(x1, y1) + ax * P(x2, y1)) + ay * ((1 - ax) * P(x1, y2) + ax * P(x2, y2));
+#undef P
+}
+static void ref_resample(const uint8_t *src, int side, const double box[MNT_BOX_FLOATS], int pad, int out,
+                         const float *mean, const float *std, double *dst) {
+  for (int c = 0; c < 3; c++)
+    for (int oy = 0; oy < out; oy++)
+      for (int ox = 0; ox < out; ox++) {
+        double fx = box[0] + (ox + 0.5) * box[2] / out - 0.5, fy = box[1] + (oy + 0.5) * box[3] / out - 0.5;
+        int outside = pad && (fx <= -0.5 || fx >= side - 0.5 || fy <= -0.5 || fy >= side - 0.5);
+        double v = outside ? 0 : ref_pixel(src, side, c, fx, fy);
+        int d = box[4] != 0 ? out - 1 - ox : ox;
+        dst[((size_t)c * out + oy) * out + d] = (v / 255.0 - mean[c]) / std[c];
+      }
+}
+
 /* raw mode (the GPU path): the stored pixels and each sample's box, which mnt_crop_resize turns
- * into exactly the augmented loader's images; its buffers come from the given allocator */
+ * into exactly the augmented loader's images; its buffers come from the given allocator. Both are
+ * also checked against the float64 reference above: each box exactly (whole pixels), each image
+ * (the augmented loader's and mnt_crop_resize's of the raw box) within REF_TOL. The loader computes
+ * in float from uint8 values: each of its ~8 roundings is at most 2^-24 relative of a value
+ * <= 255, a few 1e-4 levels at most, times 1/(255 std) with std >= 0.1: < 1e-5 after normalising;
+ * REF_TOL = 1e-4 is 10 times that, and still ~40 times below what one grey level (1/(255 std)
+ * >= 4e-3 for std <= 1) moves a value: a box off by one pixel or another interpolation moves
+ * the images by whole grey levels on these noisy stripes. */
+#define REF_TOL 1e-4
 static int allocs;
 static int count_alloc(void *ctx, size_t bytes, void **p) {
   (void)ctx;
@@ -72,22 +138,46 @@ static void raw_matches(mnt_dataset *d, int pad) {
   EXPECT(allocs > 0, "raw mode: the allocator hook was not used");
   size_t per = 3 * OUT * OUT, px = (size_t)S * S * 3;
   float got[3 * OUT * OUT];
-  int bad = 0;
+  double want[3 * OUT * OUT], rbox[MNT_BOX_FLOATS];
+  int bad = 0, badbox = 0, badref = 0, flips = 0, n = 0;
+  double worst = 0;
   for (int k = 0; k < 3; k++) {
     const mnt_batch *a, *r;
     if (mnt_loader_next(l, &a) || mnt_loader_next(lr, &r)) { failures++; break; }
     EXPECT(!r->images && r->raw && r->boxes && r->size == S, "raw batch shape");
-    for (int i = 0; i < a->n && r->raw; i++) {
+    for (int i = 0; i < a->n && r->raw; i++, n++) {
       EXPECT(a->ids[i] == r->ids[i] && a->labels[i] == r->labels[i], "raw mode: another sample");
-      mnt_crop_resize(r->raw + i * px, S, 3, r->boxes + (size_t)i * MNT_BOX_FLOATS, pad > 0, OUT, 3, d->mean, d->std, got);
+      const float *box = r->boxes + (size_t)i * MNT_BOX_FLOATS;
+      mnt_crop_resize(r->raw + i * px, S, 3, box, pad > 0, OUT, 3, d->mean, d->std, got);
       bad += memcmp(got, a->images + i * per, sizeof got) != 0;
+      ref_box(c.seed, r->epoch, r->ids[i], S, pad, rbox);
+      int same = 1;
+      for (int j = 0; j < MNT_BOX_FLOATS; j++) same &= box[j] == rbox[j];
+      if (!same && badbox++ < 3)
+        fprintf(stderr, "  sample %lld: box (%g %g %g %g flip %g), the reference's (%g %g %g %g flip %g)\n",
+                (long long)r->ids[i], box[0], box[1], box[2], box[3], box[4], rbox[0], rbox[1], rbox[2], rbox[3],
+                rbox[4]);
+      flips += rbox[4] != 0;
+      ref_resample(r->raw + i * px, S, rbox, pad, OUT, d->mean, d->std, want);
+      double e = 0;
+      for (size_t j = 0; j < per; j++) {
+        double e1 = fabs(got[j] - want[j]), e2 = fabs(a->images[i * per + j] - want[j]);
+        e = fmax(e, fmax(e1, e2));
+      }
+      worst = fmax(worst, e);
+      badref += e > REF_TOL;
     }
   }
   EXPECT(bad == 0, "raw mode (pad %d): %d images differ from the augmented loader's", pad, bad);
+  EXPECT(badbox == 0, "pad %d: %d of %d boxes differ from the reference's", pad, badbox, n);
+  EXPECT(badref == 0, "pad %d: %d of %d images differ from the float64 reference by more than %g (worst %.3g)", pad,
+         badref, n, REF_TOL, worst);
+  EXPECT(n >= 12 && flips > 0 && flips < n, "pad %d: %d samples, %d flipped: the check saw both cases", pad, n, flips);
   mnt_loader_close(l);
   mnt_loader_close(lr);
   EXPECT(allocs == 0, "raw mode: %d buffers not given back to the allocator", allocs);
-  if (!bad) printf("  raw batches + boxes = augmented batches (pad %d)\n", pad);
+  if (!bad && !badbox && !badref)
+    printf("  raw batches + boxes = augmented batches = the float64 reference within %.2g (pad %d)\n", worst, pad);
 }
 
 int main(void) {
