@@ -1060,11 +1060,47 @@ void mnt_ckpt_writer_destroy(mnt_ckpt_writer *wr) {
 /* ---- reading ------------------------------------------------------------------------------ */
 
 
+/* every share's XXH3-64 against the manifest's (img: the datasets in file order, ext sorted by
+ * offset); MNT_EDATA naming the rank whose share fails and the first dataset in it */
+static int verify_shares(const char *dir, const char *path, json_t *m, const extent *ext, const uint8_t *img,
+                         uint64_t total, char *why, size_t wn) {
+  json_t *ds = json_object_get(m, "datasets"), *shares = json_object_get(m, "shares");
+  size_t nd = json_array_size(ds);
+  int st = MNT_OK;
+  for (size_t r = 0; st == MNT_OK && r < json_array_size(shares); r++) {
+    json_t *s = json_array_get(shares, r);
+    uint64_t p = (uint64_t)json_integer_value(json_object_get(s, "packed")),
+             n = (uint64_t)json_integer_value(json_object_get(s, "bytes"));
+    const char *hex = json_string_value(json_object_get(s, "xxh3"));
+    if (p + n > total || !hex) {
+      snprintf(why, wn, "%s/%s: share %zu is out of range", dir, MNT_CKPT_MANIFEST, r);
+      st = MNT_EDATA;
+      break;
+    }
+    char h[17];
+    snprintf(h, sizeof h, "%016" PRIx64, (uint64_t)XXH3_64bits(img + p, n));
+    if (strcmp(h, hex) != 0) {
+      uint64_t lo = (uint64_t)json_integer_value(json_object_get(s, "lo")),
+               hi = (uint64_t)json_integer_value(json_object_get(s, "hi"));
+      const char *first = "?";
+      for (size_t i = 0; i < nd; i++)
+        if (ext[i].off + ext[i].bytes > lo) {
+          first = json_string_value(json_object_get(json_array_get(ds, (size_t)ext[i].t), "name"));
+          break;
+        }
+      snprintf(why, wn, "%s: the share written by rank %zu (bytes %" PRIu64 "..%" PRIu64 ", from %s) fails its "
+               "checksum (xxh3 %s, manifest %s)", path, r, lo, hi, first ? first : "?", h, hex);
+      st = MNT_EDATA;
+    }
+  }
+  return st;
+}
+
 /* Read and check the checkpoint in dir (manifest m). MNT_EDATA with why on a failed check. */
 static int read_one(const char *dir, json_t *m, int verify, mnt_ckpt *out, char *why, size_t wn) {
   char path[1200];
   snprintf(path, sizeof path, "%s/%s", dir, MNT_CKPT_FILE);
-  json_t *ds = json_object_get(m, "datasets"), *shares = json_object_get(m, "shares");
+  json_t *ds = json_object_get(m, "datasets");
   size_t nd = json_array_size(ds);
   extent *ext = calloc(nd ? nd : 1, sizeof *ext);
   if (!ext) return MNT_ENOMEM;
@@ -1130,32 +1166,7 @@ static int read_one(const char *dir, json_t *m, int verify, mnt_ckpt *out, char 
     i = j;
   }
   if (fd >= 0) close(fd);
-  for (size_t r = 0; verify && st == MNT_OK && r < json_array_size(shares); r++) {
-    json_t *s = json_array_get(shares, r);
-    uint64_t p = (uint64_t)json_integer_value(json_object_get(s, "packed")),
-             n = (uint64_t)json_integer_value(json_object_get(s, "bytes"));
-    const char *hex = json_string_value(json_object_get(s, "xxh3"));
-    if (p + n > total || !hex) {
-      snprintf(why, wn, "%s/%s: share %zu is out of range", dir, MNT_CKPT_MANIFEST, r);
-      st = MNT_EDATA;
-      break;
-    }
-    char h[17];
-    snprintf(h, sizeof h, "%016" PRIx64, (uint64_t)XXH3_64bits(img + p, n));
-    if (strcmp(h, hex) != 0) {
-      uint64_t lo = (uint64_t)json_integer_value(json_object_get(s, "lo")),
-               hi = (uint64_t)json_integer_value(json_object_get(s, "hi"));
-      const char *first = "?";
-      for (size_t i = 0; i < nd; i++)
-        if (ext[i].off + ext[i].bytes > lo) {
-          first = json_string_value(json_object_get(json_array_get(ds, (size_t)ext[i].t), "name"));
-          break;
-        }
-      snprintf(why, wn, "%s: the share written by rank %zu (bytes %" PRIu64 "..%" PRIu64 ", from %s) fails its "
-               "checksum (xxh3 %s, manifest %s)", path, r, lo, hi, first ? first : "?", h, hex);
-      st = MNT_EDATA;
-    }
-  }
+  if (verify && st == MNT_OK) st = verify_shares(dir, path, m, ext, img, total, why, wn);
   free(ext);
   if (st != MNT_OK) {
     free(img);

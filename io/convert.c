@@ -61,7 +61,7 @@ static long long shard_done(const char *path, double *sum, double *sum2, int cha
   return v;
 }
 
-static void fingerprint(const source *src, int nshards, long long seed, char out[17]) {
+static void fingerprint(const mnt_convert_source *src, int nshards, long long seed, char out[17]) {
   XXH3_state_t *h = XXH3_createState();
   XXH3_64bits_reset(h);
   long long v[8] = {MNT_DATASET_VERSION, (long long)src->inputs, src->n, src->size, src->channels,
@@ -158,7 +158,128 @@ static int check_output(const char *out, const char *fp, int nshards, int force,
   return st;
 }
 
-int mnt_convert_write(const source *src, const char *out, int nshards, long long seed, int force) {
+/* one conversion in progress: what each shard's writer needs and what they add up */
+typedef struct conv_run {
+  const mnt_convert_source *src;
+  const char *out, *fp;
+  int nshards;
+  long long seed;
+  const int64_t *perm; /* the global order: sample perm[j] goes to position j */
+  uint8_t *pix;        /* one sample's pixels */
+  size_t px;
+  mnt_progress prog;
+  int64_t done_samples, bad_inputs;
+  double sum[3], sum2[3]; /* pixel sums (in [0, 1]) for the mean and std, over every sample */
+} conv_run;
+
+/* enough room for what is still to be written (about: pixels, labels, source ids, checksums) */
+static int check_space(const conv_run *r, int64_t present) {
+  double need = (double)(r->px + 32) * (double)r->src->n * (double)(r->nshards - present) / r->nshards +
+                65536.0 * r->nshards;
+  struct statvfs vfs;
+  if (statvfs(r->out, &vfs) == 0 && (double)vfs.f_bavail * vfs.f_frsize < need) {
+    char a[32], b[32];
+    mnt_format_bytes(need, a, sizeof a);
+    mnt_format_bytes((double)vfs.f_bavail * vfs.f_frsize, b, sizeof b);
+    MNT_ERR("%s: %s free, but the shards need about %s: free some space or convert elsewhere", r->out, b, a);
+    return MNT_EARG;
+  }
+  return MNT_OK;
+}
+
+/* a shard finished by an earlier run of this conversion (the fingerprint said so): its count and
+ * pixel sums are taken from it */
+static int reuse_shard(conv_run *r, const char *path, int64_t *count) {
+  double ssum[3] = {0}, ssum2[3] = {0};
+  long long cnt = shard_done(path, ssum, ssum2, r->src->channels);
+  if (cnt < 0) {
+    MNT_ERR("%s exists but is not a finished shard; remove it and run again", path);
+    return MNT_EDATA;
+  }
+  *count = cnt;
+  for (int c = 0; c < r->src->channels; c++) r->sum[c] += ssum[c], r->sum2[c] += ssum2[c];
+  return MNT_OK;
+}
+
+/* shard k: positions [a, b) of the order, written as PATH.partial and renamed when complete;
+ * nothing of it stays on failure (a later run starts it again) */
+static int write_shard(conv_run *r, int k, const char *path, int64_t a, int64_t b, int64_t *count) {
+  const mnt_convert_source *src = r->src;
+  char tmp[1300], where[48];
+  snprintf(tmp, sizeof tmp, "%s.partial", path);
+  snprintf(where, sizeof where, "shard %d/%d", k + 1, r->nshards);
+  double ssum[3] = {0}, ssum2[3] = {0};
+  mnt_shard_writer w;
+  int st = mnt_shard_create(&w, tmp, b - a, src->size, src->channels, src->nclasses, k, r->nshards, r->seed, r->fp);
+  if (st != MNT_OK) return st;
+  w.allow_short = src->prefetch != NULL; /* converters that may skip unreadable inputs */
+  for (int64_t j = a; j < b && st == MNT_OK; j++) {
+    int32_t label;
+    if (src->prefetch && (j - a) % MNT_CONVERT_PREFETCH == 0)
+      src->prefetch(src->ctx, r->perm + j, (int)(b - j < MNT_CONVERT_PREFETCH ? b - j : MNT_CONVERT_PREFETCH));
+    st = src->get(src->ctx, r->perm[j], r->pix, &label);
+    if (st == MNT_SKIP_SAMPLE) {
+      st = MNT_OK;
+      r->bad_inputs++;
+      continue;
+    }
+    if (st != MNT_OK) break;
+    for (int c = 0; c < src->channels; c++) { /* statistics for mean/std, over every sample (exact) */
+      uint64_t s1 = 0, s2 = 0;
+      for (size_t p = (size_t)c; p < r->px; p += (size_t)src->channels)
+        s1 += r->pix[p], s2 += (uint64_t)r->pix[p] * r->pix[p];
+      ssum[c] += s1 / 255.0;
+      ssum2[c] += s2 / (255.0 * 255.0);
+    }
+    if ((st = mnt_shard_append(&w, r->pix, label, r->perm[j])) != MNT_OK) break;
+    mnt_progress_update(&r->prog, ++r->done_samples, where);
+  }
+  *count = w.written;
+  if (st == MNT_OK && (stats_attr(w.file, "pixel_sum", ssum, src->channels, 1) ||
+                       stats_attr(w.file, "pixel_sum2", ssum2, src->channels, 1))) {
+    MNT_ERR("%s: cannot write the pixel statistics (disk full?)", tmp);
+    st = MNT_ESYS;
+  }
+  if (st != MNT_OK) {
+    mnt_shard_abort(&w);
+    return st;
+  }
+  for (int c = 0; c < src->channels; c++) r->sum[c] += ssum[c], r->sum2[c] += ssum2[c];
+  if ((st = mnt_shard_close(&w)) != MNT_OK || rename(tmp, path) != 0) {
+    if (st == MNT_OK) MNT_ERR("rename %s -> %s: %s", tmp, path, strerror(errno));
+    st = st ? st : MNT_ESYS;
+    unlink(tmp);
+  }
+  return st;
+}
+
+/* index.json: the classes, the shards' counts, the mean and std of every channel */
+static int write_index(const conv_run *r, const int64_t *counts, int skipped, double t0) {
+  const mnt_convert_source *src = r->src;
+  float mean[3], std[3];
+  int64_t written = 0;
+  for (int k = 0; k < r->nshards; k++) written += counts[k];
+  if (written == 0) {
+    MNT_ERR("%s: none of the %lld inputs could be read; no dataset was written", src->description, (long long)src->n);
+    return MNT_EARG;
+  }
+  double m = (double)written * src->size * src->size;
+  for (int c = 0; c < src->channels; c++) {
+    mean[c] = (float)(r->sum[c] / m);
+    double var = r->sum2[c] / m - (r->sum[c] / m) * (r->sum[c] / m);
+    std[c] = (float)sqrt(var > 1e-12 ? var : 1e-12);
+  }
+  int st = mnt_index_write(r->out, src->nclasses, src->class_names, src->size, src->channels, mean, std, r->seed,
+                           r->nshards, counts, r->fp, src->description);
+  if (st == MNT_OK)
+    printf("convert: %lld samples of %dx%dx%d, %d classes, into %d shards in %s (%d already there), "
+           "%lld unreadable inputs skipped, %lld other files ignored, %.1f s\n",
+           (long long)written, src->size, src->size, src->channels, src->nclasses, r->nshards, r->out, skipped,
+           (long long)r->bad_inputs, (long long)src->ignored, mnt_now() - t0);
+  return st;
+}
+
+int mnt_convert_write(const mnt_convert_source *src, const char *out, int nshards, long long seed, int force) {
   if (src->n < 1) {
     MNT_ERR("%s: no samples to convert; an empty dataset is refused", src->description);
     return MNT_EARG;
@@ -173,125 +294,42 @@ int mnt_convert_write(const source *src, const char *out, int nshards, long long
   fingerprint(src, nshards, seed, fp);
   int64_t present = 0;
   MNT_CHECK(check_output(out, fp, nshards, force, &present));
-  /* enough room for what is still to be written (about: pixels, labels, source ids, checksums) */
-  size_t px = (size_t)src->size * (size_t)src->size * (size_t)src->channels;
-  double need = (double)(px + 32) * (double)src->n * (double)(nshards - present) / nshards + 65536.0 * nshards;
-  struct statvfs vfs;
-  if (statvfs(out, &vfs) == 0 && (double)vfs.f_bavail * vfs.f_frsize < need) {
-    char a[32], b[32];
-    mnt_format_bytes(need, a, sizeof a);
-    mnt_format_bytes((double)vfs.f_bavail * vfs.f_frsize, b, sizeof b);
-    MNT_ERR("%s: %s free, but the shards need about %s: free some space or convert elsewhere", out, b, a);
-    return MNT_EARG;
-  }
+  conv_run r = {.src = src, .out = out, .fp = fp, .nshards = nshards, .seed = seed,
+                .px = (size_t)src->size * (size_t)src->size * (size_t)src->channels};
+  MNT_CHECK(check_space(&r, present));
   int64_t *perm = malloc((size_t)src->n * sizeof *perm);
   int64_t *counts = calloc((size_t)nshards, sizeof *counts);
-  uint8_t *pix = malloc(px);
-  double sum[3] = {0}, sum2[3] = {0};
+  r.pix = malloc(r.px);
+  r.perm = perm;
   int st = MNT_OK, skipped = 0;
-  int64_t bad_inputs = 0;
-  if (!perm || !counts || !pix) {
+  if (!perm || !counts || !r.pix) {
     MNT_ERR("out of memory for the order of %lld samples", (long long)src->n);
     st = MNT_ENOMEM;
-    goto done;
   }
-  mnt_permutation(perm, src->n, mnt_mix((uint64_t)seed, 0x5ca1ab1eull));
   double t0 = mnt_now();
-  mnt_progress prog;
-  mnt_progress_start(&prog, "convert", "images", src->n);
-  int64_t done_samples = 0;
-  for (int k = 0; k < nshards && st == MNT_OK; k++) {
-    int64_t a = src->n * k / nshards, b = src->n * (k + 1) / nshards;
-    counts[k] = b - a;
-    char name[64], path[1200], tmp[1300], where[48];
-    mnt_shard_name(name, sizeof name, k, nshards);
-    snprintf(path, sizeof path, "%s/%s", out, name);
-    snprintf(tmp, sizeof tmp, "%s.partial", path);
-    snprintf(where, sizeof where, "shard %d/%d", k + 1, nshards);
-    double ssum[3] = {0}, ssum2[3] = {0};
-    if (access(path, R_OK) == 0) { /* finished by an earlier run of this conversion (the fingerprint said so) */
-      skipped++;
-      done_samples += b - a;
-      long long cnt = shard_done(path, ssum, ssum2, src->channels);
-      if (cnt < 0) {
-        MNT_ERR("%s exists but is not a finished shard; remove it and run again", path);
-        st = MNT_EDATA;
-        break;
-      }
-      counts[k] = cnt;
-      for (int c = 0; c < src->channels; c++) sum[c] += ssum[c], sum2[c] += ssum2[c];
-      continue;
-    }
-    mnt_shard_writer w;
-    if ((st = mnt_shard_create(&w, tmp, b - a, src->size, src->channels, src->nclasses, k, nshards, seed, fp)))
-      break;
-    w.allow_short = src->prefetch != NULL; /* converters that may skip unreadable inputs */
-    for (int64_t j = a; j < b && st == MNT_OK; j++) {
-      int32_t label;
-      if (src->prefetch && (j - a) % PREFETCH == 0)
-        src->prefetch(src->ctx, perm + j, (int)(b - j < PREFETCH ? b - j : PREFETCH));
-      st = src->get(src->ctx, perm[j], pix, &label);
-      if (st == SKIP_SAMPLE) {
-        st = MNT_OK;
-        bad_inputs++;
-        continue;
-      }
-      if (st != MNT_OK) break;
-      for (int c = 0; c < src->channels; c++) { /* statistics for mean/std, over every sample (exact) */
-        uint64_t s1 = 0, s2 = 0;
-        for (size_t p = (size_t)c; p < px; p += (size_t)src->channels) s1 += pix[p], s2 += (uint64_t)pix[p] * pix[p];
-        ssum[c] += s1 / 255.0;
-        ssum2[c] += s2 / (255.0 * 255.0);
-      }
-      if ((st = mnt_shard_append(&w, pix, label, perm[j])) != MNT_OK) break;
-      mnt_progress_update(&prog, ++done_samples, where);
-    }
-    counts[k] = w.written;
-    if (st == MNT_OK && (stats_attr(w.file, "pixel_sum", ssum, src->channels, 1) ||
-                         stats_attr(w.file, "pixel_sum2", ssum2, src->channels, 1))) {
-      MNT_ERR("%s: cannot write the pixel statistics (disk full?)", tmp);
-      st = MNT_ESYS;
-    }
-    if (st != MNT_OK) { /* nothing of this shard stays: a later run starts it again */
-      mnt_shard_abort(&w);
-      break;
-    }
-    for (int c = 0; c < src->channels; c++) sum[c] += ssum[c], sum2[c] += ssum2[c];
-    if ((st = mnt_shard_close(&w)) != MNT_OK || rename(tmp, path) != 0) {
-      if (st == MNT_OK) MNT_ERR("rename %s -> %s: %s", tmp, path, strerror(errno));
-      st = st ? st : MNT_ESYS;
-      unlink(tmp);
-    }
-  }
-  mnt_progress_end(&prog);
   if (st == MNT_OK) {
-    float mean[3], std[3];
-    int64_t written = 0;
-    for (int k = 0; k < nshards; k++) written += counts[k];
-    if (written == 0) {
-      MNT_ERR("%s: none of the %lld inputs could be read; no dataset was written", src->description,
-              (long long)src->n);
-      st = MNT_EARG;
-      goto done;
+    mnt_permutation(perm, src->n, mnt_mix((uint64_t)seed, 0x5ca1ab1eull));
+    mnt_progress_start(&r.prog, "convert", "images", src->n);
+    for (int k = 0; k < nshards && st == MNT_OK; k++) {
+      int64_t a = src->n * k / nshards, b = src->n * (k + 1) / nshards;
+      char name[64], path[1200];
+      mnt_shard_name(name, sizeof name, k, nshards);
+      snprintf(path, sizeof path, "%s/%s", out, name);
+      counts[k] = b - a;
+      if (access(path, R_OK) == 0) {
+        skipped++;
+        r.done_samples += b - a;
+        st = reuse_shard(&r, path, &counts[k]);
+      } else {
+        st = write_shard(&r, k, path, a, b, &counts[k]);
+      }
     }
-    double m = (double)written * src->size * src->size;
-    for (int c = 0; c < src->channels; c++) {
-      mean[c] = (float)(sum[c] / m);
-      double var = sum2[c] / m - (sum[c] / m) * (sum[c] / m);
-      std[c] = (float)sqrt(var > 1e-12 ? var : 1e-12);
-    }
-    st = mnt_index_write(out, src->nclasses, src->class_names, src->size, src->channels, mean, std, seed, nshards,
-                         counts, fp, src->description);
-    if (st == MNT_OK)
-      printf("convert: %lld samples of %dx%dx%d, %d classes, into %d shards in %s (%d already there), "
-             "%lld unreadable inputs skipped, %lld other files ignored, %.1f s\n",
-             (long long)written, src->size, src->size, src->channels, src->nclasses, nshards, out,
-             skipped, (long long)bad_inputs, (long long)src->ignored, mnt_now() - t0);
+    mnt_progress_end(&r.prog);
   }
-done:
+  if (st == MNT_OK) st = write_index(&r, counts, skipped, t0);
   free(perm);
   free(counts);
-  free(pix);
+  free(r.pix);
   return st;
 }
 
@@ -386,8 +424,8 @@ int mnt_convert_idx(const char *images, const char *labels, const char *out, int
     XXH3_64bits_update(h, "idx", 4);
     XXH3_64bits_update(h, d.images, (size_t)d.n * d.rows * d.cols);
     XXH3_64bits_update(h, d.labels, (size_t)nl);
-    source src = {.n = d.n, .size = d.rows, .channels = 1, .nclasses = nclasses, .class_names = names, .ctx = &d,
-                  .get = idx_get, .inputs = XXH3_64bits_digest(h), .description = desc};
+    mnt_convert_source src = {.n = d.n, .size = d.rows, .channels = 1, .nclasses = nclasses, .class_names = names,
+                              .ctx = &d, .get = idx_get, .inputs = XXH3_64bits_digest(h), .description = desc};
     XXH3_freeState(h);
     st = mnt_convert_write(&src, out, nshards, seed, force);
     for (int c = 0; c < nclasses; c++) free(names[c]);
@@ -438,8 +476,8 @@ int mnt_convert_synth(const char *out, int classes, int64_t n, int size, int nsh
   char desc[96];
   snprintf(desc, sizeof desc, "synth (generator 1, seed %lld)", seed);
   long long p[4] = {1 /* generator version */, classes, n, size};
-  source src = {.n = n, .size = size, .channels = 3, .nclasses = classes, .class_names = names, .ctx = &s,
-                .get = synth_get, .inputs = XXH3_64bits(p, sizeof p), .description = desc};
+  mnt_convert_source src = {.n = n, .size = size, .channels = 3, .nclasses = classes, .class_names = names,
+                            .ctx = &s, .get = synth_get, .inputs = XXH3_64bits(p, sizeof p), .description = desc};
   int st = mnt_convert_write(&src, out, nshards, seed, force);
   for (int c = 0; c < classes; c++) free(names[c]);
   free(names);

@@ -1,14 +1,14 @@
 /* convert_internal.h — what the converters share (io/convert.c, io/imagenet.c).
- * defines: source (samples in their own order, and what they were made from), SKIP_SAMPLE,
- *          PREFETCH, mnt_convert_write. */
+ * defines: mnt_convert_source (samples in their own order, and what they were made from), MNT_SKIP_SAMPLE,
+ *          MNT_CONVERT_PREFETCH, mnt_convert_write. */
 #ifndef MNT_CONVERT_INTERNAL_H
 #define MNT_CONVERT_INTERNAL_H
 
 #include <stdint.h>
 
 /* a source of samples, in its own order */
-#define SKIP_SAMPLE (-1) /* get(): this input is unreadable; it was reported and is left out */
-typedef struct source {
+#define MNT_SKIP_SAMPLE (-1) /* get(): this input is unreadable; it was reported and is left out */
+typedef struct mnt_convert_source {
   int64_t n;
   int size, channels, nclasses;
   char **class_names;
@@ -21,13 +21,13 @@ typedef struct source {
   uint64_t inputs;
   const char *description; /* for index.json's "source": "idx FILE FILE", ... */
   int64_t ignored;         /* files found but not taken as inputs (reported by the converter) */
-} source;
+} mnt_convert_source;
 
-enum { PREFETCH = 256 };
+enum { MNT_CONVERT_PREFETCH = 256 };
 
 /* write src into OUT as nshards shards in a seeded random order, then index.json. An OUT that
  * holds shards or an index of another conversion (other inputs or settings) is refused, or with
  * force emptied of them first. */
-int mnt_convert_write(const source *src, const char *out, int nshards, long long seed, int force);
+int mnt_convert_write(const mnt_convert_source *src, const char *out, int nshards, long long seed, int force);
 
 #endif

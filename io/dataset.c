@@ -13,6 +13,7 @@
 
 #include "jsonio.h"
 #include "log.h"
+#include "rng.h" /* mnt_splitmix64_mix */
 #include "sysmem.h"
 
 /* Descriptors a training run opens beside its datasets' shards (which stay open): outputs and their
@@ -21,10 +22,7 @@
 enum { FD_RESERVE = 32 };
 
 uint64_t mnt_mix(uint64_t a, uint64_t b) {
-  uint64_t z = a * 0x9e3779b97f4a7c15ull + b + 0x632be59bd9b4e019ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+  return mnt_splitmix64_mix(a * MNT_SPLITMIX64_GAMMA + b + 0x632be59bd9b4e019ull);
 }
 
 void mnt_permutation(int64_t *perm, int64_t n, uint64_t seed) {

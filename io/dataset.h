@@ -82,6 +82,8 @@ void mnt_shard_name(char *out, size_t n, int shard, int nshards);
 
 /* perm[0..n) = a permutation of 0..n-1 drawn from seed (Fisher-Yates, splitmix64) */
 void mnt_permutation(int64_t *perm, int64_t n, uint64_t seed);
+/* a 64-bit hash of (a, b): splitmix64's finalizer (src/rng.h) of a * gamma + b + a constant; the
+ * seeds of the data order and of augmentation, chained as mnt_mix(mnt_mix(seed, epoch), id) */
 uint64_t mnt_mix(uint64_t a, uint64_t b);
 
 #endif

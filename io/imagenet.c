@@ -492,7 +492,7 @@ static int inet_get(void *ctx, int64_t id, uint8_t *pixels, int32_t *label) {
     if (s->ids[i] == id) {
       if (s->why[i][0]) {
         MNT_WARN("%s: %s; skipped", s->files[id].path, s->why[i]);
-        return SKIP_SAMPLE;
+        return MNT_SKIP_SAMPLE;
       }
       memcpy(pixels, s->pix + (size_t)i * px, px);
       *label = s->files[id].label;
@@ -605,18 +605,18 @@ int mnt_convert_imagenet(const char *src, const char *out, int nshards, int size
     MNT_ERR("%s: no image files", src);
     st = MNT_EARG;
   }
-  s.ids = malloc(PREFETCH * sizeof *s.ids);
-  s.why = malloc(PREFETCH * sizeof *s.why);
-  s.pix = malloc((size_t)PREFETCH * size * size * 3);
+  s.ids = malloc(MNT_CONVERT_PREFETCH * sizeof *s.ids);
+  s.why = malloc(MNT_CONVERT_PREFETCH * sizeof *s.why);
+  s.pix = malloc((size_t)MNT_CONVERT_PREFETCH * size * size * 3);
   if (st == MNT_OK && (!s.ids || !s.why || !s.pix)) st = MNT_ENOMEM;
   if (st == MNT_OK) {
     printf("convert imagenet: %lld image files in %d classes from %s (%lld other files ignored), %d threads\n",
            (long long)s.n, classes.n, src, (long long)s.ignored, omp_get_max_threads());
     char desc[4200];
     snprintf(desc, sizeof desc, "imagenet %s%s%s", src, val_labels ? " --labels " : "", val_labels ? val_labels : "");
-    source so = {.n = s.n, .size = size, .channels = 3, .nclasses = classes.n, .class_names = classes.v, .ctx = &s,
-                 .get = inet_get, .prefetch = inet_prefetch, .inputs = XXH3_64bits_digest(s.h), .description = desc,
-                 .ignored = s.ignored};
+    mnt_convert_source so = {.n = s.n, .size = size, .channels = 3, .nclasses = classes.n, .class_names = classes.v,
+                             .ctx = &s, .get = inet_get, .prefetch = inet_prefetch, .inputs = XXH3_64bits_digest(s.h),
+                             .description = desc, .ignored = s.ignored};
     st = mnt_convert_write(&so, out, nshards, seed, force);
   }
   for (int64_t i = 0; i < s.n; i++) free(s.files[i].path);

@@ -8,12 +8,14 @@
  * (drop-last; the next epoch's permutation is new). A position is (epoch, cursor = samples of the
  * epoch already consumed), the same on any number of ranks, so a run resumes on a different rank
  * count. Augmentation is seeded by (seed, epoch, sample): what a sample becomes does not depend
- * on which rank reads it. Output: float32 NCHW, normalised with the index's mean/std. */
+ * on which rank reads it (io/augment.h). Output: float32 NCHW, normalised with the index's
+ * mean/std. */
 #ifndef MNT_LOADER_H
 #define MNT_LOADER_H
 
 #include <stdint.h>
 
+#include "augment.h" /* MNT_BOX_FLOATS, the boxes and the resampler the loader applies */
 #include "dataset.h"
 
 typedef struct mnt_loader_cfg {
@@ -31,16 +33,13 @@ typedef struct mnt_loader_cfg {
   double val_crop;   /* train = 0: side of the centre crop as a fraction of the image (0: 0.875) */
   int raw;           /* 1: hand out the stored uint8 images (HWC) unaugmented, in `raw`, with each
                       * sample's augmentation as a box, for a device that augments itself (the GPU
-                      * path: mnt_augment_u8); images is then NULL */
+                      * path: mnt_k_augment_u8 in kernels/augment.h); images is then NULL */
   /* raw buffers' allocator (page-locked memory for fast copies to a GPU); NULL: aligned_alloc */
   int (*host_alloc)(void *ctx, size_t bytes, void **p);
   void (*host_free)(void *ctx, void *p);
   void *alloc_ctx;
 } mnt_loader_cfg;
 
-/* One sample's augmentation: the box (x0, y0, w, h) of the S×S source resampled bilinearly to
- * out×out, flipped when flip != 0 (stored as floats: x0, y0, w, h, flip). */
-enum { MNT_BOX_FLOATS = 5 };
 
 typedef struct mnt_batch {
   int n;             /* B / R images */
@@ -62,13 +61,6 @@ int mnt_loader_next(mnt_loader *l, const mnt_batch **b);
  * to out_size), for evaluation */
 int mnt_loader_val_sample(mnt_dataset *d, int64_t g, int out_size, int out_channels, double crop, float *dst,
                           int32_t *label);
-/* The loader's resampling (the reference for devices that augment): the box of the S×S×C uint8
- * HWC src, flipped, with zeros outside it when pad (else the edge repeated), normalised with
- * mean/std (C entries; a grey source feeds every one of outC channels), into outC×out×out
- * floats at dst (out <= 4096, outC <= 3: anything else writes nothing). It runs in the CPU's best
- * vector variant (simd.h), each giving the same floats. */
-void mnt_crop_resize(const uint8_t *src, int S, int C, const float box[MNT_BOX_FLOATS], int pad, int out, int outC,
-                     const float *mean, const float *std, float *dst);
 /* where the next batch starts: what a checkpoint stores */
 void mnt_loader_position(const mnt_loader *l, int64_t *epoch, int64_t *cursor);
 int64_t mnt_loader_batches_per_epoch(const mnt_loader *l);

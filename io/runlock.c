@@ -42,7 +42,7 @@ typedef struct holder {
 
 static double stale_limit_s(void) {
   double s = 300;
-  if (mnt_env_seconds("MNT_LOCK_STALE_S", &s) != MNT_OK) s = 300; /* reported by main (mnt_env_check) */
+  if (mnt_env_lock_stale_s(&s) != MNT_OK) s = 300; /* reported by main (mnt_env_check) */
   return s;
 }
 

@@ -1,6 +1,6 @@
 // act.cu — the CUDA backend's activation kernels (fp32 NCHW or bf16 NHWC elements, fp32 math):
-// element-wise ops, global average pooling, layout conversions, input normalization, the
-// fully-connected bias helpers, softmax cross-entropy and the conv weight layout casts.
+// element-wise ops, global average pooling, layout conversions, the fully-connected bias helpers,
+// softmax cross-entropy and the conv weight layout casts (input normalization is augment.cu's).
 // defines: the mnt_k_* launchers of ops.h marked act.cu.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

@@ -1,5 +1,6 @@
 // cast.cu — element casts on the GPU (fp32 <-> bf16 / fp16), used for reduced-precision
-// gradient allreduce. defines: mnt_cuda_cast (host launcher, see cast.h).
+// gradient allreduce. defines: mnt_cuda_cast (host launcher, see cast.h) and
+// mnt_cuda_device_count.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

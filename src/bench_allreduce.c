@@ -294,7 +294,7 @@ int mnt_bench_allreduce(mnt_world *w, int argc, char **argv) {
         wrong += wrongs[2 * r + k];
       }
       double algbw = tmax > 0 ? (double)bytes / tmax / 1e9 : 0;
-      double busbw = algbw * 2.0 * (w->size - 1) / w->size;
+      double busbw = algbw * mnt_busbw_factor(w->size);
       sum_busbw += busbw;
       nbw++;
       total_wrong += wrong;

@@ -50,6 +50,109 @@ static void drop_cache(const char *path) {
   close(fd);
 }
 
+/* one run of the benchmark: the state, the writer, and each round's times */
+typedef struct bench {
+  mnt_world *w;
+  mnt_comm *c;
+  mnt_ckpt_writer *wr;
+  const char *dir;
+  char root[1100];
+  mnt_ckpt_tensor *t;
+  int nt, repeat;
+  float *slab; /* every tensor's values */
+  size_t total; /* floats */
+  double state_mb;
+  json_t *state, *attrs, *cfg;
+  uint8_t *img; /* what a reader gets back */
+  double *wt, *rt, *bt, *stall, *dd; /* per round: write, read, read + broadcast, stall, dd MB/s */
+} bench;
+
+/* the tensors: ResNet-50's (weights, momentum, BN statistics), scaled to mb MB (0: as they are),
+ * filled with a pattern, in one slab */
+static int make_tensors(bench *b, mnt_backend *be, int mb) {
+  mnt_resnet *m = NULL;
+  int st = mnt_resnet_create(be, "resnet50", 1000, 32, 1, 1, 0, &m);
+  if (st != MNT_OK) return st;
+  size_t base = 2 * m->nw + m->nbn;
+  double scale = mb ? mb * 1e6 / 4.0 / (double)base : 1.0;
+  b->t = calloc((size_t)(2 * m->nparams + m->nstats), sizeof *b->t);
+  for (int pass = 0; b->t && pass < 3; pass++) {
+    int np = pass < 2 ? m->nparams : m->nstats;
+    for (int i = 0; i < np; i++, b->nt++) {
+      mnt_ckpt_tensor *x = &b->t[b->nt];
+      const mnt_param *p = pass < 2 ? &m->params[i] : &m->stats[i];
+      snprintf(x->name, sizeof x->name, "%s/%s", pass == 0 ? "/model" : pass == 1 ? "/optim/momentum" : "/bn", p->name);
+      size_t n = (size_t)((double)p->n * scale);
+      x->n = n ? n : 1;
+      x->ndims = 1;
+      x->dims[0] = (int)x->n;
+      b->total += x->n;
+    }
+  }
+  mnt_resnet_destroy(m);
+  b->slab = b->t ? malloc(b->total * sizeof(float)) : NULL;
+  if (!b->slab) return MNT_ENOMEM;
+  size_t off = 0;
+  for (int i = 0; i < b->nt; i++) {
+    b->t[i].data = b->slab + off;
+    for (size_t k = 0; k < b->t[i].n; k++) b->slab[off + k] = (float)((off + k) % 1000) * 1e-3f;
+    off += b->t[i].n;
+  }
+  b->state_mb = (double)b->total * 4 / 1e6;
+  return MNT_OK;
+}
+
+/* round i: dd on the same filesystem (rank 0), a checkpoint written and committed by every rank,
+ * then read as a resuming job does: rank 0 reads and verifies (its pages dropped first), then
+ * everyone gets the state */
+static int one_round(bench *b, int i) {
+  mnt_world *w = b->w;
+  int st;
+  if (w->rank == 0) b->dd[i] = dd_mbs(b->dir, (int)(b->state_mb + 0.5)); /* raw, before each write */
+  MNT_CHECK(mnt_barrier(b->c));
+  double t0 = mnt_now();
+  MNT_CHECK(mnt_ckpt_begin(b->wr, i + 1, b->t, b->nt, b->state, b->attrs, b->cfg, &b->stall[i]));
+  MNT_CHECK(mnt_ckpt_finish(b->wr));
+  b->wt[i] = mnt_now() - t0;
+  char sdir[1200], path[1300];
+  mnt_ckpt_step_dir(sdir, sizeof sdir, b->root, i + 1);
+  snprintf(path, sizeof path, "%s/%s", sdir, MNT_CKPT_FILE);
+  if (w->rank == 0) drop_cache(path);
+  MNT_CHECK(mnt_barrier(b->c));
+  double r0 = mnt_now();
+  st = MNT_OK;
+  if (w->rank == 0) {
+    mnt_ckpt ck;
+    int found;
+    size_t bytes = b->total * sizeof(float);
+    st = mnt_ckpt_open(sdir, 1, &ck, &found);
+    if (st == MNT_OK) memcpy(b->img, ck.image, bytes < ck.image_bytes ? bytes : ck.image_bytes);
+    mnt_ckpt_close(&ck);
+    b->rt[i] = mnt_now() - r0;
+  }
+  MNT_CHECK(mnt_world_agree(w, st));
+  MNT_CHECK(mnt_broadcast(b->c, b->img, b->total * sizeof(float), 0));
+  b->bt[i] = mnt_now() - r0;
+  return MNT_OK;
+}
+
+/* rank 0: the medians, each next to what it is held against (dd; one memcpy of mc seconds) */
+static void report(bench *b, double mc) {
+  int n = b->repeat, size = b->w->size;
+  double *all[] = {b->wt, b->rt, b->bt, b->stall, b->dd};
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) qsort(all[k], (size_t)n, sizeof(double), cmp_d);
+  double wm = b->state_mb / b->wt[n / 2], raw = b->dd[n / 2];
+  printf("dd conv=fsync: write %.1f MB/s (%d MB, median of %d)\n", raw, (int)(b->state_mb + 0.5), n);
+  printf("checkpoint: write %.1f MB/s (%.3f s; %.0f%% of dd) by %d rank%s\n", wm, b->wt[n / 2],
+         raw > 0 ? 100.0 * wm / raw : 0.0, size, size == 1 ? "" : "s");
+  printf("checkpoint: read %.1f MB/s (%.3f s, rank 0, checksums verified, page cache dropped); with the "
+         "broadcast to %d rank%s %.3f s\n",
+         b->state_mb / b->rt[n / 2], b->rt[n / 2], size, size == 1 ? "" : "s", b->bt[n / 2]);
+  printf("checkpoint: stall %.1f ms (this rank's staging copy of %.1f MB), one memcpy of the whole state %.1f ms\n",
+         b->stall[n / 2] * 1e3, b->state_mb / size, mc * 1e3);
+  fflush(stdout);
+}
+
 int mnt_bench_ckpt(mnt_world *w, int argc, char **argv) {
   const char *dir = NULL, *stripe_s = "1M";
   int mb = 0, repeat = 3, help = 0;
@@ -81,132 +184,56 @@ int mnt_bench_ckpt(mnt_world *w, int argc, char **argv) {
     return MNT_EARG;
   }
   MNT_CHECK(mnt_world_init(w));
-  mnt_comm *c = NULL;
+  bench b = {.w = w, .dir = dir, .repeat = repeat};
   mnt_backend *be = NULL;
-  mnt_resnet *m = NULL;
-  mnt_ckpt_writer *wr = NULL;
-  mnt_ckpt_tensor *t = NULL;
-  float *slab = NULL;
-  char root[1100];
-  snprintf(root, sizeof root, "%s/bench-ckpt", dir);
-  /* the tensors: ResNet-50's (weights, momentum, BN statistics), scaled to --mb */
-  if ((st = mnt_comm_create(w, "auto", MNT_TOPO_FLAT, &c)) != MNT_OK) return st;
-  if ((st = mnt_backend_create("cpu", NULL, &be)) == MNT_OK) st = mnt_resnet_create(be, "resnet50", 1000, 32, 1, 1, 0, &m);
-  int nt = 0;
-  size_t total = 0;
-  if (st == MNT_OK) {
-    size_t base = 2 * m->nw + m->nbn;
-    double scale = mb ? mb * 1e6 / 4.0 / (double)base : 1.0;
-    t = calloc((size_t)(2 * m->nparams + m->nstats), sizeof *t);
-    for (int pass = 0; t && pass < 3; pass++) {
-      int np = pass < 2 ? m->nparams : m->nstats;
-      for (int i = 0; i < np; i++, nt++) {
-        const mnt_param *p = pass < 2 ? &m->params[i] : &m->stats[i];
-        snprintf(t[nt].name, sizeof t[nt].name, "%s/%s", pass == 0 ? "/model" : pass == 1 ? "/optim/momentum" : "/bn",
-                 p->name);
-        size_t n = (size_t)((double)p->n * scale);
-        t[nt].n = n ? n : 1;
-        t[nt].ndims = 1;
-        t[nt].dims[0] = (int)t[nt].n;
-        total += t[nt].n;
-      }
-    }
-    slab = t ? malloc(total * sizeof(float)) : NULL;
-    if (!slab) st = MNT_ENOMEM;
-    size_t off = 0;
-    for (int i = 0; slab && i < nt; i++) {
-      t[i].data = slab + off;
-      for (size_t k = 0; k < t[i].n; k++) slab[off + k] = (float)((off + k) % 1000) * 1e-3f;
-      off += t[i].n;
-    }
-  }
-  double state_mb = (double)total * 4 / 1e6;
-  mnt_resnet_destroy(m);
-  m = NULL;
-  if ((st = mnt_world_agree(w, st)) != MNT_OK) goto done;
-  if ((st = mnt_ckpt_writer_create(c, root, stripe, repeat + 1, -1, &wr)) != MNT_OK) goto done;
-  if (w->rank == 0) {
-    printf("# mntrain bench ckpt: %s, %d ranks on %d nodes, state %.1f MB in %d tensors, stripe %zu KiB\n", dir, w->size,
-           w->nnodes, state_mb, nt, stripe / 1024);
+  snprintf(b.root, sizeof b.root, "%s/bench-ckpt", dir);
+  if ((st = mnt_comm_create(w, "auto", MNT_TOPO_FLAT, &b.c)) != MNT_OK) return st;
+  if ((st = mnt_backend_create("cpu", NULL, &be)) == MNT_OK) st = make_tensors(&b, be, mb);
+  if ((st = mnt_world_agree(w, st)) == MNT_OK) st = mnt_ckpt_writer_create(b.c, b.root, stripe, repeat + 1, -1, &b.wr);
+  if (st == MNT_OK && w->rank == 0) {
+    printf("# mntrain bench ckpt: %s, %d ranks on %d nodes, state %.1f MB in %d tensors, stripe %zu KiB\n", dir,
+           w->size, w->nnodes, b.state_mb, b.nt, stripe / 1024);
     fflush(stdout);
   }
-  double *wt = calloc((size_t)repeat, sizeof *wt), *rt = calloc((size_t)repeat, sizeof *rt),
-         *bt = calloc((size_t)repeat, sizeof *bt), *stall = calloc((size_t)repeat, sizeof *stall),
-         *dd = calloc((size_t)repeat, sizeof *dd);
-  uint8_t *img = malloc(total * sizeof(float));
-  if (!wt || !rt || !bt || !stall || !dd || !img) st = MNT_ENOMEM;
-  json_t *state = json_pack("{s:i}", "bench", 1), *attrs = json_pack("{s:s}", "arch", "bench"),
-         *cfg = json_pack("{s:i}", "mb", mb);
-  double mc = 0;
-  for (int i = 0; i < repeat && st == MNT_OK; i++) {
-    if (w->rank == 0) dd[i] = dd_mbs(dir, (int)(state_mb + 0.5)); /* raw, before each write */
-    if ((st = mnt_barrier(c)) != MNT_OK) break;
-    double t0 = mnt_now();
-    if ((st = mnt_ckpt_begin(wr, i + 1, t, nt, state, attrs, cfg, &stall[i])) != MNT_OK) break;
-    if ((st = mnt_ckpt_finish(wr)) != MNT_OK) break;
-    wt[i] = mnt_now() - t0;
-    /* read as a resuming job does: rank 0 reads and verifies, then everyone gets the state */
-    char sdir[1200], path[1300];
-    mnt_ckpt_step_dir(sdir, sizeof sdir, root, i + 1);
-    snprintf(path, sizeof path, "%s/%s", sdir, MNT_CKPT_FILE);
-    if (w->rank == 0) drop_cache(path);
-    if ((st = mnt_barrier(c)) != MNT_OK) break;
-    double r0 = mnt_now();
-    if (w->rank == 0) {
-      mnt_ckpt ck;
-      int found;
-      st = mnt_ckpt_open(sdir, 1, &ck, &found);
-      if (st == MNT_OK) memcpy(img, ck.image, total * sizeof(float) < ck.image_bytes ? total * 4 : ck.image_bytes);
-      mnt_ckpt_close(&ck);
-      rt[i] = mnt_now() - r0;
-    }
-    if ((st = mnt_world_agree(w, st)) != MNT_OK) break;
-    if ((st = mnt_broadcast(c, img, total * sizeof(float), 0)) != MNT_OK) break;
-    bt[i] = mnt_now() - r0;
+  int ran = st == MNT_OK; /* the rounds' buffers and the final clean-up */
+  if (ran) {
+    b.wt = calloc((size_t)repeat, sizeof *b.wt), b.rt = calloc((size_t)repeat, sizeof *b.rt);
+    b.bt = calloc((size_t)repeat, sizeof *b.bt), b.stall = calloc((size_t)repeat, sizeof *b.stall);
+    b.dd = calloc((size_t)repeat, sizeof *b.dd);
+    b.img = malloc(b.total * sizeof(float));
+    if (!b.wt || !b.rt || !b.bt || !b.stall || !b.dd || !b.img) st = MNT_ENOMEM;
+    b.state = json_pack("{s:i}", "bench", 1), b.attrs = json_pack("{s:s}", "arch", "bench");
+    b.cfg = json_pack("{s:i}", "mb", mb);
   }
+  for (int i = 0; i < repeat && st == MNT_OK; i++) st = one_round(&b, i);
+  double mc = 0;
   if (st == MNT_OK) { /* one plain copy of the whole state: what the stall is held against */
     double m0 = mnt_now();
-    memcpy(img, slab, total * sizeof(float));
+    memcpy(b.img, b.slab, b.total * sizeof(float));
     mc = mnt_now() - m0;
   }
-  if (st == MNT_OK && w->rank == 0) {
-    qsort(wt, (size_t)repeat, sizeof *wt, cmp_d);
-    qsort(rt, (size_t)repeat, sizeof *rt, cmp_d);
-    qsort(bt, (size_t)repeat, sizeof *bt, cmp_d);
-    qsort(stall, (size_t)repeat, sizeof *stall, cmp_d);
-    qsort(dd, (size_t)repeat, sizeof *dd, cmp_d);
-    double wm = state_mb / wt[repeat / 2], raw = dd[repeat / 2];
-    printf("dd conv=fsync: write %.1f MB/s (%d MB, median of %d)\n", raw, (int)(state_mb + 0.5), repeat);
-    printf("checkpoint: write %.1f MB/s (%.3f s; %.0f%% of dd) by %d rank%s\n", wm, wt[repeat / 2],
-           raw > 0 ? 100.0 * wm / raw : 0.0, w->size, w->size == 1 ? "" : "s");
-    printf("checkpoint: read %.1f MB/s (%.3f s, rank 0, checksums verified, page cache dropped); with the "
-           "broadcast to %d rank%s %.3f s\n",
-           state_mb / rt[repeat / 2], rt[repeat / 2], w->size, w->size == 1 ? "" : "s", bt[repeat / 2]);
-    printf("checkpoint: stall %.1f ms (this rank's staging copy of %.1f MB), one memcpy of the whole state %.1f ms\n",
-           stall[repeat / 2] * 1e3, state_mb / w->size, mc * 1e3);
-    fflush(stdout);
+  if (st == MNT_OK && w->rank == 0) report(&b, mc);
+  if (ran) {
+    json_decref(b.state);
+    json_decref(b.attrs);
+    json_decref(b.cfg);
+    free(b.wt);
+    free(b.rt);
+    free(b.bt);
+    free(b.stall);
+    free(b.dd);
+    free(b.img);
+    if (st == MNT_OK) st = mnt_barrier(b.c);
+    if (st == MNT_OK && w->rank == 0) { /* leave nothing behind */
+      char cmd[1300];
+      snprintf(cmd, sizeof cmd, "rm -rf '%s'", b.root);
+      if (system(cmd) != 0) MNT_WARN("could not remove %s", b.root);
+    }
   }
-  json_decref(state);
-  json_decref(attrs);
-  json_decref(cfg);
-  free(wt);
-  free(rt);
-  free(bt);
-  free(stall);
-  free(dd);
-  free(img);
-  if (st == MNT_OK) st = mnt_barrier(c);
-  if (st == MNT_OK && w->rank == 0) { /* leave nothing behind */
-    char cmd[1300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0) MNT_WARN("could not remove %s", root);
-  }
-done:
-  mnt_ckpt_writer_destroy(wr);
-  free(t);
-  free(slab);
-  mnt_resnet_destroy(m);
+  mnt_ckpt_writer_destroy(b.wr);
+  free(b.t);
+  free(b.slab);
   mnt_backend_destroy(be);
-  mnt_comm_destroy(c);
+  mnt_comm_destroy(b.c);
   return st;
 }

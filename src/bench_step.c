@@ -36,6 +36,16 @@ static void print_impls(const mnt_resnet *r) {
   else printf("# reference implementations: none\n");
 }
 
+/* the synthetic batch: uniform [-1, 1) pixels from a seeded LCG, labels spread over the classes */
+static void fill_batch(float *x, size_t nx, int32_t *y, int batch, int classes, int seed) {
+  uint64_t s = (uint64_t)seed;
+  for (size_t i = 0; i < nx; i++) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x[i] = (float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+  }
+  for (int i = 0; i < batch; i++) y[i] = (int32_t)((unsigned)(i * 7919) % (unsigned)classes);
+}
+
 int mnt_bench_step(mnt_world *w, int argc, char **argv) {
   const char *arch = "resnet50";
   const char *device = "cpu", *precision = "fp32";
@@ -99,12 +109,7 @@ int mnt_bench_step(mnt_world *w, int argc, char **argv) {
     st = MNT_ENOMEM;
     goto done;
   }
-  uint64_t s = (uint64_t)seed;
-  for (size_t i = 0; i < nx; i++) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    x[i] = (float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-  }
-  for (int i = 0; i < batch; i++) y[i] = (int32_t)((unsigned)(i * 7919) % (unsigned)classes);
+  fill_batch(x, nx, y, batch, classes, seed);
   mnt_sgd_cfg cfg = {.base_lr = 0.1, .global_batch = batch, .epochs = 90, .momentum = 0.9, .weight_decay = 1e-4};
   double ffwd, fbwd;
   if ((st = mnt_resnet_flops(arch, classes, size, batch, &ffwd, &fbwd)) != MNT_OK) goto done;

@@ -50,7 +50,7 @@ enum { NCAND = 2 };
 
 /* the candidate paths in order; n: how many. MNT_CUDA_MODULE, when set, is the only one. */
 static int candidates(char cand[NCAND][PATH_MAX], int *from_env) {
-  const char *env = mnt_env_string("MNT_CUDA_MODULE");
+  const char *env = mnt_env_cuda_module();
   *from_env = env != NULL;
   if (env) {
     say(cand[0], PATH_MAX, "%s", env);

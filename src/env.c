@@ -1,5 +1,6 @@
-/* env.c — see env.h. Every variable mntrain reads is a row of VARS; adding one means adding a
- * row (and its line in README's table, which tests/unit/cli.sh compares with `mntrain --help`). */
+/* env.c — see env.h. Every variable mntrain reads is a row of MNT_ENV_VARS (env.h); adding one
+ * means adding a row (and its line in README's table, which tests/unit/cli.sh compares with
+ * `mntrain --help`), and its typed getter exists at once. */
 #include "env.h"
 
 #include <errno.h>
@@ -24,28 +25,9 @@ typedef struct var {
 } var;
 
 static const var VARS[] = {
-    {"MNT_COMM_TIMEOUT", SECONDS, "600", 1, 7 * 86400, 0,
-     "seconds a collective or set-up may wait without progress before the job is aborted; a warning names "
-     "the rank that holds everyone up after min(30 s, half of it)"},
-    {"MNT_COMM_IFACE", STRING, "", 0, 0, 0,
-     "network interface (name or prefix, e.g. ib0 or eth) for TCP between nodes (default: the first "
-     "non-loopback IPv4 interface that is up)"},
-    {"MNT_LOG_LEVEL", LEVEL, "info", 0, 0, 0, "error, warn, info or debug"},
-    {"MNT_SHM_FIFO_BYTES", BYTES, "4M", 4096, 1u << 30, 1, "shared-memory FIFO per link, a power of two"},
-    {"MNT_TCP_BUF", BYTES, "0", 0, 1u << 30, 0,
-     "SO_SNDBUF/SO_RCVBUF of the TCP links in bytes (0: the kernel's autotuning)"},
-    {"MNT_PROGRESS_INTERVAL", SECONDS, "30", 0.01, 86400, 0,
-     "seconds between progress lines of long commands (convert, inspect --verify) when stderr is not a "
-     "terminal"},
-    {"MNT_LOCK_STALE_S", SECONDS, "300", 1, 7 * 86400, 0,
-     "a run directory's lock (mntrain.lock) whose heartbeat is older than this, and whose holder Slurm cannot "
-     "account for, is taken over (the holder refreshes it every tenth of this, at most every 30 s)"},
-    {"MNT_CUDA_MODULE", STRING, "", 0, 0, 0,
-     "path of the CUDA module that --device cuda and --comm nccl load (default: lib/mntrain/mntrain-cuda.so "
-     "beside the binary's bin/, or lib/mntrain/ in its build directory)"},
-    {"MNT_SIMD", SIMD, "auto", 0, 0, 0,
-     "vector instructions of mntrain's own loops (loader, casts, optimizer): sse2, avx2 or avx512, at most "
-     "what the CPU runs; auto: the best it runs"},
+#define MNT_ENV_ROW(id, name, k, deflt, min, max, pow2, help) {name, k, deflt, min, max, pow2, help},
+    MNT_ENV_VARS(MNT_ENV_ROW)
+#undef MNT_ENV_ROW
 };
 enum { NVARS = sizeof VARS / sizeof VARS[0] };
 
@@ -147,6 +129,19 @@ int mnt_env_log_level(int *level) {
   *level = (int)d;
   return MNT_OK;
 }
+
+/* the typed getters, one per row of the table (env.h) */
+#define GET_SECONDS(id, name) \
+  int mnt_env_##id(double *out) { return mnt_env_seconds(name, out); }
+#define GET_BYTES(id, name) \
+  int mnt_env_##id(size_t *out) { return mnt_env_bytes(name, out); }
+#define GET_STRING(id, name) \
+  const char *mnt_env_##id(void) { return mnt_env_string(name); }
+#define GET_SIMD(id, name) GET_STRING(id, name)
+#define GET_LEVEL(id, name) /* mnt_env_log_level, above: quiet (the logger cannot log its own setting) */
+#define GETTER(id, name, k, ...) GET_##k(id, name)
+MNT_ENV_VARS(GETTER)
+#undef GETTER
 
 void mnt_env_print_help(FILE *f) {
   fprintf(f, "environment:\n");

@@ -1,6 +1,7 @@
 /* env.h — the environment variables mntrain reads: one table, one parser, one behaviour.
- * defines: mnt_env_check (every variable at once; main calls it before anything else),
- *          mnt_env_seconds, mnt_env_bytes, mnt_env_string, mnt_env_log_level (one variable each),
+ * defines: MNT_ENV_VARS (the table) and its typed getters mnt_env_<id> (mnt_env_comm_timeout,
+ *          mnt_env_log_level, ...), mnt_env_check (every variable at once; main calls it before
+ *          anything else), mnt_env_seconds/bytes/string (by name, for tests),
  *          mnt_env_print_help (the documented list, as `mntrain --help` shows it).
  * A variable that is set to a value outside its type or range is an error that names it
  * (MNT_EARG), never a silent fallback to the default; unset or empty means the default. */
@@ -10,17 +11,54 @@
 #include <stddef.h>
 #include <stdio.h>
 
+/* The table: getter id, name, kind, default (as a user writes it), min, max (SECONDS, BYTES:
+ * inclusive), power of two (BYTES), help. Each row gives a typed getter mnt_env_<id>: a typo in a
+ * variable's name is a compile error, not a run-time one. */
+#define MNT_ENV_VARS(X)                                                                                         \
+  X(comm_timeout, "MNT_COMM_TIMEOUT", SECONDS, "600", 1, 7 * 86400, 0,                                           \
+    "seconds a collective or set-up may wait without progress before the job is aborted; a warning names "      \
+    "the rank that holds everyone up after min(30 s, half of it)")                                              \
+  X(comm_iface, "MNT_COMM_IFACE", STRING, "", 0, 0, 0,                                                          \
+    "network interface (name or prefix, e.g. ib0 or eth) for TCP between nodes (default: the first "            \
+    "non-loopback IPv4 interface that is up)")                                                                  \
+  X(log_level, "MNT_LOG_LEVEL", LEVEL, "info", 0, 0, 0, "error, warn, info or debug")                           \
+  X(shm_fifo_bytes, "MNT_SHM_FIFO_BYTES", BYTES, "4M", 4096, 1u << 30, 1,                                       \
+    "shared-memory FIFO per link, a power of two")                                                              \
+  X(tcp_buf, "MNT_TCP_BUF", BYTES, "0", 0, 1u << 30, 0,                                                         \
+    "SO_SNDBUF/SO_RCVBUF of the TCP links in bytes (0: the kernel's autotuning)")                               \
+  X(progress_interval, "MNT_PROGRESS_INTERVAL", SECONDS, "30", 0.01, 86400, 0,                                  \
+    "seconds between progress lines of long commands (convert, inspect --verify) when stderr is not a "         \
+    "terminal")                                                                                                 \
+  X(lock_stale_s, "MNT_LOCK_STALE_S", SECONDS, "300", 1, 7 * 86400, 0,                                          \
+    "a run directory's lock (mntrain.lock) whose heartbeat is older than this, and whose holder Slurm cannot "  \
+    "account for, is taken over (the holder refreshes it every tenth of this, at most every 30 s)")             \
+  X(cuda_module, "MNT_CUDA_MODULE", STRING, "", 0, 0, 0,                                                        \
+    "path of the CUDA module that --device cuda and --comm nccl load (default: lib/mntrain/mntrain-cuda.so "    \
+    "beside the binary's bin/, or lib/mntrain/ in its build directory)")                                        \
+  X(simd, "MNT_SIMD", SIMD, "auto", 0, 0, 0,                                                                    \
+    "vector instructions of mntrain's own loops (loader, casts, optimizer): sse2, avx2 or avx512, at most "     \
+    "what the CPU runs; auto: the best it runs")
+
+/* the typed getters: SECONDS and BYTES return MNT_OK or MNT_EARG (logged, naming the variable);
+ * STRING and SIMD return the value or NULL when unset or empty */
+#define MNT_ENV_GETTER_SECONDS(id) int mnt_env_##id(double *out);
+#define MNT_ENV_GETTER_BYTES(id) int mnt_env_##id(size_t *out);
+#define MNT_ENV_GETTER_STRING(id) const char *mnt_env_##id(void);
+#define MNT_ENV_GETTER_SIMD(id) const char *mnt_env_##id(void);
+#define MNT_ENV_GETTER_LEVEL(id) int mnt_env_##id(int *out);
+#define MNT_ENV_DECLARE(id, name, kind, ...) MNT_ENV_GETTER_##kind(id)
+MNT_ENV_VARS(MNT_ENV_DECLARE)
+#undef MNT_ENV_DECLARE
+
 /* Parse every variable of the table; log each bad one. MNT_OK or MNT_EARG. */
 int mnt_env_check(void);
-/* Seconds (a positive decimal number): MNT_COMM_TIMEOUT, MNT_PROGRESS_INTERVAL, MNT_LOCK_STALE_S. */
+/* By name, for the table's own tests (code uses the typed getters above): seconds (a positive
+ * decimal number), bytes ("4096", "4M"), the value or NULL. */
 int mnt_env_seconds(const char *name, double *out);
-/* Bytes ("4096", "4M"): MNT_SHM_FIFO_BYTES, MNT_TCP_BUF. */
 int mnt_env_bytes(const char *name, size_t *out);
-/* The value, or NULL when unset or empty: MNT_COMM_IFACE, MNT_CUDA_MODULE, MNT_SIMD. */
 const char *mnt_env_string(const char *name);
-/* MNT_LOG_LEVEL as MNT_LOG_ERROR .. MNT_LOG_DEBUG; silent (the logger cannot log its own
- * configuration error: mnt_env_check reports it). */
-int mnt_env_log_level(int *level);
+/* (mnt_env_log_level, declared above: MNT_LOG_ERROR .. MNT_LOG_DEBUG, silent: the logger cannot
+ * log its own configuration error; mnt_env_check reports it) */
 void mnt_env_print_help(FILE *f);
 
 #endif

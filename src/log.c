@@ -8,11 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "env.h"
-
 static int g_rank = -1;
 static char g_node[64];
-static int g_level = -1;
+static int g_level = MNT_LOG_INFO; /* main sets MNT_LOG_LEVEL's (env.c) before anything logs */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static char g_last[1600];
 
@@ -21,16 +19,11 @@ void mnt_log_set_identity(int rank, const char *node) {
   snprintf(g_node, sizeof g_node, "%s", node ? node : "");
 }
 
-int mnt_log_level(void) {
-  if (g_level < 0) {
-    int v = MNT_LOG_INFO; /* a bad MNT_LOG_LEVEL is reported by mnt_env_check; info until then */
-    mnt_env_log_level(&v);
-    g_level = v;
-  }
-  return g_level;
-}
+void mnt_log_set_level(int level) { g_level = level; }
 
-/* "…/mntrain/src/comm.c" -> "src/comm.c": the path inside the project. */
+int mnt_log_level(void) { return g_level; }
+
+/* "…/mntrain/src/comm/cpu/ring.c" -> "src/comm/cpu/ring.c": the path inside the project. */
 static const char *short_path(const char *file) {
   static const char *roots[] = {"/src/", "/io/", "/kernels/", "/tests/", "/benchmarks/"};
   const char *best = NULL;

@@ -34,7 +34,9 @@ enum { MNT_LOG_ERROR = 0, MNT_LOG_WARN = 1, MNT_LOG_INFO = 2, MNT_LOG_DEBUG = 3 
 
 /* Set once the world is known: every later line says "rank R on NODE". */
 void mnt_log_set_identity(int rank, const char *node);
-/* Verbosity from MNT_LOG_LEVEL (error|warn|info|debug, default info). */
+/* Verbosity: MNT_LOG_ERROR .. MNT_LOG_DEBUG (default info). main sets it from MNT_LOG_LEVEL
+ * (env.h) first thing; the logger reads no environment itself (env.c logs: no cycle). */
+void mnt_log_set_level(int level);
 int mnt_log_level(void);
 void mnt_log_at(int level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -49,11 +51,15 @@ const char *mnt_status_str(int st);
 #define MNT_INFO(...) mnt_log_at(MNT_LOG_INFO, __FILE__, __LINE__, __VA_ARGS__)
 #define MNT_DBG(...) mnt_log_at(MNT_LOG_DEBUG, __FILE__, __LINE__, __VA_ARGS__)
 
-/* Propagate a failing status: CHECK(call) returns its status from the caller. */
-#define MNT_CHECK(call)                 \
-  do {                                  \
-    int mnt_rc_ = (call);               \
-    if (mnt_rc_ != MNT_OK) return mnt_rc_; \
+/* Propagate a failing status: MNT_CHECK(call) returns its status from the caller, leaving a
+ * breadcrumb "-> STATUS" with file:line at debug level (MNT_LOG_LEVEL=debug shows the way up). */
+#define MNT_CHECK(call)                                 \
+  do {                                                  \
+    int mnt_rc_ = (call);                               \
+    if (mnt_rc_ != MNT_OK) {                            \
+      MNT_DBG("-> %s", mnt_status_str(mnt_rc_));        \
+      return mnt_rc_;                                   \
+    }                                                   \
   } while (0)
 
 #endif

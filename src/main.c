@@ -106,6 +106,9 @@ static int cmd_info(mnt_world *w, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  int level = MNT_LOG_INFO; /* a bad MNT_LOG_LEVEL keeps info; mnt_env_check below reports it */
+  mnt_env_log_level(&level);
+  mnt_log_set_level(level);
   mnt_h5_init();
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
     usage(argc < 2 ? stderr : stdout);

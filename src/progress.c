@@ -13,7 +13,7 @@ void mnt_progress_start(mnt_progress *p, const char *what, const char *unit, int
   *p = (mnt_progress){.what = what, .unit = unit, .total = total, .tty = isatty(2)};
   p->t0 = p->last = mnt_now();
   if (p->tty) p->interval = 0.5;
-  else if (mnt_env_seconds("MNT_PROGRESS_INTERVAL", &p->interval) != MNT_OK) p->interval = 30; /* reported by main */
+  else if (mnt_env_progress_interval(&p->interval) != MNT_OK) p->interval = 30; /* reported by main */
 }
 
 void mnt_progress_update(mnt_progress *p, int64_t done, const char *detail) {

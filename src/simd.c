@@ -66,7 +66,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void choose(void) {
   int want = -1;
-  const char *s = mnt_env_string("MNT_SIMD"), *why = s ? parse(s, &want) : NULL;
+  const char *s = mnt_env_simd(), *why = s ? parse(s, &want) : NULL;
   /* main has refused a bad value already (mnt_env_check); a library user is told, and gets the best */
   if (why) MNT_ERR("environment variable MNT_SIMD='%s': %s (see mntrain --help); using %s", s, why, NAMES[best()]);
   int expected = -1; /* a mnt_simd_force before the first call wins */

@@ -85,7 +85,7 @@ typedef struct {
 
 int mnt_world_init(mnt_world *w) {
   memset(w, 0, sizeof *w);
-  MNT_CHECK(mnt_env_seconds("MNT_COMM_TIMEOUT", &w->timeout_s));
+  MNT_CHECK(mnt_env_comm_timeout(&w->timeout_s));
   pmix_status_t rc = PMIx_Init(&g_me, NULL, 0);
   if (rc != PMIX_SUCCESS) {
     /* UNREACHABLE: not started by a PMIx server (e.g. not under srun --mpi=pmix): run alone. */

@@ -18,7 +18,6 @@ int mnt_precision_parse(const char *s, mnt_precision *p) {
   else return -1;
   return 0;
 }
-const char *mnt_precision_name(mnt_precision p) { return p == MNT_PREC_BF16 ? "bf16" : "fp32"; }
 
 const char *mnt_backend_names(void) { return MNT_HAVE_CUDA_BACKEND ? "cpu, cuda" : "cpu"; }
 

@@ -37,8 +37,8 @@
  * run of P ranks on n nodes; the rows of all files of one level (n = 1: inside a node; n > 1:
  * between nodes) are fitted by weighted least squares, t = alpha * 2(P-1) + beta * 2(P-1)/P * s,
  * weights 1/t^2 (relative error, so small and large messages count alike); alpha < 0 is clamped
- * to 0. Bandwidth = 1/beta (divided by --nics-per-node between nodes). */
-#include <ctype.h>
+ * to 0. Bandwidth = 1/beta (divided by --nics-per-node between nodes). The tables are read and
+ * fitted in cmd/model_fit.c; summary.json is read by src/runsum.c. */
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -48,7 +48,10 @@
 
 #include "analysis.h"
 #include "args.h"
+#include "comm.h" /* mnt_busbw_factor */
 #include "log.h"
+#include "model_fit.h"
+#include "runsum.h"
 
 enum { TOPO_RING, TOPO_TREE, TOPO_HIER, NTOPO };
 static const char *const TOPO_NAME[NTOPO] = {"ring", "tree", "hier"};
@@ -140,8 +143,16 @@ static void set_in(input *in, double v, const char *fmt, ...) {
 }
 
 /* ---- allreduce time -------------------------------------------------------------------------- */
+/* nccl-tests' bus bandwidth factor 2(n-1)/n: mnt_busbw_factor of comm/comm.h, for a real n, as
+ * hier's ranks per node P / N need not be whole (5 ranks, 4 per node: 2 nodes of 2.5) */
+static double busbw_factor(double n) {
+  return n >= 0 && n <= 1e9 && n == (int)n ? mnt_busbw_factor((int)n) : 2.0 * (n - 1) / n;
+}
+
+/* a ring over p ranks: 2(p-1) steps of latency alpha, and each rank moves 2(p-1)/p of the bytes at
+ * bus bandwidth bw */
 static double ring_time(double p, double bytes, double alpha, double bw) {
-  return p <= 1 ? 0.0 : 2.0 * (p - 1) * alpha + 2.0 * (p - 1) / p * bytes / bw;
+  return p <= 1 ? 0.0 : 2.0 * (p - 1) * alpha + busbw_factor(p) * bytes / bw;
 }
 
 static double allreduce_time(const net *n, int topo, int p, double bytes) {
@@ -156,7 +167,7 @@ static double allreduce_time(const net *n, int topo, int p, double bytes) {
     case TOPO_TREE: return 2.0 * log2((double)p) * n->alpha + 2.0 * bytes / node_bw;
     case TOPO_HIER:
       return ring_time(local, bytes, n->ialpha, n->ibw) + 2.0 * (nodes - 1) * n->alpha +
-             2.0 * (nodes - 1) / nodes * bytes / node_bw;
+             busbw_factor(nodes) * bytes / node_bw;
     default: return ring_time(p, bytes, n->alpha, node_bw);
   }
 }
@@ -187,21 +198,14 @@ static double jnum(json_t *o, const char *k) {
   return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
-/* summary.json of a run (and config.json beside it, for bucket_mb and grad_dtype) */
-static int read_summary(const char *path, inputs *in, char *dtype, size_t ndtype) {
-  json_error_t je;
-  json_t *s = json_load_file(path, 0, &je);
-  if (!s) {
-    MNT_ERR("%s: %s (line %d)", path, je.text, je.line);
-    return MNT_EARG;
-  }
-  json_t *ph = json_object_get(s, "phases_ms"), *sm = json_object_get(s, "step_ms");
-  double d = jnum(ph, "data"), f = jnum(ph, "forward"), b = jnum(ph, "backward"), c = jnum(ph, "comm_exposed"),
-         o = jnum(ph, "optimizer"), mean = jnum(sm, "mean"), g = jnum(s, "grad_bytes"), bt = jnum(s, "batch_per_rank"),
-         ranks = jnum(s, "ranks");
+/* the step of a run from its summary.json (read in s, src/runsum.h), and the bucket size and
+ * gradient type from config.json beside it */
+static int step_of_summary(const char *path, const mnt_run_summary *s, inputs *in, char *dtype, size_t ndtype) {
+  const double *ph = s->num + MNT_RS_PHASE;
+  double d = ph[0], f = ph[1], b = ph[2], c = ph[3], o = ph[4], mean = s->num[MNT_RS_STEP_MS_MEAN],
+         g = s->num[MNT_RS_GRAD_BYTES], bt = s->num[MNT_RS_BATCH_PER_RANK], ranks = s->num[MNT_RS_RANKS];
   if (!(isfinite(d) && isfinite(f) && isfinite(b) && isfinite(o) && isfinite(mean) && g > 0 && bt > 0)) {
     MNT_ERR("%s: not a summary.json of mntrain train (phases_ms, step_ms.mean, grad_bytes, batch_per_rank)", path);
-    json_decref(s);
     return MNT_EARG;
   }
   if (!isfinite(c)) c = 0;
@@ -213,7 +217,6 @@ static int read_summary(const char *path, inputs *in, char *dtype, size_t ndtype
   set_in(&in->other, other, "%s: step_ms.mean - comm_exposed - phases (%g ranks)", path, ranks);
   set_in(&in->grad_bytes, g, "%s grad_bytes", path);
   set_in(&in->batch, bt, "%s batch_per_rank", path);
-  json_decref(s);
   /* config.json beside it: the bucket size and gradient type that run used */
   char cp[4096];
   const char *slash = strrchr(path, '/');
@@ -227,6 +230,18 @@ static int read_summary(const char *path, inputs *in, char *dtype, size_t ndtype
     json_decref(cfg);
   }
   return MNT_OK;
+}
+
+/* --summary FILE: its step (step_of_summary) */
+static int read_summary(const char *path, inputs *in, char *dtype, size_t ndtype) {
+  mnt_run_summary s;
+  if (mnt_run_summary_read(path, &s) != MNT_OK) {
+    if (s.parsed) MNT_ERR("%s: not a summary.json of mntrain train (phases_ms, step_ms.mean, grad_bytes, "
+                          "batch_per_rank)", path);
+    else MNT_ERR("%s: %s (line %d)", path, s.err, s.err_line);
+    return MNT_EARG;
+  }
+  return step_of_summary(path, &s, in, dtype, ndtype);
 }
 
 /* a network description: {"alpha_us", "bw_gbs", "intra_alpha_us", "intra_bw_gbs", "gpus_per_node",
@@ -262,174 +277,28 @@ static int read_net(const char *path, inputs *in) {
   return st;
 }
 
-/* ---- calibration from allreduce tables ------------------------------------------------------- */
-typedef struct {
-  double sw[2][2], sy[2]; /* weighted normal equations of t = alpha x0 + beta x1 */
-  double x1y, x1x1;       /* for the fit with alpha = 0 */
-  int rows, files;
-  double ranks_min, ranks_max;
-  char names[512];
-  double *x0, *x1, *t; /* the rows, for the residual */
-  int cap;
-} fitacc;
-
-static int is_num(const char *s) {
-  char *end;
-  if (!s || !*s) return 0;
-  strtod(s, &end);
-  return *end == 0;
-}
-
-static int is_uint(const char *s) {
-  if (!s || !*s) return 0;
-  for (; *s; s++)
-    if (!isdigit((unsigned char)*s)) return 0;
-  return 1;
-}
-
-static int acc_row(fitacc *a, double p, double s, double t) {
-  if (a->rows == a->cap) {
-    int cap = a->cap ? 2 * a->cap : 64;
-    double *x0 = realloc(a->x0, (size_t)cap * sizeof *x0);
-    if (x0) a->x0 = x0;
-    double *x1 = realloc(a->x1, (size_t)cap * sizeof *x1);
-    if (x1) a->x1 = x1;
-    double *tt = realloc(a->t, (size_t)cap * sizeof *tt);
-    if (tt) a->t = tt;
-    if (!x0 || !x1 || !tt) {
-      MNT_ERR("out of memory for calibration rows");
-      return MNT_ENOMEM;
-    }
-    a->cap = cap;
-  }
-  double x0 = 2.0 * (p - 1), x1 = 2.0 * (p - 1) / p * s, w = 1.0 / (t * t);
-  a->x0[a->rows] = x0;
-  a->x1[a->rows] = x1;
-  a->t[a->rows] = t;
-  a->rows++;
-  a->sw[0][0] += w * x0 * x0;
-  a->sw[0][1] += w * x0 * x1;
-  a->sw[1][1] += w * x1 * x1;
-  a->sy[0] += w * x0 * t;
-  a->sy[1] += w * x1 * t;
-  a->x1y += w * x1 * t;
-  a->x1x1 += w * x1 * x1;
-  return MNT_OK;
-}
-
-/* one `bench allreduce` / all_reduce_perf output: its rows go to acc[0] (one node) or acc[1] */
-static int read_bench(const char *path, double gpn, int inplace, fitacc acc[2]) {
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    MNT_ERR("%s: cannot open", path);
-    return MNT_EARG;
-  }
-  char line[1024], hosts[64][128];
-  int ranks = 0, nodes = 0, rank_lines = 0, nhosts = 0, nrows = 0, st = MNT_OK;
-  double ratio = 0, rs[4096], rt[4096];
-  while (fgets(line, sizeof line, f)) {
-    char *p = line;
-    while (*p == ' ' || *p == '\t') p++;
-    if (*p == '#') {
-      int r, n;
-      char host[128];
-      const char *m = strstr(p, "bench allreduce:");
-      if (m && sscanf(m, "bench allreduce: %d ranks on %d nodes", &r, &n) == 2) ranks = r, nodes = n;
-      if (sscanf(p, "# mntrain: %d ranks on %d nodes", &r, &n) == 2) ranks = r, nodes = n;
-      if (sscanf(p, "# Rank %d Group %*d Pid %*d on %127s", &r, host) == 2) {
-        rank_lines++;
-        int k = 0;
-        while (k < nhosts && strcmp(hosts[k], host)) k++;
-        if (k == nhosts && nhosts < 64) snprintf(hosts[nhosts++], sizeof hosts[0], "%s", host);
-      }
-      continue;
-    }
-    char *tok[16];
-    int nt = 0;
-    for (char *s = strtok(p, " \t\r\n"); s && nt < 16; s = strtok(NULL, " \t\r\n")) tok[nt++] = s;
-    if (nt < 6 || !is_uint(tok[0]) || !is_uint(tok[1]) || is_num(tok[2])) continue;
-    int i = is_num(tok[3]) ? 3 : 5; /* nccl-tests: type redop root time ...; mntrain: type time ... */
-    if (i + 2 >= nt || !is_num(tok[i]) || !is_num(tok[i + 1]) || !is_num(tok[i + 2])) continue;
-    /* in-place columns follow out-of-place time algbw busbw #wrong, when the table has them */
-    if (inplace && i + 6 < nt && is_num(tok[i + 4]) && is_num(tok[i + 5]) && is_num(tok[i + 6])) i += 4;
-    double size = strtod(tok[0], NULL), t = strtod(tok[i], NULL) * 1e-6, alg = strtod(tok[i + 1], NULL),
-           bus = strtod(tok[i + 2], NULL);
-    if (size <= 0 || t <= 0) continue;
-    if (alg > 0 && size >= 1e6) ratio = bus / alg;
-    if (nrows < 4096) {
-      rs[nrows] = size;
-      rt[nrows++] = t;
-    }
-  }
-  fclose(f);
-  if (!ranks && rank_lines) ranks = rank_lines, nodes = nhosts;
-  if (!ranks && ratio > 0 && ratio < 2) ranks = (int)lround(2.0 / (2.0 - ratio)); /* busbw/algbw = 2(n-1)/n */
-  if (nrows < 2 || ranks < 2) {
-    MNT_ERR("%s: %s", path, nrows < 2 ? "fewer than 2 rows of size, count, type, time (us) ..."
-                                      : "cannot tell the rank count (no header, busbw = algbw)");
-    return MNT_EARG;
-  }
-  if (!nodes) nodes = ranks > gpn ? 2 : 1; /* unknown: as many per node as --gpus-per-node allows */
-  fitacc *a = &acc[nodes > 1];
-  for (int r = 0; r < nrows && st == MNT_OK; r++) st = acc_row(a, ranks, rs[r], rt[r]);
-  if (!a->files || ranks < a->ranks_min) a->ranks_min = ranks;
-  if (!a->files || ranks > a->ranks_max) a->ranks_max = ranks;
-  size_t len = strlen(a->names);
-  snprintf(a->names + len, sizeof a->names - len, "%s%s (%d ranks, %d nodes)", len ? ", " : "", path, ranks, nodes);
-  a->files++;
-  return st;
-}
-
-/* alpha (s), beta (s/B) and the rms relative residual of one level's rows */
-static int fit(const fitacc *a, double *alpha, double *beta, double *rms) {
-  double det = a->sw[0][0] * a->sw[1][1] - a->sw[0][1] * a->sw[0][1];
-  if (a->rows < 2 || !(fabs(det) > 1e-30 * a->sw[0][0] * a->sw[1][1])) {
-    MNT_ERR("calibration needs at least two message sizes (%d rows)", a->rows);
-    return MNT_EARG;
-  }
-  *alpha = (a->sy[0] * a->sw[1][1] - a->sy[1] * a->sw[0][1]) / det;
-  *beta = (a->sw[0][0] * a->sy[1] - a->sw[0][1] * a->sy[0]) / det;
-  if (*alpha < 0) {
-    *alpha = 0;
-    *beta = a->x1y / a->x1x1;
-  }
-  if (!(*beta > 0)) {
-    MNT_ERR("calibration: the times do not grow with the message size (beta %g)", *beta);
-    return MNT_EARG;
-  }
-  double ss = 0;
-  for (int r = 0; r < a->rows; r++) {
-    double e = (*alpha * a->x0[r] + *beta * a->x1[r] - a->t[r]) / a->t[r];
-    ss += e * e;
-  }
-  *rms = sqrt(ss / a->rows);
-  return MNT_OK;
-}
-
+/* ---- calibration (cmd/model_fit.c): alpha and bandwidth of each level into the inputs ---------- */
 static int calibrate(char *files, int inplace, inputs *in, FILE *out) {
-  fitacc acc[2];
+  mnt_calib acc[2];
   memset(acc, 0, sizeof acc);
   int st = MNT_OK;
   char *save = NULL;
   for (char *f = strtok_r(files, ",", &save); f && st == MNT_OK; f = strtok_r(NULL, ",", &save))
-    st = read_bench(f, in->gpn.v, inplace, acc);
+    st = mnt_calib_read(f, in->gpn.v, inplace, acc);
   for (int lv = 0; lv < 2 && st == MNT_OK; lv++) {
     if (!acc[lv].files) continue;
     double alpha, beta, rms;
-    if ((st = fit(&acc[lv], &alpha, &beta, &rms)) != MNT_OK) break;
+    if ((st = mnt_calib_fit(&acc[lv], &alpha, &beta, &rms)) != MNT_OK) break;
     input *ia = lv ? &in->alpha_us : &in->intra_alpha_us, *ib = lv ? &in->bw_gbs : &in->intra_bw_gbs;
     double bw = 1.0 / beta / 1e9 / (lv ? in->nics.v : 1.0);
     set_in(ia, alpha * 1e6, "fitted to %d rows of %s; rms relative residual %.2f%%", acc[lv].rows, acc[lv].names,
            100 * rms);
     set_in(ib, bw, "fitted to %d rows of %s%s", acc[lv].rows, acc[lv].names, lv ? ", per NIC" : "");
-    fprintf(out, "# calibration, %s: alpha %.9g us, bus bandwidth %.9g GB/s%s (%d rows, rms relative residual %.3g%%)\n",
-           lv ? "between nodes" : "inside a node", ia->v, bw, lv ? " per NIC" : "", acc[lv].rows, 100 * rms);
+    fprintf(out,
+            "# calibration, %s: alpha %.9g us, bus bandwidth %.9g GB/s%s (%d rows, rms relative residual %.3g%%)\n",
+            lv ? "between nodes" : "inside a node", ia->v, bw, lv ? " per NIC" : "", acc[lv].rows, 100 * rms);
   }
-  for (int lv = 0; lv < 2; lv++) {
-    free(acc[lv].x0);
-    free(acc[lv].x1);
-    free(acc[lv].t);
-  }
+  mnt_calib_free(acc);
   return st;
 }
 
@@ -512,17 +381,14 @@ static int compare(char *files, const inputs *in0, double tol) {
   printf("# %-5s %5s %5s %5s %12s %12s %8s  %s\n", "ranks", "nodes", "topo", "grad", "measured(ms)", "model(ms)",
          "error", "run");
   for (char *f = strtok_r(files, ",", &save); f && st == MNT_OK; f = strtok_r(NULL, ",", &save)) {
-    json_error_t je;
-    json_t *s = json_load_file(f, 0, &je);
-    if (!s) {
-      MNT_ERR("%s: %s", f, je.text);
+    mnt_run_summary s;
+    if (mnt_run_summary_read(f, &s) != MNT_OK && !s.parsed) {
+      MNT_ERR("%s: %s", f, s.err);
       st = MNT_EARG;
       break;
     }
-    double ranks = jnum(s, "ranks"), rpn = jnum(s, "ranks_per_node"), mean = jnum(json_object_get(s, "step_ms"), "mean");
-    json_t *tp = json_object_get(s, "topology");
-    int topo = json_is_string(tp) && !strcmp(json_string_value(tp), "hier") ? TOPO_HIER : TOPO_RING;
-    json_decref(s);
+    double ranks = s.num[MNT_RS_RANKS], rpn = s.num[MNT_RS_RANKS_PER_NODE], mean = s.num[MNT_RS_STEP_MS_MEAN];
+    int topo = !strcmp(s.topology, "hier") ? TOPO_HIER : TOPO_RING;
     if (!(ranks >= 1 && rpn >= 1 && mean > 0)) {
       MNT_ERR("%s: no ranks, ranks_per_node or step_ms.mean", f);
       st = MNT_EARG;
@@ -532,7 +398,7 @@ static int compare(char *files, const inputs *in0, double tol) {
     char dtype[16] = "fp32";
     inputs dummy = in;
     /* the run's own config.json says its gradient type; its phases are not used */
-    if ((st = read_summary(f, &dummy, dtype, sizeof dtype)) != MNT_OK) break;
+    if ((st = step_of_summary(f, &s, &dummy, dtype, sizeof dtype)) != MNT_OK) break;
     in.bucket_mb = dummy.bucket_mb;
     in.gpn.v = rpn;
     net n;

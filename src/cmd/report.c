@@ -1,6 +1,6 @@
 /* cmd/report.c — `mntrain report RUN_DIR...` (see analysis.h): the scaling table of a sweep of runs
- * from their summary.json (metrics.jsonl for the spread), and OUT/scaling.csv and OUT/scaling.svg
- * (written here with fprintf: throughput and efficiency against ranks, with the ideal lines).
+ * from their summary.json (src/runsum.h; metrics.jsonl for the spread), and OUT/scaling.csv and
+ * OUT/scaling.svg (cmd/report_svg.c: throughput and efficiency against ranks, with the ideal lines).
  * The numbers (DESIGN.md "Metrics"), with N0 the fewest ranks of the sweep (the baseline run):
  *   speedup    S_N = ips_N / ips_N0
  *   efficiency E_N = (ips_N / N) / (ips_N0 / N0)
@@ -22,54 +22,45 @@
 #include "analysis.h"
 #include "args.h"
 #include "log.h"
+#include "report_internal.h"
+#include "runsum.h"
 #include "safefs.h"
 
-enum { NPH = 5, DIRMAX = 1024 };
-static const char *const PHASE_KEYS[NPH] = {"data", "forward", "backward", "comm_exposed", "optimizer"};
+enum { NPH = MNT_REPORT_NPH, DIRMAX = MNT_REPORT_DIRMAX };
+typedef mnt_report_run run;
 
-typedef struct run {
-  char dir[DIRMAX]; /* as given (of a summary.json path: its directory) */
-  int order;        /* position on the command line */
-  int group;        /* with --group: the order of the first run of its configuration */
-  char arch[64], device[32], precision[32];
-  json_int_t image_size, ranks, nodes, devices, batch_per_rank, global_batch;
-  double ips, ph[NPH];
-  double spread; /* NAN with fewer than two intervals after warm-up */
-  int intervals, have_metrics;
-  double speedup, eff;
-} run;
 
 /* ---- reading a run ------------------------------------------------------------------------------ */
 
-static int get_int(json_t *j, const char *key, const char *path, json_int_t lo, json_int_t *out) {
-  json_t *v = json_object_get(j, key);
-  if (!json_is_integer(v) || json_integer_value(v) < lo) {
-    MNT_ERR("%s: '%s' is %s (an integer of at least %lld)", path, key, v ? "not valid" : "missing", (long long)lo);
+static int get_int(const mnt_run_summary *s, int k, const char *key, const char *path, long long lo,
+                   long long *out) {
+  if (!mnt_rs_is_int(s, k) || s->ival[k] < lo) {
+    MNT_ERR("%s: '%s' is %s (an integer of at least %lld)", path, key, mnt_rs_present(s, k) ? "not valid" : "missing",
+            lo);
     return MNT_EARG;
   }
-  *out = json_integer_value(v);
+  *out = (long long)s->ival[k];
   return MNT_OK;
 }
 
-static int get_str(json_t *j, const char *key, const char *path, char *out, size_t n) {
-  const char *s = json_string_value(json_object_get(j, key));
-  if (!s || !*s || strlen(s) >= n) {
-    MNT_ERR("%s: '%s' is %s (a short string)", path, key, json_object_get(j, key) ? "not valid" : "missing");
+/* a string of the summary into out[n]: "" in the summary is absent, not a string, or too long */
+static int get_str(const char *v, int have, const char *key, const char *path, char *out, size_t n) {
+  if (!*v || strlen(v) >= n) {
+    MNT_ERR("%s: '%s' is %s (a short string)", path, key, have ? "not valid" : "missing");
     return MNT_EARG;
   }
-  snprintf(out, n, "%s", s);
+  snprintf(out, n, "%s", v);
   return MNT_OK;
 }
 
-static json_int_t opt_int(json_t *j, const char *key, json_int_t dflt) {
-  json_t *v = json_object_get(j, key);
-  return json_is_integer(v) ? json_integer_value(v) : dflt;
+static long long opt_int(const mnt_run_summary *s, int k, long long dflt) {
+  return mnt_rs_is_int(s, k) ? (long long)s->ival[k] : dflt;
 }
 
 /* metrics.jsonl: the intervals (lines with "step" and "img_per_s"; validation and checkpoint lines
  * have none) whose first step comes after step `timed_from` (an interval's first step is the
  * previous interval's last + 1). Welford's mean and variance. */
-static int read_metrics(run *r, json_int_t timed_from) {
+static int read_metrics(run *r, long long timed_from) {
   char path[DIRMAX + 32];
   snprintf(path, sizeof path, "%s/metrics.jsonl", r->dir);
   r->spread = NAN;
@@ -147,51 +138,44 @@ static int read_run(const char *arg, int order, run *r) {
             "at the end)", r->dir);
     return MNT_EARG;
   }
-  json_error_t e;
-  json_t *j = json_load_file(path, 0, &e);
-  if (!json_is_object(j)) {
-    MNT_ERR("%s: not a summary: %s (line %d)", path, j ? "not a JSON object" : e.text, e.line);
-    json_decref(j);
+  mnt_run_summary sum, *j = &sum;
+  if (mnt_run_summary_read(path, j) != MNT_OK) {
+    MNT_ERR("%s: not a summary: %s (line %d)", path, j->err, j->err_line);
     return MNT_EARG;
   }
   int st = MNT_OK;
-  if (st == MNT_OK) st = get_str(j, "arch", path, r->arch, sizeof r->arch);
-  if (st == MNT_OK) st = get_str(j, "device", path, r->device, sizeof r->device);
-  if (st == MNT_OK) st = get_int(j, "image_size", path, 1, &r->image_size);
-  if (st == MNT_OK) st = get_int(j, "ranks", path, 1, &r->ranks);
-  if (st == MNT_OK) st = get_int(j, "nodes", path, 1, &r->nodes);
-  if (st == MNT_OK) st = get_int(j, "batch_per_rank", path, 1, &r->batch_per_rank);
-  if (st == MNT_OK) st = get_int(j, "global_batch", path, 1, &r->global_batch);
-  if (st == MNT_OK) { /* older summaries have no precision: fp32 was the only one */
-    const char *p = json_string_value(json_object_get(j, "precision"));
-    snprintf(r->precision, sizeof r->precision, "%s", p && *p ? p : "fp32");
-  }
-  json_t *ips = json_object_get(j, "img_per_s"), *ph = json_object_get(j, "phases_ms");
-  if (st == MNT_OK && !(json_is_number(ips) && json_number_value(ips) > 0 && isfinite(json_number_value(ips)))) {
-    MNT_ERR("%s: 'img_per_s' is %s (a throughput above 0)", path, ips ? "not valid" : "missing");
+  if (st == MNT_OK) st = get_str(j->arch, j->have_arch, "arch", path, r->arch, sizeof r->arch);
+  if (st == MNT_OK) st = get_str(j->device, j->have_device, "device", path, r->device, sizeof r->device);
+  if (st == MNT_OK) st = get_int(j, MNT_RS_IMAGE_SIZE, "image_size", path, 1, &r->image_size);
+  if (st == MNT_OK) st = get_int(j, MNT_RS_RANKS, "ranks", path, 1, &r->ranks);
+  if (st == MNT_OK) st = get_int(j, MNT_RS_NODES, "nodes", path, 1, &r->nodes);
+  if (st == MNT_OK) st = get_int(j, MNT_RS_BATCH_PER_RANK, "batch_per_rank", path, 1, &r->batch_per_rank);
+  if (st == MNT_OK) st = get_int(j, MNT_RS_GLOBAL_BATCH, "global_batch", path, 1, &r->global_batch);
+  /* older summaries have no precision: fp32 was the only one */
+  if (st == MNT_OK)
+    snprintf(r->precision, sizeof r->precision, "%.*s", (int)sizeof r->precision - 1,
+             *j->precision ? j->precision : "fp32");
+  double ips = j->num[MNT_RS_IMG_PER_S];
+  if (st == MNT_OK && !(ips > 0 && isfinite(ips))) {
+    MNT_ERR("%s: 'img_per_s' is %s (a throughput above 0)", path,
+            mnt_rs_present(j, MNT_RS_IMG_PER_S) ? "not valid" : "missing");
     st = MNT_EARG;
   }
-  if (st == MNT_OK && !json_is_object(ph)) {
+  if (st == MNT_OK && j->phases_ms != 2) {
     MNT_ERR("%s: 'phases_ms' is %s (an object: data, forward, backward, comm_exposed, optimizer)", path,
-            ph ? "not valid" : "missing");
+            j->phases_ms ? "not valid" : "missing");
     st = MNT_EARG;
   }
-  if (st == MNT_OK) {
-    r->ips = json_number_value(ips);
-    for (int k = 0; k < NPH; k++) { /* null: not finite when written */
-      json_t *v = json_object_get(ph, PHASE_KEYS[k]);
-      r->ph[k] = json_is_number(v) ? json_number_value(v) : NAN;
-    }
-    /* devices per rank: GPUs with cuda (one per rank), compute threads per rank on cpu */
-    json_int_t thr = opt_int(j, "threads_per_rank", 1);
-    r->devices = opt_int(j, "devices_per_rank", !strcmp(r->device, "cpu") && thr > 0 ? thr : 1);
-    /* train's warm-up (cmd/train.c): the first 5 steps of a job of more than 20, 1 of more than 4 */
-    json_int_t todo = opt_int(j, "steps_this_job", opt_int(j, "steps", 0));
-    json_int_t warm = opt_int(j, "warmup_steps", todo > 20 ? 5 : todo > 4 ? 1 : 0);
-    st = read_metrics(r, opt_int(j, "resumed_from_step", 0) + warm);
-  }
-  json_decref(j);
-  return st;
+  if (st != MNT_OK) return st;
+  r->ips = ips;
+  for (int k = 0; k < NPH; k++) r->ph[k] = j->num[MNT_RS_PHASE + k]; /* NAN: null, not finite when written */
+  /* devices per rank: GPUs with cuda (one per rank), compute threads per rank on cpu */
+  long long thr = opt_int(j, MNT_RS_THREADS_PER_RANK, 1);
+  r->devices = opt_int(j, MNT_RS_DEVICES_PER_RANK, !strcmp(r->device, "cpu") && thr > 0 ? thr : 1);
+  /* train's warm-up (cmd/train.c): the first 5 steps of a job of more than 20, 1 of more than 4 */
+  long long todo = opt_int(j, MNT_RS_STEPS_THIS_JOB, opt_int(j, MNT_RS_STEPS, 0));
+  long long warm = opt_int(j, MNT_RS_WARMUP_STEPS, todo > 20 ? 5 : todo > 4 ? 1 : 0);
+  return read_metrics(r, opt_int(j, MNT_RS_RESUMED_FROM_STEP, 0) + warm);
 }
 
 /* ---- the sweep ---------------------------------------------------------------------------------- */
@@ -246,7 +230,7 @@ static int scale(run *r, int n, int *strong) {
 
 /* ---- output ------------------------------------------------------------------------------------- */
 
-static void describe(const run *r, int strong, char *out, size_t len) {
+void mnt_report_describe(const run *r, int strong, char *out, size_t len) {
   if (strong)
     snprintf(out, len, "strong scaling, global batch %lld", (long long)r[0].global_batch);
   else
@@ -255,7 +239,7 @@ static void describe(const run *r, int strong, char *out, size_t len) {
 
 static void print_table(const run *r, int n, int strong) {
   char what[128];
-  describe(r, strong, what, sizeof what);
+  mnt_report_describe(r, strong, what, sizeof what);
   printf("== %s, %lld px, %s, %s: %s; baseline %lld rank%s (%s)\n", r[0].arch, (long long)r[0].image_size,
          r[0].device, r[0].precision, what, (long long)r[0].ranks, r[0].ranks == 1 ? "" : "s", r[0].dir);
   printf("%5s %5s %8s %12s %10s %-11s %7s %10s %8s %8s %8s %8s %8s  %s\n", "ranks", "nodes", "dev/rank", "global batch",
@@ -289,9 +273,7 @@ static void print_table(const run *r, int n, int strong) {
          !strcmp(r[0].device, "cpu") ? "compute threads per rank" : "devices per rank");
 }
 
-/* FILE for DIR/.NAME.XXXXXX (created exclusively: io/safefs.h); commit renames it over path when
- * every write succeeded */
-static FILE *open_tmp(const char *path, char *tmp, size_t n) {
+FILE *mnt_report_open_tmp(const char *path, char *tmp, size_t n) {
   int fd = mnt_tmp_create(path, tmp, n);
   FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
   if (fd >= 0 && !f) {
@@ -302,8 +284,9 @@ static FILE *open_tmp(const char *path, char *tmp, size_t n) {
   return f;
 }
 
-static int commit(FILE *f, const char *tmp, const char *path) {
-  int bad = ferror(f);
+int mnt_report_commit(FILE *f, const char *tmp, const char *path) {
+  errno = 0;
+  int bad = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0; /* on disk before the rename */
   if (fclose(f) != 0) bad = 1;
   if (bad) {
     MNT_ERR("%s: cannot write: %s", tmp, errno ? strerror(errno) : "write error");
@@ -321,7 +304,7 @@ static void csv_num(FILE *f, int digits, double v) {
 
 static int write_csv(const char *path, const run *r, int n) {
   char tmp[DIRMAX + 320];
-  FILE *f = open_tmp(path, tmp, sizeof tmp);
+  FILE *f = mnt_report_open_tmp(path, tmp, sizeof tmp);
   if (!f) return MNT_ESYS;
   fprintf(f, "ranks,nodes,devices_per_rank,global_batch,img_per_s,img_per_s_spread,speedup,efficiency,data_ms,"
              "forward_ms,backward_ms,comm_exposed_ms,optimizer_ms,run\n");
@@ -347,183 +330,7 @@ static int write_csv(const char *path, const run *r, int n) {
     }
     fputc('\n', f);
   }
-  return commit(f, tmp, path);
-}
-
-static void xml_text(FILE *f, const char *s) {
-  for (; *s; s++) {
-    if (*s == '&') fputs("&amp;", f);
-    else if (*s == '<') fputs("&lt;", f);
-    else if (*s == '>') fputs("&gt;", f);
-    else if (*s == '"') fputs("&quot;", f);
-    else fputc(*s, f);
-  }
-}
-
-/* 1, 2 or 5 times a power of ten: about `target` steps over range */
-static double nice_step(double range, int target) {
-  if (!(range > 0)) return 1;
-  double raw = range / target, p = pow(10, floor(log10(raw))), m = raw / p;
-  return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
-}
-
-typedef struct axis {
-  double lo, hi; /* data */
-  int log2;
-  double px0, px1; /* pixels of lo and hi */
-} axis;
-
-static double ax_t(const axis *a, double v) { return a->log2 ? log2(v) : v; }
-static double ax_px(const axis *a, double v) {
-  return a->px0 + (ax_t(a, v) - ax_t(a, a->lo)) / (ax_t(a, a->hi) - ax_t(a, a->lo)) * (a->px1 - a->px0);
-}
-
-static int is_pow2(json_int_t v) { return v > 0 && (v & (v - 1)) == 0; }
-
-enum { SVG_W = 1000, SVG_H = 470, PLOT_TOP = 90, PLOT_H = 300, PLOT_W = 380 };
-
-static int write_svg(const char *path, const run *r, int n, int strong) {
-  char tmp[DIRMAX + 320], what[128];
-  FILE *f = open_tmp(path, tmp, sizeof tmp);
-  if (!f) return MNT_ESYS;
-  describe(r, strong, what, sizeof what);
-  const run *b = &r[0];
-  json_int_t nmin = r[0].ranks, nmax = r[0].ranks;
-  int pow2 = 1;
-  double ymax0 = 0, emax = 1.0;
-  for (int i = 0; i < n; i++) {
-    if (r[i].ranks < nmin) nmin = r[i].ranks;
-    if (r[i].ranks > nmax) nmax = r[i].ranks;
-    pow2 &= is_pow2(r[i].ranks);
-    double top = r[i].ips + (isnan(r[i].spread) ? 0 : r[i].spread);
-    if (top > ymax0) ymax0 = top;
-    if (r[i].eff > emax) emax = r[i].eff;
-  }
-  axis x = {(double)nmin, (double)nmax, pow2 && nmax > nmin, 0, 0};
-  if (nmax == nmin) { /* one rank count: a little room either side */
-    x.lo = (double)nmin - 1;
-    x.hi = (double)nmax + 1;
-  }
-  double ideal_max = b->ips * x.hi / (double)b->ranks;
-  if (ideal_max > ymax0) ymax0 = ideal_max;
-  double ystep[2] = {nice_step(ymax0, 5), nice_step(emax * 1.05, 6)};
-  double ytop[2] = {ceil(ymax0 * 1.02 / ystep[0]) * ystep[0], ceil(emax * 1.05 / ystep[1]) * ystep[1]};
-
-  fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
-             "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
-             "viewBox=\"0 0 %d %d\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n",
-          SVG_W, SVG_H, SVG_W, SVG_H);
-  fprintf(f, "<title>mntrain report: ");
-  xml_text(f, b->arch);
-  fprintf(f, " %lld px %s %s, %s</title>\n", (long long)b->image_size, b->device, b->precision, what);
-  fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", SVG_W, SVG_H);
-  fprintf(f, "<text x=\"%d\" y=\"28\" text-anchor=\"middle\" font-size=\"17\" font-weight=\"bold\">", SVG_W / 2);
-  xml_text(f, b->arch);
-  fprintf(f, ", %lld px, %s, %s: %s</text>\n", (long long)b->image_size, b->device, b->precision, what);
-  fprintf(f, "<text x=\"%d\" y=\"50\" text-anchor=\"middle\" fill=\"#444\">baseline: %lld rank%s, %.1f img/s; "
-             "efficiency E = (img/s_N / N) / (img/s_N0 / N0)</text>\n",
-          SVG_W / 2, (long long)b->ranks, b->ranks == 1 ? "" : "s", b->ips);
-
-  for (int p = 0; p < 2; p++) { /* 0: throughput, 1: efficiency */
-    double left = p == 0 ? 90 : 590, top = PLOT_TOP, bottom = PLOT_TOP + PLOT_H;
-    x.px0 = left + 20;
-    x.px1 = left + PLOT_W - 20;
-    axis y = {0, ytop[p], 0, bottom, top};
-    fprintf(f, "<g id=\"%s\">\n", p == 0 ? "throughput" : "efficiency");
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">%s</text>\n",
-            left + PLOT_W / 2.0, top - 14, p == 0 ? "throughput" : "efficiency");
-    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#333\"/>\n", left, top,
-            PLOT_W, PLOT_H);
-    for (double v = 0; v <= ytop[p] * (1 + 1e-9); v += ystep[p]) { /* y grid and labels */
-      double py = ax_px(&y, v);
-      fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e3e3\"/>\n", left, py,
-              left + PLOT_W, py);
-      if (p == 0 && ystep[0] >= 1)
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.0f</text>\n", left - 6, py + 4, v);
-      else if (p == 0)
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", left - 6, py + 4, v);
-      else
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.0f%%</text>\n", left - 6, py + 4, v * 100);
-    }
-    if (x.log2) { /* x ticks: every power of two */
-      for (double v = x.lo; v <= x.hi * (1 + 1e-9); v *= 2) {
-        double px = ax_px(&x, v);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e3e3\"/>\n", px, top, px, bottom);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f</text>\n", px, bottom + 16, v);
-      }
-    } else {
-      double s = nice_step(x.hi - x.lo, 6);
-      if (s < 1) s = 1;
-      for (double v = ceil(x.lo / s) * s; v <= x.hi * (1 + 1e-9); v += s) {
-        double px = ax_px(&x, v);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e3e3\"/>\n", px, top, px, bottom);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f</text>\n", px, bottom + 16, v);
-      }
-    }
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">ranks%s</text>\n", left + PLOT_W / 2.0,
-            bottom + 36, x.log2 ? " (log2 scale)" : "");
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 %.1f %.1f)\">%s</text>\n",
-            left - 56, top + PLOT_H / 2.0, left - 56, top + PLOT_H / 2.0,
-            p == 0 ? "images per second" : "efficiency (% of ideal)");
-    /* the ideal: linear in ranks from the baseline (a curve on a log2 axis: sampled), or 100% */
-    fprintf(f, "<polyline id=\"ideal-%s\" class=\"ideal\" fill=\"none\" stroke=\"#777\" stroke-width=\"1.5\" "
-               "stroke-dasharray=\"6 4\" points=\"",
-            p == 0 ? "throughput" : "efficiency");
-    for (int k = 0; k <= 64; k++) {
-      double t = ax_t(&x, x.lo) + (ax_t(&x, x.hi) - ax_t(&x, x.lo)) * k / 64.0;
-      double v = x.log2 ? exp2(t) : t;
-      double yv = p == 0 ? b->ips * v / (double)b->ranks : 1.0;
-      fprintf(f, "%s%.1f,%.1f", k ? " " : "", ax_px(&x, v), ax_px(&y, yv));
-    }
-    fprintf(f, "\"/>\n");
-    /* measured: error bars (± sd), the line, the points with a tooltip */
-    if (p == 0)
-      for (int i = 0; i < n; i++) {
-        if (isnan(r[i].spread)) continue;
-        double px = ax_px(&x, (double)r[i].ranks), y0 = ax_px(&y, r[i].ips - r[i].spread),
-               y1 = ax_px(&y, r[i].ips + r[i].spread);
-        fprintf(f, "<path d=\"M%.1f %.1fV%.1fM%.1f %.1fH%.1fM%.1f %.1fH%.1f\" stroke=\"#1f77b4\" fill=\"none\"/>\n", px,
-                y0, y1, px - 4, y0, px + 4, px - 4, y1, px + 4);
-      }
-    fprintf(f, "<polyline id=\"measured-%s\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"",
-            p == 0 ? "throughput" : "efficiency");
-    for (int i = 0; i < n; i++)
-      fprintf(f, "%s%.1f,%.1f", i ? " " : "", ax_px(&x, (double)r[i].ranks),
-              ax_px(&y, p == 0 ? r[i].ips : r[i].eff));
-    fprintf(f, "\"/>\n");
-    for (int i = 0; i < n; i++) {
-      fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#1f77b4\"><title>%lld ranks on %lld nodes: %.1f img/s",
-              ax_px(&x, (double)r[i].ranks), ax_px(&y, p == 0 ? r[i].ips : r[i].eff), (long long)r[i].ranks,
-              (long long)r[i].nodes, r[i].ips);
-      if (!isnan(r[i].spread)) fprintf(f, " \xc2\xb1 %.1f", r[i].spread);
-      fprintf(f, ", speedup %.2f, efficiency %.1f%% (", r[i].speedup, 100 * r[i].eff);
-      xml_text(f, r[i].dir);
-      fprintf(f, ")</title></circle>\n");
-    }
-    /* legend, top left inside the frame */
-    double lx = left + 12, ly = top + 16;
-    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"40\" fill=\"white\" fill-opacity=\"0.85\" "
-               "stroke=\"#ccc\"/>\n",
-            lx - 6, ly - 12, p == 0 ? 250 : 150);
-    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#1f77b4\" stroke-width=\"2\"/>"
-               "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#1f77b4\"/>\n",
-            lx, ly - 4, lx + 28, ly - 4, lx + 14, ly - 4);
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">measured%s</text>\n", lx + 36, ly, p == 0 ? " (\xc2\xb1 sd)" : "");
-    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#777\" stroke-width=\"1.5\" "
-               "stroke-dasharray=\"6 4\"/>\n",
-            lx, ly + 14, lx + 28, ly + 14);
-    if (p == 0)
-      fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">ideal: %.1f img/s \xc3\x97 N / %lld</text>\n", lx + 36, ly + 18,
-              b->ips, (long long)b->ranks);
-    else
-      fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">ideal: 100%%</text>\n", lx + 36, ly + 18);
-    fprintf(f, "</g>\n");
-  }
-  fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#666\" font-size=\"11\">mntrain report of %d "
-             "run%s (summary.json; \xc2\xb1 sd over the metrics.jsonl intervals after warm-up)</text>\n",
-          SVG_W / 2, SVG_H - 12, n, n == 1 ? "" : "s");
-  fprintf(f, "</svg>\n");
-  return commit(f, tmp, path);
+  return mnt_report_commit(f, tmp, path);
 }
 
 /* scaling.csv / scaling.svg, or with several configurations scaling-ARCH-SIZEpx-DEVICE-PRECISION.* */
@@ -662,7 +469,7 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
     out_name(svg, sizeof svg, out, r, ngroups > 1, "svg");
     if (g) printf("\n");
     print_table(r, n, strong[g]);
-    if ((st = write_csv(csv, r, n)) == MNT_OK && (st = write_svg(svg, r, n, strong[g])) == MNT_OK)
+    if ((st = write_csv(csv, r, n)) == MNT_OK && (st = mnt_report_write_svg(svg, r, n, strong[g])) == MNT_OK)
       printf("   wrote %s and %s\n", csv, svg);
   }
   fflush(stdout);

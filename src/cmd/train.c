@@ -17,7 +17,10 @@
  *    number of ranks that divides the global batch, and appends to its metrics.jsonl.
  * --out and --ckpt-dir must be the user's own (io/safefs.h) and are locked by rank 0 for the run
  * (io/runlock.h) before anything in them is read or deleted; a run starts over only when it
- * provably never committed a checkpoint (prepare). */
+ * provably never committed a checkpoint (prepare).
+ * mnt_train_main: parse_options, validate, negotiate_resume (every rank: the checkpoint and the batch
+ * per rank), start_trainer, open_outputs, then train_loop (a step: record_step, control, log_interval,
+ * evaluate, checkpoints; the end: report_preempted or finish_run and write_summary). */
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
@@ -33,6 +36,7 @@
 
 #include "args.h"
 #include "ckpt.h"
+#include "comm.h"
 #include "export.h"
 #include "jsonio.h"
 #include "log.h"
@@ -42,6 +46,7 @@
 #include "train.h"
 #include "train/trainer.h"
 
+/* the command line: the trainer's configuration and the command's own options */
 typedef struct opts {
   mnt_train_cfg t;
   const char *device, *out, *export_path, *ckpt_dir, *resume, *stripe_s, *init;
@@ -53,12 +58,6 @@ typedef struct opts {
 } opts;
 
 /* ---- signals: a thread of their own ------------------------------------------------------- */
-/* --export: the final weights and BN statistics, from the device where they live there */
-static int export_model(mnt_trainer *t, const char *path) {
-  float *w, *m, *bn;
-  MNT_CHECK(mnt_trainer_host_model(t, &w, &m, &bn));
-  return mnt_export_h5(t->m, w, bn, &t->train, path);
-}
 
 static int g_stop_signal; /* written by the signal thread, read by the loop: __atomic */
 static sigset_t g_sigs;
@@ -97,7 +96,7 @@ static void *signal_thread(void *arg) {
   return NULL;
 }
 
-/* ---- outputs ------------------------------------------------------------------------------ */
+/* ---- outputs: an earlier run in --out, the logs, config.json ------------------------------ */
 
 /* The files of a run in --out; a directory holding any of them holds an earlier run. */
 static const char *const RUN_FILES[] = {"config.json", "metrics.jsonl", "summary.json", "config.json.tmp",
@@ -327,11 +326,6 @@ static int same_run(json_t *old, json_t *now, const char *dir) {
   return MNT_OK;
 }
 
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 static const char *const flag_dtype[] = {"fp32", "bf16", "fp16"}; /* by mnt_dtype, as --grad-dtype spells them */
 
 /* the effective configuration: config.json, and every checkpoint's "config" */
@@ -363,7 +357,7 @@ static json_t *config_json(const opts *o, const mnt_trainer *t) {
   return j;
 }
 
-/* ---- the command -------------------------------------------------------------------------- */
+/* ---- the run: its state, metrics.jsonl's lines, checkpoints ------------------------------- */
 
 typedef struct run {
   opts *o;
@@ -407,6 +401,7 @@ static void progress_stamp(const opts *o) {
 
 static int checkpoint_finish(run *r);
 
+/* every rank: the checkpoint of this step started (the previous one finished first) */
 static int checkpoint_begin(run *r) {
   double t0 = mnt_now();
   MNT_CHECK(checkpoint_finish(r)); /* the previous one first (with its line in metrics.jsonl) */
@@ -421,6 +416,7 @@ static int checkpoint_begin(run *r) {
                              (json_int_t)r->t->s.step, "ckpt_stall_ms", mnt_json_num(stall * 1e3)));
 }
 
+/* every rank: the checkpoint in flight, if any, committed */
 static int checkpoint_finish(run *r) {
   if (!mnt_ckpt_pending(r->wr)) return MNT_OK;
   MNT_CHECK(mnt_ckpt_finish(r->wr));
@@ -437,211 +433,301 @@ static int checkpoint_finish(run *r) {
                              (json_int_t)r->ckpt_step, "checkpoint", dir, "ckpt_write_s", mnt_json_num(s)));
 }
 
+/* ---- a step's parts: its record, the ranks' control, the progress line, evaluation -------- */
+
+/* What the loop measures for the progress lines and summary.json. Phases: data, forward, backward,
+ * comm exposed, optimizer; ph is this interval's, ph_all every timed step's (the first `warm` steps
+ * of the job are not timed). */
+typedef struct loop {
+  int64_t step0, todo, warm, done; /* the step resumed from; steps this job may do, warm-up, done */
+  double *step_ms;                 /* each step of this job, ms */
+  double ph[5], ph_all[5];
+  double t_start, t_after_warmup, iv_t0; /* the job's, the timed steps' and the interval's start */
+  double eval_s, eval_timed_s;           /* evaluation time, all and after warm-up */
+  double last_loss, last_top1, val_top1;
+  int stopped; /* stopped on request, with a checkpoint */
+} loop;
+
+/* a step done: its phase times, and the samples it trained on (--sample-log) */
+static void record_step(run *r, loop *l, const mnt_step_out *so, int64_t step) {
+  mnt_trainer *t = r->t;
+  l->done++;
+  double step_s = 0;
+  for (int k = 0; k < 5; k++) {
+    l->ph[k] += so->phase[k];
+    if (l->done > l->warm) l->ph_all[k] += so->phase[k];
+    step_s += so->phase[k];
+  }
+  l->step_ms[l->done - 1] = step_s * 1e3;
+  if (l->done == l->warm) l->t_after_warmup = mnt_now();
+  if (l->done == l->warm) t->comm_span = 0;
+  if (r->samples) { /* the global samples this rank trained on */
+    fprintf(r->samples, "%lld", (long long)step);
+    for (int i = 0; i < t->last->n; i++) fprintf(r->samples, " %lld", (long long)t->last->ids[i]);
+    fputc('\n', r->samples);
+  }
+}
+
+/* every rank, after each step with checkpoints on: one allreduce of a stop request on any rank, this
+ * rank's checkpoint share written and rank 0's clock; the checkpoint in flight is committed once
+ * every share is written. *stop, *due_time: what the ranks agreed */
+static int control(run *r, int *stop, int *due_time) {
+  opts *o = r->o;
+  mnt_world *w = r->w;
+  float ctl[3] = {__atomic_load_n(&g_stop_signal, __ATOMIC_RELAXED) ? 1.0f : 0.0f,
+                  mnt_ckpt_local_done(r->wr) ? 1.0f : 0.0f,
+                  w->rank == 0 && o->ckpt_minutes > 0 && mnt_now() - r->last_ckpt_time >= o->ckpt_minutes * 60
+                      ? 1.0f : 0.0f};
+  int st = mnt_allreduce(r->t->c, ctl, 3, MNT_FP32, MNT_SUM);
+  if (st != MNT_OK) return st;
+  *stop = ctl[0] > 0;
+  *due_time = ctl[2] > 0;
+  if (mnt_ckpt_pending(r->wr) && (int)ctl[1] == w->size) return checkpoint_finish(r);
+  return MNT_OK;
+}
+
+/* every rank (collective): the interval's loss and throughput; rank 0's progress line and
+ * metrics.jsonl line */
+static int log_interval(run *r, loop *l, int64_t step, double epoch_f) {
+  opts *o = r->o;
+  mnt_trainer *t = r->t;
+  double images;
+  int st = mnt_trainer_interval(t, &l->last_loss, &l->last_top1, &images);
+  if (st != MNT_OK) return st;
+  double now = mnt_now(), ips = (images - r->resumed_images) / (now - l->iv_t0);
+  r->resumed_images = 0;
+  double eta = (now - l->t_start - l->eval_s) / l->done * (double)(t->total - step);
+  double lr = mnt_lr_at(&t->sgd, (double)(step - 1) / t->per_epoch), ms = 1e3 / images * t->s.global_batch;
+  if (r->w->rank == 0) {
+    progress_stamp(o);
+    printf("epoch %.2f step %lld/%lld loss %.4f top1 %.3f lr %.4g %.1f img/s ETA %.0f s\n", epoch_f,
+           (long long)step, (long long)t->total, l->last_loss, l->last_top1, lr, ips, eta);
+    fflush(stdout);
+  }
+  double *ph = l->ph;
+  st = metric(r, json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o}}", "step", (json_int_t)step,
+                           "epoch", mnt_json_num(epoch_f), "loss", mnt_json_num(l->last_loss), "top1",
+                           mnt_json_num(l->last_top1), "lr", mnt_json_num(lr), "img_per_s", mnt_json_num(ips), "ms",
+                           "data", mnt_json_num(ph[0] * ms), "forward", mnt_json_num(ph[1] * ms), "backward",
+                           mnt_json_num(ph[2] * ms), "comm_exposed", mnt_json_num(ph[3] * ms), "optimizer",
+                           mnt_json_num(ph[4] * ms)));
+  if (st) return st;
+  memset(l->ph, 0, sizeof l->ph);
+  l->iv_t0 = mnt_now();
+  return MNT_OK;
+}
+
+/* every rank (collective), --val: the validation set evaluated; rank 0's line and metrics.jsonl
+ * line. Evaluation is not training: its time is kept out of the throughput */
+static int evaluate(run *r, loop *l, int64_t step, double epoch_f) {
+  mnt_trainer *t = r->t;
+  double vl, v1, v5, te = mnt_now();
+  int st = mnt_trainer_evaluate(t, &vl, &v1, &v5);
+  if (st != MNT_OK) return st;
+  l->val_top1 = v1;
+  if (r->w->rank == 0) {
+    progress_stamp(r->o);
+    printf("epoch %.2f validation: loss %.4f top1 %.4f top5 %.4f (%lld samples)\n", epoch_f, vl, v1, v5,
+           (long long)t->val.total);
+    fflush(stdout);
+  }
+  st = metric(r, json_pack("{s:I, s:o, s:o, s:o, s:o}", "step", (json_int_t)step, "epoch", mnt_json_num(epoch_f),
+                           "val_loss", mnt_json_num(vl), "val_top1", mnt_json_num(v1), "val_top5", mnt_json_num(v5)));
+  if (st) return st;
+  double dt = mnt_now() - te;
+  l->eval_s += dt;
+  if (l->done > l->warm) l->eval_timed_s += dt;
+  l->iv_t0 = mnt_now();
+  return MNT_OK;
+}
+
+/* ---- the run's end: stopped, or finished (summary.json, --export) ------------------------- */
+
+/* qsort: doubles in ascending order */
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* --export: the final weights and BN statistics, from the device where they live there */
+static int export_model(mnt_trainer *t, const char *path) {
+  float *w, *m, *bn;
+  MNT_CHECK(mnt_trainer_host_model(t, &w, &m, &bn));
+  return mnt_export_h5(t->m, w, bn, &t->train, path);
+}
+
+/* every rank, after a stop request's checkpoint: rank 0 says why and where; MNT_EPREEMPT, agreed */
+static int report_preempted(run *r, const loop *l) {
+  opts *o = r->o;
+  mnt_trainer *t = r->t;
+  if (r->w->rank == 0) {
+    char dir[1200];
+    int sig = __atomic_load_n(&g_stop_signal, __ATOMIC_RELAXED);
+    mnt_ckpt_step_dir(dir, sizeof dir, o->ckpt_dir, t->s.step);
+    printf("mntrain train: stopped after step %lld/%lld (%s): checkpoint %s; the same command resumes it\n",
+           (long long)t->s.step, (long long)t->total,
+           sig ? (sig == SIGTERM ? "SIGTERM" : "SIGUSR1")
+               : (o->stop_after && l->done >= o->stop_after ? "--stop-after" : "a signal on another rank"),
+           dir);
+    fflush(stdout);
+  }
+  return mnt_world_agree(r->w, MNT_EPREEMPT); /* agreed: the job ends normally, with exit code 3 */
+}
+
+/* the timed steps of this job (after warm-up; all of them when too few) and what they measure */
+typedef struct timing {
+  int64_t timed, skip; /* steps timed; warm-up steps before them */
+  double span, ips, busbw, mean;
+} timing;
+
+/* rank 0: summary.json (keys as DESIGN.md "Metrics") */
+static int write_summary(run *r, const loop *l, const timing *tm) {
+  opts *o = r->o;
+  mnt_trainer *t = r->t;
+  mnt_world *w = r->w;
+  const double *step_ms = l->step_ms, *ph_all = l->ph_all;
+  int64_t timed = tm->timed, skip = tm->skip;
+  int rpn = w->size / w->nnodes;
+  json_t *sm = json_pack(
+      "{s:s, s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:o, s:o,"
+      " s:{s:o, s:o, s:o}, s:{s:o, s:o, s:o, s:o, s:o}, s:I, s:o, s:s, s:o, s:o, s:I, s:o, s:o, s:I, s:I}",
+      "version", MNT_VERSION, "arch", t->cfg.arch, "image_size", t->cfg.size, "device", t->be->name, "comm",
+      t->c->ops->name, "topology", mnt_topology_name(t->c->topology), "ranks", w->size, "nodes", w->nnodes,
+      "ranks_per_node", rpn, "threads_per_rank", o->threads > 0 ? o->threads : omp_get_max_threads(),
+      "batch_per_rank", t->cfg.batch, "global_batch", (json_int_t)t->s.global_batch, "steps", (json_int_t)t->total,
+      "img_per_s", mnt_json_num(tm->ips), "img_per_s_per_rank", mnt_json_num(tm->ips / w->size), "step_ms", "mean",
+      mnt_json_num(tm->mean), "p50", mnt_json_num(step_ms[skip + timed / 2]), "p95",
+      mnt_json_num(step_ms[skip + (int64_t)(0.95 * (double)(timed - 1))]), "phases_ms", "data",
+      mnt_json_num(ph_all[0] * 1e3 / timed), "forward", mnt_json_num(ph_all[1] * 1e3 / timed), "backward",
+      mnt_json_num(ph_all[2] * 1e3 / timed), "comm_exposed", mnt_json_num(ph_all[3] * 1e3 / timed), "optimizer",
+      mnt_json_num(ph_all[4] * 1e3 / timed), "grad_bytes", (json_int_t)(t->m->nw * 4), "allreduce_busbw_gbs",
+      mnt_json_num(tm->busbw), "slurm_job_id", w->jobid, "loss", mnt_json_num(l->last_loss), "top1",
+      mnt_json_num(l->last_top1), "skipped_steps", (json_int_t)t->s.skipped, "train_seconds", mnt_json_num(tm->span),
+      "eval_seconds", mnt_json_num(l->eval_s), "resumed_from_step", (json_int_t)l->step0, "steps_this_job",
+      (json_int_t)l->done);
+  if (sm) json_object_set_new(sm, "precision", json_string(mnt_precision_name(t->be->precision)));
+  if (sm) { /* what the layers ran: a throughput figure says what it measured */
+    static char buf[8192];
+    mnt_resnet_impls(t->m, MNT_LAYER_BN, buf, sizeof buf);
+    json_object_set_new(sm, "bn_mode", json_string(buf));
+    json_object_set_new(sm, "reference_layers", json_integer(mnt_resnet_slow_layers(t->m, buf, sizeof buf)));
+    if (!strcmp(t->be->name, "cpu")) json_object_set_new(sm, "cpu_isa", json_string(mnt_cpu_isa_name()));
+  }
+  if (sm) /* not timed */
+    json_object_set_new(sm, "warmup_steps", json_integer(timed < l->done ? (json_int_t)l->warm : 0));
+  if (sm && !isnan(l->val_top1)) json_object_set_new(sm, "val_top1", mnt_json_num(l->val_top1));
+  if (sm && r->ncheckpoints) {
+    json_object_set_new(sm, "checkpoints", json_integer(r->ncheckpoints));
+    json_object_set_new(sm, "ckpt_stall_ms", mnt_json_num(r->stall_sum * 1e3 / r->ncheckpoints));
+  }
+  int st = mnt_json_save(o->out, "summary.json", sm);
+  json_decref(sm);
+  return st;
+}
+
+/* every rank, training done: one set of BN statistics, every rank's averaged (what --export writes);
+ * the timing; rank 0 writes summary.json and --export and says so */
+static int finish_run(run *r, loop *l) {
+  opts *o = r->o;
+  mnt_trainer *t = r->t;
+  mnt_world *w = r->w;
+  double t_end = mnt_now();
+  int st;
+  if ((st = mnt_be_sync(t->be)) != MNT_OK ||
+      (st = mnt_allreduce(t->c, t->m->bn, t->m->nbn, MNT_FP32, MNT_AVG)) != MNT_OK)
+    return st;
+  timing tm = {.timed = l->done - l->warm};
+  int after_warmup = tm.timed > 0 && l->t_after_warmup > 0;
+  tm.span = (after_warmup ? t_end - l->t_after_warmup : t_end - l->t_start) -
+            (after_warmup ? l->eval_timed_s : l->eval_s);
+  if (tm.timed <= 0) tm.timed = l->done;
+  tm.skip = l->done - tm.timed;
+  tm.ips = (double)tm.timed * t->s.global_batch / tm.span;
+  /* bus bandwidth of the gradient allreduce as training saw it: bytes * 2(n-1)/n (0 on one rank) over
+   * the time from a step's first bucket start to its last completion (overlapped with backward, so a
+   * lower bound) */
+  tm.busbw = t->comm_span > 0
+                 ? (double)t->m->nw * 4.0 * mnt_busbw_factor(w->size) * (double)tm.timed / t->comm_span / 1e9
+                 : 0.0;
+  qsort(l->step_ms + tm.skip, (size_t)tm.timed, sizeof *l->step_ms, cmp_d);
+  for (int64_t i = tm.skip; i < l->done; i++) tm.mean += l->step_ms[i];
+  tm.mean /= tm.timed;
+  if (w->rank != 0) return MNT_OK;
+  st = write_summary(r, l, &tm);
+  if (st == MNT_OK && o->export_path) st = export_model(t, o->export_path);
+  if (st == MNT_OK) {
+    printf("mntrain train: done: %lld steps, %.1f img/s (%.1f per rank; %.1f s of evaluation apart), loss %.4f, "
+           "top1 %.4f; %s/summary.json\n",
+           (long long)t->total, tm.ips, tm.ips / w->size, l->eval_s, l->last_loss, l->last_top1, o->out);
+    if (!isnan(l->val_top1)) printf("mntrain train: validation top1 %.4f\n", l->val_top1);
+    if (o->export_path) printf("mntrain train: weights in %s\n", o->export_path);
+  }
+  return st;
+}
+
+/* ---- the step loop ------------------------------------------------------------------------ */
+
+/* every rank: this job's steps, with a checkpoint where due and at the end; then the run's end:
+ * stopped (MNT_EPREEMPT), finished (summary.json), or resumed already complete */
 static int train_loop(run *r) {
   opts *o = r->o;
   mnt_trainer *t = r->t;
   mnt_world *w = r->w;
-  int64_t step0 = t->s.step, todo = t->total - step0;
-  if (o->stop_after && o->stop_after < todo) todo = o->stop_after;
-  double *step_ms = calloc((size_t)todo + 1, sizeof *step_ms);
-  if (!step_ms) return MNT_ENOMEM;
-  int st = MNT_OK, ckpt_on = o->ckpt_dir != NULL, stopped = 0;
-  double ph[5] = {0}, ph_all[5] = {0}; /* data, forward, backward, comm exposed, optimizer */
-  double t_start = mnt_now(), t_after_warmup = 0, last_loss = NAN, last_top1 = NAN, val_top1 = NAN, eval_s = 0,
-         eval_timed_s = 0, iv_t0 = mnt_now();
-  int64_t warm = todo > 20 ? 5 : todo > 4 ? 1 : 0, done = 0;
+  loop l = {.step0 = t->s.step, .todo = t->total - t->s.step, .last_loss = NAN, .last_top1 = NAN, .val_top1 = NAN};
+  if (o->stop_after && o->stop_after < l.todo) l.todo = o->stop_after;
+  if (!(l.step_ms = calloc((size_t)l.todo + 1, sizeof *l.step_ms))) return MNT_ENOMEM;
+  int st = MNT_OK, ckpt_on = o->ckpt_dir != NULL;
+  l.t_start = mnt_now();
+  l.iv_t0 = mnt_now();
+  l.warm = l.todo > 20 ? 5 : l.todo > 4 ? 1 : 0;
   r->last_ckpt_time = mnt_now();
   t->comm_span = 0;
   while (t->s.step < t->total && st == MNT_OK) {
     mnt_step_out so;
     if ((st = mnt_trainer_step(t, &so)) != MNT_OK) break;
     int64_t step = t->s.step; /* steps done, this one included */
-    done++;
-    double step_s = 0;
-    for (int k = 0; k < 5; k++) {
-      ph[k] += so.phase[k];
-      if (done > warm) ph_all[k] += so.phase[k];
-      step_s += so.phase[k];
-    }
-    step_ms[done - 1] = step_s * 1e3;
-    if (done == warm) t_after_warmup = mnt_now();
-    if (done == warm) t->comm_span = 0;
-    if (r->samples) { /* the global samples this rank trained on */
-      fprintf(r->samples, "%lld", (long long)step);
-      for (int i = 0; i < t->last->n; i++) fprintf(r->samples, " %lld", (long long)t->last->ids[i]);
-      fputc('\n', r->samples);
-    }
-    /* control: a stop request on any rank, this rank's checkpoint share written, rank 0's clock */
+    record_step(r, &l, &so, step);
     int stop = 0, due_time = 0;
-    if (ckpt_on) {
-      float ctl[3] = {__atomic_load_n(&g_stop_signal, __ATOMIC_RELAXED) ? 1.0f : 0.0f, mnt_ckpt_local_done(r->wr) ? 1.0f : 0.0f,
-                      w->rank == 0 && o->ckpt_minutes > 0 && mnt_now() - r->last_ckpt_time >= o->ckpt_minutes * 60
-                          ? 1.0f : 0.0f};
-      if ((st = mnt_allreduce(t->c, ctl, 3, MNT_FP32, MNT_SUM)) != MNT_OK) break;
-      stop = ctl[0] > 0;
-      due_time = ctl[2] > 0;
-      if (mnt_ckpt_pending(r->wr) && (int)ctl[1] == w->size && (st = checkpoint_finish(r)) != MNT_OK) break;
-    }
+    if (ckpt_on && (st = control(r, &stop, &due_time)) != MNT_OK) break;
     int end_epoch = step % t->per_epoch == 0;
     double epoch_f = (double)step / t->per_epoch;
-    if (step % o->log_every == 0 || step == t->total || end_epoch) {
-      double images;
-      if ((st = mnt_trainer_interval(t, &last_loss, &last_top1, &images)) != MNT_OK) break;
-      double now = mnt_now(), ips = (images - r->resumed_images) / (now - iv_t0);
-      r->resumed_images = 0;
-      double eta = (now - t_start - eval_s) / done * (double)(t->total - step);
-      double lr = mnt_lr_at(&t->sgd, (double)(step - 1) / t->per_epoch), ms = 1e3 / images * t->s.global_batch;
-      if (w->rank == 0) {
-        progress_stamp(o);
-        printf("epoch %.2f step %lld/%lld loss %.4f top1 %.3f lr %.4g %.1f img/s ETA %.0f s\n", epoch_f,
-               (long long)step, (long long)t->total, last_loss, last_top1, lr, ips, eta);
-        fflush(stdout);
-      }
-      st = metric(r, json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o}}", "step", (json_int_t)step,
-                               "epoch", mnt_json_num(epoch_f), "loss", mnt_json_num(last_loss), "top1",
-                               mnt_json_num(last_top1), "lr", mnt_json_num(lr), "img_per_s", mnt_json_num(ips), "ms",
-                               "data", mnt_json_num(ph[0] * ms), "forward", mnt_json_num(ph[1] * ms), "backward",
-                               mnt_json_num(ph[2] * ms), "comm_exposed", mnt_json_num(ph[3] * ms), "optimizer",
-                               mnt_json_num(ph[4] * ms)));
-      if (st) break;
-      memset(ph, 0, sizeof ph);
-      iv_t0 = mnt_now();
-    }
-    if (ckpt_on && o->stop_after && done >= o->stop_after) stop = 1;
+    if ((step % o->log_every == 0 || step == t->total || end_epoch) &&
+        (st = log_interval(r, &l, step, epoch_f)) != MNT_OK)
+      break;
+    if (ckpt_on && o->stop_after && l.done >= o->stop_after) stop = 1;
     if (stop && step < t->total) { /* every rank knows: a checkpoint now (before any evaluation: a
                                     * preempted job has seconds), synchronously, then out */
-      if ((st = checkpoint_begin(r)) != MNT_OK) break;
-      if ((st = checkpoint_finish(r)) != MNT_OK) break;
-      stopped = 1;
+      if ((st = checkpoint_begin(r)) == MNT_OK && (st = checkpoint_finish(r)) == MNT_OK) l.stopped = 1;
       break;
     }
-    if (t->have_val && (end_epoch || step == t->total)) {
-      double vl, v1, v5, te = mnt_now();
-      if ((st = mnt_trainer_evaluate(t, &vl, &v1, &v5)) != MNT_OK) break;
-      val_top1 = v1;
-      if (w->rank == 0) {
-        progress_stamp(o);
-        printf("epoch %.2f validation: loss %.4f top1 %.4f top5 %.4f (%lld samples)\n", epoch_f, vl, v1, v5,
-               (long long)t->val.total);
-        fflush(stdout);
-      }
-      st = metric(r, json_pack("{s:I, s:o, s:o, s:o, s:o}", "step", (json_int_t)step, "epoch", mnt_json_num(epoch_f),
-                               "val_loss", mnt_json_num(vl), "val_top1", mnt_json_num(v1), "val_top5",
-                               mnt_json_num(v5)));
-      if (st) break;
-      double dt = mnt_now() - te; /* evaluation is not training: kept out of the throughput */
-      eval_s += dt;
-      if (done > warm) eval_timed_s += dt;
-      iv_t0 = mnt_now();
-    }
-    if (!ckpt_on) continue;
-    if (step < t->total && ((o->ckpt_steps && step % o->ckpt_steps == 0) || due_time) &&
+    if (t->have_val && (end_epoch || step == t->total) && (st = evaluate(r, &l, step, epoch_f)) != MNT_OK) break;
+    if (ckpt_on && step < t->total && ((o->ckpt_steps && step % o->ckpt_steps == 0) || due_time) &&
         (st = checkpoint_begin(r)) != MNT_OK)
       break;
   }
-  if (st == MNT_OK && ckpt_on && !stopped && done > 0) { /* the finished run's checkpoint */
+  if (st == MNT_OK && ckpt_on && !l.stopped && l.done > 0) { /* the finished run's checkpoint */
     st = checkpoint_begin(r);
     if (st == MNT_OK) st = checkpoint_finish(r);
   }
-  if (st == MNT_OK && stopped) {
-    if (w->rank == 0) {
-      char dir[1200];
-      int sig = __atomic_load_n(&g_stop_signal, __ATOMIC_RELAXED);
-      mnt_ckpt_step_dir(dir, sizeof dir, o->ckpt_dir, t->s.step);
-      printf("mntrain train: stopped after step %lld/%lld (%s): checkpoint %s; the same command resumes it\n",
-             (long long)t->s.step, (long long)t->total,
-             sig ? (sig == SIGTERM ? "SIGTERM" : "SIGUSR1")
-                 : (o->stop_after && done >= o->stop_after ? "--stop-after" : "a signal on another rank"),
-             dir);
-      fflush(stdout);
-    }
-    free(step_ms);
-    return mnt_world_agree(w, MNT_EPREEMPT); /* agreed: the job ends normally, with exit code 3 */
-  }
-  if (st == MNT_OK && done > 0) {
-    double t_end = mnt_now();
-    /* the final model has one set of BN statistics: every rank's averaged (what --export writes) */
-    if ((st = mnt_be_sync(t->be)) != MNT_OK || (st = mnt_allreduce(t->c, t->m->bn, t->m->nbn, MNT_FP32, MNT_AVG)) != MNT_OK) {
-      free(step_ms);
-      return st;
-    }
-    int64_t timed = done - warm;
-    double span = (timed > 0 && t_after_warmup > 0 ? t_end - t_after_warmup : t_end - t_start) -
-                  (timed > 0 && t_after_warmup > 0 ? eval_timed_s : eval_s);
-    if (timed <= 0) timed = done;
-    int64_t skip = done - timed;
-    double ips = (double)timed * t->s.global_batch / span;
-    /* bus bandwidth of the gradient allreduce as training saw it: bytes * 2(n-1)/n over the time from
-     * a step's first bucket start to its last completion (overlapped with backward, so a lower bound) */
-    double busbw = w->size > 1 && t->comm_span > 0 ? (double)t->m->nw * 4.0 * 2.0 * (w->size - 1) / w->size *
-                                                         (double)timed / t->comm_span / 1e9
-                                                   : 0.0;
-    qsort(step_ms + skip, (size_t)timed, sizeof *step_ms, cmp_d);
-    double mean = 0;
-    for (int64_t i = skip; i < done; i++) mean += step_ms[i];
-    mean /= timed;
-    if (w->rank == 0) {
-      int rpn = w->size / w->nnodes;
-      json_t *sm = json_pack(
-          "{s:s, s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:o, s:o,"
-          " s:{s:o, s:o, s:o}, s:{s:o, s:o, s:o, s:o, s:o}, s:I, s:o, s:s, s:o, s:o, s:I, s:o, s:o, s:I, s:I}",
-          "version", MNT_VERSION, "arch", t->cfg.arch, "image_size", t->cfg.size, "device", t->be->name, "comm",
-          t->c->ops->name, "topology", mnt_topology_name(t->c->topology), "ranks", w->size, "nodes", w->nnodes,
-          "ranks_per_node", rpn, "threads_per_rank", o->threads > 0 ? o->threads : omp_get_max_threads(),
-          "batch_per_rank", t->cfg.batch, "global_batch", (json_int_t)t->s.global_batch, "steps", (json_int_t)t->total,
-          "img_per_s", mnt_json_num(ips), "img_per_s_per_rank", mnt_json_num(ips / w->size), "step_ms", "mean",
-          mnt_json_num(mean), "p50", mnt_json_num(step_ms[skip + timed / 2]), "p95",
-          mnt_json_num(step_ms[skip + (int64_t)(0.95 * (double)(timed - 1))]), "phases_ms", "data",
-          mnt_json_num(ph_all[0] * 1e3 / timed), "forward", mnt_json_num(ph_all[1] * 1e3 / timed), "backward",
-          mnt_json_num(ph_all[2] * 1e3 / timed), "comm_exposed", mnt_json_num(ph_all[3] * 1e3 / timed), "optimizer",
-          mnt_json_num(ph_all[4] * 1e3 / timed), "grad_bytes", (json_int_t)(t->m->nw * 4), "allreduce_busbw_gbs",
-          mnt_json_num(busbw), "slurm_job_id", w->jobid, "loss", mnt_json_num(last_loss), "top1",
-          mnt_json_num(last_top1), "skipped_steps", (json_int_t)t->s.skipped, "train_seconds", mnt_json_num(span),
-          "eval_seconds", mnt_json_num(eval_s), "resumed_from_step", (json_int_t)step0, "steps_this_job",
-          (json_int_t)done);
-      if (sm) json_object_set_new(sm, "precision", json_string(mnt_precision_name(t->be->precision)));
-      if (sm) { /* what the layers ran: a throughput figure says what it measured */
-        static char buf[8192];
-        mnt_resnet_impls(t->m, MNT_LAYER_BN, buf, sizeof buf);
-        json_object_set_new(sm, "bn_mode", json_string(buf));
-        json_object_set_new(sm, "reference_layers", json_integer(mnt_resnet_slow_layers(t->m, buf, sizeof buf)));
-        if (!strcmp(t->be->name, "cpu")) json_object_set_new(sm, "cpu_isa", json_string(mnt_cpu_isa_name()));
-      }
-      if (sm) json_object_set_new(sm, "warmup_steps", json_integer(timed < done ? (json_int_t)warm : 0)); /* not timed */
-      if (sm && !isnan(val_top1)) json_object_set_new(sm, "val_top1", mnt_json_num(val_top1));
-      if (sm && r->ncheckpoints) {
-        json_object_set_new(sm, "checkpoints", json_integer(r->ncheckpoints));
-        json_object_set_new(sm, "ckpt_stall_ms", mnt_json_num(r->stall_sum * 1e3 / r->ncheckpoints));
-      }
-      st = mnt_json_save(o->out, "summary.json", sm);
-      json_decref(sm);
-      if (st == MNT_OK && o->export_path) st = export_model(t, o->export_path);
-      if (st == MNT_OK) {
-        printf("mntrain train: done: %lld steps, %.1f img/s (%.1f per rank; %.1f s of evaluation apart), loss %.4f, "
-               "top1 %.4f; %s/summary.json\n",
-               (long long)t->total, ips, ips / w->size, eval_s, last_loss, last_top1, o->out);
-        if (!isnan(val_top1)) printf("mntrain train: validation top1 %.4f\n", val_top1);
-        if (o->export_path) printf("mntrain train: weights in %s\n", o->export_path);
-      }
-    }
+  if (st == MNT_OK && l.stopped) {
+    st = report_preempted(r, &l);
+  } else if (st == MNT_OK && l.done > 0) {
+    st = finish_run(r, &l);
   } else if (st == MNT_OK && w->rank == 0) { /* resumed at its end: its summary.json stays */
     printf("mntrain train: the run is complete (step %lld of %lld): nothing to train\n", (long long)t->s.step,
            (long long)t->total);
     if (o->export_path && (st = export_model(t, o->export_path)) == MNT_OK)
       printf("mntrain train: weights in %s\n", o->export_path);
   }
-  free(step_ms);
+  free(l.step_ms);
   return st;
 }
 
-int mnt_train_main(mnt_world *w, int argc, char **argv) {
-  opts o = {.t = {.arch = "resnet50", .schedule = "step", .comm = "auto", .topology = "flat", .grad_dtype = "fp32",
-                  .precision = "fp32", .size = 224, .batch = 0, .epochs = 0, .steps = 0, .seed = 1, .lr = 0.1, .warmup_epochs = 0,
-                  .bucket_mb = 25, .momentum = 0.9, .wd = 1e-4, .min_scale = 0.08, .val_crop = 0.875,
-                  .loader_threads = 2},
-            .device = "auto", .out = "mntrain-out", .log_every = 10, .keep = 2, .stripe_s = "1M"};
-  int help = 0;
-  mnt_train_cfg *c = &o.t;
+/* ---- the command -------------------------------------------------------------------------- */
+
+/* the command line into *o (which holds the defaults); --help printed (rank 0) */
+static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
+  mnt_train_cfg *c = &o->t;
   const mnt_opt table[] = {
       {"data", 0, MNT_OPT_STRING, &c->data, "DIR", "training set (mntrain convert), required", 0, 0},
       {"val", 0, MNT_OPT_STRING, &c->val, "DIR", "validation set, evaluated after every epoch", 0, 0},
@@ -667,7 +753,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
        MNT_RANGE(0.05, 1)},
       {"label-smoothing", 0, MNT_OPT_DOUBLE, &c->smoothing, "E", "train against (1-E) onehot + E/classes (default 0)",
        MNT_RANGE(0, 0.999)},
-      {"device", 0, MNT_OPT_STRING, &o.device, "cpu|cuda|auto",
+      {"device", 0, MNT_OPT_STRING, &o->device, "cpu|cuda|auto",
        "where to compute: cpu (oneDNN) or cuda (cuDNN, one GPU per rank by local rank); auto: cuda with --comm nccl, "
        "else cpu", 0, 0},
       {"precision", 0, MNT_OPT_STRING, &c->precision, "fp32|bf16",
@@ -678,183 +764,206 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
       {"grad-dtype", 0, MNT_OPT_STRING, &c->grad_dtype, "fp32|bf16|fp16", "allreduce precision (default fp32)", 0, 0},
       {"bucket-mb", 0, MNT_OPT_DOUBLE, &c->bucket_mb, "M", "allreduce bucket size in MB (default 25)",
        MNT_RANGE(0.001, 1e6)},
-      {"threads", 0, MNT_OPT_INT, &o.threads, "T", "compute threads per rank (default: OpenMP's)", MNT_RANGE(0, 4096)},
+      {"threads", 0, MNT_OPT_INT, &o->threads, "T", "compute threads per rank (default: OpenMP's)", MNT_RANGE(0, 4096)},
       {"loader-threads", 0, MNT_OPT_INT, &c->loader_threads, "T", "prefetch threads per rank (default 2)",
        MNT_RANGE(1, 256)},
       {"seed", 0, MNT_OPT_INT, &c->seed, "S", "seed of weights, data order and augmentation (default 1)", MNT_ANY_INT},
-      {"out", 0, MNT_OPT_STRING, &o.out, "DIR", "output directory (default mntrain-out); must not hold an earlier run",
+      {"out", 0, MNT_OPT_STRING, &o->out, "DIR", "output directory (default mntrain-out); must not hold an earlier run",
        0, 0},
-      {"force", 0, MNT_OPT_FLAG, &o.force, NULL,
+      {"force", 0, MNT_OPT_FLAG, &o->force, NULL,
        "start over: replace an earlier run's outputs in --out and its checkpoints in --ckpt-dir", 0, 0},
-      {"log-every", 0, MNT_OPT_INT, &o.log_every, "N", "progress and metrics every N steps (default 10)",
+      {"log-every", 0, MNT_OPT_INT, &o->log_every, "N", "progress and metrics every N steps (default 10)",
        MNT_RANGE(1, 2e9)},
-      {"timestamps", 0, MNT_OPT_FLAG, &o.timestamps, NULL,
+      {"timestamps", 0, MNT_OPT_FLAG, &o->timestamps, NULL,
        "start each progress line (steps, validation, checkpoints) with the UTC time, as metrics.jsonl's \"time\"", 0,
        0},
       {"skip-nonfinite", 0, MNT_OPT_FLAG, &c->skip_nonfinite, NULL, "skip a step with NaN/Inf gradients", 0, 0},
       {"bn-batch", 0, MNT_OPT_INT, &c->bn_batch, "N",
        "batch-norm statistics over groups of N images (default: the batch per rank; on resume the checkpoint's)",
        MNT_RANGE(0, 1 << 20)},
-      {"export", 0, MNT_OPT_STRING, &o.export_path, "FILE.h5", "write the final weights (torchvision names) to HDF5",
+      {"export", 0, MNT_OPT_STRING, &o->export_path, "FILE.h5", "write the final weights (torchvision names) to HDF5",
        0, 0},
-      {"init", 0, MNT_OPT_STRING, &o.init, "FILE.h5",
+      {"init", 0, MNT_OPT_STRING, &o->init, "FILE.h5",
        "start from these weights (an --export file or a checkpoint's state.h5; checked by name and shape)", 0, 0},
-      {"ckpt-dir", 0, MNT_OPT_STRING, &o.ckpt_dir, "DIR",
+      {"ckpt-dir", 0, MNT_OPT_STRING, &o->ckpt_dir, "DIR",
        "checkpoints (step-NNNNNNNN/state.h5 + MANIFEST.json) on a shared filesystem (default OUT/ckpt when any "
        "checkpoint flag is given)", 0, 0},
-      {"ckpt-every-steps", 0, MNT_OPT_INT, &o.ckpt_steps, "K", "a checkpoint every K steps (and at the end)",
+      {"ckpt-every-steps", 0, MNT_OPT_INT, &o->ckpt_steps, "K", "a checkpoint every K steps (and at the end)",
        MNT_RANGE(0, 2e9)},
-      {"ckpt-every-minutes", 0, MNT_OPT_DOUBLE, &o.ckpt_minutes, "M", "a checkpoint every M minutes (rank 0's clock)",
+      {"ckpt-every-minutes", 0, MNT_OPT_DOUBLE, &o->ckpt_minutes, "M", "a checkpoint every M minutes (rank 0's clock)",
        MNT_RANGE(0, 1e7)},
-      {"keep", 0, MNT_OPT_INT, &o.keep, "N", "checkpoints kept, newest first (default 2)", MNT_RANGE(1, 1e6)},
-      {"resume", 0, MNT_OPT_STRING, &o.resume, "auto|PATH|none",
+      {"keep", 0, MNT_OPT_INT, &o->keep, "N", "checkpoints kept, newest first (default 2)", MNT_RANGE(1, 1e6)},
+      {"resume", 0, MNT_OPT_STRING, &o->resume, "auto|PATH|none",
        "auto: the newest valid checkpoint in --ckpt-dir, else a fresh start (default with checkpoints); PATH: that "
        "checkpoint; none: never (default without)", 0, 0},
-      {"ckpt-stripe", 0, MNT_OPT_STRING, &o.stripe_s, "BYTES",
+      {"ckpt-stripe", 0, MNT_OPT_STRING, &o->stripe_s, "BYTES",
        "alignment and share granularity of checkpoint writes (default 1M: a parallel filesystem's stripe)", 0, 0},
-      {"no-ckpt-verify", 0, MNT_OPT_FLAG, &o.no_verify, NULL, "resume without checking the checkpoint's checksums", 0,
+      {"no-ckpt-verify", 0, MNT_OPT_FLAG, &o->no_verify, NULL, "resume without checking the checkpoint's checksums", 0,
        0},
-      {"stop-after", 0, MNT_OPT_INT, &o.stop_after, "N",
+      {"stop-after", 0, MNT_OPT_INT, &o->stop_after, "N",
        "stop after N steps of this job with a checkpoint, as if preempted (exit 3)", MNT_RANGE(0, 2e9)},
-      {"sample-log", 0, MNT_OPT_FLAG, &o.sample_log, NULL,
+      {"sample-log", 0, MNT_OPT_FLAG, &o->sample_log, NULL,
        "each rank writes the global sample ids of every step to OUT/samples-rank-RRRRR.txt (audits)", 0, 0},
       {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
-  int quiet = mnt_world_guess_rank() != 0;
-  int st = mnt_parse_opts("train", table, argc, argv, &help, quiet);
+  int st = mnt_parse_opts("train", table, argc, argv, help, quiet);
   if (st) return st;
-  if (help) {
-    if (!quiet)
-      mnt_print_help(stdout, "srun --mpi=pmix mntrain train --data DIR [--val DIR] --arch A --size S --batch-per-rank B ...",
-                     "Data-parallel training over all ranks of the job (one process per CPU socket or GPU).\n"
-                     "Writes OUT/config.json at the start, OUT/metrics.jsonl while it trains and OUT/summary.json\n"
-                     "when it ends; an --out that holds an earlier run is refused unless --force or resumed.\n"
-                     "--out and --ckpt-dir must be your own (not writable by others), and hold one run at a time\n"
-                     "(DIR/mntrain.lock: a second job on them is refused, naming the first).\n"
-                     "Checkpoints (any --ckpt-* flag): written by all ranks into one HDF5 file, committed by a\n"
-                     "manifest; SIGUSR1/SIGTERM commit the checkpoint in flight at once, then stop every rank after\n"
-                     "the same step with a checkpoint (exit 3), and the same command line resumes the run, on any\n"
-                     "rank count that divides the global batch.",
-                     table);
-    return MNT_OK;
-  }
+  if (*help && !quiet)
+    mnt_print_help(stdout, "srun --mpi=pmix mntrain train --data DIR [--val DIR] --arch A --size S --batch-per-rank B ...",
+                   "Data-parallel training over all ranks of the job (one process per CPU socket or GPU).\n"
+                   "Writes OUT/config.json at the start, OUT/metrics.jsonl while it trains and OUT/summary.json\n"
+                   "when it ends; an --out that holds an earlier run is refused unless --force or resumed.\n"
+                   "--out and --ckpt-dir must be your own (not writable by others), and hold one run at a time\n"
+                   "(DIR/mntrain.lock: a second job on them is refused, naming the first).\n"
+                   "Checkpoints (any --ckpt-* flag): written by all ranks into one HDF5 file, committed by a\n"
+                   "manifest; SIGUSR1/SIGTERM commit the checkpoint in flight at once, then stop every rank after\n"
+                   "the same step with a checkpoint (exit 3), and the same command line resumes the run, on any\n"
+                   "rank count that divides the global batch.",
+                   table);
+  return MNT_OK;
+}
+
+/* the options checked against each other (a usage error, quiet on ranks other than 0), and the
+ * defaults that follow from others filled in. *ckpt_on: checkpoints wanted */
+static int validate(opts *o, int quiet, int *ckpt_on) {
+  mnt_train_cfg *c = &o->t;
   mnt_sched sched;
   mnt_dtype gdt;
   mnt_topology topo;
   mnt_precision prec;
   const char *bad = NULL;
-  int ckpt_on = o.ckpt_dir || o.ckpt_steps || o.ckpt_minutes > 0 || o.stop_after || (o.resume && strcmp(o.resume, "none"));
+  *ckpt_on = o->ckpt_dir || o->ckpt_steps || o->ckpt_minutes > 0 || o->stop_after || (o->resume && strcmp(o->resume, "none"));
   if (!c->data) bad = "--data DIR is required";
   else if (mnt_resnet_arch_ok(c->arch)) bad = "--arch: resnet8, resnet20, resnet18, resnet34, resnet50 or resnet101";
   else if (mnt_sched_parse(c->schedule, &sched)) bad = "--schedule: step or cosine";
   else if (mnt_dtype_parse(c->grad_dtype, &gdt)) bad = "--grad-dtype: fp32, bf16 or fp16";
   else if (mnt_topology_parse(c->topology, &topo)) bad = "--topology: flat or hier";
-  else if (strcmp(o.device, "auto") && strcmp(o.device, "cpu") && strcmp(o.device, "cuda")) bad = "--device: cpu, cuda or auto";
+  else if (strcmp(o->device, "auto") && strcmp(o->device, "cpu") && strcmp(o->device, "cuda")) bad = "--device: cpu, cuda or auto";
   else if (strcmp(c->comm, "auto") && strcmp(c->comm, "cpu") && strcmp(c->comm, "nccl")) bad = "--comm: cpu, nccl or auto";
   else if (mnt_precision_parse(c->precision, &prec)) bad = "--precision: fp32 or bf16";
   else if (c->pad_crop >= c->size) bad = "--pad-crop must be smaller than --size";
   else if (c->bn_batch && c->batch && c->batch % c->bn_batch) bad = "--bn-batch must divide --batch-per-rank";
-  else if (mnt_parse_size(o.stripe_s, &o.stripe) || o.stripe < 4096 || (o.stripe & (o.stripe - 1)))
+  else if (mnt_parse_size(o->stripe_s, &o->stripe) || o->stripe < 4096 || (o->stripe & (o->stripe - 1)))
     bad = "--ckpt-stripe: a power of two of at least 4096 bytes (e.g. 1M, 4M)";
-  else if (o.force && o.resume && strcmp(o.resume, "none"))
+  else if (o->force && o->resume && strcmp(o->resume, "none"))
     bad = "--force starts the run over: it cannot be combined with --resume auto|PATH";
   if (bad) {
     if (!quiet) fprintf(stderr, "mntrain train: %s (see mntrain train --help)\n", bad);
     return MNT_EARG;
   }
-  c->device = o.device;
-  if (!o.resume) o.resume = ckpt_on && !o.force ? "auto" : "none";
-  if (ckpt_on && !o.ckpt_dir) {
-    snprintf(o.ckpt_buf, sizeof o.ckpt_buf, "%s/ckpt", o.out);
-    o.ckpt_dir = o.ckpt_buf;
+  c->device = o->device;
+  if (!o->resume) o->resume = *ckpt_on && !o->force ? "auto" : "none";
+  if (*ckpt_on && !o->ckpt_dir) {
+    snprintf(o->ckpt_buf, sizeof o->ckpt_buf, "%s/ckpt", o->out);
+    o->ckpt_dir = o->ckpt_buf;
   }
   if (!c->epochs && !c->steps) c->epochs = 1;
-  if (o.threads > 0) omp_set_num_threads(o.threads);
-  pthread_t sig_thr;
-  int have_sig_thr = 0;
-  if (ckpt_on) { /* before PMIx and every other thread exist: they all inherit the blocked signals */
-    sigemptyset(&g_sigs);
-    sigaddset(&g_sigs, SIGUSR1);
-    sigaddset(&g_sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &g_sigs, NULL);
-    have_sig_thr = pthread_create(&sig_thr, NULL, signal_thread, NULL) == 0;
+  return MNT_OK;
+}
+
+/* checkpoints on: SIGUSR1 and SIGTERM blocked, and taken by signal_thread. Called before PMIx and
+ * every other thread exist: they all inherit the blocked signals. 1: the thread runs */
+static int start_signal_thread(pthread_t *thr) {
+  sigemptyset(&g_sigs);
+  sigaddset(&g_sigs, SIGUSR1);
+  sigaddset(&g_sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &g_sigs, NULL);
+  return pthread_create(thr, NULL, signal_thread, NULL) == 0;
+}
+
+/* every rank: rank 0 prepares the outputs and reads and verifies the checkpoint to resume (once,
+ * here) and broadcasts whether there is one and its state. The global batch is the run's invariant:
+ * the batch per rank follows the rank count, the BN groups the checkpoint's where they divide it */
+static int negotiate_resume(run *r, mnt_ckpt *ck, mnt_train_state *rs, int *found, mnt_runlock **locks) {
+  opts *o = r->o;
+  mnt_world *w = r->w;
+  mnt_train_cfg *c = &o->t;
+  int st = w->rank == 0 ? prepare(o, w->jobid, ck, found, locks) : MNT_OK;
+  if (st == MNT_OK && *found) st = mnt_train_state_parse(json_object_get(ck->manifest, "state"), rs, ck->dir);
+  if ((st = mnt_world_agree(w, st)) != MNT_OK) return st;
+  struct { int64_t found; mnt_train_state s; } hdr = {*found, *rs};
+  if ((st = mnt_world_bcast(w, &hdr, sizeof hdr, 0)) != MNT_OK) return st;
+  *found = (int)hdr.found;
+  r->resumed_images = *found ? hdr.s.iv_n : 0;
+  if (!*found) {
+    if (!c->batch) c->batch = 32;
+    return MNT_OK;
   }
-  run r = {.o = &o, .w = w, .ckpt_step = -1};
-  mnt_ckpt ck = {0};
-  mnt_runlock *locks[2] = {NULL, NULL}; /* rank 0: --out's and --ckpt-dir's */
-  int found = 0;
-  mnt_train_state rs = {0};
-  st = mnt_world_init(w);
-  if (st != MNT_OK) goto out;
-  snprintf(r.mpath, sizeof r.mpath, "%s/metrics.jsonl", o.out);
-  /* rank 0: outputs, and the checkpoint to resume (read and verified once, here); everyone: its state */
-  st = w->rank == 0 ? prepare(&o, w->jobid, &ck, &found, locks) : MNT_OK;
-  if (st == MNT_OK && found) st = mnt_train_state_parse(json_object_get(ck.manifest, "state"), &rs, ck.dir);
-  if ((st = mnt_world_agree(w, st)) != MNT_OK) goto out;
-  struct { int64_t found; mnt_train_state s; } hdr = {found, rs};
-  if ((st = mnt_world_bcast(w, &hdr, sizeof hdr, 0)) != MNT_OK) goto out;
-  found = (int)hdr.found;
-  r.resumed_images = found ? hdr.s.iv_n : 0;
-  if (found) { /* the global batch is the run's invariant; the batch per rank follows the rank count */
-    rs = hdr.s;
-    int64_t G = rs.global_batch;
-    if (G % w->size) {
-      if (w->rank == 0)
-        MNT_ERR("the checkpoint's global batch %lld does not divide over %d ranks: resume it on a rank count that "
-                "divides %lld", (long long)G, w->size, (long long)G);
-      st = mnt_world_agree(w, MNT_EARG);
-      goto out;
-    }
-    int was = c->batch;
-    c->batch = (int)(G / w->size);
-    if (w->rank == 0 && was && was != c->batch)
-      printf("mntrain train: --batch-per-rank %d ignored: the run's global batch is %lld, so %d per rank on %d ranks\n",
-             was, (long long)G, c->batch, w->size);
-    if (c->bn_batch && c->batch % c->bn_batch) {
-      if (w->rank == 0)
-        MNT_ERR("--bn-batch %d does not divide the %d images per rank of this resume (global batch %lld on %d "
-                "ranks): leave --bn-batch out to keep the checkpoint's groups of %lld", c->bn_batch, c->batch,
-                (long long)G, w->size, (long long)rs.bn_group);
-      st = mnt_world_agree(w, MNT_EARG);
-      goto out;
-    }
-    if (!c->bn_batch) c->bn_batch = c->batch % rs.bn_group == 0 ? (int)rs.bn_group : c->batch;
-    if (w->rank == 0 && c->bn_batch != rs.bn_group)
-      MNT_WARN("batch-norm groups change from %lld to %d images (the checkpoint's do not divide %d per rank)",
-               (long long)rs.bn_group, c->bn_batch, c->batch);
-  } else if (!c->batch) {
-    c->batch = 32;
+  *rs = hdr.s;
+  int64_t G = rs->global_batch;
+  if (G % w->size) {
+    if (w->rank == 0)
+      MNT_ERR("the checkpoint's global batch %lld does not divide over %d ranks: resume it on a rank count that "
+              "divides %lld", (long long)G, w->size, (long long)G);
+    return mnt_world_agree(w, MNT_EARG);
   }
-  if ((st = mnt_trainer_create(w, c, found ? &rs : NULL, &r.t)) != MNT_OK) goto out;
-  mnt_trainer *t = r.t;
-  r.config = config_json(&o, t);
+  int was = c->batch;
+  c->batch = (int)(G / w->size);
+  if (w->rank == 0 && was && was != c->batch)
+    printf("mntrain train: --batch-per-rank %d ignored: the run's global batch is %lld, so %d per rank on %d ranks\n",
+           was, (long long)G, c->batch, w->size);
+  if (c->bn_batch && c->batch % c->bn_batch) {
+    if (w->rank == 0)
+      MNT_ERR("--bn-batch %d does not divide the %d images per rank of this resume (global batch %lld on %d "
+              "ranks): leave --bn-batch out to keep the checkpoint's groups of %lld", c->bn_batch, c->batch,
+              (long long)G, w->size, (long long)rs->bn_group);
+    return mnt_world_agree(w, MNT_EARG);
+  }
+  if (!c->bn_batch) c->bn_batch = c->batch % rs->bn_group == 0 ? (int)rs->bn_group : c->batch;
+  if (w->rank == 0 && c->bn_batch != rs->bn_group)
+    MNT_WARN("batch-norm groups change from %lld to %d images (the checkpoint's do not divide %d per rank)",
+             (long long)rs->bn_group, c->bn_batch, c->batch);
+  return MNT_OK;
+}
+
+/* every rank: the trainer, its start (the checkpoint, which rank 0 loads and checks is this run's,
+ * or --init) made rank 0's everywhere; the checkpoint writer */
+static int start_trainer(run *r, mnt_ckpt *ck, const mnt_train_state *rs, int found, int have_sig_thr) {
+  opts *o = r->o;
+  mnt_world *w = r->w;
+  int st = mnt_trainer_create(w, &o->t, found ? rs : NULL, &r->t);
+  if (st != MNT_OK) return st;
+  mnt_trainer *t = r->t;
+  r->config = config_json(o, t);
   if (w->rank == 0) {
     if (found) {
-      st = mnt_trainer_load(t, &ck);
-      if (st == MNT_OK) st = same_run(json_object_get(ck.manifest, "config"), r.config, ck.dir);
+      st = mnt_trainer_load(t, ck);
+      if (st == MNT_OK) st = same_run(json_object_get(ck->manifest, "config"), r->config, ck->dir);
       char p[1200];
-      snprintf(p, sizeof p, "%s/summary.json", o.out); /* resumed and unfinished: the run has no summary */
-      if (st == MNT_OK && rs.step < t->total && unlink(p) != 0 && errno != ENOENT) {
+      snprintf(p, sizeof p, "%s/summary.json", o->out); /* resumed and unfinished: the run has no summary */
+      if (st == MNT_OK && rs->step < t->total && unlink(p) != 0 && errno != ENOENT) {
         MNT_ERR("%s: cannot remove: %s", p, strerror(errno));
         st = MNT_ESYS;
       }
-    } else if (o.init) {
-      st = mnt_trainer_init_from(t, o.init);
+    } else if (o->init) {
+      st = mnt_trainer_init_from(t, o->init);
     }
-    mnt_ckpt_close(&ck);
+    mnt_ckpt_close(ck);
   }
-  if ((st = mnt_world_agree(w, st)) != MNT_OK) goto out;
-  if ((st = mnt_trainer_sync(t)) != MNT_OK) goto out; /* identical start: rank 0's state everywhere */
-  if (o.ckpt_dir && (st = mnt_ckpt_writer_create(t->c, o.ckpt_dir, o.stripe, o.keep, found ? rs.step : -1, &r.wr)))
-    goto out;
-  if (w->rank == 0 && have_sig_thr) set_signal_writer(r.wr);
-  if (found) json_object_set_new(r.config, "resumed_from_step", json_integer(rs.step));
-  if (w->rank == 0) { /* the effective configuration; the outputs open early */
-    char *txt = json_dumps(r.config, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
+  if ((st = mnt_world_agree(w, st)) != MNT_OK) return st;
+  if ((st = mnt_trainer_sync(t)) != MNT_OK) return st; /* identical start: rank 0's state everywhere */
+  if (o->ckpt_dir &&
+      (st = mnt_ckpt_writer_create(t->c, o->ckpt_dir, o->stripe, o->keep, found ? rs->step : -1, &r->wr)))
+    return st;
+  if (w->rank == 0 && have_sig_thr) set_signal_writer(r->wr);
+  return MNT_OK;
+}
+
+/* every rank: rank 0 prints the effective configuration, writes config.json and opens
+ * metrics.jsonl (a resumed run's kept up to its checkpoint); each rank its --sample-log; agreed */
+static int open_outputs(run *r, int found, const mnt_train_state *rs) {
+  opts *o = r->o;
+  mnt_world *w = r->w;
+  mnt_trainer *t = r->t;
+  const mnt_train_cfg *c = &o->t;
+  int st = MNT_OK;
+  if (found) json_object_set_new(r->config, "resumed_from_step", json_integer(rs->step));
+  if (w->rank == 0) {
+    char *txt = json_dumps(r->config, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
     if (txt) printf("mntrain train: %s\n", txt);
     free(txt);
-    st = mnt_json_save(o.out, "config.json", r.config);
-    if (st == MNT_OK && !(r.metrics = open_log(r.mpath, found ? rs.step : -1, metrics_step))) {
-      MNT_ERR("%s: cannot open: %s", r.mpath, strerror(errno));
+    st = mnt_json_save(o->out, "config.json", r->config);
+    if (st == MNT_OK && !(r->metrics = open_log(r->mpath, found ? rs->step : -1, metrics_step))) {
+      MNT_ERR("%s: cannot open: %s", r->mpath, strerror(errno));
       st = MNT_ESYS;
     }
     if (st == MNT_OK)
@@ -864,15 +973,41 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
              (long long)t->per_epoch, (double)t->m->nw / 1e6, found ? ", resumed" : "");
     fflush(stdout);
   }
-  if (st == MNT_OK && o.sample_log) {
+  if (st == MNT_OK && o->sample_log) {
     char p[1200];
-    snprintf(p, sizeof p, "%s/samples-rank-%05d.txt", o.out, w->rank);
-    if (!(r.samples = open_log(p, found ? rs.step : -1, samples_step))) {
+    snprintf(p, sizeof p, "%s/samples-rank-%05d.txt", o->out, w->rank);
+    if (!(r->samples = open_log(p, found ? rs->step : -1, samples_step))) {
       MNT_ERR("%s: cannot open: %s", p, strerror(errno));
       st = MNT_ESYS;
     }
   }
-  if ((st = mnt_world_agree(w, st)) != MNT_OK) goto out;
+  return mnt_world_agree(w, st);
+}
+
+int mnt_train_main(mnt_world *w, int argc, char **argv) {
+  opts o = {.t = {.arch = "resnet50", .schedule = "step", .comm = "auto", .topology = "flat", .grad_dtype = "fp32",
+                  .precision = "fp32", .size = 224, .batch = 0, .epochs = 0, .steps = 0, .seed = 1, .lr = 0.1, .warmup_epochs = 0,
+                  .bucket_mb = 25, .momentum = 0.9, .wd = 1e-4, .min_scale = 0.08, .val_crop = 0.875,
+                  .loader_threads = 2},
+            .device = "auto", .out = "mntrain-out", .log_every = 10, .keep = 2, .stripe_s = "1M"};
+  int help = 0, ckpt_on = 0;
+  int quiet = mnt_world_guess_rank() != 0;
+  int st = parse_options(&o, argc, argv, quiet, &help);
+  if (st || help) return st;
+  if ((st = validate(&o, quiet, &ckpt_on)) != MNT_OK) return st;
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  pthread_t sig_thr;
+  int have_sig_thr = ckpt_on && start_signal_thread(&sig_thr);
+  run r = {.o = &o, .w = w, .ckpt_step = -1};
+  mnt_ckpt ck = {0};
+  mnt_runlock *locks[2] = {NULL, NULL}; /* rank 0: --out's and --ckpt-dir's */
+  int found = 0;
+  mnt_train_state rs = {0};
+  if ((st = mnt_world_init(w)) != MNT_OK) goto out;
+  snprintf(r.mpath, sizeof r.mpath, "%s/metrics.jsonl", o.out);
+  if ((st = negotiate_resume(&r, &ck, &rs, &found, locks)) != MNT_OK) goto out;
+  if ((st = start_trainer(&r, &ck, &rs, found, have_sig_thr)) != MNT_OK) goto out;
+  if ((st = open_outputs(&r, found, &rs)) != MNT_OK) goto out;
   st = train_loop(&r);
 out:
   if (r.metrics && fclose(r.metrics) != 0 && st == MNT_OK) {

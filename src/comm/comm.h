@@ -1,6 +1,7 @@
 /* comm.h — the communicator: collectives over all ranks of the world, one backend at a time.
  * defines: mnt_comm, mnt_comm_ops, mnt_comm_req, mnt_topology, mnt_comm_create,
- *          mnt_comm_destroy, mnt_topology_parse/name and inline wrappers mnt_allreduce, ...
+ *          mnt_comm_destroy, mnt_topology_parse/name, mnt_busbw_factor and inline wrappers
+ *          mnt_allreduce, ...
  * Every call is in place, collective (all ranks, same order, same sizes) and has a deadline:
  * MNT_COMM_TIMEOUT seconds (default 600) without progress fail the call, naming the peer that
  * was waited for; a dead peer fails it within about a second. On failure the caller (main)
@@ -13,6 +14,11 @@
 #include "dtype.h"
 #include "stream.h"
 #include "world.h"
+
+/* nccl-tests' bus bandwidth of an allreduce over n ranks: busbw = algbw * 2(n-1)/n, the bytes
+ * each link carries per byte reduced (0 for one rank: nothing crosses a link). The one place
+ * this rule is written (bench allreduce, train's summary, the performance model). */
+static inline double mnt_busbw_factor(int n) { return n > 1 ? 2.0 * (n - 1) / n : 0.0; }
 
 typedef enum { MNT_TOPO_FLAT = 0, MNT_TOPO_HIER = 1 } mnt_topology;
 int mnt_topology_parse(const char *s, mnt_topology *t);
@@ -27,7 +33,7 @@ typedef struct mnt_comm_ops {
    * queued work produced buf (nccl waits for it before reducing; NULL: the caller has
    * synchronised, nothing to wait for, as in the inline wrappers below); cpu: ignored */
   int (*allreduce)(mnt_comm *c, void *buf, size_t count, mnt_dtype t, mnt_redop op, mnt_stream *stream);
-  /* Start an allreduce and return at once; mnt_comm_wait completes it. Requests complete in
+  /* Start an allreduce and return at once; ops->wait completes it. Requests complete in
    * the order they were started. */
   int (*iallreduce)(mnt_comm *c, void *buf, size_t count, mnt_dtype t, mnt_redop op, mnt_stream *stream,
                     mnt_comm_req **req);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "rng.h" /* mnt_splitmix64_next */
 #include "sysmem.h"
 
 enum { OP_CONV, OP_BN, OP_RELU, OP_MAXPOOL, OP_ADD, OP_GAP, OP_FC };
@@ -250,14 +251,10 @@ static const archdef *find_arch(const char *a) {
 
 int mnt_resnet_arch_ok(const char *arch) { return find_arch(arch) ? 0 : -1; }
 
-/* reproducible normal and uniform numbers (splitmix64 + Box-Muller) */
-static uint64_t splitmix(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+/* reproducible normal and uniform numbers (splitmix64 of rng.h + Box-Muller) */
+static double unif(uint64_t *s) {
+  return ((double)(mnt_splitmix64_next(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
-static double unif(uint64_t *s) { return ((double)(splitmix(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 static double normal(uint64_t *s) { return sqrt(-2.0 * log(unif(s))) * cos(6.283185307179586 * unif(s)); }
 
 /* into host buffers hw (nw floats) and hbn (nbn floats), uploaded by the caller */

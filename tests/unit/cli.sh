@@ -214,7 +214,7 @@ if [ -z "$help_vars" ] || [ "$help_vars" != "$readme_vars" ]; then
   echo "FAIL: mntrain --help documents [${help_vars//$'\n'/ }], README [${readme_vars//$'\n'/ }]"; fail=1
 fi
 for v in $help_vars; do
-  grep -q "\"$v\"" "$here/../../src/env.c" || { echo "FAIL: $v is documented but not in src/env.c"; fail=1; }
+  grep -q "\"$v\"" "$here/../../src/env.h" || { echo "FAIL: $v is documented but not in src/env.h (MNT_ENV_VARS)"; fail=1; }
 done
 if grep -rn 'getenv("MNT_' "$here/../../src" "$here/../../io" | grep -v 'src/env.c'; then
   echo "FAIL: an MNT_ variable is read outside src/env.c"; fail=1

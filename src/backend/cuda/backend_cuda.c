@@ -45,7 +45,7 @@ void mnt_cuda_release(mnt_cuda *c, void **p, size_t *have) {
 /* Memory may be taken from other threads than the one that created the backend (the loader's
  * page-locked buffers): each such entry makes the backend's device current on its thread, so
  * that no thread creates a context on device 0 or allocates on the wrong GPU. */
-static int mnt_cu_alloc(mnt_backend *b, size_t bytes, void **p) {
+static int cu_alloc(mnt_backend *b, size_t bytes, void **p) {
   mnt_cuda *c = mnt_cuda_of(b);
   *p = NULL;
   if (bytes == 0) return MNT_OK;
@@ -66,14 +66,14 @@ static int mnt_cu_alloc(mnt_backend *b, size_t bytes, void **p) {
   return MNT_OK;
 }
 
-static void mnt_cu_free(mnt_backend *b, void *p) {
+static void cu_free(mnt_backend *b, void *p) {
   if (!p) return;
   cudaError_t e = mnt_cuda_clear(cudaSetDevice(mnt_cuda_of(b)->device));
   if (e == cudaSuccess) e = mnt_cuda_clear(cudaFree(p)); /* waits for the device's work */
   if (e != cudaSuccess) MNT_ERR("cudaFree(%p) failed: %s", p, cudaGetErrorString(e));
 }
 
-static int mnt_cu_host_alloc(mnt_backend *b, size_t bytes, void **p) {
+static int cu_host_alloc(mnt_backend *b, size_t bytes, void **p) {
   *p = NULL;
   if (bytes == 0) return MNT_OK;
   MNT_CUDA_CHECK(cudaSetDevice(mnt_cuda_of(b)->device));
@@ -87,14 +87,14 @@ static int mnt_cu_host_alloc(mnt_backend *b, size_t bytes, void **p) {
   return MNT_OK;
 }
 
-static void mnt_cu_host_free(mnt_backend *b, void *p) {
+static void cu_host_free(mnt_backend *b, void *p) {
   if (!p) return;
   cudaError_t e = mnt_cuda_clear(cudaSetDevice(mnt_cuda_of(b)->device));
   if (e == cudaSuccess) e = mnt_cuda_clear(cudaFreeHost(p));
   if (e != cudaSuccess) MNT_ERR("cudaFreeHost(%p) failed: %s", p, cudaGetErrorString(e));
 }
 
-static int mnt_cu_copy(mnt_backend *b, void *dst, const void *src, size_t bytes, mnt_copy_kind k) {
+static int cu_copy(mnt_backend *b, void *dst, const void *src, size_t bytes, mnt_copy_kind k) {
   mnt_cuda *c = mnt_cuda_of(b);
   if (bytes == 0) return MNT_OK;
   switch (k) {
@@ -113,27 +113,27 @@ static int mnt_cu_copy(mnt_backend *b, void *dst, const void *src, size_t bytes,
   return MNT_EARG;
 }
 
-static int mnt_cu_memset0(mnt_backend *b, void *p, size_t bytes) {
+static int cu_memset0(mnt_backend *b, void *p, size_t bytes) {
   if (bytes == 0) return MNT_OK;
   MNT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, mnt_cuda_of(b)->stream));
   return MNT_OK;
 }
 
-static int mnt_cu_sync(mnt_backend *b) {
+static int cu_sync(mnt_backend *b) {
   MNT_CUDA_CHECK(cudaStreamSynchronize(mnt_cuda_of(b)->stream));
   return MNT_OK;
 }
 
-static size_t mnt_elems(int N, int C, int H, int W) {
+static size_t elems(int N, int C, int H, int W) {
   if (N <= 0 || C <= 0 || H <= 0 || W <= 0) return 0;
   return (size_t)N * (size_t)C * (size_t)H * (size_t)W;
 }
 
 /* fp32 NCHW on the host -> the activation layout: fp32 straight in; bf16 through the staging
  * buffer and a transposing cast */
-static int mnt_cu_act_upload(mnt_backend *b, const float *host_nchw, void *act, int N, int C, int H, int W) {
+static int cu_act_upload(mnt_backend *b, const float *host_nchw, void *act, int N, int C, int H, int W) {
   mnt_cuda *c = mnt_cuda_of(b);
-  size_t n = mnt_elems(N, C, H, W);
+  size_t n = elems(N, C, H, W);
   if (n == 0) return MNT_OK;
   if (!c->bf16) {
     MNT_CUDA_CHECK(cudaMemcpyAsync(act, host_nchw, n * sizeof(float), cudaMemcpyHostToDevice, c->stream));
@@ -145,9 +145,9 @@ static int mnt_cu_act_upload(mnt_backend *b, const float *host_nchw, void *act, 
   return MNT_OK;
 }
 
-static int mnt_cu_act_download(mnt_backend *b, const void *act, float *host_nchw, int N, int C, int H, int W) {
+static int cu_act_download(mnt_backend *b, const void *act, float *host_nchw, int N, int C, int H, int W) {
   mnt_cuda *c = mnt_cuda_of(b);
-  size_t n = mnt_elems(N, C, H, W);
+  size_t n = elems(N, C, H, W);
   if (n == 0) return MNT_OK;
   const void *src = act;
   if (c->bf16) {
@@ -161,37 +161,37 @@ static int mnt_cu_act_download(mnt_backend *b, const void *act, float *host_nchw
 }
 
 /* ---- activations ----------------------------------------------------------------------------- */
-static int mnt_cu_relu_forward(mnt_backend *b, const void *x, void *y, size_t n) {
+static int cu_relu_forward(mnt_backend *b, const void *x, void *y, size_t n) {
   mnt_cuda *c = mnt_cuda_of(b);
   MNT_KERNEL_CHECK(mnt_k_relu_fwd(c->bf16, x, y, n, c->stream));
   return MNT_OK;
 }
 
-static int mnt_cu_relu_backward(mnt_backend *b, const void *y, const void *dy, void *dx, size_t n) {
+static int cu_relu_backward(mnt_backend *b, const void *y, const void *dy, void *dx, size_t n) {
   mnt_cuda *c = mnt_cuda_of(b);
   MNT_KERNEL_CHECK(mnt_k_relu_bwd(c->bf16, y, dy, dx, n, c->stream));
   return MNT_OK;
 }
 
-static int mnt_cu_add_forward(mnt_backend *b, const void *x1, const void *x2, void *y, size_t n) {
+static int cu_add_forward(mnt_backend *b, const void *x1, const void *x2, void *y, size_t n) {
   mnt_cuda *c = mnt_cuda_of(b);
   MNT_KERNEL_CHECK(mnt_k_add(c->bf16, x1, x2, y, n, c->stream));
   return MNT_OK;
 }
 
-static int mnt_cu_act_acc(mnt_backend *b, void *y, const void *x, size_t n) {
+static int cu_act_acc(mnt_backend *b, void *y, const void *x, size_t n) {
   mnt_cuda *c = mnt_cuda_of(b);
   MNT_KERNEL_CHECK(mnt_k_acc(c->bf16, y, x, n, c->stream));
   return MNT_OK;
 }
 
-static int mnt_cu_gap_forward(mnt_backend *b, const void *x, void *y, int N, int C, int HW) {
+static int cu_gap_forward(mnt_backend *b, const void *x, void *y, int N, int C, int HW) {
   mnt_cuda *c = mnt_cuda_of(b);
   MNT_KERNEL_CHECK(mnt_k_gap_fwd(c->bf16, x, y, N, C, HW, c->stream));
   return MNT_OK;
 }
 
-static int mnt_cu_gap_backward(mnt_backend *b, const void *dy, void *dx, int N, int C, int HW) {
+static int cu_gap_backward(mnt_backend *b, const void *dy, void *dx, int N, int C, int HW) {
   mnt_cuda *c = mnt_cuda_of(b);
   MNT_KERNEL_CHECK(mnt_k_gap_bwd(c->bf16, dy, dx, N, C, HW, c->stream));
   return MNT_OK;
@@ -199,7 +199,7 @@ static int mnt_cu_gap_backward(mnt_backend *b, const void *dy, void *dx, int N, 
 
 /* ---- fully connected (row-major y[N,O] = x[N,I] w[O,I]^T + bias, as column-major cuBLAS) ----- */
 /* the bf16 copy of w[O,I] that GemmEx reads */
-static int mnt_fc_w16(mnt_cuda *c, const float *w, int I, int O, const void **out) {
+static int fc_w16(mnt_cuda *c, const float *w, int I, int O, const void **out) {
   size_t n = (size_t)O * (size_t)I;
   MNT_CHECK(mnt_cuda_reserve(c, &c->fc_w, &c->fc_w_bytes, n * 2));
   int r = mnt_cuda_cast(MNT_FP32, MNT_BF16, w, c->fc_w, n, c->stream);
@@ -212,7 +212,7 @@ static int mnt_fc_w16(mnt_cuda *c, const float *w, int I, int O, const void **ou
   return MNT_OK;
 }
 
-static int mnt_cu_fc_forward(mnt_backend *b, const void *x, const float *w, const float *bias, void *y, int N, int I,
+static int cu_fc_forward(mnt_backend *b, const void *x, const float *w, const float *bias, void *y, int N, int I,
                              int O) {
   mnt_cuda *c = mnt_cuda_of(b);
   const float one = 1.0f;
@@ -226,13 +226,13 @@ static int mnt_cu_fc_forward(mnt_backend *b, const void *x, const float *w, cons
     return MNT_OK;
   }
   const void *w16 = NULL;
-  MNT_CHECK(mnt_fc_w16(c, w, I, O, &w16));
+  MNT_CHECK(fc_w16(c, w, I, O, &w16));
   MNT_CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, O, N, I, &one, w16, CUDA_R_16BF, I, x, CUDA_R_16BF,
                                 I, &one, y, CUDA_R_16BF, O, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   return MNT_OK;
 }
 
-static int mnt_cu_fc_backward(mnt_backend *b, const void *x, const float *w, const void *dy, void *dx, float *dw,
+static int cu_fc_backward(mnt_backend *b, const void *x, const float *w, const void *dy, void *dx, float *dw,
                               float *dbias, int N, int I, int O) {
   mnt_cuda *c = mnt_cuda_of(b);
   const float one = 1.0f, zero = 0.0f;
@@ -254,13 +254,13 @@ static int mnt_cu_fc_backward(mnt_backend *b, const void *x, const float *w, con
     return MNT_OK;
   }
   const void *w16 = NULL;
-  MNT_CHECK(mnt_fc_w16(c, w, I, O, &w16));
+  MNT_CHECK(fc_w16(c, w, I, O, &w16));
   MNT_CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, I, N, O, &one, w16, CUDA_R_16BF, I, dy, CUDA_R_16BF,
                                 O, &zero, dx, CUDA_R_16BF, I, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   return MNT_OK;
 }
 
-static int mnt_cu_softmax_xent(mnt_backend *b, const void *logits, const int32_t *labels, void *dlogits, int N,
+static int cu_softmax_xent(mnt_backend *b, const void *logits, const int32_t *labels, void *dlogits, int N,
                                int classes, float smoothing, float *out3) {
   mnt_cuda *c = mnt_cuda_of(b);
   if (N <= 0 || classes <= 0) {
@@ -274,28 +274,28 @@ static int mnt_cu_softmax_xent(mnt_backend *b, const void *logits, const int32_t
 }
 
 /* ---- fp32 vectors ---------------------------------------------------------------------------- */
-static int mnt_cu_f32_acc(mnt_backend *b, float *y, const float *x, size_t n) {
+static int cu_f32_acc(mnt_backend *b, float *y, const float *x, size_t n) {
   MNT_KERNEL_CHECK(mnt_k_f32_acc(y, x, n, mnt_cuda_of(b)->stream));
   return MNT_OK;
 }
 
-static int mnt_cu_f32_scale(mnt_backend *b, float *y, float a, size_t n) {
+static int cu_f32_scale(mnt_backend *b, float *y, float a, size_t n) {
   MNT_KERNEL_CHECK(mnt_k_f32_scale(y, a, n, mnt_cuda_of(b)->stream));
   return MNT_OK;
 }
 
-static int mnt_cu_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd,
+static int cu_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd,
                            int first) {
   MNT_KERNEL_CHECK(mnt_k_sgd(w, g, m, n, lr, mu, wd, first, mnt_cuda_of(b)->stream));
   return MNT_OK;
 }
 
-static int mnt_cu_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {
+static int cu_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {
   MNT_KERNEL_CHECK(mnt_k_nonfinite(x, n, flag, mnt_cuda_of(b)->stream));
   return MNT_OK;
 }
 
-static int mnt_cu_cast(mnt_cuda *c, mnt_dtype from, mnt_dtype to, const void *src, void *dst, size_t n) {
+static int cu_cast(mnt_cuda *c, mnt_dtype from, mnt_dtype to, const void *src, void *dst, size_t n) {
   if (n == 0) return MNT_OK;
   if (from == to) {
     MNT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * mnt_dtype_size(from), cudaMemcpyDeviceToDevice, c->stream));
@@ -314,16 +314,16 @@ static int mnt_cu_cast(mnt_cuda *c, mnt_dtype from, mnt_dtype to, const void *sr
   return MNT_OK;
 }
 
-static int mnt_cu_cast_from_f32(mnt_backend *b, mnt_dtype t, const float *src, void *dst, size_t n) {
-  return mnt_cu_cast(mnt_cuda_of(b), MNT_FP32, t, src, dst, n);
+static int cu_cast_from_f32(mnt_backend *b, mnt_dtype t, const float *src, void *dst, size_t n) {
+  return cu_cast(mnt_cuda_of(b), MNT_FP32, t, src, dst, n);
 }
 
-static int mnt_cu_cast_to_f32(mnt_backend *b, mnt_dtype t, const void *src, float *dst, size_t n) {
-  return mnt_cu_cast(mnt_cuda_of(b), t, MNT_FP32, src, dst, n);
+static int cu_cast_to_f32(mnt_backend *b, mnt_dtype t, const void *src, float *dst, size_t n) {
+  return cu_cast(mnt_cuda_of(b), t, MNT_FP32, src, dst, n);
 }
 
 /* the loader's raw batches, augmented on the GPU (kernels/augment.cu, as io/loader.c computes it) */
-static int mnt_cu_augment_u8(mnt_backend *b, const uint8_t *src, int n, int S, int C, const float *boxes, int pad,
+static int cu_augment_u8(mnt_backend *b, const uint8_t *src, int n, int S, int C, const float *boxes, int pad,
                              int out, int outC, const float *mean, const float *std, void *act) {
   mnt_cuda *c = mnt_cuda_of(b);
   if (n == 0) return MNT_OK;
@@ -339,18 +339,18 @@ static int mnt_cu_augment_u8(mnt_backend *b, const uint8_t *src, int n, int S, i
 }
 
 /* ---- the table, create, destroy ---------------------------------------------------------- */
-static void mnt_cu_destroy(mnt_backend *b);
+static void cu_destroy(mnt_backend *b);
 
 static const mnt_backend_ops mnt_cuda_ops = {
-    .alloc = mnt_cu_alloc,
-    .free = mnt_cu_free,
-    .host_alloc = mnt_cu_host_alloc,
-    .host_free = mnt_cu_host_free,
-    .copy = mnt_cu_copy,
-    .memset0 = mnt_cu_memset0,
-    .sync = mnt_cu_sync,
-    .act_upload = mnt_cu_act_upload,
-    .act_download = mnt_cu_act_download,
+    .alloc = cu_alloc,
+    .free = cu_free,
+    .host_alloc = cu_host_alloc,
+    .host_free = cu_host_free,
+    .copy = cu_copy,
+    .memset0 = cu_memset0,
+    .sync = cu_sync,
+    .act_upload = cu_act_upload,
+    .act_download = cu_act_download,
     .conv_create = mnt_cuda_conv_create,
     .conv_forward = mnt_cuda_conv_forward,
     .conv_backward = mnt_cuda_conv_backward,
@@ -367,26 +367,26 @@ static const mnt_backend_ops mnt_cuda_ops = {
     .conv_impl = mnt_cuda_conv_impl,
     .bn_impl = mnt_cuda_bn_impl,
     .pool_impl = mnt_cuda_pool_impl,
-    .relu_forward = mnt_cu_relu_forward,
-    .relu_backward = mnt_cu_relu_backward,
-    .add_forward = mnt_cu_add_forward,
-    .act_acc = mnt_cu_act_acc,
-    .gap_forward = mnt_cu_gap_forward,
-    .gap_backward = mnt_cu_gap_backward,
-    .fc_forward = mnt_cu_fc_forward,
-    .fc_backward = mnt_cu_fc_backward,
-    .softmax_xent = mnt_cu_softmax_xent,
-    .f32_acc = mnt_cu_f32_acc,
-    .f32_scale = mnt_cu_f32_scale,
-    .sgd_step = mnt_cu_sgd_step,
-    .nonfinite = mnt_cu_nonfinite,
-    .cast_from_f32 = mnt_cu_cast_from_f32,
-    .cast_to_f32 = mnt_cu_cast_to_f32,
-    .augment_u8 = mnt_cu_augment_u8,
-    .destroy = mnt_cu_destroy,
+    .relu_forward = cu_relu_forward,
+    .relu_backward = cu_relu_backward,
+    .add_forward = cu_add_forward,
+    .act_acc = cu_act_acc,
+    .gap_forward = cu_gap_forward,
+    .gap_backward = cu_gap_backward,
+    .fc_forward = cu_fc_forward,
+    .fc_backward = cu_fc_backward,
+    .softmax_xent = cu_softmax_xent,
+    .f32_acc = cu_f32_acc,
+    .f32_scale = cu_f32_scale,
+    .sgd_step = cu_sgd_step,
+    .nonfinite = cu_nonfinite,
+    .cast_from_f32 = cu_cast_from_f32,
+    .cast_to_f32 = cu_cast_to_f32,
+    .augment_u8 = cu_augment_u8,
+    .destroy = cu_destroy,
 };
 
-static void mnt_cu_destroy(mnt_backend *b) {
+static void cu_destroy(mnt_backend *b) {
   if (!b) return;
   mnt_cuda *c = mnt_cuda_of(b);
   if (c) {
@@ -407,7 +407,7 @@ static void mnt_cu_destroy(mnt_backend *b) {
   free(b);
 }
 
-static int mnt_cu_setup(mnt_cuda *c) {
+static int cu_setup(mnt_cuda *c) {
   MNT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
   MNT_CUDNN_CHECK(cudnnCreate(&c->dnn));
   MNT_CUDNN_CHECK(cudnnSetStream(c->dnn, c->stream));
@@ -470,10 +470,10 @@ int mnt_backend_cuda_create(const mnt_backend_opts *o, mnt_backend **out) {
                      .act_bytes = c->bf16 ? 2 : 4,
                      .stream = NULL,
                      .impl = c};
-  int rc = mnt_cu_setup(c);
+  int rc = cu_setup(c);
   if (rc != MNT_OK) {
     MNT_ERR("could not set up the cuda backend on device %d", dev);
-    mnt_cu_destroy(b);
+    cu_destroy(b);
     return rc;
   }
   b->stream = mnt_as_stream(c->stream);
@@ -481,7 +481,7 @@ int mnt_backend_cuda_create(const mnt_backend_opts *o, mnt_backend **out) {
   struct cudaDeviceProp prop;
   if ((rc = MNT_CUDA_OK(cudaGetDeviceProperties(&prop, dev))) != MNT_OK) {
     MNT_ERR("could not read the properties of CUDA device %d", dev);
-    mnt_cu_destroy(b);
+    cu_destroy(b);
     return rc;
   }
   memcpy(name, prop.name, sizeof name < sizeof prop.name ? sizeof name : sizeof prop.name);

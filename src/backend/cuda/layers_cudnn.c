@@ -20,13 +20,13 @@
 
 static const float mnt_one = 1.0f, mnt_zero = 0.0f;
 
-static int mnt_out_dim(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
+static int out_dim(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
 
-static cudnnDataType_t mnt_act_dtype(const mnt_cuda *c) { return c->bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
-static cudnnTensorFormat_t mnt_act_format(const mnt_cuda *c) { return c->bf16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW; }
+static cudnnDataType_t act_dtype(const mnt_cuda *c) { return c->bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
+static cudnnTensorFormat_t act_format(const mnt_cuda *c) { return c->bf16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW; }
 
 /* a "not supported" status of any kind (cuDNN 9 codes 3000-3999) */
-static int mnt_cudnn_unsupported(cudnnStatus_t s) { return CUDNN_STATUS_CATEGORY(s) == CUDNN_STATUS_NOT_SUPPORTED; }
+static int cudnn_unsupported(cudnnStatus_t s) { return CUDNN_STATUS_CATEGORY(s) == CUDNN_STATUS_NOT_SUPPORTED; }
 
 /* ---- convolution ------------------------------------------------------------------------ */
 enum { MNT_CONV_FWD = 0, MNT_CONV_BWD_DATA = 1, MNT_CONV_BWD_FILTER = 2 };
@@ -64,7 +64,7 @@ typedef struct mnt_cuda_conv {
   char impl[128];                                 /* mnt_cuda_conv_impl's text */
 } mnt_cuda_conv;
 
-static cudnnStatus_t mnt_conv_ws_size(const mnt_cuda_conv *cv, int dir, int algo, size_t *bytes) {
+static cudnnStatus_t conv_ws_size(const mnt_cuda_conv *cv, int dir, int algo, size_t *bytes) {
   cudnnHandle_t h = cv->c->dnn;
   switch (dir) {
   case MNT_CONV_FWD:
@@ -80,7 +80,7 @@ static cudnnStatus_t mnt_conv_ws_size(const mnt_cuda_conv *cv, int dir, int algo
 }
 
 /* cuDNN's heuristic ranking (fastest first) of the algorithms of one direction */
-static int mnt_conv_candidates(mnt_cuda_conv *cv, int dir, mnt_conv_cand *out, int *n) {
+static int conv_candidates(mnt_cuda_conv *cv, int dir, mnt_conv_cand *out, int *n) {
   cudnnHandle_t h = cv->c->dnn;
   int max = 0, got = 0;
   *n = 0;
@@ -120,10 +120,10 @@ static int mnt_conv_candidates(mnt_cuda_conv *cv, int dir, mnt_conv_cand *out, i
  * Chosen once, without timing, so every rank and every rerun of a shape runs the same algorithm.
  * fp32 keeps FMA math (no TF32: tensor-op candidates are passed over); bf16 runs each algorithm
  * in the math type cuDNN ranked it with. */
-static int mnt_conv_rank(mnt_cuda_conv *cv, int dir) {
+static int conv_rank(mnt_cuda_conv *cv, int dir) {
   mnt_conv_cand cand[MNT_CONV_MAX_CANDS];
   int n = 0;
-  MNT_CHECK(mnt_conv_candidates(cv, dir, cand, &n));
+  MNT_CHECK(conv_candidates(cv, dir, cand, &n));
   cv->nchoice[dir] = 0;
   cv->cur[dir] = 0;
   for (int pass = 0; pass < 2; pass++) {
@@ -138,7 +138,7 @@ static int mnt_conv_rank(mnt_cuda_conv *cv, int dir) {
       }
       size_t bytes = 0;
       if (cudnnSetConvolutionMathType(cv->cd[dir], m) != CUDNN_STATUS_SUCCESS ||
-          mnt_conv_ws_size(cv, dir, cand[i].algo, &bytes) != CUDNN_STATUS_SUCCESS) {
+          conv_ws_size(cv, dir, cand[i].algo, &bytes) != CUDNN_STATUS_SUCCESS) {
         (void)cudaGetLastError(); /* a candidate passed over: no error left behind */
         continue;
       }
@@ -162,8 +162,8 @@ static int mnt_conv_rank(mnt_cuda_conv *cv, int dir) {
 }
 
 /* cuDNN refused the algorithm in use at run time: the next one, 1 when there is one */
-static int mnt_conv_next(mnt_cuda_conv *cv, int dir, cudnnStatus_t st) {
-  if (!mnt_cudnn_unsupported(st) && CUDNN_STATUS_CATEGORY(st) != CUDNN_STATUS_BAD_PARAM) return 0;
+static int conv_next(mnt_cuda_conv *cv, int dir, cudnnStatus_t st) {
+  if (!cudnn_unsupported(st) && CUDNN_STATUS_CATEGORY(st) != CUDNN_STATUS_BAD_PARAM) return 0;
   if (cv->cur[dir] + 1 >= cv->nchoice[dir]) return 0;
   (void)cudaGetLastError(); /* tolerated: whatever CUDA call of cuDNN's failed with the refusal */
   const mnt_conv_choice *old = &cv->choice[dir][cv->cur[dir]], *ch = &cv->choice[dir][++cv->cur[dir]];
@@ -191,10 +191,10 @@ void mnt_cuda_conv_destroy(void *h) {
   free(cv);
 }
 
-static int mnt_conv_setup(mnt_cuda_conv *cv) {
+static int conv_setup(mnt_cuda_conv *cv) {
   mnt_cuda *c = cv->c;
-  cudnnDataType_t dt = mnt_act_dtype(c);
-  cudnnTensorFormat_t fmt = mnt_act_format(c);
+  cudnnDataType_t dt = act_dtype(c);
+  cudnnTensorFormat_t fmt = act_format(c);
   MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&cv->xd));
   MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&cv->yd));
   MNT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&cv->wd));
@@ -220,7 +220,7 @@ static int mnt_conv_setup(mnt_cuda_conv *cv) {
   size_t need = 0;
   for (int d = 0; d < 3; d++) {
     if (d == MNT_CONV_BWD_DATA && !cv->need_dx) continue;
-    MNT_CHECK(mnt_conv_rank(cv, d));
+    MNT_CHECK(conv_rank(cv, d));
     if (cv->choice[d][0].ws > need) need = cv->choice[d][0].ws;
   }
   MNT_CHECK(mnt_cuda_reserve(c, &c->ws, &c->ws_bytes, need));
@@ -239,7 +239,7 @@ int mnt_cuda_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int 
     MNT_ERR("bad convolution shape: N %d C %d H %d W %d K %d R %d stride %d padding %d", N, C, H, W, K, R, s, p);
     return MNT_EARG;
   }
-  int OH = mnt_out_dim(H, R, s, p), OW = mnt_out_dim(W, R, s, p);
+  int OH = out_dim(H, R, s, p), OW = out_dim(W, R, s, p);
   if (OH < 1 || OW < 1) {
     MNT_ERR("convolution %dx%d stride %d on a %dx%d input has no output", R, R, s, H, W);
     return MNT_EARG;
@@ -251,7 +251,7 @@ int mnt_cuda_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int 
   }
   *cv = (mnt_cuda_conv){.c = mnt_cuda_of(b), .N = N, .C = C, .H = H, .W = W, .K = K, .R = R, .s = s, .p = p,
                         .OH = OH, .OW = OW, .need_dx = need_dx ? 1 : 0};
-  int rc = mnt_conv_setup(cv);
+  int rc = conv_setup(cv);
   if (rc != MNT_OK) {
     MNT_ERR("could not set up a %dx%d convolution %d->%d channels, stride %d, on %dx%dx%dx%d", R, R, C, K, s, N, C,
             H, W);
@@ -276,7 +276,7 @@ int mnt_cuda_conv_forward(void *h, const void *x, const float *w, void *y) {
     st = cudnnConvolutionForward(c->dnn, &mnt_one, cv->xd, x, cv->wd, wk, cv->cd[d],
                                  (cudnnConvolutionFwdAlgo_t)cv->choice[d][cv->cur[d]].algo, c->ws, c->ws_bytes,
                                  &mnt_zero, cv->yd, y);
-  } while (st != CUDNN_STATUS_SUCCESS && mnt_conv_next(cv, d, st));
+  } while (st != CUDNN_STATUS_SUCCESS && conv_next(cv, d, st));
   MNT_CHECK(mnt_cudnn_ok_at(st, "cudnnConvolutionForward", __FILE__, __LINE__));
   return MNT_OK;
 }
@@ -296,7 +296,7 @@ int mnt_cuda_conv_backward(void *h, const void *x, const float *w, const void *d
     st = cudnnConvolutionBackwardFilter(c->dnn, &mnt_one, cv->xd, x, cv->yd, dy, cv->cd[d],
                                         (cudnnConvolutionBwdFilterAlgo_t)cv->choice[d][cv->cur[d]].algo, c->ws,
                                         c->ws_bytes, &mnt_zero, cv->wd, c->bf16 ? cv->dw16 : (void *)dw);
-  } while (st != CUDNN_STATUS_SUCCESS && mnt_conv_next(cv, d, st));
+  } while (st != CUDNN_STATUS_SUCCESS && conv_next(cv, d, st));
   MNT_CHECK(mnt_cudnn_ok_at(st, "cudnnConvolutionBackwardFilter", __FILE__, __LINE__));
   if (c->bf16) MNT_KERNEL_CHECK(mnt_k_krsc_bf16_to_oihw(cv->dw16, dw, cv->K, cv->C, cv->R, c->stream));
   if (!dx) return MNT_OK;
@@ -310,13 +310,13 @@ int mnt_cuda_conv_backward(void *h, const void *x, const float *w, const void *d
     st = cudnnConvolutionBackwardData(c->dnn, &mnt_one, cv->wd, wk, cv->yd, dy, cv->cd[d],
                                       (cudnnConvolutionBwdDataAlgo_t)cv->choice[d][cv->cur[d]].algo, c->ws,
                                       c->ws_bytes, &mnt_zero, cv->xd, dx);
-  } while (st != CUDNN_STATUS_SUCCESS && mnt_conv_next(cv, d, st));
+  } while (st != CUDNN_STATUS_SUCCESS && conv_next(cv, d, st));
   MNT_CHECK(mnt_cudnn_ok_at(st, "cudnnConvolutionBackwardData", __FILE__, __LINE__));
   return MNT_OK;
 }
 
 /* cuDNN's names of the algorithms (cudnn_ops.h), without the CUDNN_CONVOLUTION_*_ALGO_ prefix */
-static const char *mnt_conv_algo_name(int dir, int algo) {
+static const char *conv_algo_name(int dir, int algo) {
   static const char *const fwd[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
                                     "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
   static const char *const bwd_data[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
@@ -328,7 +328,7 @@ static const char *mnt_conv_algo_name(int dir, int algo) {
 }
 
 /* "fwd IMPLICIT_PRECOMP_GEMM, bwd-data ALGO_1, bwd-weights ALGO_1" (no bwd-data without need_dx):
- * the algorithms in use now, after any run-time fallback (mnt_conv_next); each names cuDNN's own
+ * the algorithms in use now, after any run-time fallback (conv_next); each names cuDNN's own
  * kernels, none a reference implementation */
 const char *mnt_cuda_conv_impl(void *h, int *slow) {
   mnt_cuda_conv *cv = h;
@@ -338,11 +338,11 @@ const char *mnt_cuda_conv_impl(void *h, int *slow) {
   if (cv->need_dx) {
     const mnt_conv_choice *d = &cv->choice[MNT_CONV_BWD_DATA][cv->cur[MNT_CONV_BWD_DATA]];
     snprintf(cv->impl, sizeof cv->impl, "fwd %s, bwd-data %s, bwd-weights %s",
-             mnt_conv_algo_name(MNT_CONV_FWD, f->algo), mnt_conv_algo_name(MNT_CONV_BWD_DATA, d->algo),
-             mnt_conv_algo_name(MNT_CONV_BWD_FILTER, w->algo));
+             conv_algo_name(MNT_CONV_FWD, f->algo), conv_algo_name(MNT_CONV_BWD_DATA, d->algo),
+             conv_algo_name(MNT_CONV_BWD_FILTER, w->algo));
   } else {
-    snprintf(cv->impl, sizeof cv->impl, "fwd %s, bwd-weights %s", mnt_conv_algo_name(MNT_CONV_FWD, f->algo),
-             mnt_conv_algo_name(MNT_CONV_BWD_FILTER, w->algo));
+    snprintf(cv->impl, sizeof cv->impl, "fwd %s, bwd-weights %s", conv_algo_name(MNT_CONV_FWD, f->algo),
+             conv_algo_name(MNT_CONV_BWD_FILTER, w->algo));
   }
   return cv->impl;
 }
@@ -374,11 +374,11 @@ void mnt_cuda_bn_destroy(void *h) {
   free(bn);
 }
 
-static int mnt_bn_setup(mnt_cuda_bn *bn) {
+static int bn_setup(mnt_cuda_bn *bn) {
   mnt_cuda *c = bn->c;
   MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bn->xd));
   MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bn->pd));
-  MNT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bn->xd, mnt_act_format(c), mnt_act_dtype(c), bn->N, bn->C, bn->H, bn->W));
+  MNT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bn->xd, act_format(c), act_dtype(c), bn->N, bn->C, bn->H, bn->W));
   /* gamma, beta and the statistics are fp32 for every input type (bf16 and the staged fp32 path):
    * set explicitly rather than derived from the bf16 descriptor */
   MNT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bn->pd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, bn->C, 1, 1));
@@ -410,7 +410,7 @@ int mnt_cuda_bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, in
   *bn = (mnt_cuda_bn){.c = c, .N = N, .C = C, .H = H, .W = W, .relu = fuse_relu ? 1 : 0,
                       .n = (size_t)N * C * H * W, .eps = (double)eps,
                       .mode = c->bf16 ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL};
-  int rc = mnt_bn_setup(bn);
+  int rc = bn_setup(bn);
   if (rc != MNT_OK) {
     MNT_ERR("could not set up batch normalization over %d channels of %dx%dx%dx%d", C, N, C, H, W);
     mnt_cuda_bn_destroy(bn);
@@ -422,8 +422,8 @@ int mnt_cuda_bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, in
 
 /* after cuDNN refused a call (not supported, or a parameter it does not take for this
  * configuration): the next fallback, 1 when there is one to try */
-static int mnt_bn_fallback(mnt_cuda_bn *bn, cudnnStatus_t st, int training, const char *what) {
-  if (!mnt_cudnn_unsupported(st) && CUDNN_STATUS_CATEGORY(st) != CUDNN_STATUS_BAD_PARAM) return 0;
+static int bn_fallback(mnt_cuda_bn *bn, cudnnStatus_t st, int training, const char *what) {
+  if (!cudnn_unsupported(st) && CUDNN_STATUS_CATEGORY(st) != CUDNN_STATUS_BAD_PARAM) return 0;
   if (training && bn->mode == CUDNN_BATCHNORM_SPATIAL_PERSISTENT) {
     (void)cudaGetLastError(); /* tolerated: whatever CUDA call of cuDNN's failed with the refusal */
     MNT_WARN("%s refused SPATIAL_PERSISTENT over %d channels of %dx%dx%dx%d (%s); using SPATIAL", what, bn->C, bn->N,
@@ -443,7 +443,7 @@ static int mnt_bn_fallback(mnt_cuda_bn *bn, cudnnStatus_t st, int training, cons
 }
 
 /* staged: element casts between the bf16 activations and the fp32 copies (same NHWC order) */
-static int mnt_bn_cast(mnt_cuda_bn *bn, int from, int to, const void *in, void *out) {
+static int bn_cast(mnt_cuda_bn *bn, int from, int to, const void *in, void *out) {
   int r = mnt_cuda_cast(from, to, in, out, bn->n, bn->c->stream);
   if (r != 0) {
     MNT_ERR("mnt_cuda_cast(%d -> %d, %zu elements) for batch normalization failed: %s", from, to, bn->n,
@@ -454,7 +454,7 @@ static int mnt_bn_cast(mnt_cuda_bn *bn, int from, int to, const void *in, void *
 }
 
 /* staged: the three fp32 copies a, b, d of n elements each */
-static int mnt_bn_stage(mnt_cuda_bn *bn, float **a, float **b, float **d) {
+static int bn_stage(mnt_cuda_bn *bn, float **a, float **b, float **d) {
   mnt_cuda *c = bn->c;
   MNT_CHECK(mnt_cuda_reserve(c, &c->bn32, &c->bn32_bytes, 3 * bn->n * sizeof(float)));
   *a = c->bn32;
@@ -473,18 +473,18 @@ int mnt_cuda_bn_forward_train(void *h, const void *x, const float *gamma, const 
   for (;;) {
     if (bn->staged) {
       float *a, *b, *d;
-      MNT_CHECK(mnt_bn_stage(bn, &a, &b, &d));
-      MNT_CHECK(mnt_bn_cast(bn, MNT_BF16, MNT_FP32, x, a));
+      MNT_CHECK(bn_stage(bn, &a, &b, &d));
+      MNT_CHECK(bn_cast(bn, MNT_BF16, MNT_FP32, x, a));
       st = cudnnBatchNormalizationForwardTraining(c->dnn, bn->mode, &mnt_one, &mnt_zero, bn->xd32, a, bn->xd32, b,
                                                   bn->pd, gamma, beta, (double)momentum, run_mean, run_var, bn->eps,
                                                   save_mean, save_var);
-      if (st == CUDNN_STATUS_SUCCESS) MNT_CHECK(mnt_bn_cast(bn, MNT_FP32, MNT_BF16, b, y));
+      if (st == CUDNN_STATUS_SUCCESS) MNT_CHECK(bn_cast(bn, MNT_FP32, MNT_BF16, b, y));
     } else {
       st = cudnnBatchNormalizationForwardTraining(c->dnn, bn->mode, &mnt_one, &mnt_zero, bn->xd, x, bn->xd, y, bn->pd,
                                                   gamma, beta, (double)momentum, run_mean, run_var, bn->eps, save_mean,
                                                   save_var);
     }
-    if (st == CUDNN_STATUS_SUCCESS || !mnt_bn_fallback(bn, st, 1, "cudnnBatchNormalizationForwardTraining")) break;
+    if (st == CUDNN_STATUS_SUCCESS || !bn_fallback(bn, st, 1, "cudnnBatchNormalizationForwardTraining")) break;
   }
   MNT_CHECK(mnt_cudnn_ok_at(st, "cudnnBatchNormalizationForwardTraining", __FILE__, __LINE__));
   if (bn->relu) MNT_KERNEL_CHECK(mnt_k_relu_fwd(c->bf16, y, y, bn->n, c->stream));
@@ -500,16 +500,16 @@ int mnt_cuda_bn_forward_infer(void *h, const void *x, const float *gamma, const 
   for (;;) {
     if (bn->staged) {
       float *a, *b, *d;
-      MNT_CHECK(mnt_bn_stage(bn, &a, &b, &d));
-      MNT_CHECK(mnt_bn_cast(bn, MNT_BF16, MNT_FP32, x, a));
+      MNT_CHECK(bn_stage(bn, &a, &b, &d));
+      MNT_CHECK(bn_cast(bn, MNT_BF16, MNT_FP32, x, a));
       st = cudnnBatchNormalizationForwardInference(c->dnn, CUDNN_BATCHNORM_SPATIAL, &mnt_one, &mnt_zero, bn->xd32, a,
                                                    bn->xd32, b, bn->pd, gamma, beta, run_mean, run_var, bn->eps);
-      if (st == CUDNN_STATUS_SUCCESS) MNT_CHECK(mnt_bn_cast(bn, MNT_FP32, MNT_BF16, b, y));
+      if (st == CUDNN_STATUS_SUCCESS) MNT_CHECK(bn_cast(bn, MNT_FP32, MNT_BF16, b, y));
     } else {
       st = cudnnBatchNormalizationForwardInference(c->dnn, CUDNN_BATCHNORM_SPATIAL, &mnt_one, &mnt_zero, bn->xd, x,
                                                    bn->xd, y, bn->pd, gamma, beta, run_mean, run_var, bn->eps);
     }
-    if (st == CUDNN_STATUS_SUCCESS || !mnt_bn_fallback(bn, st, 0, "cudnnBatchNormalizationForwardInference")) break;
+    if (st == CUDNN_STATUS_SUCCESS || !bn_fallback(bn, st, 0, "cudnnBatchNormalizationForwardInference")) break;
   }
   MNT_CHECK(mnt_cudnn_ok_at(st, "cudnnBatchNormalizationForwardInference", __FILE__, __LINE__));
   if (bn->relu) MNT_KERNEL_CHECK(mnt_k_relu_fwd(c->bf16, y, y, bn->n, c->stream));
@@ -534,19 +534,19 @@ int mnt_cuda_bn_backward(void *h, const void *x, const void *dy, const float *ga
   for (;;) {
     if (bn->staged) {
       float *a, *b, *d;
-      MNT_CHECK(mnt_bn_stage(bn, &a, &b, &d));
-      MNT_CHECK(mnt_bn_cast(bn, MNT_BF16, MNT_FP32, x, a));
-      MNT_CHECK(mnt_bn_cast(bn, MNT_BF16, MNT_FP32, g, b));
+      MNT_CHECK(bn_stage(bn, &a, &b, &d));
+      MNT_CHECK(bn_cast(bn, MNT_BF16, MNT_FP32, x, a));
+      MNT_CHECK(bn_cast(bn, MNT_BF16, MNT_FP32, g, b));
       st = cudnnBatchNormalizationBackward(c->dnn, bn->mode, &mnt_one, &mnt_zero, &mnt_one, &mnt_zero, bn->xd32, a,
                                            bn->xd32, b, bn->xd32, d, bn->pd, gamma, dgamma, dbeta, bn->eps, save_mean,
                                            save_var);
-      if (st == CUDNN_STATUS_SUCCESS) MNT_CHECK(mnt_bn_cast(bn, MNT_FP32, MNT_BF16, d, dx));
+      if (st == CUDNN_STATUS_SUCCESS) MNT_CHECK(bn_cast(bn, MNT_FP32, MNT_BF16, d, dx));
     } else {
       st = cudnnBatchNormalizationBackward(c->dnn, bn->mode, &mnt_one, &mnt_zero, &mnt_one, &mnt_zero, bn->xd, x,
                                            bn->xd, g, bn->xd, dx, bn->pd, gamma, dgamma, dbeta, bn->eps, save_mean,
                                            save_var);
     }
-    if (st == CUDNN_STATUS_SUCCESS || !mnt_bn_fallback(bn, st, 1, "cudnnBatchNormalizationBackward")) break;
+    if (st == CUDNN_STATUS_SUCCESS || !bn_fallback(bn, st, 1, "cudnnBatchNormalizationBackward")) break;
   }
   MNT_CHECK(mnt_cudnn_ok_at(st, "cudnnBatchNormalizationBackward", __FILE__, __LINE__));
   return MNT_OK;
@@ -579,7 +579,7 @@ void mnt_cuda_pool_destroy(void *h) {
   free(pl);
 }
 
-static int mnt_pool_setup(mnt_cuda_pool *pl) {
+static int pool_setup(mnt_cuda_pool *pl) {
   mnt_cuda *c = pl->c;
   MNT_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&pl->pd));
   MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl->xd));
@@ -587,9 +587,9 @@ static int mnt_pool_setup(mnt_cuda_pool *pl) {
   /* the deterministic max (backward without atomics); NaN propagated, as PyTorch */
   MNT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pl->pd, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_PROPAGATE_NAN, pl->R,
                                               pl->R, pl->p, pl->p, pl->s, pl->s));
-  MNT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->xd, mnt_act_format(c), mnt_act_dtype(c), pl->N, pl->C, pl->H, pl->W));
+  MNT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->xd, act_format(c), act_dtype(c), pl->N, pl->C, pl->H, pl->W));
   MNT_CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(pl->yd, mnt_act_format(c), mnt_act_dtype(c), pl->N, pl->C, pl->OH, pl->OW));
+      cudnnSetTensor4dDescriptor(pl->yd, act_format(c), act_dtype(c), pl->N, pl->C, pl->OH, pl->OW));
   int n = 0, ch = 0, oh = 0, ow = 0;
   MNT_CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(pl->pd, pl->xd, &n, &ch, &oh, &ow));
   if (n != pl->N || ch != pl->C || oh != pl->OH || ow != pl->OW) {
@@ -607,7 +607,7 @@ int mnt_cuda_pool_create(mnt_backend *b, int N, int C, int H, int W, int R, int 
             C, H, W, R, s, p);
     return MNT_EARG;
   }
-  int OH = mnt_out_dim(H, R, s, p), OW = mnt_out_dim(W, R, s, p);
+  int OH = out_dim(H, R, s, p), OW = out_dim(W, R, s, p);
   if (OH < 1 || OW < 1) {
     MNT_ERR("max pooling %dx%d stride %d on a %dx%d input has no output", R, R, s, H, W);
     return MNT_EARG;
@@ -619,7 +619,7 @@ int mnt_cuda_pool_create(mnt_backend *b, int N, int C, int H, int W, int R, int 
   }
   *pl = (mnt_cuda_pool){.c = mnt_cuda_of(b), .N = N, .C = C, .H = H, .W = W, .R = R, .s = s, .p = p, .OH = OH,
                         .OW = OW};
-  int rc = mnt_pool_setup(pl);
+  int rc = pool_setup(pl);
   if (rc != MNT_OK) {
     MNT_ERR("could not set up max pooling %dx%d stride %d on %dx%dx%dx%d", R, R, s, N, C, H, W);
     mnt_cuda_pool_destroy(pl);
@@ -633,7 +633,7 @@ int mnt_cuda_pool_forward(void *h, const void *x, void *y) {
   mnt_cuda_pool *pl = h;
   mnt_cuda *c = pl->c;
   cudnnStatus_t st = cudnnPoolingForward(c->dnn, pl->pd, &mnt_one, pl->xd, x, &mnt_zero, pl->yd, y);
-  if (mnt_cudnn_unsupported(st)) { /* fall back to the plain max mode for good */
+  if (cudnn_unsupported(st)) { /* fall back to the plain max mode for good */
     (void)cudaGetLastError();        /* tolerated: whatever CUDA call of cuDNN's failed with the refusal */
     pl->plain_max = 1;
     MNT_WARN("cuDNN refuses deterministic max pooling here (%s); using CUDNN_POOLING_MAX", cudnnGetErrorString(st));

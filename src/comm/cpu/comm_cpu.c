@@ -171,6 +171,9 @@ static int run(cpu_comm *c, const plan *p) {
   return st;
 }
 
+/* One loop on purpose (~100 lines): sends and receives of every step of the plan advance
+ * together, each as far as its FIFO or socket allows, with the reduction of a received chunk in
+ * between; split into functions, the state of both directions would have to travel with them. */
 static int run_plan(cpu_comm *c, const plan *p) {
   ring *r = p->r;
   int ss = 0, rs = 0;  /* current send / recv step */
@@ -719,9 +722,9 @@ int mnt_comm_cpu_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
   int st = MNT_OK;
-  c->iface = mnt_env_string("MNT_COMM_IFACE");
-  if ((st = mnt_env_bytes("MNT_SHM_FIFO_BYTES", &c->fifo_cap)) != MNT_OK ||
-      (st = mnt_env_bytes("MNT_TCP_BUF", &c->tcp_buf)) != MNT_OK) { /* every rank sees the same environment */
+  c->iface = mnt_env_comm_iface();
+  if ((st = mnt_env_shm_fifo_bytes(&c->fifo_cap)) != MNT_OK ||
+      (st = mnt_env_tcp_buf(&c->tcp_buf)) != MNT_OK) { /* every rank sees the same environment */
     cpu_destroy(&c->pub);
     return st;
   }

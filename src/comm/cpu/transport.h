@@ -1,4 +1,4 @@
-/* transport.h — point-to-point links under the CPU collectives (internal to src/comm_cpu.c).
+/* transport.h — point-to-point links under the CPU collectives (internal to src/comm/cpu/).
  * defines: mnt_link (one direction between two ranks: shared memory FIFO or TCP socket),
  *          mnt_shm_* (per-node segment: FIFOs, doorbells, pids), mnt_tcp_* (listen, connect,
  *          an inbox of connections served concurrently, authenticated accept),

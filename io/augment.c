@@ -1,0 +1,310 @@
+/* augment.c — see augment.h. */
+#include "augment.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataset.h" /* mnt_mix */
+#include "simd.h"
+
+typedef struct rng { uint64_t s; } rng;
+static double uni(rng *r) {
+  r->s = mnt_mix(r->s, 0x2545f4914f6cdd1dull);
+  return (double)(r->s >> 11) / 9007199254740992.0;
+}
+
+/* crop box (x0, y0, w, h) of the S×S source resampled bilinearly (half-pixel centres, as
+ * torchvision without antialiasing) to out×out, optional flip, normalised, into CHW floats.
+ * Samples outside the source repeat its edge, or with `pad` are pixel value 0 (torchvision's
+ * RandomCrop(padding) fill). Separable: the column taps are computed once per image; each source
+ * row is interpolated along x once (into one of two cached rows: consecutive output rows share
+ * source rows), then each output row is two cached rows mixed along y and normalised. Each output
+ * value is computed as it would be directly, in the same order:
+ *   a = r1[xa] + wx (r1[xb] - r1[xa]),  e = the same on r2,  o = (a + wy (e - a)) (inx iny) k + b
+ * (every product and sum rounded to float, none fused), so every variant (simd.h) gives the same
+ * floats, and kernels/augment.cu computes the same expression. */
+enum { MAX_OUT = MNT_AUG_MAX_OUT, MAX_C = MNT_AUG_MAX_C, PLANE = MAX_OUT + 16 };
+enum { STREAM_MIN = 256 << 10 /* bytes of output per image */ };
+
+/* the column taps of one image: output column d (after the flip) reads source bytes xa[d], xb[d]
+ * (pixel × C; xb - xa is 0 or C) with weight wx[d]; inx[d] = 0 outside a padded crop. For the
+ * AVX2 row: pixels plo..phi of a row are what the columns read; block k of 8 columns reads
+ * pixels blo[k] .. blo[k] + 15 when bok[k], the pixel blo[k] + ia[d] and + ib[d] */
+typedef struct cols {
+  int xa[MAX_OUT], xb[MAX_OUT], blo[MAX_OUT / 8], xbmin, plo, phi;
+  float wx[MAX_OUT], inx[MAX_OUT];
+  uint8_t ia[MAX_OUT], ib[MAX_OUT], bok[MAX_OUT / 8];
+} cols;
+
+/* columns d0 .. d1-1 of one source row r along x, channel byte sc: h[d] */
+MNT_SIMD_BODY void hcols(const uint8_t *restrict r, int sc, int d0, int d1, const cols *t, float *restrict h) {
+  for (int d = d0; d < d1; d++)
+    h[d] = r[t->xa[d] + sc] + t->wx[d] * (float)(r[t->xb[d] + sc] - r[t->xa[d] + sc]);
+}
+
+/* one source row r along x for every output channel: h[c * out + d] */
+MNT_SIMD_BODY void hrow_c(const uint8_t *restrict r, int C, int outC, int out, const cols *t, float *restrict h) {
+  for (int c = 0; c < outC; c++) hcols(r, C == 1 ? 0 : c, 0, out, t, h + (size_t)c * out);
+}
+
+#if MNT_SIMD_X86
+#include <immintrin.h>
+/* hrow_c for the AVX2 and AVX-512 variants, 8 columns at a time. The pixels the row needs are
+ * converted to float planes once (one per channel), and each block of 8 columns picks its taps
+ * from 16 consecutive pixels with permutes: as long as the crop is not shrunk more than twice
+ * (bok). Other blocks use gathers: one 32-bit load ending at byte xb + sc holds both taps
+ * (xb - xa <= 3), reading bytes xb + sc - 3 .. xb + sc of the row, where the caller has made sure
+ * the first is in the image (roff + xbmin >= 3: roff is r's offset in it). Else scalar. */
+MNT_TARGET_AVX2 static void hrow_avx2(const uint8_t *r, size_t roff, int C, int outC, int out, const cols *t,
+                                      float (*planes)[PLANE], float *h) {
+  int perm = (C == 1 || C == 3) && t->phi + 16 <= PLANE, gok = C <= 3 && roff + (size_t)t->xbmin >= 3;
+  if (perm) { /* pixels plo..phi to floats, deinterleaved: 8 at a time, then one by one */
+    int x = t->plo;
+    if (C == 3) {
+      const __m128i lo0 = _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+      const __m128i hi0 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, -1, -1, -1, -1, -1, -1, -1, -1);
+      const __m128i lo1 = _mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+      const __m128i hi1 = _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, -1, -1, -1, -1, -1, -1, -1, -1);
+      const __m128i lo2 = _mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+      const __m128i hi2 = _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, -1, -1, -1, -1, -1, -1, -1, -1);
+      for (; x + 8 <= t->phi + 1; x += 8) { /* bytes 3x .. 3x + 23 */
+        __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)(r + 3 * x));
+        __m128i hi = _mm_loadl_epi64((const __m128i *)(const void *)(r + 3 * x + 16));
+        __m128i p0 = _mm_or_si128(_mm_shuffle_epi8(lo, lo0), _mm_shuffle_epi8(hi, hi0));
+        __m128i p1 = _mm_or_si128(_mm_shuffle_epi8(lo, lo1), _mm_shuffle_epi8(hi, hi1));
+        __m128i p2 = _mm_or_si128(_mm_shuffle_epi8(lo, lo2), _mm_shuffle_epi8(hi, hi2));
+        _mm256_storeu_ps(planes[0] + x, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(p0)));
+        _mm256_storeu_ps(planes[1] + x, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(p1)));
+        _mm256_storeu_ps(planes[2] + x, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(p2)));
+      }
+    } else {
+      for (; x + 8 <= t->phi + 1; x += 8) {
+        __m128i p = _mm_loadl_epi64((const __m128i *)(const void *)(r + x));
+        _mm256_storeu_ps(planes[0] + x, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(p)));
+      }
+    }
+    for (; x <= t->phi; x++)
+      for (int c = 0; c < C; c++) planes[c][x] = r[x * C + c];
+  }
+  const __m256i m255 = _mm256_set1_epi32(0xff), three = _mm256_set1_epi32(3);
+  for (int c = 0; c < outC; c++) {
+    int sc = C == 1 ? 0 : c, d = 0;
+    const float *pf = planes[sc];
+    const __m256i off = _mm256_set1_epi32(sc - 3);
+    float *hc = h + (size_t)c * out;
+    for (; d + 8 <= out; d += 8) {
+      __m256 fa, diff;
+      if (perm && t->bok[d / 8]) {
+        const float *p = pf + t->blo[d / 8];
+        __m256 v0 = _mm256_loadu_ps(p), v1 = _mm256_loadu_ps(p + 8);
+        __m256i ja = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(t->ia + d)));
+        __m256i jb = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(t->ib + d)));
+        /* lanes 0-7 from v0, 8-15 from v1: bit 3 of the index, shifted to the sign, picks */
+        fa = _mm256_blendv_ps(_mm256_permutevar8x32_ps(v0, ja), _mm256_permutevar8x32_ps(v1, ja),
+                              _mm256_castsi256_ps(_mm256_slli_epi32(ja, 28)));
+        __m256 fb = _mm256_blendv_ps(_mm256_permutevar8x32_ps(v0, jb), _mm256_permutevar8x32_ps(v1, jb),
+                                     _mm256_castsi256_ps(_mm256_slli_epi32(jb, 28)));
+        diff = _mm256_sub_ps(fb, fa); /* exact: whole numbers 0..255, as the integer difference */
+      } else if (gok) {
+        __m256i ia = _mm256_loadu_si256((const __m256i *)(const void *)(t->xa + d));
+        __m256i ib = _mm256_loadu_si256((const __m256i *)(const void *)(t->xb + d));
+        __m256i v = _mm256_i32gather_epi32((const int *)(const void *)r, _mm256_add_epi32(ib, off), 1);
+        __m256i sh = _mm256_slli_epi32(_mm256_sub_epi32(three, _mm256_sub_epi32(ib, ia)), 3);
+        __m256i pa = _mm256_and_si256(_mm256_srlv_epi32(v, sh), m255), pb = _mm256_srli_epi32(v, 24);
+        fa = _mm256_cvtepi32_ps(pa);
+        diff = _mm256_cvtepi32_ps(_mm256_sub_epi32(pb, pa));
+      } else {
+        hcols(r, sc, d, d + 8, t, hc);
+        continue;
+      }
+      _mm256_storeu_ps(hc + d, _mm256_add_ps(fa, _mm256_mul_ps(_mm256_loadu_ps(t->wx + d), diff)));
+    }
+    hcols(r, sc, d, out, t, hc);
+  }
+}
+
+/* one output row of one channel (vrow, below), 8 at a time; with `stream`, non-temporal stores
+ * where 32-byte aligned: a batch of large images is far larger than the caches and is not read
+ * again before the step consumes it */
+MNT_TARGET_AVX2 static void vrow_avx2(float *o, const float *a, const float *e, const float *inx, float wy,
+                                      float iny, float k, float b, int out, int stream) {
+  int d = 0;
+  for (; stream && d < out && ((uintptr_t)(o + d) & 31); d++)
+    o[d] = (a[d] + wy * (e[d] - a[d])) * (inx[d] * iny) * k + b;
+  const __m256 vwy = _mm256_set1_ps(wy), viny = _mm256_set1_ps(iny), vk = _mm256_set1_ps(k), vb = _mm256_set1_ps(b);
+  for (; d + 8 <= out; d += 8) {
+    __m256 va = _mm256_loadu_ps(a + d), ve = _mm256_loadu_ps(e + d);
+    __m256 v = _mm256_add_ps(va, _mm256_mul_ps(vwy, _mm256_sub_ps(ve, va)));
+    v = _mm256_mul_ps(_mm256_mul_ps(v, _mm256_mul_ps(_mm256_loadu_ps(inx + d), viny)), vk);
+    if (stream) _mm256_stream_ps(o + d, _mm256_add_ps(v, vb));
+    else _mm256_storeu_ps(o + d, _mm256_add_ps(v, vb));
+  }
+  for (; d < out; d++) o[d] = (a[d] + wy * (e[d] - a[d])) * (inx[d] * iny) * k + b;
+}
+#define HROW_FAST(r, roff, C, outC, out, t, planes, h) hrow_avx2(r, roff, C, outC, out, t, planes, h)
+#define VROW_FAST(o, a, e, inx, wy, iny, k, b, out, stream) vrow_avx2(o, a, e, inx, wy, iny, k, b, out, stream)
+#define STREAM_FENCE _mm_sfence
+#else
+#define HROW_FAST(r, roff, C, outC, out, t, planes, h) hrow_c(r, C, outC, out, t, h)
+#define VROW_FAST(o, a, e, inx, wy, iny, k, b, out, stream) vrow(o, a, e, inx, wy, iny, k, b, out)
+#define STREAM_FENCE() (void)0
+#endif
+
+/* one output row of one channel from the rows a (r1) and e (r2) */
+MNT_SIMD_BODY void vrow(float *restrict o, const float *restrict a, const float *restrict e, const float *restrict inx,
+                        float wy, float iny, float k, float b, int out) {
+  for (int d = 0; d < out; d++) o[d] = (a[d] + wy * (e[d] - a[d])) * (inx[d] * iny) * k + b;
+}
+
+/* fast: 1 in the AVX2 and AVX-512 variants (hrow_avx2, vrow_avx2), 0: the plain C rows */
+MNT_SIMD_BODY void resample_body(const uint8_t *src, int S, int C, double x0, double y0, double w, double h,
+                                 int flip, int pad, int out, int outC, const float *mean, const float *std,
+                                 float *dst, int fast) {
+  cols t;
+  float rows[2][MAX_C * MAX_OUT], planes[MAX_C][PLANE];
+  double sx = w / out, sy = h / out;
+  t.xbmin = S * C;
+  for (int ox = 0; ox < out; ox++) {
+    double fx = x0 + (ox + 0.5) * sx - 0.5;
+    int d = flip ? out - 1 - ox : ox;
+    t.inx[d] = !pad || (fx > -0.5 && fx < S - 0.5);
+    if (fx < 0) fx = 0;
+    if (fx > S - 1) fx = S - 1;
+    int x1 = (int)fx;
+    t.xa[d] = x1 * C;
+    t.xb[d] = (x1 + 1 < S ? x1 + 1 : x1) * C;
+    t.wx[d] = (float)(fx - x1);
+    if (t.xb[d] < t.xbmin) t.xbmin = t.xb[d];
+  }
+  if (fast) { /* blocks of 8 columns for the permutes; pixels plo..phi (a row's floats) */
+    t.plo = S;
+    t.phi = 0;
+    for (int k = 0; k < out / 8; k++) {
+      int lo = S, hi = 0;
+      for (int d = 8 * k; d < 8 * k + 8; d++) {
+        lo = t.xa[d] / C < lo ? t.xa[d] / C : lo;
+        hi = t.xb[d] / C > hi ? t.xb[d] / C : hi;
+      }
+      t.blo[k] = lo;
+      t.bok[k] = hi - lo <= 15;
+      for (int d = 8 * k; d < 8 * k + 8 && t.bok[k]; d++) {
+        t.ia[d] = (uint8_t)(t.xa[d] / C - lo);
+        t.ib[d] = (uint8_t)(t.xb[d] / C - lo);
+      }
+      t.plo = lo < t.plo ? lo : t.plo;
+      t.phi = hi > t.phi ? hi : t.phi;
+    }
+    if (t.phi + 16 <= PLANE)
+      for (int c = 0; c < MAX_C; c++) memset(planes[c] + t.phi + 1, 0, 15 * sizeof(float)); /* read, never used */
+  }
+  float scale[MAX_C], bias[MAX_C];
+  for (int c = 0; c < outC; c++) {
+    int sc = C == 1 ? 0 : c;
+    scale[c] = 1.0f / (255.0f * std[sc]);
+    bias[c] = -mean[sc] / std[sc];
+  }
+  int held[2] = {-1, -1}; /* the source row in rows[i] */
+  int stream = fast && (size_t)outC * out * out * sizeof(float) >= STREAM_MIN;
+  for (int oy = 0; oy < out; oy++) {
+    double fy = y0 + (oy + 0.5) * sy - 0.5;
+    float iny = !pad || (fy > -0.5 && fy < S - 0.5);
+    if (fy < 0) fy = 0;
+    if (fy > S - 1) fy = S - 1;
+    int y1 = (int)fy, y2 = y1 + 1 < S ? y1 + 1 : y1;
+    float wy = (float)(fy - y1);
+    int yy[2] = {y1, y2}, at[2];
+    for (int j = 0; j < 2; j++) {
+      at[j] = held[0] == yy[j] ? 0 : held[1] == yy[j] ? 1 : -1;
+      if (at[j] >= 0) continue;
+      at[j] = j ? 1 - at[0] : held[0] == y2; /* not the slot of the other row needed */
+      size_t off = (size_t)yy[j] * S * C;
+      if (fast) HROW_FAST(src + off, off, C, outC, out, &t, planes, rows[at[j]]);
+      else hrow_c(src + off, C, outC, out, &t, rows[at[j]]);
+      held[at[j]] = yy[j];
+    }
+    for (int c = 0; c < outC; c++) {
+      float *o = dst + ((size_t)c * out + oy) * out;
+      const float *a = rows[at[0]] + (size_t)c * out, *e = rows[at[1]] + (size_t)c * out;
+      if (fast) VROW_FAST(o, a, e, t.inx, wy, iny, scale[c], bias[c], out, stream);
+      else vrow(o, a, e, t.inx, wy, iny, scale[c], bias[c], out);
+    }
+  }
+  if (stream) STREAM_FENCE(); /* the streamed stores are visible before the batch is handed on */
+}
+
+static void resample_sse2(const uint8_t *src, int S, int C, double x0, double y0, double w, double h, int flip,
+                          int pad, int out, int outC, const float *mean, const float *std, float *dst) {
+  resample_body(src, S, C, x0, y0, w, h, flip, pad, out, outC, mean, std, dst, 0);
+}
+MNT_TARGET_AVX2 static void resample_avx2(const uint8_t *src, int S, int C, double x0, double y0, double w, double h,
+                                          int flip, int pad, int out, int outC, const float *mean, const float *std,
+                                          float *dst) {
+  resample_body(src, S, C, x0, y0, w, h, flip, pad, out, outC, mean, std, dst, 1);
+}
+MNT_TARGET_AVX512 static void resample_avx512(const uint8_t *src, int S, int C, double x0, double y0, double w,
+                                              double h, int flip, int pad, int out, int outC, const float *mean,
+                                              const float *std, float *dst) {
+  resample_body(src, S, C, x0, y0, w, h, flip, pad, out, outC, mean, std, dst, 1);
+}
+
+static void crop_resize(const uint8_t *src, int S, int C, double x0, double y0, double w, double h, int flip, int pad,
+                        int out, int outC, const float *mean, const float *std, float *dst) {
+  if (out < 1 || out > MAX_OUT || outC < 1 || outC > MAX_C) return; /* refused before (see loader.h) */
+  MNT_SIMD_PICK(resample)(src, S, C, x0, y0, w, h, flip, pad, out, outC, mean, std, dst);
+}
+
+/* the validation box: centred, `crop` × the side of an S×S image (0: 0.875), at (o, o) */
+static void centre_box(int S, double crop, double *o, double *side) {
+  *side = S * (crop > 0 ? crop : 0.875);
+  *o = (S - *side) / 2;
+}
+
+void mnt_centre_crop(const uint8_t *src, int S, int C, double crop, int out, int outC, const float *mean,
+                     const float *std, float *dst) {
+  double o, side;
+  centre_box(S, crop, &o, &side);
+  crop_resize(src, S, C, o, o, side, side, 0, 0, out, outC, mean, std, dst);
+}
+
+void mnt_crop_resize(const uint8_t *src, int S, int C, const float box[MNT_BOX_FLOATS], int pad, int out, int outC,
+                     const float *mean, const float *std, float *dst) {
+  crop_resize(src, S, C, box[0], box[1], box[2], box[3], box[4] != 0, pad, out, outC, mean, std, dst);
+}
+
+void mnt_aug_box(const mnt_aug_cfg *a, int64_t epoch, int64_t id, float box[MNT_BOX_FLOATS]) {
+  int S = a->S;
+  if (!a->train) {
+    double o, side;
+    centre_box(S, a->val_crop, &o, &side);
+    box[0] = box[1] = (float)o;
+    box[2] = box[3] = (float)side;
+    box[4] = 0;
+    return;
+  }
+  rng r = {mnt_mix(mnt_mix((uint64_t)a->seed, (uint64_t)epoch), (uint64_t)id)};
+  double area = (double)S * S, x0 = 0, y0 = 0, w = S, h = S;
+  int found = a->pad_crop > 0;
+  if (found) { /* torchvision's RandomCrop(S, padding=P): the image shifted by -P..P pixels, zeros around */
+    int P = a->pad_crop;
+    x0 = floor(uni(&r) * (2 * P + 1)) - P;
+    y0 = floor(uni(&r) * (2 * P + 1)) - P;
+  }
+  for (int t = 0; t < 10 && !found; t++) { /* torchvision's RandomResizedCrop */
+    double lo = a->min_scale > 0 ? a->min_scale : 0.08;
+    double ta = area * (lo + (1.0 - lo) * uni(&r));
+    double ar = exp(log(3.0 / 4.0) + (log(4.0 / 3.0) - log(3.0 / 4.0)) * uni(&r));
+    double cw = round(sqrt(ta * ar)), ch = round(sqrt(ta / ar));
+    if (cw > 0 && ch > 0 && cw <= S && ch <= S) {
+      x0 = floor(uni(&r) * (S - cw + 1));
+      y0 = floor(uni(&r) * (S - ch + 1));
+      w = cw;
+      h = ch;
+      found = 1;
+    }
+  }
+  int flip = uni(&r) < 0.5; /* the fallback is the whole (square) image, centred */
+  box[0] = (float)x0, box[1] = (float)y0, box[2] = (float)w, box[3] = (float)h, box[4] = (float)flip;
+}
+
