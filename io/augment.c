@@ -1,12 +1,12 @@
 /* augment.c — see augment.h. */
-#include "augment.h"
+#include "io/augment.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dataset.h" /* mnt_mix */
+#include "io/dataset.h" /* mnt_mix */
 #include "simd.h"
 
 typedef struct rng { uint64_t s; } rng;

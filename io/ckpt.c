@@ -1,5 +1,5 @@
 /* ckpt.c — see ckpt.h. */
-#include "ckpt.h"
+#include "io/ckpt.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -18,10 +18,10 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "dataset.h"
+#include "io/dataset.h"
 #include "jsonio.h"
 #include "log.h"
-#include "safefs.h"
+#include "io/safefs.h"
 
 #define PIECE (8u << 20) /* bytes per pwrite / pread call */
 

@@ -55,7 +55,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "comm.h"
+#include "comm/comm.h"
 
 #define MNT_CKPT_FORMAT "mntrain-checkpoint"
 #define MNT_CKPT_VERSION 1

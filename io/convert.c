@@ -6,7 +6,7 @@
  * every shard and the index carry the conversion's fingerprint (XXH3 of the format version, the
  * inputs, the image size, the classes, the shard count and the seed), and a file with another
  * fingerprint stops the conversion before anything is written. */
-#include "convert.h"
+#include "io/convert.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -22,10 +22,10 @@
 #include <xxhash.h>
 #include <zlib.h>
 
-#include "convert_internal.h"
-#include "dataset.h"
+#include "io/convert_internal.h"
+#include "io/dataset.h"
 #include "log.h"
-#include "safefs.h"
+#include "io/safefs.h"
 #include "progress.h"
 #include "sysmem.h"
 

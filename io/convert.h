@@ -2,8 +2,8 @@
  * (their command lines are src/cmd/convert.c).
  * defines: mnt_convert_imagenet (image class folders, as torchvision's ImageFolder, or a flat
  *          folder + labels), mnt_convert_idx (MNIST / Fashion-MNIST IDX files, gzip or plain),
- *          mnt_convert_synth (a learnable synthetic set at any size), mnt_inspect,
- *          mnt_convert_main / mnt_inspect_main (the commands, see main.c).
+ *          mnt_convert_synth (a learnable synthetic set at any size), mnt_inspect (the
+ *          commands are src/cmd/cmd.h's mnt_convert_main / mnt_inspect_main).
  * force: an output directory holding another conversion's files is emptied of them instead of
  * refused. All return an mnt_status. */
 #ifndef MNT_CONVERT_H
@@ -11,7 +11,6 @@
 
 #include <stdint.h>
 
-struct mnt_world;
 int mnt_convert_idx(const char *images, const char *labels, const char *out, int nshards, long long seed, int force);
 int mnt_convert_synth(const char *out, int classes, int64_t n, int size, int nshards, long long seed, int force);
 /* SRC/<class>/... images, or (val_labels != NULL) a flat SRC and "FILE WNID" lines */
@@ -19,7 +18,5 @@ int mnt_convert_imagenet(const char *src, const char *out, int nshards, int size
                          long long seed, int force);
 /* labels of every sample (the histogram); verify: every image too, checksums checked */
 int mnt_inspect(const char *path, int verify);
-int mnt_convert_main(struct mnt_world *w, int argc, char **argv);
-int mnt_inspect_main(struct mnt_world *w, int argc, char **argv);
 
 #endif

@@ -1,5 +1,5 @@
 /* dataset.c — HDF5 shards and index.json; see dataset.h. */
-#include "dataset.h"
+#include "io/dataset.h"
 
 #include <errno.h>
 #include <fcntl.h>

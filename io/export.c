@@ -1,5 +1,5 @@
 /* export.c — see export.h. */
-#include "export.h"
+#include "io/export.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "safefs.h"
+#include "io/safefs.h"
 
 int mnt_h5_put_f32(int64_t file, const char *path, const float *data, int ndims, const int *dims) {
   hsize_t d[4];

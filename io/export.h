@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "dataset.h"
+#include "io/dataset.h"
 #include "model/resnet.h"
 
 int mnt_h5_put_f32(int64_t file, const char *path, const float *data, int ndims, const int *dims);

@@ -24,8 +24,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "convert.h"
-#include "convert_internal.h"
+#include "io/convert.h"
+#include "io/convert_internal.h"
 #include "log.h"
 
 /* The largest image accepted: per side in the header, and in decoded pixels (for JPEG after DCT

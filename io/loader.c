@@ -3,7 +3,7 @@
  * thread-safe on Debian) serialises the reads; decoding-free uint8 shards make them cheap, and the
  * augmentation (io/augment.c: the boxes and the resampler) runs in parallel. The loader only
  * schedules: which samples, which thread, which slot. */
-#include "loader.h"
+#include "io/loader.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "augment.h"
+#include "io/augment.h"
 #include "log.h"
 
 typedef struct slot {

@@ -15,8 +15,8 @@
 
 #include <stdint.h>
 
-#include "augment.h" /* MNT_BOX_FLOATS, the boxes and the resampler the loader applies */
-#include "dataset.h"
+#include "io/augment.h" /* MNT_BOX_FLOATS, the boxes and the resampler the loader applies */
+#include "io/dataset.h"
 
 typedef struct mnt_loader_cfg {
   int out_size;      /* training crop / validation crop in pixels */

@@ -1,5 +1,5 @@
 /* runlock.c — see runlock.h. */
-#include "runlock.h"
+#include "io/runlock.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* safefs.c — see safefs.h. */
-#include "safefs.h"
+#include "io/safefs.h"
 
 #include <errno.h>
 #include <fcntl.h>

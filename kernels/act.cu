@@ -6,7 +6,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "ops.h"
+#include "kernels/ops.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "augment.h"
+#include "kernels/augment.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "cast.h"
+#include "kernels/cast.h"
 
 namespace {
 

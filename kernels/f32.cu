@@ -4,7 +4,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "ops.h"
+#include "kernels/ops.h"
 
 namespace {
 

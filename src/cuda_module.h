@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "backend.h"
-#include "comm.h"
+#include "backend/backend.h"
+#include "comm/comm.h"
 
 /* Raised when the table or the meaning of an entry changes. The host also compares MNT_CUDA_IFACE
  * (a hash of the headers both sides compile against, generated at build time): a module must come

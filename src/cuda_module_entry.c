@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cast.h" /* mnt_cuda_device_count */
+#include "kernels/cast.h" /* mnt_cuda_device_count */
 #include "cuda_module.h"
 #include "log.h"
 #include "mnt_cuda_iface.h" /* MNT_CUDA_IFACE, generated */

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "safefs.h"
+#include "io/safefs.h"
 
 #define FLAGS (JSON_SORT_KEYS | JSON_REAL_PRECISION(15))
 

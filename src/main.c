@@ -8,18 +8,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "analysis.h"
+#include "cmd/cmd.h"
 #include "args.h"
-#include "backend.h"
-#include "bench.h"
-#include "convert.h"
+#include "backend/backend.h"
 #include "cuda_module.h"
-#include "dataset.h"
+#include "io/dataset.h"
 #include "env.h"
 #include "log.h"
 #include "simd.h"
 #include "sysmem.h"
-#include "train.h"
 #include "world.h"
 
 static int cmd_info(mnt_world *w, int argc, char **argv);
@@ -43,10 +40,10 @@ static const command COMMANDS[] = {
     {"inspect", NULL, mnt_inspect_main, "a dataset (--verify reads and checks all) or a checkpoint (verified)"},
     {"report", NULL, mnt_report_main, "scaling table, CSV and SVG of one run or a sweep of runs (summary.json)"},
     {"model", NULL, mnt_model_main, "predicted step time and parallel efficiency for 1 ... 4096 GPUs"},
-    {"bench", "allreduce", mnt_bench_allreduce, "the allreduce of the communicator (nccl-tests style)"},
-    {"bench", "step", mnt_bench_step, "training-step throughput of one process (img/s, memory per image)"},
-    {"bench", "loader", mnt_bench_loader, "images per second the data loader delivers"},
-    {"bench", "ckpt", mnt_bench_ckpt, "checkpoint write and read MB/s (all ranks), next to dd conv=fsync"},
+    {"bench", "allreduce", mnt_bench_allreduce_main, "the allreduce of the communicator (nccl-tests style)"},
+    {"bench", "step", mnt_bench_step_main, "training-step throughput of one process (img/s, memory per image)"},
+    {"bench", "loader", mnt_bench_loader_main, "images per second the data loader delivers"},
+    {"bench", "ckpt", mnt_bench_ckpt_main, "checkpoint write and read MB/s (all ranks), next to dd conv=fsync"},
 };
 enum { NCOMMANDS = sizeof COMMANDS / sizeof COMMANDS[0] };
 

@@ -1,6 +1,6 @@
 /* backend.c — backend selection and the layer handles every backend shares (see backend.h). A
  * handle holds its backend, its output size and the implementation's own object. */
-#include "backend.h"
+#include "backend/backend.h"
 
 #include <stdlib.h>
 #include <string.h>

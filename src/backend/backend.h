@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
-#include "stream.h"
+#include "backend/stream.h"
 
 typedef struct mnt_backend mnt_backend;
 typedef struct mnt_conv mnt_conv;

@@ -4,8 +4,9 @@
 #include <string.h>
 
 #include "args.h"
-#include "ckpt.h"
-#include "convert.h"
+#include "io/ckpt.h"
+#include "cmd/cmd.h"
+#include "io/convert.h"
 #include "log.h"
 #include "world.h"
 

@@ -46,11 +46,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis.h"
+#include "cmd/cmd.h"
 #include "args.h"
-#include "comm.h" /* mnt_busbw_factor */
+#include "comm/comm.h" /* mnt_busbw_factor */
 #include "log.h"
-#include "model_fit.h"
+#include "cmd/model_fit.h"
 #include "runsum.h"
 
 enum { TOPO_RING, TOPO_TREE, TOPO_HIER, NTOPO };

@@ -3,7 +3,7 @@
  * busbw #wrong ...) and nccl-tests' (size count type redop root time algbw busbw #wrong ...); the
  * rank and node counts come from the header ("# mntrain: P ranks on N nodes", "bench allreduce: P
  * ranks on N nodes", or nccl-tests' "# Rank R ... on HOST" lines), else from busbw / algbw. */
-#include "model_fit.h"
+#include "cmd/model_fit.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h" /* mnt_busbw_factor */
+#include "comm/comm.h" /* mnt_busbw_factor */
 #include "log.h"
 
 static int is_num(const char *s) {

@@ -1,7 +1,7 @@
-/* cmd/report.c — `mntrain report RUN_DIR...` (see analysis.h): the scaling table of a sweep of runs
+/* cmd/report.c — `mntrain report RUN_DIR...` (see cmd/cmd.h): the scaling table of a sweep of runs
  * from their summary.json (src/runsum.h; metrics.jsonl for the spread), and OUT/scaling.csv and
  * OUT/scaling.svg (cmd/report_svg.c: throughput and efficiency against ranks, with the ideal lines).
- * The numbers (DESIGN.md "Metrics"), with N0 the fewest ranks of the sweep (the baseline run):
+ * The numbers (README "Runs and their outputs"), with N0 the fewest ranks of the sweep (the baseline run):
  *   speedup    S_N = ips_N / ips_N0
  *   efficiency E_N = (ips_N / N) / (ips_N0 / N0)
  * Weak scaling (every run the same batch_per_rank) and strong scaling (every run the same
@@ -19,12 +19,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "analysis.h"
+#include "cmd/cmd.h"
 #include "args.h"
 #include "log.h"
-#include "report_internal.h"
+#include "cmd/report_internal.h"
 #include "runsum.h"
-#include "safefs.h"
+#include "io/safefs.h"
 
 enum { NPH = MNT_REPORT_NPH, DIRMAX = MNT_REPORT_DIRMAX };
 typedef mnt_report_run run;
@@ -368,7 +368,7 @@ static const char ABOUT[] =
     "both are exit 2. The baseline is the run with the fewest ranks N0 (fewest nodes, then the first\n"
     "given, on a tie):\n"
     "  speedup     S_N = img/s_N / img/s_N0            (strong scaling: T_N0 / T_N per step)\n"
-    "  efficiency  E_N = (img/s_N / N) / (img/s_N0 / N0)   (DESIGN.md; strong scaling: S_N / (N / N0))\n"
+    "  efficiency  E_N = (img/s_N / N) / (img/s_N0 / N0)   (README; strong scaling: S_N / (N / N0))\n"
     "img/s is summary.json's img_per_s (every step after train's warm-up over its wall time); sd is\n"
     "the sample standard deviation of metrics.jsonl's per-interval img_per_s over the intervals that\n"
     "start after the warm-up ('-' with fewer than two). A RUN_DIR without summary.json (missing, or\n"

@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "log.h"
-#include "report_internal.h"
+#include "cmd/report_internal.h"
 
 enum { DIRMAX = MNT_REPORT_DIRMAX };
 typedef mnt_report_run run;

@@ -1,7 +1,7 @@
 /* cmd/train.c — `mntrain train`: the command line, the run's outputs, checkpoints, preemption and
  * the step loop around the trainer (src/train/trainer.h).
  * Rank 0 prints progress and writes OUT/config.json, OUT/metrics.jsonl and OUT/summary.json (keys
- * as DESIGN.md "Metrics"). With checkpoints on (any --ckpt-* flag, --resume or --stop-after):
+ * as README "Runs and their outputs"). With checkpoints on (any --ckpt-* flag, --resume or --stop-after):
  *  - every K steps / M minutes, and at the end, a collective checkpoint (io/ckpt.h), asynchronous:
  *    the loop is held up only while each rank copies its share of the state;
  *  - SIGUSR1 and SIGTERM are taken by a thread of their own (blocked everywhere else, so no system
@@ -35,15 +35,15 @@
 #include <unistd.h>
 
 #include "args.h"
-#include "ckpt.h"
-#include "comm.h"
-#include "export.h"
+#include "io/ckpt.h"
+#include "comm/comm.h"
+#include "io/export.h"
 #include "jsonio.h"
 #include "log.h"
 #include "progress.h"
-#include "runlock.h"
-#include "safefs.h"
-#include "train.h"
+#include "io/runlock.h"
+#include "io/safefs.h"
+#include "cmd/cmd.h"
 #include "train/trainer.h"
 
 /* the command line: the trainer's configuration and the command's own options */
@@ -580,7 +580,7 @@ typedef struct timing {
   double span, ips, busbw, mean;
 } timing;
 
-/* rank 0: summary.json (keys as DESIGN.md "Metrics") */
+/* rank 0: summary.json (keys as README "Runs and their outputs") */
 static int write_summary(run *r, const loop *l, const timing *tm) {
   opts *o = r->o;
   mnt_trainer *t = r->t;

@@ -1,5 +1,5 @@
 /* comm.c — backend selection; see comm.h. */
-#include "comm.h"
+#include "comm/comm.h"
 
 #include <string.h>
 #include <strings.h>

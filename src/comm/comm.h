@@ -12,7 +12,7 @@
 #include <stddef.h>
 
 #include "dtype.h"
-#include "stream.h"
+#include "backend/stream.h"
 #include "world.h"
 
 /* nccl-tests' bus bandwidth of an allreduce over n ranks: busbw = algbw * 2(n-1)/n, the bytes

@@ -1,5 +1,5 @@
 /* reducer.c — see reducer.h. */
-#include "reducer.h"
+#include "comm/reducer.h"
 
 #include <stdlib.h>
 

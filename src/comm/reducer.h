@@ -12,8 +12,8 @@
 
 #include <stddef.h>
 
-#include "backend.h"
-#include "comm.h"
+#include "backend/backend.h"
+#include "comm/comm.h"
 
 typedef struct mnt_reducer mnt_reducer;
 

@@ -4,7 +4,7 @@
  * that it overlaps the rest of backward and the step waits only for what is still in flight
  * ("exposed comm"); then the non-finite check on the backend (one flag read back) and SGD. The
  * loss and top-1 stay on the backend and are read at log time. */
-#include "trainer.h"
+#include "train/trainer.h"
 
 #include <hdf5.h>
 #include <math.h>

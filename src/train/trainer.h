@@ -13,14 +13,14 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "backend.h"
-#include "ckpt.h"
-#include "comm.h"
-#include "reducer.h"
-#include "dataset.h"
-#include "loader.h"
+#include "backend/backend.h"
+#include "io/ckpt.h"
+#include "comm/comm.h"
+#include "comm/reducer.h"
+#include "io/dataset.h"
+#include "io/loader.h"
 #include "model/resnet.h"
-#include "optim.h"
+#include "train/optim.h"
 
 typedef struct mnt_train_cfg {
   const char *data, *val, *arch, *schedule, *comm, *topology, *grad_dtype, *device, *precision;

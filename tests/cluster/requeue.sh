@@ -2,7 +2,8 @@
 # requeue.sh — preemption end to end with the real sbatch: job_templates/train.sbatch on 2 nodes,
 # `scancel --signal=USR1` once a checkpoint is committed; every rank stops after the same step with
 # a checkpoint (exit 3), the template requeues the job, the requeued job resumes by itself into the
-# same run directory and completes, and its final weights equal an uninterrupted run's bit for bit.
+# same run directory and completes, and its final weights equal an uninterrupted run's bit for bit
+# (its BN running statistics to float rounding: see the comparison below).
 #   requeue.sh MNTRAIN [local|gluster]
 set -u
 m=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -74,8 +75,19 @@ try:
 except ImportError as e:
     print(f"SKIP: {e}"); sys.exit(77)
 a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
-bad = [f"{g}/{k}" for g in ("model", "bn") for k in a[g] if not np.array_equal(a[g][k][()], b[g][k][()])]
-print(f"{len(bad)} tensors differ from the uninterrupted run" + (": " + ", ".join(bad[:5]) if bad else ""))
+# the weights bit for bit; the BN running statistics to float rounding: every checkpoint averages
+# them over the ranks in place, and the stop adds one at a step the uninterrupted run did not
+# checkpoint (where SIGUSR1 lands), which rounds differently (the EMA is linear: the same numbers)
+bad = [f"model/{k}" for k in a["model"] if not np.array_equal(a["model"][k][()], b["model"][k][()])]
+worst = 0.0
+for k in a["bn"]:
+    x, y = a["bn"][k][()].astype(np.float64), b["bn"][k][()].astype(np.float64)
+    e = float(np.max(np.abs(x - y)) / max(float(np.max(np.abs(x))), 1e-30))
+    worst = max(worst, e)
+    if e > 1e-5:
+        bad.append(f"bn/{k} ({e:.1e})")
+print(f"{len(bad)} tensors differ from the uninterrupted run (weights bit for bit; BN statistics within "
+      f"1e-5 relative, worst {worst:.1e})" + (": " + ", ".join(bad[:5]) if bad else ""))
 sys.exit(1 if bad else 0)
 PY
 echo "ok: SIGUSR1 -> checkpoint -> requeue -> resume -> done, weights bit-identical to an uninterrupted run"

@@ -18,9 +18,9 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "comm/comm.h"
 #include "log.h"
-#include "transport.h"
+#include "comm/cpu/transport.h"
 #include "world.h"
 
 #include "check.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "comm.h"
+#include "comm/comm.h"
 #include "log.h"
 #include "world.h"
 

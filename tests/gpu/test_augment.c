@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "cast.h"
-#include "convert.h"
-#include "dataset.h"
-#include "loader.h"
+#include "backend/backend.h"
+#include "kernels/cast.h"
+#include "io/convert.h"
+#include "io/dataset.h"
+#include "io/loader.h"
 #include "log.h"
 
 #include "gpu_test.h"

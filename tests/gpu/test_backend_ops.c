@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "cast.h"
+#include "backend/backend.h"
+#include "kernels/cast.h"
 #include "dtype.h"
 #include "log.h"
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cast.h"
+#include "kernels/cast.h"
 #include "dtype.h"
 
 #include "gpu_test.h"

@@ -25,10 +25,10 @@
 #include <time.h>
 
 #include "check.h"
-#include "comm.h"
+#include "comm/comm.h"
 #include "dtype.h"
 #include "log.h"
-#include "ops.h"
+#include "kernels/ops.h"
 #include "world.h"
 
 #define N 100003 /* odd: never whole hier slices, so the flat tail is always used too */

@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "cast.h"
+#include "backend/backend.h"
+#include "kernels/cast.h"
 #include "log.h"
 #include "model/resnet.h"
-#include "optim.h"
+#include "train/optim.h"
 
 #include "gpu_test.h"
 

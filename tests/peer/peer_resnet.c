@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "export.h"
+#include "backend/backend.h"
+#include "io/export.h"
 #include "log.h"
 #include "model/resnet.h"
 

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "log.h"
 #include "model/resnet.h"
 

@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "transport.h"
+#include "comm/cpu/transport.h"
 
 #include "check.h"
 

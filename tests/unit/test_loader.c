@@ -12,9 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "convert.h"
-#include "dataset.h"
-#include "loader.h"
+#include "io/convert.h"
+#include "io/dataset.h"
+#include "io/loader.h"
 #include "log.h"
 
 #include "check.h"

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ring.h"
+#include "comm/cpu/ring.h"
 
 #include "check.h"
 

@@ -20,7 +20,7 @@
 
 #include "dtype.h"
 #include "env.h"
-#include "loader.h"
+#include "io/loader.h"
 #include "log.h"
 #include "simd.h"
 

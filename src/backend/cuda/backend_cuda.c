@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "augment.h"
-#include "cast.h"
-#include "cuda_impl.h"
-#include "ops.h"
+#include "kernels/augment.h"
+#include "kernels/cast.h"
+#include "backend/cuda/cuda_impl.h"
+#include "kernels/ops.h"
 
 /* ---- scratch ------------------------------------------------------------------------------- */
 int mnt_cuda_reserve(mnt_cuda *c, void **p, size_t *have, size_t need) {

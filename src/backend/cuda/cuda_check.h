@@ -23,7 +23,7 @@
 #include <cudnn.h>
 
 #include "log.h"
-#include "stream.h"
+#include "backend/stream.h"
 
 /* a mnt_stream * is the cudaStream_t itself (stream.h) */
 static inline cudaStream_t mnt_cuda_stream(mnt_stream *s) { return (cudaStream_t)(void *)s; }

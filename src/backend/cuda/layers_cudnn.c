@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cast.h"
-#include "cuda_impl.h"
-#include "ops.h"
+#include "kernels/cast.h"
+#include "backend/cuda/cuda_impl.h"
+#include "kernels/ops.h"
 
 static const float mnt_one = 1.0f, mnt_zero = 0.0f;
 

@@ -42,12 +42,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "comm/comm.h"
 #include "log.h"
 #include "env.h"
-#include "ring.h"
-#include "transport.h"
-#include "watchdog.h"
+#include "comm/cpu/ring.h"
+#include "comm/cpu/transport.h"
+#include "comm/cpu/watchdog.h"
 
 #define PIECE (256u << 10)      /* bytes reduced or copied before looking at the other side */
 #define TCP_STAGE (1u << 20)    /* receive staging ring per TCP link: small enough to stay in L2 */

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "transport.h"
+#include "comm/cpu/transport.h"
 
 #define TCP_SEND_MAX (4u << 20)  /* bytes per send() call */
 #define SHM_PIECE (256u << 10)   /* bytes published at a time, so the reader starts early */

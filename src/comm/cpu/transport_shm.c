@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "transport.h"
+#include "comm/cpu/transport.h"
 
 #define SHM_MAGIC 0x4d4e5453484d3031ull /* "MNTSHM01" */
 

@@ -15,7 +15,7 @@
 
 #include "log.h"
 #include "sysmem.h"
-#include "transport.h"
+#include "comm/cpu/transport.h"
 
 static const char HELLO_MAGIC[8] = {'M', 'N', 'T', 'R', 'A', 'I', 'N', '1'};
 enum { ANSWER_OK = 'Y', ANSWER_REFUSED = 'N' };

@@ -1,5 +1,5 @@
 /* watchdog.c — see watchdog.h. */
-#include "watchdog.h"
+#include "comm/cpu/watchdog.h"
 
 #include <errno.h>
 #include <poll.h>

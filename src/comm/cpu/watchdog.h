@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "transport.h"
+#include "comm/cpu/transport.h"
 #include "world.h"
 
 typedef struct mnt_watchdog mnt_watchdog;

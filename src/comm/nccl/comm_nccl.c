@@ -56,9 +56,9 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "comm.h"
+#include "comm/comm.h"
 #include "log.h"
-#include "nccl_wait.h"
+#include "comm/nccl/nccl_wait.h"
 
 /* A failed CUDA call is also this thread's "last error" until cudaGetLastError() reads it; every
  * kernel launcher of kernels/ checks cudaGetLastError() after its launch, so an error left behind

@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "args.h"
-#include "bench.h"
-#include "comm.h"
+#include "cmd/cmd.h"
+#include "comm/comm.h"
 #include "cuda_module.h"
 #include "log.h"
 
@@ -170,7 +170,7 @@ static int print_ranks(mnt_world *w, const bench *b) {
   return st;
 }
 
-int mnt_bench_allreduce(mnt_world *w, int argc, char **argv) {
+int mnt_bench_allreduce_main(mnt_world *w, int argc, char **argv) {
   size_t minb = 1024, maxb = 64u << 20;
   double factor = 4, min_busbw = 0;
   int iters = 20, warmup = 5, check = 1, help = 0;

@@ -7,10 +7,10 @@
 #include <string.h>
 
 #include "args.h"
-#include "bench.h"
+#include "cmd/cmd.h"
 #include "log.h"
 #include "model/resnet.h"
-#include "optim.h"
+#include "train/optim.h"
 #include "sysmem.h"
 
 static double peak_rss_mb(void) {
@@ -46,7 +46,7 @@ static void fill_batch(float *x, size_t nx, int32_t *y, int batch, int classes, 
   for (int i = 0; i < batch; i++) y[i] = (int32_t)((unsigned)(i * 7919) % (unsigned)classes);
 }
 
-int mnt_bench_step(mnt_world *w, int argc, char **argv) {
+int mnt_bench_step_main(mnt_world *w, int argc, char **argv) {
   const char *arch = "resnet50";
   const char *device = "cpu", *precision = "fp32";
   int size = 224, batch = 16, steps = 5, threads = 0, classes = 1000, warmup = 1, help = 0, seed = 1;

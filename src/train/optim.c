@@ -1,5 +1,5 @@
 /* optim.c — see optim.h. */
-#include "optim.h"
+#include "train/optim.h"
 
 #include "log.h"
 
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 
 int mnt_sched_parse(const char *s, mnt_sched *out) {
   if (!strcasecmp(s, "step")) *out = MNT_SCHED_STEP;

@@ -5,12 +5,12 @@
 #include <string.h>
 
 #include "args.h"
-#include "bench.h"
-#include "dataset.h"
-#include "loader.h"
+#include "cmd/cmd.h"
+#include "io/dataset.h"
+#include "io/loader.h"
 #include "log.h"
 
-int mnt_bench_loader(mnt_world *w, int argc, char **argv) {
+int mnt_bench_loader_main(mnt_world *w, int argc, char **argv) {
   const char *data = NULL;
   int size = 224, threads = 1, batch = 64, batches = 0, val = 0, raw = 0, help = 0;
   double seconds = 5;

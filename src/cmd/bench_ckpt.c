@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "args.h"
-#include "bench.h"
-#include "ckpt.h"
-#include "comm.h"
+#include "cmd/cmd.h"
+#include "io/ckpt.h"
+#include "comm/comm.h"
 #include "log.h"
 #include "model/resnet.h"
 
@@ -153,7 +153,7 @@ static void report(bench *b, double mc) {
   fflush(stdout);
 }
 
-int mnt_bench_ckpt(mnt_world *w, int argc, char **argv) {
+int mnt_bench_ckpt_main(mnt_world *w, int argc, char **argv) {
   const char *dir = NULL, *stripe_s = "1M";
   int mb = 0, repeat = 3, help = 0;
   const mnt_opt opts[] = {
