@@ -287,6 +287,55 @@ static int bad_index(const char *path, const char *what) {
   return MNT_EDATA;
 }
 
+/* shard i (its entry e of index.json at path): opened and kept open, checked against the index
+ * (uint8 images and int32 labels, the counts and shapes, the classes); MNT_EDATA naming it, or
+ * MNT_ESYS when this process ran out of file descriptors */
+static int open_shard(mnt_dataset *d, int i, json_t *e, const char *dir, const char *path) {
+  const char *file = json_string_value(json_object_get(e, "file"));
+  d->shard_count[i] = (int64_t)json_integer_value(json_object_get(e, "samples"));
+  if (!file || d->shard_count[i] < 0) { bad_index(path, "a shard entry lacks \"file\" or \"samples\""); return MNT_EDATA; }
+  char sp[1200];
+  snprintf(sp, sizeof sp, "%s/%s", dir, file);
+  d->shard_path[i] = strdup(sp);
+  d->shard_start[i] = d->total;
+  d->total += d->shard_count[i];
+  if (access(sp, R_OK) != 0) { MNT_ERR("%s: missing shard (listed in %s): %s", sp, path, strerror(errno)); return MNT_EDATA; }
+  hid_t f = H5Fopen(sp, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) {
+    if (fd_short(sp, ", or convert the data into fewer shards (--shards)")) return MNT_ESYS;
+    MNT_ERR("%s: not a readable HDF5 file (truncated or corrupt?)", sp);
+    return MNT_EDATA;
+  }
+  d->hids[3 * i] = f;
+  hid_t im = H5Dopen2(f, "images", H5P_DEFAULT), lb = H5Dopen2(f, "labels", H5P_DEFAULT);
+  d->hids[3 * i + 1] = im;
+  d->hids[3 * i + 2] = lb;
+  if (im < 0 || lb < 0) { MNT_ERR("%s: no \"images\" or \"labels\" dataset", sp); return MNT_EDATA; }
+  hid_t isp = H5Dget_space(im), lsp = H5Dget_space(lb), it = H5Dget_type(im), lt = H5Dget_type(lb);
+  hsize_t dims[4] = {0}, ld = 0;
+  int r1 = H5Sget_simple_extent_ndims(isp), r2 = H5Sget_simple_extent_ndims(lsp);
+  if (r1 == 4) H5Sget_simple_extent_dims(isp, dims, NULL);
+  if (r2 == 1) H5Sget_simple_extent_dims(lsp, &ld, NULL);
+  int type_ok = H5Tget_class(it) == H5T_INTEGER && H5Tget_size(it) == 1 && H5Tget_sign(it) == H5T_SGN_NONE &&
+                H5Tget_class(lt) == H5T_INTEGER && H5Tget_size(lt) == 4;
+  H5Sclose(isp); H5Sclose(lsp); H5Tclose(it); H5Tclose(lt);
+  if (!type_ok) { MNT_ERR("%s: images must be uint8 and labels int32", sp); return MNT_EDATA; }
+  if (r1 != 4 || r2 != 1 || (int64_t)dims[0] != d->shard_count[i] || (int)dims[1] != d->size ||
+      (int)dims[2] != d->size || (int)dims[3] != d->channels || (int64_t)ld != d->shard_count[i]) {
+    MNT_ERR("%s: images %llux%llux%llux%llu and %llu labels, but the index says %lld samples of %dx%dx%d", sp,
+            (unsigned long long)dims[0], (unsigned long long)dims[1], (unsigned long long)dims[2],
+            (unsigned long long)dims[3], (unsigned long long)ld, (long long)d->shard_count[i], d->size, d->size,
+            d->channels);
+    return MNT_EDATA;
+  }
+  long long nc = -1;
+  if (attr_get_int(f, "num_classes", &nc) == 0 && nc != d->nclasses) {
+    MNT_ERR("%s: made for %lld classes, the index has %d", sp, nc, d->nclasses);
+    return MNT_EDATA;
+  }
+  return MNT_OK;
+}
+
 int mnt_dataset_open(const char *dir, mnt_dataset *d) {
   memset(d, 0, sizeof *d);
   snprintf(d->dir, sizeof d->dir, "%s", dir);
@@ -347,51 +396,9 @@ int mnt_dataset_open(const char *dir, mnt_dataset *d) {
     goto done;
   }
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-  for (int i = 0; i < d->nshards; i++) {
-    json_t *e = json_array_get(sh, (size_t)i);
-    const char *file = json_string_value(json_object_get(e, "file"));
-    d->shard_count[i] = (int64_t)json_integer_value(json_object_get(e, "samples"));
-    if (!file || d->shard_count[i] < 0) { bad_index(path, "a shard entry lacks \"file\" or \"samples\""); goto done; }
-    char sp[1200];
-    snprintf(sp, sizeof sp, "%s/%s", dir, file);
-    d->shard_path[i] = strdup(sp);
-    d->shard_start[i] = d->total;
-    d->total += d->shard_count[i];
-    if (access(sp, R_OK) != 0) { MNT_ERR("%s: missing shard (listed in %s): %s", sp, path, strerror(errno)); goto done; }
-    hid_t f = H5Fopen(sp, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) {
-      if (fd_short(sp, ", or convert the data into fewer shards (--shards)")) st = MNT_ESYS;
-      else MNT_ERR("%s: not a readable HDF5 file (truncated or corrupt?)", sp);
-      goto done;
-    }
-    d->hids[3 * i] = f;
-    hid_t im = H5Dopen2(f, "images", H5P_DEFAULT), lb = H5Dopen2(f, "labels", H5P_DEFAULT);
-    d->hids[3 * i + 1] = im;
-    d->hids[3 * i + 2] = lb;
-    if (im < 0 || lb < 0) { MNT_ERR("%s: no \"images\" or \"labels\" dataset", sp); goto done; }
-    hid_t isp = H5Dget_space(im), lsp = H5Dget_space(lb), it = H5Dget_type(im), lt = H5Dget_type(lb);
-    hsize_t dims[4] = {0}, ld = 0;
-    int r1 = H5Sget_simple_extent_ndims(isp), r2 = H5Sget_simple_extent_ndims(lsp);
-    if (r1 == 4) H5Sget_simple_extent_dims(isp, dims, NULL);
-    if (r2 == 1) H5Sget_simple_extent_dims(lsp, &ld, NULL);
-    int type_ok = H5Tget_class(it) == H5T_INTEGER && H5Tget_size(it) == 1 && H5Tget_sign(it) == H5T_SGN_NONE &&
-                  H5Tget_class(lt) == H5T_INTEGER && H5Tget_size(lt) == 4;
-    H5Sclose(isp); H5Sclose(lsp); H5Tclose(it); H5Tclose(lt);
-    if (!type_ok) { MNT_ERR("%s: images must be uint8 and labels int32", sp); goto done; }
-    if (r1 != 4 || r2 != 1 || (int64_t)dims[0] != d->shard_count[i] || (int)dims[1] != d->size ||
-        (int)dims[2] != d->size || (int)dims[3] != d->channels || (int64_t)ld != d->shard_count[i]) {
-      MNT_ERR("%s: images %llux%llux%llux%llu and %llu labels, but the index says %lld samples of %dx%dx%d", sp,
-              (unsigned long long)dims[0], (unsigned long long)dims[1], (unsigned long long)dims[2],
-              (unsigned long long)dims[3], (unsigned long long)ld, (long long)d->shard_count[i], d->size, d->size,
-              d->channels);
-      goto done;
-    }
-    long long nc = -1;
-    if (attr_get_int(f, "num_classes", &nc) == 0 && nc != d->nclasses) {
-      MNT_ERR("%s: made for %lld classes, the index has %d", sp, nc, d->nclasses);
-      goto done;
-    }
-  }
+  for (int i = 0; i < d->nshards; i++)
+    if ((st = open_shard(d, i, json_array_get(sh, (size_t)i), dir, path)) != MNT_OK) goto done;
+  st = MNT_EDATA;
   if (d->total == 0) {
     MNT_ERR("%s: the dataset has no samples", dir);
     st = MNT_EARG;

@@ -170,6 +170,120 @@ static int print_ranks(mnt_world *w, const bench *b) {
   return st;
 }
 
+/* the send and receive buffers of the largest message: host memory (cpu), or GPU memory through
+ * the CUDA module the communicator loaded (nccl) with b->host as the staging copy */
+static int alloc_buffers(bench *b, mnt_world *w, size_t maxb) {
+  size_t cap = (maxb + 4095) / 4096 * 4096;
+  b->host = aligned_alloc(4096, cap);
+  if (!b->host) {
+    MNT_ERR("out of memory for a %zu-byte buffer", maxb);
+    return MNT_ENOMEM;
+  }
+  memset(b->host, 0, cap);
+  if (!strcmp(b->c->ops->name, "nccl")) {
+    b->gpu = 1;
+    int st = mnt_cuda_module_load("--comm nccl", &b->cu);
+    if (st == MNT_OK && (b->cu->mem_alloc(cap, &b->send) != MNT_OK || b->cu->mem_alloc(cap, &b->recv) != MNT_OK)) {
+      MNT_ERR("out of GPU memory for two %zu-byte buffers", maxb);
+      st = MNT_ENOMEM;
+    }
+    return mnt_world_agree(w, st);
+  }
+  b->send = b->host; /* the check fills send directly and reads recv directly */
+  b->recv = aligned_alloc(4096, cap);
+  if (!b->recv) {
+    MNT_ERR("out of memory for a %zu-byte buffer", maxb);
+    return MNT_ENOMEM;
+  }
+  memset(b->recv, 0, cap);
+  return MNT_OK;
+}
+
+/* rank 0: nccl-tests' opening lines, and what the ranks are */
+static void print_preamble(const mnt_world *w, const bench *b, size_t minb, size_t maxb, double factor, int warmup,
+                           int iters, int check) {
+  printf("# Collective test starting: mntrain bench allreduce\n");
+  printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d agg iters: %d "
+         "validation: %d graph: %d\n",
+         1, 1, minb, maxb, factor, "factor", warmup, iters, 1, check, 0);
+  printf("# mntrain: %d ranks on %d nodes, comm %s, topology %s; out-of-place = copy to a second buffer + "
+         "in-place allreduce\n",
+         w->size, w->nnodes, b->c->ops->name, mnt_topology_name(b->c->topology));
+  printf("#\n");
+}
+
+/* rank 0: the table's column heads */
+static void print_columns(void) {
+  printf("#\n");
+  printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "", "",
+         "", "");
+  printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size", "count", "type", "redop",
+         "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+  printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)", "(elements)", "", "", "",
+         "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  fflush(stdout);
+}
+
+/* what the rows add up to */
+typedef struct totals {
+  double sum_busbw;
+  int nbw;
+  long long wrong;
+} totals;
+
+/* one row: count elements out of place and in place on every rank, the slowest rank's time and
+ * every rank's wrong values gathered (over PMIx: host values, whatever memory is reduced) */
+static int one_size(bench *b, mnt_world *w, size_t count, int check, int warmup, int iters, double *times,
+                    long long *wrongs, totals *tot) {
+  size_t bytes = count * mnt_dtype_size(b->t);
+  double mine[2];
+  long long wr[2];
+  for (int in_place = 0; in_place < 2; in_place++)
+    MNT_CHECK(measure(b, count, in_place, check, warmup, iters, &mine[in_place], &wr[in_place]));
+  MNT_CHECK(mnt_world_allgather(w, mine, sizeof mine, times));
+  MNT_CHECK(mnt_world_allgather(w, wr, sizeof wr, wrongs));
+  if (w->rank == 0) printf("%12zu  %12zu  %8s  %6s  %6d", bytes, count, mnt_dtype_name(b->t), mnt_redop_name(b->op), -1);
+  for (int k = 0; k < 2; k++) {
+    double tmax = 0;
+    long long wrong = 0;
+    for (int r = 0; r < w->size; r++) {
+      if (times[2 * r + k] > tmax) tmax = times[2 * r + k];
+      wrong += wrongs[2 * r + k];
+    }
+    double algbw = tmax > 0 ? (double)bytes / tmax / 1e9 : 0;
+    double busbw = algbw * mnt_busbw_factor(w->size);
+    tot->sum_busbw += busbw;
+    tot->nbw++;
+    tot->wrong += wrong;
+    if (w->rank == 0) print_set(tmax * 1e6, algbw, busbw, check, wrong);
+  }
+  if (w->rank == 0) {
+    printf("\n");
+    fflush(stdout);
+  }
+  return MNT_OK;
+}
+
+/* the closing lines and the verdict: every rank knows both (wrong counts and times were gathered),
+ * so they fail together */
+static int conclude(mnt_world *w, const totals *tot, double min_busbw) {
+  double avg = tot->nbw ? tot->sum_busbw / tot->nbw : 0;
+  int slow = min_busbw > 0 && avg < min_busbw;
+  if (w->rank == 0) {
+    printf("# Out of bounds values : %lld %s\n", tot->wrong, tot->wrong ? "FAILED" : "OK");
+    printf("# Avg bus bandwidth    : %g %s\n", avg, min_busbw > 0 ? (slow ? "FAILED" : "OK") : "");
+    printf("#\n# Collective test concluded: mntrain bench allreduce\n");
+    fflush(stdout);
+  }
+  int st = tot->wrong || slow ? MNT_EDATA : MNT_OK;
+  if (st && w->rank == 0 && tot->wrong)
+    MNT_ERR("%lld wrong values in the results", tot->wrong);
+  else if (st && w->rank == 0)
+    MNT_ERR("average busbw %.3f GB/s is under --min-busbw %.3f", avg, min_busbw);
+  if (st) w->failed_together = st;
+  return st;
+}
+
 int mnt_bench_allreduce_main(mnt_world *w, int argc, char **argv) {
   size_t minb = 1024, maxb = 64u << 20;
   double factor = 4, min_busbw = 0;
@@ -222,104 +336,22 @@ int mnt_bench_allreduce_main(mnt_world *w, int argc, char **argv) {
   if ((st = mnt_comm_create(w, backend, topo, &b.c)) != MNT_OK) return st;
   b.rank = w->rank;
   b.size = w->size;
-  size_t es = mnt_dtype_size(b.t), cap = (maxb + 4095) / 4096 * 4096;
-  b.host = aligned_alloc(4096, cap);
+  size_t es = mnt_dtype_size(b.t);
   double *times = calloc(2 * (size_t)w->size, sizeof *times);
   long long *wrongs = calloc(2 * (size_t)w->size, sizeof *wrongs);
-  if (!b.host || !times || !wrongs) {
-    MNT_ERR("out of memory for a %zu-byte buffer", maxb);
+  if (!times || !wrongs) {
+    MNT_ERR("out of memory");
     st = MNT_ENOMEM;
     goto done;
   }
-  memset(b.host, 0, cap);
-  if (!strcmp(b.c->ops->name, "nccl")) { /* GPU buffers, through the CUDA module the communicator loaded */
-    b.gpu = 1;
-    st = mnt_cuda_module_load("--comm nccl", &b.cu);
-    if (st == MNT_OK && (b.cu->mem_alloc(cap, &b.send) != MNT_OK || b.cu->mem_alloc(cap, &b.recv) != MNT_OK)) {
-      MNT_ERR("out of GPU memory for two %zu-byte buffers", maxb);
-      st = MNT_ENOMEM;
-    }
-    if ((st = mnt_world_agree(w, st)) != MNT_OK) goto done;
-  }
-  if (!b.gpu) {
-    b.send = b.host; /* the check fills send directly and reads recv directly */
-    b.recv = aligned_alloc(4096, cap);
-    if (!b.recv) {
-      MNT_ERR("out of memory for a %zu-byte buffer", maxb);
-      st = MNT_ENOMEM;
-      goto done;
-    }
-    memset(b.recv, 0, cap);
-  }
-  if (w->rank == 0) {
-    printf("# Collective test starting: mntrain bench allreduce\n");
-    printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d agg iters: %d "
-           "validation: %d graph: %d\n",
-           1, 1, minb, maxb, factor, "factor", warmup, iters, 1, check, 0);
-    printf("# mntrain: %d ranks on %d nodes, comm %s, topology %s; out-of-place = copy to a second buffer + "
-           "in-place allreduce\n",
-           w->size, w->nnodes, b.c->ops->name, mnt_topology_name(b.c->topology));
-    printf("#\n");
-  }
+  if ((st = alloc_buffers(&b, w, maxb)) != MNT_OK) goto done;
+  if (w->rank == 0) print_preamble(w, &b, minb, maxb, factor, warmup, iters, check);
   if ((st = print_ranks(w, &b)) != MNT_OK) goto done;
-  if (w->rank == 0) {
-    printf("#\n");
-    printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "",
-           "", "", "");
-    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size", "count", "type", "redop",
-           "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)", "(elements)", "", "", "",
-           "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
-    fflush(stdout);
-  }
-  double sum_busbw = 0;
-  int nbw = 0;
-  long long total_wrong = 0;
-  for (double sz = (double)minb; sz <= (double)maxb * 1.0000001; sz *= factor) {
-    size_t count = (size_t)sz / es, bytes = count * es;
-    double mine[2];
-    long long wr[2];
-    for (int in_place = 0; in_place < 2; in_place++)
-      if ((st = measure(&b, count, in_place, check, warmup, iters, &mine[in_place], &wr[in_place])) != MNT_OK)
-        goto done;
-    /* host values: over PMIx, whatever memory the communicator reduces */
-    if ((st = mnt_world_allgather(w, mine, sizeof mine, times)) != MNT_OK) goto done;
-    if ((st = mnt_world_allgather(w, wr, sizeof wr, wrongs)) != MNT_OK) goto done;
-    if (w->rank == 0) printf("%12zu  %12zu  %8s  %6s  %6d", bytes, count, mnt_dtype_name(b.t), mnt_redop_name(b.op), -1);
-    for (int k = 0; k < 2; k++) {
-      double tmax = 0;
-      long long wrong = 0;
-      for (int r = 0; r < w->size; r++) {
-        if (times[2 * r + k] > tmax) tmax = times[2 * r + k];
-        wrong += wrongs[2 * r + k];
-      }
-      double algbw = tmax > 0 ? (double)bytes / tmax / 1e9 : 0;
-      double busbw = algbw * mnt_busbw_factor(w->size);
-      sum_busbw += busbw;
-      nbw++;
-      total_wrong += wrong;
-      if (w->rank == 0) print_set(tmax * 1e6, algbw, busbw, check, wrong);
-    }
-    if (w->rank == 0) {
-      printf("\n");
-      fflush(stdout);
-    }
-  }
-  double avg = nbw ? sum_busbw / nbw : 0;
-  int slow = min_busbw > 0 && avg < min_busbw;
-  if (w->rank == 0) {
-    printf("# Out of bounds values : %lld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
-    printf("# Avg bus bandwidth    : %g %s\n", avg, min_busbw > 0 ? (slow ? "FAILED" : "OK") : "");
-    printf("#\n# Collective test concluded: mntrain bench allreduce\n");
-    fflush(stdout);
-  }
-  /* every rank knows both verdicts (wrong counts and times were gathered): they fail together */
-  st = total_wrong || slow ? MNT_EDATA : MNT_OK;
-  if (st && w->rank == 0 && total_wrong)
-    MNT_ERR("%lld wrong values in the results", total_wrong);
-  else if (st && w->rank == 0)
-    MNT_ERR("average busbw %.3f GB/s is under --min-busbw %.3f", avg, min_busbw);
-  if (st) w->failed_together = st;
+  if (w->rank == 0) print_columns();
+  totals tot = {0};
+  for (double sz = (double)minb; sz <= (double)maxb * 1.0000001; sz *= factor)
+    if ((st = one_size(&b, w, (size_t)sz / es, check, warmup, iters, times, wrongs, &tot)) != MNT_OK) goto done;
+  st = conclude(w, &tot, min_busbw);
 done:
   if (b.gpu && b.cu) {
     b.cu->mem_free(b.send);

@@ -374,6 +374,49 @@ static const char ABOUT[] =
     "start after the warm-up ('-' with fewer than two). A RUN_DIR without summary.json (missing, or\n"
     "not finished) is exit 2.";
 
+/* RUN_DIR... apart from the options (mnt_parse_opts takes one argument per row): an option and
+ * its value go to oargv, everything else is a run directory */
+static void split_args(int argc, char **argv, const mnt_opt *opts, char **oargv, int *oargc, const char **dirs,
+                       int *ndirs) {
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (a[0] != '-' || !a[1]) {
+      dirs[(*ndirs)++] = a;
+      continue;
+    }
+    oargv[(*oargc)++] = argv[i];
+    const mnt_opt *o = NULL;
+    if (a[1] == '-') {
+      size_t len = strcspn(a + 2, "=");
+      for (const mnt_opt *p = opts; p->name && !o; p++)
+        if (strlen(p->name) == len && !strncmp(p->name, a + 2, len) && !a[2 + len]) o = p;
+    } else if (!a[2]) {
+      for (const mnt_opt *p = opts; p->name && !o; p++)
+        if (p->letter == a[1]) o = p;
+    }
+    if (o && o->type != MNT_OPT_FLAG && i + 1 < argc) oargv[(*oargc)++] = argv[++i]; /* its value */
+  }
+}
+
+/* runs of one configuration share a group; without --group, a second configuration is refused
+ * naming the first key the two differ in */
+static int group_runs(run *runs, int ndirs, int group) {
+  for (int i = 1; i < ndirs; i++) {
+    int j = 0;
+    while (j < i && !same_config(&runs[j], &runs[i])) j++;
+    if (j < i) {
+      runs[i].group = runs[j].group;
+    } else if (!group) {
+      char d[200];
+      config_diff(&runs[0], &runs[i], d, sizeof d);
+      MNT_ERR("%s and %s differ in %s: not one sweep (compare like with like, or --group to report each "
+              "configuration apart)", runs[0].dir, runs[i].dir, d);
+      return MNT_EARG;
+    }
+  }
+  return MNT_OK;
+}
+
 int mnt_report_main(mnt_world *w, int argc, char **argv) {
   (void)w; /* reads files: runs anywhere, no PMIx */
   const char *out = ".";
@@ -397,24 +440,7 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
     st = MNT_ENOMEM;
     goto done;
   }
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    if (a[0] != '-' || !a[1]) {
-      dirs[ndirs++] = a;
-      continue;
-    }
-    oargv[oargc++] = argv[i];
-    const mnt_opt *o = NULL;
-    if (a[1] == '-') {
-      size_t len = strcspn(a + 2, "=");
-      for (const mnt_opt *p = opts; p->name && !o; p++)
-        if (strlen(p->name) == len && !strncmp(p->name, a + 2, len) && !a[2 + len]) o = p;
-    } else if (!a[2]) {
-      for (const mnt_opt *p = opts; p->name && !o; p++)
-        if (p->letter == a[1]) o = p;
-    }
-    if (o && o->type != MNT_OPT_FLAG && i + 1 < argc) oargv[oargc++] = argv[++i]; /* its value */
-  }
+  split_args(argc, argv, opts, oargv, &oargc, dirs, &ndirs);
   if ((st = mnt_parse_opts("report", opts, oargc, oargv, &help, 0)) != MNT_OK) goto done;
   if (help) {
     mnt_print_help(stdout, "mntrain report RUN_DIR... [--out DIR] [--group]", ABOUT, opts);
@@ -431,19 +457,7 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
     goto done;
   }
   for (int i = 0; i < ndirs && st == MNT_OK; i++) st = read_run(dirs[i], i, &runs[i]);
-  for (int i = 1; i < ndirs && st == MNT_OK; i++) {
-    int j = 0;
-    while (j < i && !same_config(&runs[j], &runs[i])) j++;
-    if (j < i) {
-      runs[i].group = runs[j].group;
-    } else if (!group) {
-      char d[200];
-      config_diff(&runs[0], &runs[i], d, sizeof d);
-      MNT_ERR("%s and %s differ in %s: not one sweep (compare like with like, or --group to report each "
-              "configuration apart)", runs[0].dir, runs[i].dir, d);
-      st = MNT_EARG;
-    }
-  }
+  if (st == MNT_OK) st = group_runs(runs, ndirs, group);
   if (st != MNT_OK) goto done;
   qsort(runs, (size_t)ndirs, sizeof *runs, cmp_run);
   strong = calloc((size_t)ndirs, sizeof *strong);
