@@ -419,214 +419,292 @@ static int compare(char *files, const inputs *in0, double tol) {
   return st;
 }
 
-int mnt_model_main(mnt_world *w, int argc, char **argv) {
-  (void)w;
-  const char *preset_s = NULL, *summary = NULL, *netfile = NULL, *calib = NULL, *measured = NULL;
-  const char *gpus_s = "1,2,4,8,16,32,64,128,256,512,1024,2048,4096", *topo_s = NULL, *overlap_s = NULL,
-             *dtype_s = NULL;
-  double f_data = NAN, f_fwd = NAN, f_bwd = NAN, f_opt = NAN, f_grad = NAN, f_bucket = NAN, f_alpha = NAN,
-         f_bw = NAN, f_ialpha = NAN, f_ibw = NAN, tol = 0;
-  int f_batch = -1, f_gpn = -1, f_nics = -1, csv = 0, inplace = 0, help = 0;
+/* ---- mnt_model_main: the command's steps ----------------------------------------------------- */
+/* the command line: where the inputs come from, flag overrides and what to print */
+typedef struct {
+  const char *preset_s, *summary, *netfile, *calib, *measured, *gpus_s, *topo_s, *overlap_s, *dtype_s;
+  double f_data, f_fwd, f_bwd, f_opt, f_grad, f_bucket, f_alpha, f_bw, f_ialpha, f_ibw, tol;
+  int f_batch, f_gpn, f_nics, csv, inplace, help;
+} model_args;
+
+/* the variants and GPU counts of the tables */
+typedef struct {
+  int topos, ovs, dts; /* bit masks of TOPO_NAME, ONOFF, DT */
+  int gpus[64], ngpus;
+} variants;
+
+static const char *const ONOFF[] = {"off", "on"}, *const DT[] = {"fp32", "bf16"};
+
+/* parse the options into *a (a->help set: --help printed); nonzero: the parser's error status */
+static int parse_options(model_args *a, int argc, char **argv) {
+  memset(a, 0, sizeof *a);
+  a->gpus_s = "1,2,4,8,16,32,64,128,256,512,1024,2048,4096";
+  a->f_data = a->f_fwd = a->f_bwd = a->f_opt = a->f_grad = a->f_bucket = NAN;
+  a->f_alpha = a->f_bw = a->f_ialpha = a->f_ibw = NAN;
+  a->f_batch = a->f_gpn = a->f_nics = -1;
   const mnt_opt opts[] = {
-      {"preset", 0, MNT_OPT_STRING, &preset_s, "NAME",
+      {"preset", 0, MNT_OPT_STRING, &a->preset_s, "NAME",
        "inputs with their sources: chainermn-paper (the paper's 128-GPU run) or h200-ndr", 0, 0},
-      {"summary", 0, MNT_OPT_STRING, &summary, "FILE",
+      {"summary", 0, MNT_OPT_STRING, &a->summary, "FILE",
        "summary.json of a run: phases, step time, gradient bytes, batch (and config.json beside it)", 0, 0},
-      {"net", 0, MNT_OPT_STRING, &netfile, "FILE",
+      {"net", 0, MNT_OPT_STRING, &a->netfile, "FILE",
        "network JSON: alpha_us, bw_gbs, intra_alpha_us, intra_bw_gbs, gpus_per_node, nics_per_node", 0, 0},
-      {"calibrate", 0, MNT_OPT_STRING, &calib, "F1,F2,..",
+      {"calibrate", 0, MNT_OPT_STRING, &a->calib, "F1,F2,..",
        "fit alpha and bandwidth to `mntrain bench allreduce` or nccl-tests outputs (one node: intra, more: inter)",
        0, 0},
-      {"inplace", 0, MNT_OPT_FLAG, &inplace, NULL,
+      {"inplace", 0, MNT_OPT_FLAG, &a->inplace, NULL,
        "--calibrate from the in-place columns (as the trainer's reducer runs; default out-of-place)", 0, 0},
-      {"measured", 0, MNT_OPT_STRING, &measured, "S1,S2,..",
+      {"measured", 0, MNT_OPT_STRING, &a->measured, "S1,S2,..",
        "summary.json files of runs to compare with the model's step time (a fit to a sweep)", 0, 0},
-      {"tolerance", 0, MNT_OPT_DOUBLE, &tol, "PCT", "with --measured: exit 1 when a run is off by more (0: no check)",
-       MNT_RANGE(0, 1e6)},
-      {"gpus", 0, MNT_OPT_STRING, &gpus_s, "LIST", "GPU counts of the rows (default 1,2,4,...,4096)", 0, 0},
-      {"topology", 0, MNT_OPT_STRING, &topo_s, "T", "ring, tree, hier or all (default: the preset's, else ring)", 0, 0},
-      {"overlap", 0, MNT_OPT_STRING, &overlap_s, "on|off|both",
+      {"tolerance", 0, MNT_OPT_DOUBLE, &a->tol, "PCT",
+       "with --measured: exit 1 when a run is off by more (0: no check)", MNT_RANGE(0, 1e6)},
+      {"gpus", 0, MNT_OPT_STRING, &a->gpus_s, "LIST", "GPU counts of the rows (default 1,2,4,...,4096)", 0, 0},
+      {"topology", 0, MNT_OPT_STRING, &a->topo_s, "T", "ring, tree, hier or all (default: the preset's, else ring)",
+       0, 0},
+      {"overlap", 0, MNT_OPT_STRING, &a->overlap_s, "on|off|both",
        "allreduce buckets during backward (default: the preset's, else both)", 0, 0},
-      {"grad-dtype", 0, MNT_OPT_STRING, &dtype_s, "fp32|bf16|both",
+      {"grad-dtype", 0, MNT_OPT_STRING, &a->dtype_s, "fp32|bf16|both",
        "gradient type of the allreduce (default: the preset's or the run's, else both)", 0, 0},
-      {"bucket-mb", 0, MNT_OPT_DOUBLE, &f_bucket, "MB", "bucket size in MB of fp32 elements (default 25)",
+      {"bucket-mb", 0, MNT_OPT_DOUBLE, &a->f_bucket, "MB", "bucket size in MB of fp32 elements (default 25)",
        MNT_RANGE(1e-6, 1e9)},
-      {"alpha-us", 0, MNT_OPT_DOUBLE, &f_alpha, "US", "latency per allreduce step between nodes", MNT_RANGE(0, 1e9)},
-      {"bw-gbs", 0, MNT_OPT_DOUBLE, &f_bw, "GB/s", "bus bandwidth per NIC between nodes", MNT_RANGE(1e-9, 1e9)},
-      {"intra-alpha-us", 0, MNT_OPT_DOUBLE, &f_ialpha, "US", "latency per allreduce step inside a node",
+      {"alpha-us", 0, MNT_OPT_DOUBLE, &a->f_alpha, "US", "latency per allreduce step between nodes",
        MNT_RANGE(0, 1e9)},
-      {"intra-bw-gbs", 0, MNT_OPT_DOUBLE, &f_ibw, "GB/s", "bus bandwidth inside a node", MNT_RANGE(1e-9, 1e9)},
-      {"gpus-per-node", 0, MNT_OPT_INT, &f_gpn, "L", "ranks per node (default 1)", MNT_RANGE(1, 1 << 20)},
-      {"nics-per-node", 0, MNT_OPT_INT, &f_nics, "K", "NICs per node, each of --bw-gbs (default 1)",
+      {"bw-gbs", 0, MNT_OPT_DOUBLE, &a->f_bw, "GB/s", "bus bandwidth per NIC between nodes", MNT_RANGE(1e-9, 1e9)},
+      {"intra-alpha-us", 0, MNT_OPT_DOUBLE, &a->f_ialpha, "US", "latency per allreduce step inside a node",
+       MNT_RANGE(0, 1e9)},
+      {"intra-bw-gbs", 0, MNT_OPT_DOUBLE, &a->f_ibw, "GB/s", "bus bandwidth inside a node", MNT_RANGE(1e-9, 1e9)},
+      {"gpus-per-node", 0, MNT_OPT_INT, &a->f_gpn, "L", "ranks per node (default 1)", MNT_RANGE(1, 1 << 20)},
+      {"nics-per-node", 0, MNT_OPT_INT, &a->f_nics, "K", "NICs per node, each of --bw-gbs (default 1)",
        MNT_RANGE(1, 1024)},
-      {"data-ms", 0, MNT_OPT_DOUBLE, &f_data, "MS", "data wait per step", MNT_RANGE(0, 1e9)},
-      {"forward-ms", 0, MNT_OPT_DOUBLE, &f_fwd, "MS", "forward per step", MNT_RANGE(0, 1e9)},
-      {"backward-ms", 0, MNT_OPT_DOUBLE, &f_bwd, "MS", "backward per step (the window overlap can use)",
+      {"data-ms", 0, MNT_OPT_DOUBLE, &a->f_data, "MS", "data wait per step", MNT_RANGE(0, 1e9)},
+      {"forward-ms", 0, MNT_OPT_DOUBLE, &a->f_fwd, "MS", "forward per step", MNT_RANGE(0, 1e9)},
+      {"backward-ms", 0, MNT_OPT_DOUBLE, &a->f_bwd, "MS", "backward per step (the window overlap can use)",
        MNT_RANGE(0, 1e9)},
-      {"optimizer-ms", 0, MNT_OPT_DOUBLE, &f_opt, "MS", "optimizer per step", MNT_RANGE(0, 1e9)},
-      {"grad-bytes", 0, MNT_OPT_DOUBLE, &f_grad, "B", "fp32 gradient bytes (4 per parameter)", MNT_RANGE(4, 1e15)},
-      {"batch", 0, MNT_OPT_INT, &f_batch, "B", "images per GPU and step", MNT_RANGE(1, 1e9)},
-      {"csv", 0, MNT_OPT_FLAG, &csv, NULL, "comma-separated rows, full precision, no header comments", 0, 0},
+      {"optimizer-ms", 0, MNT_OPT_DOUBLE, &a->f_opt, "MS", "optimizer per step", MNT_RANGE(0, 1e9)},
+      {"grad-bytes", 0, MNT_OPT_DOUBLE, &a->f_grad, "B", "fp32 gradient bytes (4 per parameter)",
+       MNT_RANGE(4, 1e15)},
+      {"batch", 0, MNT_OPT_INT, &a->f_batch, "B", "images per GPU and step", MNT_RANGE(1, 1e9)},
+      {"csv", 0, MNT_OPT_FLAG, &a->csv, NULL, "comma-separated rows, full precision, no header comments", 0, 0},
       {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
-  int st = mnt_parse_opts("model", opts, argc, argv, &help, 0);
-  if (st) return st;
-  if (help) {
-    mnt_print_help(
-        stdout, "mntrain model (--preset NAME | --summary summary.json | --forward-ms .. --backward-ms ..) [options]",
-        "Predict step time and weak-scaling efficiency E(P) = T(1)/T(P) of data-parallel training (fixed batch\n"
-        "per GPU) from a measured single-rank step and a network description; runs anywhere, no job needed.\n"
-        "  T(P) = data + forward + backward + optimizer + other + exposed allreduce time\n"
-        "  allreduce of s bytes, P ranks, N nodes of L, link latency a (ai inside a node), bus bandwidth B per\n"
-        "  NIC x K NICs (Bi inside a node):\n"
-        "    ring: 2(P-1) a + 2(P-1)/P s/(K B)          (ai, Bi when N = 1)\n"
-        "    tree: 2 log2(P) a + 2 s/(K B)\n"
-        "    hier: 2(L-1) ai + 2(L-1)/L s/Bi + 2(N-1) a + 2(N-1)/N s/(K B)   (reduce-scatter, allreduce, allgather)\n"
-        "  overlap on: buckets of --bucket-mb become ready at a uniform rate over backward, allreduces run one\n"
-        "  at a time; exposed = end of the last one - end of backward. overlap off: one allreduce of the whole\n"
-        "  gradient after backward, all exposed. bf16 halves the bytes. Bus bandwidth as nccl-tests' busbw.\n"
-        "Inputs, later ones win: --preset, --summary, --net, --calibrate, flags; each is printed with its source.\n"
-        "--calibrate fits a and B by weighted least squares (relative error) to allreduce tables, mntrain's or\n"
-        "nccl-tests' layout; --measured compares the model with runs of a sweep.\n"
-        "Rows start with the GPU count and end with the efficiency as NN.N%; one table per variant.",
-        opts);
-    return MNT_OK;
-  }
-  inputs in;
-  memset(&in, 0, sizeof in);
-  set_in(&in.bucket_mb, 25, "default (mntrain train --bucket-mb)");
-  set_in(&in.gpn, 1, "default");
-  set_in(&in.nics, 1, "default");
-  set_in(&in.alpha_us, 0, "default: no network given");
-  set_in(&in.bw_gbs, 1, "default: no network given");
-  set_in(&in.intra_alpha_us, 0, "default: no network given");
-  set_in(&in.intra_bw_gbs, 1, "default: no network given");
+  int st = mnt_parse_opts("model", opts, argc, argv, &a->help, 0);
+  if (st || !a->help) return st;
+  mnt_print_help(
+      stdout, "mntrain model (--preset NAME | --summary summary.json | --forward-ms .. --backward-ms ..) [options]",
+      "Predict step time and weak-scaling efficiency E(P) = T(1)/T(P) of data-parallel training (fixed batch\n"
+      "per GPU) from a measured single-rank step and a network description; runs anywhere, no job needed.\n"
+      "  T(P) = data + forward + backward + optimizer + other + exposed allreduce time\n"
+      "  allreduce of s bytes, P ranks, N nodes of L, link latency a (ai inside a node), bus bandwidth B per\n"
+      "  NIC x K NICs (Bi inside a node):\n"
+      "    ring: 2(P-1) a + 2(P-1)/P s/(K B)          (ai, Bi when N = 1)\n"
+      "    tree: 2 log2(P) a + 2 s/(K B)\n"
+      "    hier: 2(L-1) ai + 2(L-1)/L s/Bi + 2(N-1) a + 2(N-1)/N s/(K B)   (reduce-scatter, allreduce, allgather)\n"
+      "  overlap on: buckets of --bucket-mb become ready at a uniform rate over backward, allreduces run one\n"
+      "  at a time; exposed = end of the last one - end of backward. overlap off: one allreduce of the whole\n"
+      "  gradient after backward, all exposed. bf16 halves the bytes. Bus bandwidth as nccl-tests' busbw.\n"
+      "Inputs, later ones win: --preset, --summary, --net, --calibrate, flags; each is printed with its source.\n"
+      "--calibrate fits a and B by weighted least squares (relative error) to allreduce tables, mntrain's or\n"
+      "nccl-tests' layout; --measured compares the model with runs of a sweep.\n"
+      "Rows start with the GPU count and end with the efficiency as NN.N%; one table per variant.",
+      opts);
+  return MNT_OK;
+}
+
+/* the built-in defaults, each with its source */
+static void set_defaults(inputs *in) {
+  memset(in, 0, sizeof *in);
+  set_in(&in->bucket_mb, 25, "default (mntrain train --bucket-mb)");
+  set_in(&in->gpn, 1, "default");
+  set_in(&in->nics, 1, "default");
+  set_in(&in->alpha_us, 0, "default: no network given");
+  set_in(&in->bw_gbs, 1, "default: no network given");
+  set_in(&in->intra_alpha_us, 0, "default: no network given");
+  set_in(&in->intra_bw_gbs, 1, "default: no network given");
+}
+
+/* --preset NAME: every input from the preset, with its source; NULL: no such preset */
+static const preset *apply_preset(const char *name, inputs *in) {
   const preset *ps = NULL;
-  int have_step = 0;
-  char run_dtype[16] = "";
-  if (preset_s) {
-    for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++)
-      if (!strcmp(preset_s, PRESETS[i].name)) ps = &PRESETS[i];
-    if (!ps) {
-      fprintf(stderr, "mntrain model: --preset: chainermn-paper or h200-ndr\n");
-      return MNT_EARG;
-    }
-    set_in(&in.data, ps->data, "%s", ps->src_step);
-    set_in(&in.fwd, ps->fwd, "%s", ps->src_step);
-    set_in(&in.bwd, ps->bwd, "%s", ps->src_step);
-    set_in(&in.opt, ps->opt, "%s", ps->src_step);
-    set_in(&in.other, 0, "%s", ps->src_step);
-    set_in(&in.grad_bytes, ps->grad_bytes, "%s", ps->src_grad);
-    set_in(&in.batch, ps->batch, "%s", ps->src_batch);
-    set_in(&in.bucket_mb, ps->bucket_mb, "%s", ps->src_algo);
-    set_in(&in.gpn, ps->gpn, "%s", ps->src_node);
-    set_in(&in.nics, ps->nics, "%s", ps->src_inter);
-    set_in(&in.alpha_us, ps->alpha_us, "%s", ps->src_inter);
-    set_in(&in.bw_gbs, ps->bw_gbs, "%s", ps->src_inter);
-    set_in(&in.intra_alpha_us, ps->intra_alpha_us, "%s", ps->src_intra);
-    set_in(&in.intra_bw_gbs, ps->intra_bw_gbs, "%s", ps->src_intra);
-    have_step = 1;
-  }
-  if (summary) {
-    if ((st = read_summary(summary, &in, run_dtype, sizeof run_dtype)) != MNT_OK) return st;
-    have_step = 1;
-  }
-  if (netfile && (st = read_net(netfile, &in)) != MNT_OK) return st;
-  /* flags: the network shape first (calibration needs gpus and NICs per node), then the rest */
-  if (f_gpn > 0) set_in(&in.gpn, f_gpn, "--gpus-per-node");
-  if (f_nics > 0) set_in(&in.nics, f_nics, "--nics-per-node");
-  if (calib) {
-    char *c = strdup(calib);
-    if (!c) return MNT_ENOMEM;
-    st = calibrate(c, inplace, &in, csv ? stderr : stdout);
-    free(c);
-    if (st) return st;
-  }
+  for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++)
+    if (!strcmp(name, PRESETS[i].name)) ps = &PRESETS[i];
+  if (!ps) return NULL;
+  set_in(&in->data, ps->data, "%s", ps->src_step);
+  set_in(&in->fwd, ps->fwd, "%s", ps->src_step);
+  set_in(&in->bwd, ps->bwd, "%s", ps->src_step);
+  set_in(&in->opt, ps->opt, "%s", ps->src_step);
+  set_in(&in->other, 0, "%s", ps->src_step);
+  set_in(&in->grad_bytes, ps->grad_bytes, "%s", ps->src_grad);
+  set_in(&in->batch, ps->batch, "%s", ps->src_batch);
+  set_in(&in->bucket_mb, ps->bucket_mb, "%s", ps->src_algo);
+  set_in(&in->gpn, ps->gpn, "%s", ps->src_node);
+  set_in(&in->nics, ps->nics, "%s", ps->src_inter);
+  set_in(&in->alpha_us, ps->alpha_us, "%s", ps->src_inter);
+  set_in(&in->bw_gbs, ps->bw_gbs, "%s", ps->src_inter);
+  set_in(&in->intra_alpha_us, ps->intra_alpha_us, "%s", ps->src_intra);
+  set_in(&in->intra_bw_gbs, ps->intra_bw_gbs, "%s", ps->src_intra);
+  return ps;
+}
+
+/* the per-input flags over everything before them; 1 when one of them gives a step phase */
+static int apply_flags(const model_args *a, inputs *in) {
   struct {
     double v;
     input *in;
     const char *flag;
-  } fl[] = {{f_data, &in.data, "--data-ms"},           {f_fwd, &in.fwd, "--forward-ms"},
-            {f_bwd, &in.bwd, "--backward-ms"},         {f_opt, &in.opt, "--optimizer-ms"},
-            {f_grad, &in.grad_bytes, "--grad-bytes"},  {f_bucket, &in.bucket_mb, "--bucket-mb"},
-            {f_alpha, &in.alpha_us, "--alpha-us"},     {f_bw, &in.bw_gbs, "--bw-gbs"},
-            {f_ialpha, &in.intra_alpha_us, "--intra-alpha-us"}, {f_ibw, &in.intra_bw_gbs, "--intra-bw-gbs"},
-            {f_batch > 0 ? f_batch : NAN, &in.batch, "--batch"}};
+  } fl[] = {{a->f_data, &in->data, "--data-ms"},
+            {a->f_fwd, &in->fwd, "--forward-ms"},
+            {a->f_bwd, &in->bwd, "--backward-ms"},
+            {a->f_opt, &in->opt, "--optimizer-ms"},
+            {a->f_grad, &in->grad_bytes, "--grad-bytes"},
+            {a->f_bucket, &in->bucket_mb, "--bucket-mb"},
+            {a->f_alpha, &in->alpha_us, "--alpha-us"},
+            {a->f_bw, &in->bw_gbs, "--bw-gbs"},
+            {a->f_ialpha, &in->intra_alpha_us, "--intra-alpha-us"},
+            {a->f_ibw, &in->intra_bw_gbs, "--intra-bw-gbs"},
+            {a->f_batch > 0 ? a->f_batch : NAN, &in->batch, "--batch"}};
+  int have_step = 0;
   for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++)
     if (!isnan(fl[i].v)) {
       set_in(fl[i].in, fl[i].v, "%s", fl[i].flag);
       if (i < 4) have_step = 1;
     }
-  if (!in.other.from[0]) set_in(&in.other, 0, "none");
-  for (input *p = &in.data; p <= &in.opt; p++)
+  return have_step;
+}
+
+/* the inputs, later sources winning: defaults, --preset, --summary, --net, --calibrate, flags; checked */
+static int gather_inputs(const model_args *a, inputs *in, const preset **ps, char *run_dtype, size_t ndtype) {
+  int st, have_step = 0;
+  set_defaults(in);
+  *ps = NULL;
+  if (a->preset_s) {
+    if (!(*ps = apply_preset(a->preset_s, in))) {
+      fprintf(stderr, "mntrain model: --preset: chainermn-paper or h200-ndr\n");
+      return MNT_EARG;
+    }
+    have_step = 1;
+  }
+  if (a->summary) {
+    if ((st = read_summary(a->summary, in, run_dtype, ndtype)) != MNT_OK) return st;
+    have_step = 1;
+  }
+  if (a->netfile && (st = read_net(a->netfile, in)) != MNT_OK) return st;
+  /* flags: the network shape first (calibration needs gpus and NICs per node), then the rest */
+  if (a->f_gpn > 0) set_in(&in->gpn, a->f_gpn, "--gpus-per-node");
+  if (a->f_nics > 0) set_in(&in->nics, a->f_nics, "--nics-per-node");
+  if (a->calib) {
+    char *c = strdup(a->calib);
+    if (!c) return MNT_ENOMEM;
+    st = calibrate(c, a->inplace, in, a->csv ? stderr : stdout);
+    free(c);
+    if (st) return st;
+  }
+  if (apply_flags(a, in)) have_step = 1;
+  if (!in->other.from[0]) set_in(&in->other, 0, "none");
+  for (input *p = &in->data; p <= &in->opt; p++)
     if (!p->from[0]) set_in(p, 0, "not given: 0");
   const char *bad = NULL;
   if (!have_step) bad = "give the step: --preset, --summary or --forward-ms/--backward-ms";
-  else if (!(in.grad_bytes.v >= 4)) bad = "give the gradient: --grad-bytes (or --summary, --preset)";
-  else if (!(in.batch.v >= 1)) bad = "give the batch per GPU: --batch (or --summary, --preset)";
-  else if (!(in.fwd.v + in.bwd.v + in.data.v + in.opt.v + in.other.v > 0)) bad = "the step takes no time";
+  else if (!(in->grad_bytes.v >= 4)) bad = "give the gradient: --grad-bytes (or --summary, --preset)";
+  else if (!(in->batch.v >= 1)) bad = "give the batch per GPU: --batch (or --summary, --preset)";
+  else if (!(in->fwd.v + in->bwd.v + in->data.v + in->opt.v + in->other.v > 0)) bad = "the step takes no time";
   if (bad) {
     fprintf(stderr, "mntrain model: %s (see mntrain model --help)\n", bad);
     return MNT_EARG;
   }
-  if (measured) {
-    char *m = strdup(measured);
-    if (!m) return MNT_ENOMEM;
-    print_inputs(&in, NULL);
-    st = compare(m, &in, tol);
-    free(m);
-    return st;
-  }
-  static const char *const ONOFF[] = {"off", "on"}, *const DT[] = {"fp32", "bf16"};
+  return MNT_OK;
+}
+
+/* --measured: the inputs, then each run's measured step against the model's */
+static int run_measured(const char *measured, const inputs *in, double tol) {
+  char *m = strdup(measured);
+  if (!m) return MNT_ENOMEM;
+  print_inputs(in, NULL);
+  int st = compare(m, in, tol);
+  free(m);
+  return st;
+}
+
+/* --topology, --overlap, --grad-dtype (defaults: the preset's or the run's) and --gpus into *v */
+static int parse_variants(const model_args *a, const preset *ps, const char *run_dtype, variants *v) {
+  const char *topo_s = a->topo_s, *overlap_s = a->overlap_s, *dtype_s = a->dtype_s, *bad = NULL;
   if (!topo_s) topo_s = ps ? ps->topology : "ring";
   if (!overlap_s) overlap_s = ps ? ps->overlap : "both";
   if (!dtype_s) dtype_s = ps ? ps->grad_dtype : run_dtype[0] ? run_dtype : "both";
-  int topos = parse_choice(topo_s, TOPO_NAME, NTOPO, "all"), ovs = parse_choice(overlap_s, ONOFF, 2, "both"),
-      dts = parse_choice(dtype_s, DT, 2, "both");
-  int gpus[64], ngpus;
-  if (!topos) bad = "--topology: ring, tree, hier or all";
-  else if (!ovs) bad = "--overlap: on, off or both";
-  else if (!dts) bad = "--grad-dtype: fp32, bf16 or both";
-  else if (parse_gpus(gpus_s, gpus, 64, &ngpus)) bad = "--gpus: up to 64 counts from 1 to 1048576, e.g. 1,8,128";
+  v->topos = parse_choice(topo_s, TOPO_NAME, NTOPO, "all");
+  v->ovs = parse_choice(overlap_s, ONOFF, 2, "both");
+  v->dts = parse_choice(dtype_s, DT, 2, "both");
+  if (!v->topos) bad = "--topology: ring, tree, hier or all";
+  else if (!v->ovs) bad = "--overlap: on, off or both";
+  else if (!v->dts) bad = "--grad-dtype: fp32, bf16 or both";
+  else if (parse_gpus(a->gpus_s, v->gpus, 64, &v->ngpus))
+    bad = "--gpus: up to 64 counts from 1 to 1048576, e.g. 1,8,128";
   if (bad) {
     fprintf(stderr, "mntrain model: %s\n", bad);
     return MNT_EARG;
   }
+  return MNT_OK;
+}
+
+/* the CSV header line, or the comment header: what the inputs came from and each input */
+static void print_header(const model_args *a, const preset *ps, const inputs *in) {
+  if (a->csv) {
+    printf("topology,overlap,grad_dtype,gpus,nodes,step_ms,comm_ms,exposed_ms,img_per_s_per_gpu,img_per_s,"
+           "efficiency\n");
+    return;
+  }
+  printf("# mntrain model: %s%s\n", ps ? "preset " : "", ps ? ps->name : a->summary ? a->summary : "flags");
+  print_inputs(in, ps ? ps->about : NULL);
+  if (ps) printf("#   %-12s %s\n", "algorithm", ps->src_algo);
+}
+
+/* one table: a row per GPU count for topology t, overlap ov, gradient type dt */
+static void print_table(const work *wk, const net *n, const variants *v, int t, int ov, int dt, int csv) {
+  double eb = dt ? 2.0 : 4.0, t1 = wk->t0;
+  double nb = ceil(wk->elems / wk->bucket_elems);
+  if (!csv) {
+    printf("#\n# topology %s, overlap %s, gradients %s: %.1f MB in %s%.0f bucket%s\n", TOPO_NAME[t], ONOFF[ov],
+           DT[dt], wk->elems * eb / 1e6, ov ? "" : "one allreduce (", ov ? nb : 1.0, ov ? (nb == 1 ? "" : "s") : ")");
+    printf("# %-5s %6s %10s %10s %11s %10s %11s %10s\n", "gpus", "nodes", "step(ms)", "comm(ms)", "exposed(ms)",
+           "img/s/GPU", "img/s", "efficiency");
+  }
+  for (int i = 0; i < v->ngpus; i++) {
+    int p = v->gpus[i];
+    double total, exposed;
+    comm_time(wk, n, t, p, eb, ov, &total, &exposed);
+    double tp = t1 + exposed, nodes = ceil((double)p / n->gpn), eff = 100.0 * t1 / tp;
+    if (csv)
+      printf("%s,%s,%s,%d,%.0f,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", TOPO_NAME[t], ONOFF[ov], DT[dt], p, nodes,
+             tp * 1e3, total * 1e3, exposed * 1e3, wk->batch / tp, p * wk->batch / tp, eff);
+    else
+      printf("%-7d %6.0f %10.2f %10.2f %11.2f %10.1f %11.0f %9.1f%%\n", p, nodes, tp * 1e3, total * 1e3,
+             exposed * 1e3, wk->batch / tp, p * wk->batch / tp, eff);
+  }
+}
+
+/* the header, then one table per chosen variant: topologies in order, overlap on before off, fp32 first */
+static void print_tables(const model_args *a, const preset *ps, const inputs *in, const variants *v) {
   net n;
   work wk;
-  net_of(&in, &n);
-  work_of(&in, &wk);
-  if (csv) printf("topology,overlap,grad_dtype,gpus,nodes,step_ms,comm_ms,exposed_ms,img_per_s_per_gpu,img_per_s,"
-                  "efficiency\n");
-  else {
-    printf("# mntrain model: %s%s\n", ps ? "preset " : "", ps ? ps->name : summary ? summary : "flags");
-    print_inputs(&in, ps ? ps->about : NULL);
-    if (ps) printf("#   %-12s %s\n", "algorithm", ps->src_algo);
-  }
+  net_of(in, &n);
+  work_of(in, &wk);
+  print_header(a, ps, in);
   for (int t = 0; t < NTOPO; t++)
     for (int ov = 1; ov >= 0; ov--)
-      for (int dt = 0; dt < 2; dt++) {
-        if (!(topos >> t & 1) || !(ovs >> ov & 1) || !(dts >> dt & 1)) continue;
-        double eb = dt ? 2.0 : 4.0, t1 = wk.t0;
-        double nb = ceil(wk.elems / wk.bucket_elems);
-        if (!csv) {
-          printf("#\n# topology %s, overlap %s, gradients %s: %.1f MB in %s%.0f bucket%s\n", TOPO_NAME[t], ONOFF[ov],
-                 DT[dt], wk.elems * eb / 1e6, ov ? "" : "one allreduce (", ov ? nb : 1.0,
-                 ov ? (nb == 1 ? "" : "s") : ")");
-          printf("# %-5s %6s %10s %10s %11s %10s %11s %10s\n", "gpus", "nodes", "step(ms)", "comm(ms)", "exposed(ms)",
-                 "img/s/GPU", "img/s", "efficiency");
-        }
-        for (int i = 0; i < ngpus; i++) {
-          int p = gpus[i];
-          double total, exposed;
-          comm_time(&wk, &n, t, p, eb, ov, &total, &exposed);
-          double tp = t1 + exposed, nodes = ceil((double)p / n.gpn), eff = 100.0 * t1 / tp;
-          if (csv)
-            printf("%s,%s,%s,%d,%.0f,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", TOPO_NAME[t], ONOFF[ov], DT[dt], p, nodes,
-                   tp * 1e3, total * 1e3, exposed * 1e3, wk.batch / tp, p * wk.batch / tp, eff);
-          else
-            printf("%-7d %6.0f %10.2f %10.2f %11.2f %10.1f %11.0f %9.1f%%\n", p, nodes, tp * 1e3, total * 1e3,
-                   exposed * 1e3, wk.batch / tp, p * wk.batch / tp, eff);
-        }
-      }
+      for (int dt = 0; dt < 2; dt++)
+        if ((v->topos >> t & 1) && (v->ovs >> ov & 1) && (v->dts >> dt & 1)) print_table(&wk, &n, v, t, ov, dt, a->csv);
+}
+
+int mnt_model_main(mnt_world *w, int argc, char **argv) {
+  (void)w;
+  model_args a;
+  int st = parse_options(&a, argc, argv);
+  if (st || a.help) return st;
+  inputs in;
+  const preset *ps;
+  char run_dtype[16] = "";
+  if ((st = gather_inputs(&a, &in, &ps, run_dtype, sizeof run_dtype)) != MNT_OK) return st;
+  if (a.measured) return run_measured(a.measured, &in, a.tol);
+  variants v;
+  if ((st = parse_variants(&a, ps, run_dtype, &v)) != MNT_OK) return st;
+  print_tables(&a, ps, &in, &v);
   return MNT_OK;
 }
