@@ -2,11 +2,13 @@
 #include "args.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
+#include "world.h" /* mnt_world_guess_rank */
 
 int mnt_parse_size(const char *s, size_t *out) {
   if (!s || !*s) return -1;
@@ -190,4 +192,15 @@ void mnt_print_help(FILE *f, const char *usage, const char *about, const mnt_opt
   }
   fprintf(f, "  %-28s %s\n", "-h, --help", "show this help and do nothing else");
   fprintf(f, "\nexit codes: 0 success, 1 failure at run time, 2 usage, 3 preempted after a checkpoint\n(see mntrain --help)\n");
+}
+
+int mnt_usage_error(const char *cmd, const char *fmt, ...) {
+  if (mnt_world_guess_rank() != 0) return MNT_EARG;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "mntrain %s: %s\n", cmd, msg);
+  return MNT_EARG;
 }

@@ -39,6 +39,10 @@ typedef struct mnt_opt {
  * row whose name is NULL. */
 int mnt_parse_opts(const char *cmd, const mnt_opt *opts, int argc, char **argv, int *help, int quiet);
 void mnt_print_help(FILE *f, const char *usage, const char *about, const mnt_opt *opts);
+/* A usage error of command cmd ("train", "bench step"): "mntrain CMD: MESSAGE" on stderr, by the
+ * first rank only (PMIX_RANK 0, or no PMIx: N ranks do not print N copies); returns MNT_EARG
+ * (exit 2). The one way commands report a bad flag or a missing argument. */
+int mnt_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "4096", "1K", "64M", "2G" (binary: K = 1024). Returns 0 on success. */
 int mnt_parse_size(const char *s, size_t *out);
 /* 1024 -> "1K", 67108864 -> "64M", 1000 -> "1000" */

@@ -14,11 +14,6 @@
 
 static pmix_proc_t g_me;
 
-int mnt_world_guess_rank(void) {
-  const char *e = getenv("PMIX_RANK");
-  return e && *e ? atoi(e) : 0;
-}
-
 /* Any integer-typed PMIx value as a long; -1 when absent or not an integer. */
 static long get_long(const pmix_proc_t *proc, const char *key) {
   pmix_value_t *v = NULL;

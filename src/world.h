@@ -10,6 +10,7 @@
 #define MNT_WORLD_H
 
 #include <stddef.h>
+#include <stdlib.h>
 
 #define MNT_NODENAME_MAX 64
 
@@ -35,7 +36,10 @@ typedef struct mnt_world {
 int mnt_world_init(mnt_world *w);
 /* PMIX_RANK from the environment (0 without PMIx): who prints usage errors and help before the
  * world is initialised, so that N ranks do not print N copies. */
-int mnt_world_guess_rank(void);
+static inline int mnt_world_guess_rank(void) { /* inline: args.c uses it without depending on world.c */
+  const char *e = getenv("PMIX_RANK");
+  return e && *e ? atoi(e) : 0;
+}
 /* Every rank passes its status; every rank gets the first failure by rank order (MNT_OK when
  * none), which is also recorded in w->failed_together: a failure all ranks know about ends the
  * job normally instead of aborting it. */

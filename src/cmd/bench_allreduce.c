@@ -328,10 +328,7 @@ int mnt_bench_allreduce_main(mnt_world *w, int argc, char **argv) {
   else if (mnt_redop_parse(ops, &b.op)) bad = "--op (sum, avg)";
   else if (mnt_topology_parse(topos, &topo)) bad = "--topology (flat, hier)";
   else if (maxb < minb) bad = "-b/-e (need minbytes <= maxbytes)";
-  if (bad) {
-    if (!quiet) fprintf(stderr, "mntrain bench allreduce: bad value for %s\n", bad);
-    return MNT_EARG;
-  }
+  if (bad) return mnt_usage_error("bench allreduce", "bad value for %s", bad);
   MNT_CHECK(mnt_world_init(w));
   if ((st = mnt_comm_create(w, backend, topo, &b.c)) != MNT_OK) return st;
   b.rank = w->rank;

@@ -178,10 +178,8 @@ int mnt_bench_ckpt_main(mnt_world *w, int argc, char **argv) {
   }
   size_t stripe;
   if (!dir || mnt_parse_size(stripe_s, &stripe) || stripe < 4096 || (stripe & (stripe - 1))) {
-    if (!quiet)
-      fprintf(stderr, "mntrain bench ckpt: %s (see mntrain bench ckpt --help)\n",
-              dir ? "--stripe: a power of two of at least 4096" : "--dir D is required");
-    return MNT_EARG;
+    return mnt_usage_error("bench ckpt", "%s (see mntrain bench ckpt --help)",
+                           dir ? "--stripe: a power of two of at least 4096" : "--dir D is required");
   }
   MNT_CHECK(mnt_world_init(w));
   bench b = {.w = w, .dir = dir, .repeat = repeat};

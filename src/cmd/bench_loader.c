@@ -34,10 +34,7 @@ int mnt_bench_loader_main(mnt_world *w, int argc, char **argv) {
                    opts);
     return MNT_OK;
   }
-  if (!data) {
-    fprintf(stderr, "mntrain bench loader: --data DIR is required (see mntrain bench loader --help)\n");
-    return MNT_EARG;
-  }
+  if (!data) return mnt_usage_error("bench loader", "--data DIR is required (see mntrain bench loader --help)");
   mnt_dataset d;
   if ((st = mnt_dataset_open(data, &d)) != MNT_OK) return st;
   mnt_loader_cfg c = {.out_size = size, .train = !val, .global_batch = batch, .rank = 0, .nranks = 1, .seed = 1,

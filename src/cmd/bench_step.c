@@ -77,15 +77,12 @@ int mnt_bench_step_main(mnt_world *w, int argc, char **argv) {
                    opts);
     return MNT_OK;
   }
-  if (mnt_resnet_arch_ok(arch) != 0) {
-    fprintf(stderr, "mntrain bench step: unknown --arch '%s' (resnet8, resnet20, resnet18, resnet34, resnet50, resnet101)\n", arch);
-    return MNT_EARG;
-  }
+  if (mnt_resnet_arch_ok(arch) != 0)
+    return mnt_usage_error("bench step", "unknown --arch '%s' (resnet8, resnet20, resnet18, resnet34, resnet50, "
+                           "resnet101)", arch);
   mnt_backend_opts bo = {.device = -1};
-  if (mnt_precision_parse(precision, &bo.precision)) {
-    fprintf(stderr, "mntrain bench step: --precision: fp32 or bf16, not '%s'\n", precision);
-    return MNT_EARG;
-  }
+  if (mnt_precision_parse(precision, &bo.precision))
+    return mnt_usage_error("bench step", "--precision: fp32 or bf16, not '%s'", precision);
   if (threads > 0) omp_set_num_threads(threads);
   mnt_backend *be;
   mnt_resnet *r;

@@ -79,14 +79,9 @@ int mnt_convert_main(mnt_world *w, int argc, char **argv) {
   }
   const char *missing = is_inet && !size ? "--size" : is_synth && !classes ? "--classes" : is_synth && !images ? "--images"
                         : is_synth && !size ? "--size" : NULL;
-  if (missing) {
-    fprintf(stderr, "mntrain %s: %s is required (usage: %s)\n", cmd, missing, usage);
-    return MNT_EARG;
-  }
-  if (is_inet && (labels != NULL) != (val != 0)) {
-    fprintf(stderr, "mntrain %s: --val and --labels FILE go together (the flat validation layout)\n", cmd);
-    return MNT_EARG;
-  }
+  if (missing) return mnt_usage_error(cmd, "%s is required (usage: %s)", missing, usage);
+  if (is_inet && (labels != NULL) != (val != 0))
+    return mnt_usage_error(cmd, "--val and --labels FILE go together (the flat validation layout)");
   if (is_idx) return mnt_convert_idx(a, b, out, shards, seed, force);
   if (is_inet) return mnt_convert_imagenet(a, out, shards, size, labels, seed, force);
   return mnt_convert_synth(out, classes, images, size, shards, seed, force);

@@ -576,10 +576,8 @@ static int gather_inputs(const model_args *a, inputs *in, const preset **ps, cha
   set_defaults(in);
   *ps = NULL;
   if (a->preset_s) {
-    if (!(*ps = apply_preset(a->preset_s, in))) {
-      fprintf(stderr, "mntrain model: --preset: chainermn-paper or h200-ndr\n");
-      return MNT_EARG;
-    }
+    if (!(*ps = apply_preset(a->preset_s, in)))
+      return mnt_usage_error("model", "--preset: chainermn-paper or h200-ndr");
     have_step = 1;
   }
   if (a->summary) {
@@ -606,10 +604,7 @@ static int gather_inputs(const model_args *a, inputs *in, const preset **ps, cha
   else if (!(in->grad_bytes.v >= 4)) bad = "give the gradient: --grad-bytes (or --summary, --preset)";
   else if (!(in->batch.v >= 1)) bad = "give the batch per GPU: --batch (or --summary, --preset)";
   else if (!(in->fwd.v + in->bwd.v + in->data.v + in->opt.v + in->other.v > 0)) bad = "the step takes no time";
-  if (bad) {
-    fprintf(stderr, "mntrain model: %s (see mntrain model --help)\n", bad);
-    return MNT_EARG;
-  }
+  if (bad) return mnt_usage_error("model", "%s (see mntrain model --help)", bad);
   return MNT_OK;
 }
 
@@ -637,10 +632,7 @@ static int parse_variants(const model_args *a, const preset *ps, const char *run
   else if (!v->dts) bad = "--grad-dtype: fp32, bf16 or both";
   else if (parse_gpus(a->gpus_s, v->gpus, 64, &v->ngpus))
     bad = "--gpus: up to 64 counts from 1 to 1048576, e.g. 1,8,128";
-  if (bad) {
-    fprintf(stderr, "mntrain model: %s\n", bad);
-    return MNT_EARG;
-  }
+  if (bad) return mnt_usage_error("model", "%s", bad);
   return MNT_OK;
 }
 

@@ -447,8 +447,7 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
     goto done;
   }
   if (ndirs == 0) {
-    fprintf(stderr, "mntrain report: missing RUN_DIR (see 'mntrain report --help')\n");
-    st = MNT_EARG;
+    st = mnt_usage_error("report", "missing RUN_DIR (see 'mntrain report --help')");
     goto done;
   }
   if (!(runs = calloc((size_t)ndirs, sizeof *runs))) {

@@ -846,10 +846,7 @@ static int validate(opts *o, int quiet, int *ckpt_on) {
     bad = "--ckpt-stripe: a power of two of at least 4096 bytes (e.g. 1M, 4M)";
   else if (o->force && o->resume && strcmp(o->resume, "none"))
     bad = "--force starts the run over: it cannot be combined with --resume auto|PATH";
-  if (bad) {
-    if (!quiet) fprintf(stderr, "mntrain train: %s (see mntrain train --help)\n", bad);
-    return MNT_EARG;
-  }
+  if (bad) return mnt_usage_error("train", "%s (see mntrain train --help)", bad);
   c->device = o->device;
   if (!o->resume) o->resume = *ckpt_on && !o->force ? "auto" : "none";
   if (*ckpt_on && !o->ckpt_dir) {
