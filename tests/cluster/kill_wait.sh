@@ -12,11 +12,7 @@ m=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=/dev/null
 . "$here/lib.sh"
-if ! command -v sbatch >/dev/null 2>&1 || ! scontrol ping >/dev/null 2>&1; then
-  echo "SKIP: no Slurm cluster answers (job_templates/local-cluster.sh up)"
-  exit 77
-fi
-[ "$(cluster_nodes)" -eq 2 ] || { echo "SKIP: needs the 2-node local cluster"; exit 77; }
+slurm_or_skip 2
 avail_kb=$(awk '/MemAvailable/ {print $2}' /proc/meminfo)
 [ "${avail_kb:-0}" -ge $((13 * 1024 * 1024)) ] || { echo "SKIP: 2 ResNet-50 ranks need about 12 GB, $((avail_kb / 1024)) MB available"; exit 77; }
 kw=$(scontrol show config | awk '/^KillWait/ {print $3}')

@@ -6,6 +6,8 @@
 #                                        all nodes), or "SKIP: <reason>" on stderr and exit 77
 #                                        (CTest: skipped). Called without $( ), it exits the script.
 #   cluster_nodes                        2 or 1: the local cluster's nodes (its mode)
+#   slurm_or_skip [2]                    sbatch and a Slurm cluster that answers (with 2: of 2
+#                                        nodes), or "SKIP: <reason>" and exit 77
 #   node_tmpfs_mount DIR SIZE            a tmpfs of SIZE (e.g. 8m) at DIR inside every node, seen
 #                                        by the jobs only (not by this shell); a full disk on demand
 #   node_tmpfs_umount DIR                and away again
@@ -35,6 +37,13 @@ cluster_nodes() {
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 _lib_skip() { skip "$@"; } # SKIP: on stderr, exit 77 (tests/lib.sh)
+
+slurm_or_skip() {
+  if ! command -v sbatch >/dev/null 2>&1 || ! scontrol ping >/dev/null 2>&1; then
+    _lib_skip "no Slurm cluster answers (job_templates/local-cluster.sh up)"
+  fi
+  if [ "${1:-1}" -eq 2 ] && [ "$(cluster_nodes)" -ne 2 ]; then _lib_skip "needs the 2-node local cluster"; fi
+}
 
 ckpt_fs_or_skip() {
   command -v srun >/dev/null 2>&1 || _lib_skip "srun not found (apt-get install slurm-wlm, then job_templates/local-cluster.sh up --gluster)"

@@ -12,11 +12,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 tmpl=$here/../../job_templates/train.sbatch
 # shellcheck source=/dev/null
 . "$here/lib.sh"
-if ! command -v sbatch >/dev/null 2>&1 || ! scontrol ping >/dev/null 2>&1; then
-  echo "SKIP: no Slurm cluster answers (job_templates/local-cluster.sh up)"
-  exit 77
-fi
-[ "$(cluster_nodes)" -eq 2 ] || { echo "SKIP: needs the 2-node local cluster"; exit 77; }
+slurm_or_skip 2
 w=$(mktemp -d)
 ck=$w/ckpt
 if [ "$fs" = gluster ]; then

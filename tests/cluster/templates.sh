@@ -30,10 +30,7 @@ if [ "$what" = shellcheck ]; then
   exit 0
 fi
 
-if ! command -v sbatch >/dev/null 2>&1 || ! scontrol ping >/dev/null 2>&1; then
-  echo "SKIP: no Slurm cluster answers (job_templates/local-cluster.sh up)"
-  exit 77
-fi
+slurm_or_skip
 nodes=$(cluster_nodes)
 w=$(mktemp -d)
 cleanup() {

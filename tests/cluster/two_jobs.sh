@@ -11,11 +11,7 @@ m=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=/dev/null
 . "$here/lib.sh"
-if ! command -v sbatch >/dev/null 2>&1 || ! scontrol ping >/dev/null 2>&1; then
-  echo "SKIP: no Slurm cluster answers (job_templates/local-cluster.sh up)"
-  exit 77
-fi
-[ "$(cluster_nodes)" -eq 2 ] || { echo "SKIP: needs the 2-node local cluster"; exit 77; }
+slurm_or_skip 2
 w=$(mktemp -d)
 job=""
 cleanup() { [ -n "$job" ] && scancel --signal=KILL "$job" 2>/dev/null; rm -rf "$w"; }
