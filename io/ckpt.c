@@ -20,6 +20,7 @@
 
 #include "io/dataset.h"
 #include "jsonio.h"
+#include "check.h"
 #include "log.h"
 #include "io/safefs.h"
 

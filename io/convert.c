@@ -24,6 +24,7 @@
 
 #include "io/convert_internal.h"
 #include "io/dataset.h"
+#include "check.h"
 #include "log.h"
 #include "io/safefs.h"
 #include "progress.h"

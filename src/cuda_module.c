@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "env.h"
+#include "check.h"
 #include "log.h"
 #include "mnt_cuda_iface.h" /* MNT_CUDA_IFACE, generated from the shared headers */
 

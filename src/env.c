@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "args.h"
+#include "check.h"
 #include "log.h"
 #include "simd.h"
 

@@ -1,6 +1,7 @@
-/* log.c — breadcrumbs with rank, node and file:line; see log.h. */
+/* log.c — breadcrumbs with rank, node and file:line; see log.h and check.h. */
 #include "log.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,11 +9,26 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
+
 static int g_rank = -1;
 static char g_node[64];
 static int g_level = MNT_LOG_INFO; /* main sets MNT_LOG_LEVEL's (env.c) before anything logs */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static char g_last[1600];
+
+/* This thread's way up from its newest error (check.h): where it was logged, then each
+ * breadcrumb. Thread-local, so the loader's threads do not mix theirs into main's. */
+enum { TRAIL_MAX = 24 };
+typedef struct trail {
+  const char *origin_file;
+  int origin_line, n, dropped;
+  struct {
+    const char *file;
+    int line;
+  } at[TRAIL_MAX];
+} trail;
+static _Thread_local trail t_trail;
 
 void mnt_log_set_identity(int rank, const char *node) {
   g_rank = rank;
@@ -37,6 +53,11 @@ static const char *short_path(const char *file) {
 }
 
 void mnt_log_at(int level, const char *file, int line, const char *fmt, ...) {
+  if (level == MNT_LOG_ERROR) { /* a new origin: the trail starts here */
+    t_trail.origin_file = file;
+    t_trail.origin_line = line;
+    t_trail.n = t_trail.dropped = 0;
+  }
   if (level > mnt_log_level()) return;
   char msg[1600]; /* paths of up to a few hundred characters, several of them in one message */
   va_list ap;
@@ -59,6 +80,53 @@ void mnt_log_at(int level, const char *file, int line, const char *fmt, ...) {
 }
 
 const char *mnt_last_error(void) { return g_last; }
+
+void mnt_trail_add(int st, const char *file, int line) {
+  if (t_trail.n < TRAIL_MAX) {
+    t_trail.at[t_trail.n].file = file;
+    t_trail.at[t_trail.n].line = line;
+    t_trail.n++;
+  } else {
+    t_trail.dropped++;
+  }
+  if (mnt_log_level() >= MNT_LOG_DEBUG) mnt_log_at(MNT_LOG_DEBUG, file, line, "-> %s", mnt_status_str(st));
+}
+
+void mnt_trail_print(int st) {
+  if (!t_trail.origin_file && t_trail.n == 0) return;
+  char path[1400];
+  size_t len = 0;
+  path[0] = '\0';
+#define PUT(...)                                                                          \
+  do {                                                                                    \
+    if (len < sizeof path) len += (size_t)snprintf(path + len, sizeof path - len, __VA_ARGS__); \
+  } while (0)
+  if (t_trail.origin_file) PUT("%s:%d", short_path(t_trail.origin_file), t_trail.origin_line);
+  for (int i = 0; i < t_trail.n; i++)
+    PUT("%s%s:%d", len ? " -> " : "", short_path(t_trail.at[i].file), t_trail.at[i].line);
+  if (t_trail.dropped) PUT(" (+%d more)", t_trail.dropped);
+#undef PUT
+  char who[96];
+  if (g_rank >= 0)
+    snprintf(who, sizeof who, "rank %d on %s: ", g_rank, g_node);
+  else
+    who[0] = '\0';
+  pthread_mutex_lock(&g_lock);
+  fprintf(stderr, "mntrain: %serror path: %s -> main (%s)\n", who, path, mnt_status_str(st));
+  pthread_mutex_unlock(&g_lock);
+}
+
+int mnt_syserr_at(const char *file, int line, const char *fmt, ...) {
+  int e = errno;
+  char msg[1400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  mnt_log_at(MNT_LOG_ERROR, file, line, "%s: %s", msg, strerror(e));
+  errno = e;
+  return e == ENOMEM ? MNT_ENOMEM : MNT_ESYS;
+}
 
 double mnt_now(void) {
   struct timespec ts;

@@ -1,6 +1,7 @@
 /* log.h — status codes and breadcrumbs.
  * defines: mnt_status, mnt_exit_code, mnt_log_set_identity, mnt_log_at, mnt_last_error, mnt_now,
  *          MNT_ERR, MNT_WARN, MNT_INFO, MNT_DBG (printf-style, carry rank, node, file:line).
+ * How a failure is passed up (MNT_CHECK and its kind) is check.h.
  * Library code (src/, io/) logs where a failure happens and returns a status; only main exits. */
 #ifndef MNT_LOG_H
 #define MNT_LOG_H
@@ -50,16 +51,5 @@ const char *mnt_status_str(int st);
 #define MNT_WARN(...) mnt_log_at(MNT_LOG_WARN, __FILE__, __LINE__, __VA_ARGS__)
 #define MNT_INFO(...) mnt_log_at(MNT_LOG_INFO, __FILE__, __LINE__, __VA_ARGS__)
 #define MNT_DBG(...) mnt_log_at(MNT_LOG_DEBUG, __FILE__, __LINE__, __VA_ARGS__)
-
-/* Propagate a failing status: MNT_CHECK(call) returns its status from the caller, leaving a
- * breadcrumb "-> STATUS" with file:line at debug level (MNT_LOG_LEVEL=debug shows the way up). */
-#define MNT_CHECK(call)                                 \
-  do {                                                  \
-    int mnt_rc_ = (call);                               \
-    if (mnt_rc_ != MNT_OK) {                            \
-      MNT_DBG("-> %s", mnt_status_str(mnt_rc_));        \
-      return mnt_rc_;                                   \
-    }                                                   \
-  } while (0)
 
 #endif

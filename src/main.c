@@ -14,6 +14,7 @@
 #include "cuda_module.h"
 #include "io/dataset.h"
 #include "env.h"
+#include "check.h"
 #include "log.h"
 #include "simd.h"
 #include "sysmem.h"
@@ -156,6 +157,7 @@ int main(int argc, char **argv) {
   mnt_world w;
   memset(&w, 0, sizeof w);
   if (st == MNT_OK) st = cmd->run(&w, argc - skip, argv + skip);
+  if (st != MNT_OK && st != MNT_EPREEMPT) mnt_trail_print(st); /* the way up, always (check.h) */
   if (st != MNT_OK && w.up && w.size > 1 && st != w.failed_together) {
     char msg[600];
     snprintf(msg, sizeof msg, "%s (%s)", mnt_last_error()[0] ? mnt_last_error() : "a collective failed",

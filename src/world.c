@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "env.h"
+#include "check.h"
 #include "log.h"
 
 static pmix_proc_t g_me;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cuda_module.h"
+#include "check.h"
 #include "log.h"
 
 struct mnt_conv { mnt_backend *be; int OH, OW; void *h; };

@@ -21,6 +21,7 @@
 #include "cmd/cmd.h"
 #include "comm/comm.h"
 #include "cuda_module.h"
+#include "check.h"
 #include "log.h"
 
 enum { CHUNK = 4096 }; /* elements converted at a time */

@@ -17,6 +17,7 @@
 #include "cmd/cmd.h"
 #include "io/ckpt.h"
 #include "comm/comm.h"
+#include "check.h"
 #include "log.h"
 #include "model/resnet.h"
 

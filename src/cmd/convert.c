@@ -7,6 +7,7 @@
 #include "io/ckpt.h"
 #include "cmd/cmd.h"
 #include "io/convert.h"
+#include "check.h"
 #include "log.h"
 #include "world.h"
 

@@ -39,6 +39,7 @@
 #include "comm/comm.h"
 #include "io/export.h"
 #include "jsonio.h"
+#include "check.h"
 #include "log.h"
 #include "progress.h"
 #include "io/runlock.h"

@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "cuda_module.h"
+#include "check.h"
 #include "log.h"
 
 int mnt_topology_parse(const char *s, mnt_topology *t) {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "log.h"
 #include "rng.h" /* mnt_splitmix64_next */
 #include "sysmem.h"

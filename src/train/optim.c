@@ -1,6 +1,7 @@
 /* optim.c — see optim.h. */
 #include "train/optim.h"
 
+#include "check.h"
 #include "log.h"
 
 #include <math.h>

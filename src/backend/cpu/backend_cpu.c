@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "check.h"
 #include "log.h"
 #include "simd.h"
 

@@ -22,6 +22,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include "check.h"
 #include "log.h"
 #include "backend/stream.h"
 

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "comm/comm.h"
+#include "check.h"
 #include "log.h"
 #include "env.h"
 #include "comm/cpu/ring.h"

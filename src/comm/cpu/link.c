@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "log.h"
 #include "comm/cpu/transport.h"
 

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "log.h"
 #include "sysmem.h"
 #include "comm/cpu/transport.h"

@@ -11,6 +11,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "log.h"
 #include "sysmem.h"
 

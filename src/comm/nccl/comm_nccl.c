@@ -57,6 +57,7 @@
 #include <xxhash.h>
 
 #include "comm/comm.h"
+#include "check.h"
 #include "log.h"
 #include "comm/nccl/nccl_wait.h"
 
