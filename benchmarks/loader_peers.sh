@@ -22,7 +22,7 @@ printf '%-34s %8s %16s %16s %7s\n' "# data -> crop, batch 64" "threads" "mntrain
 for cfg in "synth256 224" "fmnist 28"; do
   read -r data size <<<"$cfg"
   for t in 1 2; do
-    a=$("$m" bench loader --data "$work/$data" --size "$size" --threads "$t" --batch 64 --seconds 4 | rate)
+    a=$("$m" bench loader --data "$work/$data" --size "$size" --loader-threads "$t" --batch 64 --seconds 4 | rate)
     b=$("$py" "$here/peer_loader_torch.py" --data "$work/$data" --size "$size" --threads "$t" --batch 64 --seconds 4 | rate)
     printf '%-34s %8s %16s %16s %7s\n' "$data -> $size px" "$t" "$a" "$b" "$(awk -v x="$a" -v y="$b" 'BEGIN { printf "%.1f", x / y }')"
   done

@@ -46,10 +46,42 @@ void mnt_format_size(size_t v, char *out, size_t n) {
   else snprintf(out, n, "%zu%c", v, suf[i]);
 }
 
-static int is_numeric(mnt_opt_type t) { return t == MNT_OPT_INT || t == MNT_OPT_SIZE || t == MNT_OPT_DOUBLE; }
+static int is_numeric(mnt_opt_type t) {
+  return t == MNT_OPT_INT || t == MNT_OPT_SIZE || t == MNT_OPT_SIZE2 || t == MNT_OPT_DOUBLE;
+}
+
+int mnt_choice_index(const char *choices, const char *word) {
+  size_t n = strlen(word);
+  int i = 0;
+  for (const char *p = choices; p; i++) {
+    const char *bar = strchr(p, '|');
+    size_t len = bar ? (size_t)(bar - p) : strlen(p);
+    if (len == n && !strncmp(p, word, n)) return i;
+    p = bar ? bar + 1 : NULL;
+  }
+  return -1;
+}
+
+/* "a|b|c" -> "a, b or c" */
+static void choice_text(const char *choices, char *out, size_t n) {
+  size_t len = 0;
+  out[0] = '\0';
+  for (const char *p = choices; p && len < n;) {
+    const char *bar = strchr(p, '|');
+    int w = bar ? (int)(bar - p) : (int)strlen(p);
+    const char *sep = p == choices ? "" : bar ? ", " : " or ";
+    len += (size_t)snprintf(out + len, n - len, "%s%.*s", sep, w, p);
+    p = bar ? bar + 1 : NULL;
+  }
+}
 
 static void range_text(const mnt_opt *o, char *out, size_t n) {
-  if (o->max >= 1e15 || (o->type == MNT_OPT_INT && o->max >= 2147483647.0)) snprintf(out, n, "must be >= %g", o->min);
+  if ((o->type == MNT_OPT_SIZE || o->type == MNT_OPT_SIZE2) && o->max < 1e15) { /* "from 4K to 1G" */
+    char lo[32], hi[32];
+    mnt_format_size((size_t)o->min, lo, sizeof lo);
+    mnt_format_size((size_t)o->max, hi, sizeof hi);
+    snprintf(out, n, "must be from %s to %s", lo, hi);
+  } else if (o->max >= 1e15 || (o->type == MNT_OPT_INT && o->max >= 2147483647.0)) snprintf(out, n, "must be >= %g", o->min);
   else if (o->min <= -1e15 || (o->type == MNT_OPT_INT && o->min <= -2147483647.0)) snprintf(out, n, "must be <= %g", o->max);
   else snprintf(out, n, "must be from %g to %g", o->min, o->max);
 }
@@ -57,8 +89,8 @@ static void range_text(const mnt_opt *o, char *out, size_t n) {
 static int set_value(const char *cmd, const mnt_opt *o, const char *flag, const char *val, int quiet) {
   char *end;
   double x = 0;
-  const char *what = o->type == MNT_OPT_SIZE ? "size (e.g. 4096, 1K, 64M)" : o->type == MNT_OPT_INT ? "integer"
-                                                                                                   : "finite number";
+  int size = o->type == MNT_OPT_SIZE || o->type == MNT_OPT_SIZE2;
+  const char *what = size ? "size (e.g. 4096, 1K, 64M)" : o->type == MNT_OPT_INT ? "integer" : "finite number";
   int ok = 0;
   errno = 0;
   switch (o->type) {
@@ -72,12 +104,22 @@ static int set_value(const char *cmd, const mnt_opt *o, const char *flag, const 
       x = strtod(val, &end);
       ok = !errno && end != val && !*end && isfinite(x);
       break;
-    case MNT_OPT_SIZE: {
+    case MNT_OPT_SIZE:
+    case MNT_OPT_SIZE2: {
       size_t v;
       ok = mnt_parse_size(val, &v) == 0;
       x = (double)v;
       break;
     }
+    case MNT_OPT_CHOICE:
+      if (mnt_choice_index(o->metavar, val) < 0) {
+        char c[256];
+        choice_text(o->metavar, c, sizeof c);
+        if (!quiet) fprintf(stderr, "mntrain %s: %s: %s ('%s' is none of them)\n", cmd, flag, c, val);
+        return MNT_EARG;
+      }
+      *(const char **)o->dest = val;
+      return 0;
     case MNT_OPT_STRING:
     case MNT_OPT_ARG:
       *(const char **)o->dest = val;
@@ -94,6 +136,10 @@ static int set_value(const char *cmd, const mnt_opt *o, const char *flag, const 
     if (!quiet) fprintf(stderr, "mntrain %s: %s %s: out of range (%s)\n", cmd, flag, val, r);
     return MNT_EARG;
   }
+  if (o->type == MNT_OPT_SIZE2 && ((size_t)x & ((size_t)x - 1))) {
+    if (!quiet) fprintf(stderr, "mntrain %s: %s %s: a power of two (e.g. 1M, 4M) is needed\n", cmd, flag, val);
+    return MNT_EARG;
+  }
   if (o->type == MNT_OPT_INT) *(int *)o->dest = (int)x;
   else if (o->type == MNT_OPT_DOUBLE) *(double *)o->dest = x;
   else *(size_t *)o->dest = (size_t)x;
@@ -102,11 +148,20 @@ static int set_value(const char *cmd, const mnt_opt *o, const char *flag, const 
 
 int mnt_parse_opts(const char *cmd, const mnt_opt *opts, int argc, char **argv, int *help, int quiet) {
   *help = 0;
-  for (const mnt_opt *p = opts; p->name; p++) /* a table without ranges would let values through unchecked */
-    if (is_numeric(p->type) && !(p->min < p->max)) {
-      fprintf(stderr, "mntrain %s: internal: option --%s has no range\n", cmd, p->name);
+  for (const mnt_opt *p = opts; p->name; p++) { /* a table without ranges would let values through unchecked */
+    const char *why = is_numeric(p->type) && !(p->min < p->max) ? "has no range"
+                      : p->type == MNT_OPT_CHOICE && !p->metavar  ? "has no choices"
+                                                                  : NULL;
+    if (p->type == MNT_OPT_ALIAS) {
+      why = "is an alias of no option";
+      for (const mnt_opt *q = opts; q->name && why; q++)
+        if (q->type != MNT_OPT_ALIAS && p->metavar && !strcmp(q->name, p->metavar)) why = NULL;
+    }
+    if (why) {
+      fprintf(stderr, "mntrain %s: internal: option --%s %s\n", cmd, p->name, why);
       return MNT_EARG;
     }
+  }
   for (int i = 0; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       *help = 1; /* help and nothing else: no value is parsed or assigned */
@@ -145,6 +200,13 @@ int mnt_parse_opts(const char *cmd, const mnt_opt *opts, int argc, char **argv, 
       if (!quiet) fprintf(stderr, "mntrain %s: unknown option '%s' (see 'mntrain %s --help')\n", cmd, a, cmd);
       return MNT_EARG;
     }
+    if (o->type == MNT_OPT_ALIAS) { /* the old spelling: the same option, and a warning */
+      const mnt_opt *to = NULL;
+      for (const mnt_opt *p = opts; p->name && !to; p++)
+        if (p->type != MNT_OPT_ALIAS && !strcmp(p->name, o->metavar)) to = p;
+      if (!quiet) fprintf(stderr, "mntrain %s: warning: %s is the old spelling of --%s: use --%s\n", cmd, flag, o->metavar, o->metavar);
+      o = to;
+    }
     if (o->type == MNT_OPT_FLAG) {
       if (val) {
         if (!quiet) fprintf(stderr, "mntrain %s: %s takes no value\n", cmd, flag);
@@ -182,6 +244,13 @@ void mnt_print_help(FILE *f, const char *usage, const char *about, const mnt_opt
   fprintf(f, "\noptions:\n");
   for (const mnt_opt *o = opts; o->name; o++) {
     if (o->type == MNT_OPT_ARG) continue;
+    if (o->type == MNT_OPT_ALIAS) {
+      char left[64], help[96];
+      snprintf(left, sizeof left, "    --%s", o->name);
+      snprintf(help, sizeof help, "old spelling of --%s (warns)", o->metavar);
+      fprintf(f, "  %-28s %s\n", left, help);
+      continue;
+    }
     char left[64];
     if (o->letter)
       snprintf(left, sizeof left, "-%c, --%s%s%s", o->letter, o->name, o->metavar ? " " : "",

@@ -1,9 +1,11 @@
 /* args.h — command-line options of the subcommands.
  * defines: mnt_opt (a table row: long name, short letter, type, destination, help, range),
- *          MNT_RANGE, MNT_ANY_INT, mnt_parse_opts, mnt_print_help, mnt_parse_size,
- *          mnt_format_size.
- * Every numeric option has a range in its row, so that every value is checked where it is parsed
- * and the message names the flag; reals must be finite. */
+ *          MNT_RANGE, MNT_ANY_INT, mnt_parse_opts, mnt_print_help, mnt_usage_error, mnt_parse_size,
+ *          mnt_format_size, mnt_choice_index.
+ * Every value is checked where it is parsed, and the message names the flag: every numeric option
+ * has a range in its row (reals must be finite), a size may be required to be a power of two, a
+ * choice is one of the words of its row. One flag name means one thing across the commands; an
+ * old spelling stays as an alias that warns and points to the new one. */
 #ifndef MNT_ARGS_H
 #define MNT_ARGS_H
 
@@ -16,6 +18,9 @@ typedef enum {
   MNT_OPT_SIZE,   /* size_t, "4096", "64M" */
   MNT_OPT_DOUBLE, /* double, finite */
   MNT_OPT_STRING, /* const char * */
+  MNT_OPT_CHOICE, /* const char *, one of the words of metavar: "cpu|cuda|auto" */
+  MNT_OPT_SIZE2,  /* size_t as MNT_OPT_SIZE, and a power of two */
+  MNT_OPT_ALIAS,  /* an old spelling: metavar names the option it stands for; using it warns */
   MNT_OPT_ARG     /* a positional argument (const char *), required; name is its metavar */
 } mnt_opt_type;
 
@@ -26,7 +31,7 @@ typedef struct mnt_opt {
   void *dest;
   const char *metavar;
   const char *help;
-  double min, max;   /* INT, SIZE, DOUBLE: accepted values, inclusive */
+  double min, max;   /* INT, SIZE, SIZE2, DOUBLE: accepted values, inclusive */
 } mnt_opt;
 
 #define MNT_RANGE(lo, hi) (double)(lo), (double)(hi)
@@ -43,6 +48,8 @@ void mnt_print_help(FILE *f, const char *usage, const char *about, const mnt_opt
  * first rank only (PMIX_RANK 0, or no PMIx: N ranks do not print N copies); returns MNT_EARG
  * (exit 2). The one way commands report a bad flag or a missing argument. */
 int mnt_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The position of word in a choice list "a|b|c" (0, 1, 2), or -1. */
+int mnt_choice_index(const char *choices, const char *word);
 /* "4096", "1K", "64M", "2G" (binary: K = 1024). Returns 0 on success. */
 int mnt_parse_size(const char *s, size_t *out);
 /* 1024 -> "1K", 67108864 -> "64M", 1000 -> "1000" */

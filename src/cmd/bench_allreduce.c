@@ -301,7 +301,7 @@ int mnt_bench_allreduce_main(mnt_world *w, int argc, char **argv) {
       {"op", 'o', MNT_OPT_STRING, &ops, "OP", "sum or avg (default sum)", 0, 0},
       {"check", 'c', MNT_OPT_INT, &check, "0|1", "check results (default 1; 0 prints N/A for #wrong)", MNT_RANGE(0, 1)},
       {"topology", 0, MNT_OPT_STRING, &topos, "T", "flat or hier (default flat)", 0, 0},
-      {"comm", 0, MNT_OPT_STRING, &backend, "B", "communicator backend: auto, cpu or nccl (GPU buffers; default auto: cpu)", 0, 0},
+      {"comm", 0, MNT_OPT_CHOICE, &backend, "auto|cpu|nccl", "communicator backend (nccl: GPU buffers; default auto: cpu)", 0, 0},
       {"min-busbw", 0, MNT_OPT_DOUBLE, &min_busbw, "GB/s",
        "fail when the average busbw is lower (then OK or FAILED follows it, as with nccl-tests' NCCL_TESTS_MIN_BW)",
        MNT_RANGE(0, 1e6)},

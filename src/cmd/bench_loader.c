@@ -17,7 +17,9 @@ int mnt_bench_loader_main(mnt_world *w, int argc, char **argv) {
   const mnt_opt opts[] = {
       {"data", 0, MNT_OPT_STRING, &data, "DIR", "dataset directory (mntrain convert), required", 0, 0},
       {"size", 0, MNT_OPT_INT, &size, "S", "output crop in pixels (default 224)", MNT_RANGE(1, 4096)},
-      {"threads", 0, MNT_OPT_INT, &threads, "T", "prefetch threads (default 1)", MNT_RANGE(1, 256)},
+      {"loader-threads", 0, MNT_OPT_INT, &threads, "T", "prefetch threads (default 1), as train's --loader-threads",
+       MNT_RANGE(1, 256)},
+      {"threads", 0, MNT_OPT_ALIAS, NULL, "loader-threads", NULL, 0, 0},
       {"batch", 0, MNT_OPT_INT, &batch, "B", "images per batch (default 64)", MNT_RANGE(1, 1 << 20)},
       {"batches", 0, MNT_OPT_INT, &batches, "N", "batches to time (default: as many as fit in --seconds)", MNT_RANGE(0, 2e9)},
       {"seconds", 0, MNT_OPT_DOUBLE, &seconds, "S", "how long to run when --batches is not given (default 5)", MNT_RANGE(0.01, 1e6)},
@@ -28,7 +30,7 @@ int mnt_bench_loader_main(mnt_world *w, int argc, char **argv) {
   int st = mnt_parse_opts("bench loader", opts, argc, argv, &help, 0);
   if (st) return st;
   if (help) {
-    mnt_print_help(stdout, "mntrain bench loader --data DIR [--size S] [--threads T] [--batch B]",
+    mnt_print_help(stdout, "mntrain bench loader --data DIR [--size S] [--loader-threads T] [--batch B]",
                    "Images per second delivered by the loader (read from the shards, RandomResizedCrop, flip,\n"
                    "normalise to float32 NCHW) with T prefetch threads, and per thread.",
                    opts);

@@ -52,7 +52,7 @@ int mnt_bench_step_main(mnt_world *w, int argc, char **argv) {
   int size = 224, batch = 16, steps = 5, threads = 0, classes = 1000, warmup = 1, help = 0, seed = 1;
   double seconds = 0;
   const mnt_opt opts[] = {
-      {"arch", 0, MNT_OPT_STRING, &arch, "A", "resnet8, resnet20, resnet18, resnet34, resnet50 or resnet101 (default resnet50)", 0, 0},
+      {"arch", 0, MNT_OPT_STRING, &arch, "A", "the model: resnet8, resnet20, resnet18, resnet34, resnet50 or resnet101 (default resnet50)", 0, 0},
       {"size", 0, MNT_OPT_INT, &size, "S", "image size in pixels (default 224)", MNT_RANGE(1, 4096)},
       {"batch", 0, MNT_OPT_INT, &batch, "B", "images per step (default 16)", MNT_RANGE(1, 1 << 20)},
       {"steps", 0, MNT_OPT_INT, &steps, "N", "timed steps (default 5)", MNT_RANGE(1, 1e6)},
@@ -60,8 +60,8 @@ int mnt_bench_step_main(mnt_world *w, int argc, char **argv) {
       {"threads", 0, MNT_OPT_INT, &threads, "T", "compute threads (default: OpenMP's choice, all cores)", MNT_RANGE(0, 4096)},
       {"classes", 0, MNT_OPT_INT, &classes, "C", "output classes (default 1000)", MNT_RANGE(1, 1e6)},
       {"seed", 0, MNT_OPT_INT, &seed, "N", "seed of weights and data (default 1)", MNT_ANY_INT},
-      {"device", 0, MNT_OPT_STRING, &device, "cpu|cuda", "where to compute (default cpu)", 0, 0},
-      {"precision", 0, MNT_OPT_STRING, &precision, "fp32|bf16", "activations and convolutions (bf16: cuda)", 0, 0},
+      {"device", 0, MNT_OPT_CHOICE, &device, "cpu|cuda", "where to compute (default cpu)", 0, 0},
+      {"precision", 0, MNT_OPT_CHOICE, &precision, "fp32|bf16", "activations and convolutions (bf16: cuda)", 0, 0},
       {"seconds", 0, MNT_OPT_DOUBLE, &seconds, "S", "time steps for about S seconds instead of --steps", MNT_RANGE(0, 1e6)},
       {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
   int st = mnt_parse_opts("bench step", opts, argc, argv, &help, 0);
@@ -77,12 +77,10 @@ int mnt_bench_step_main(mnt_world *w, int argc, char **argv) {
                    opts);
     return MNT_OK;
   }
-  if (mnt_resnet_arch_ok(arch) != 0)
-    return mnt_usage_error("bench step", "unknown --arch '%s' (resnet8, resnet20, resnet18, resnet34, resnet50, "
-                           "resnet101)", arch);
+  if (!mnt_resnet_known(arch))
+    return mnt_usage_error("bench step", "unknown --arch '%s' (%s)", arch, mnt_resnet_arch_names());
   mnt_backend_opts bo = {.device = -1};
-  if (mnt_precision_parse(precision, &bo.precision))
-    return mnt_usage_error("bench step", "--precision: fp32 or bf16, not '%s'", precision);
+  mnt_precision_parse(precision, &bo.precision); /* a choice of the table: the parser checked it */
   if (threads > 0) omp_set_num_threads(threads);
   mnt_backend *be;
   mnt_resnet *r;

@@ -50,7 +50,7 @@
 /* the command line: the trainer's configuration and the command's own options */
 typedef struct opts {
   mnt_train_cfg t;
-  const char *device, *out, *export_path, *ckpt_dir, *resume, *stripe_s, *init;
+  const char *device, *out, *export_path, *ckpt_dir, *resume, *init;
   int threads, log_every, force, ckpt_steps, keep, no_verify, stop_after, sample_log;
   int timestamps; /* --timestamps: progress lines start with the wall-clock time */
   double ckpt_minutes;
@@ -741,7 +741,7 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
       {"lr", 0, MNT_OPT_DOUBLE, &c->lr, "LR", "learning rate per 256 images (linear scaling; default 0.1)",
        MNT_RANGE(0, 1000)},
       {"warmup-epochs", 0, MNT_OPT_DOUBLE, &c->warmup_epochs, "W", "linear warm-up (default 0)", MNT_RANGE(0, 1e6)},
-      {"schedule", 0, MNT_OPT_STRING, &c->schedule, "step|cosine", "decay after warm-up (default step)", 0, 0},
+      {"schedule", 0, MNT_OPT_CHOICE, &c->schedule, "step|cosine", "decay after warm-up (default step)", 0, 0},
       {"momentum", 0, MNT_OPT_DOUBLE, &c->momentum, "M", "SGD momentum (default 0.9)", MNT_RANGE(0, 1)},
       {"wd", 0, MNT_OPT_DOUBLE, &c->wd, "WD", "weight decay (default 1e-4)", MNT_RANGE(0, 1)},
       {"no-bn-decay", 0, MNT_OPT_FLAG, &c->no_bn_decay, NULL, "no weight decay on BN parameters and biases", 0, 0},
@@ -754,12 +754,12 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
        MNT_RANGE(0.05, 1)},
       {"label-smoothing", 0, MNT_OPT_DOUBLE, &c->smoothing, "E", "train against (1-E) onehot + E/classes (default 0)",
        MNT_RANGE(0, 0.999)},
-      {"device", 0, MNT_OPT_STRING, &o->device, "cpu|cuda|auto",
+      {"device", 0, MNT_OPT_CHOICE, &o->device, "cpu|cuda|auto",
        "where to compute: cpu (oneDNN) or cuda (cuDNN, one GPU per rank by local rank); auto: cuda with --comm nccl, "
        "else cpu", 0, 0},
-      {"precision", 0, MNT_OPT_STRING, &c->precision, "fp32|bf16",
+      {"precision", 0, MNT_OPT_CHOICE, &c->precision, "fp32|bf16",
        "activations and convolutions (bf16: cuda only; weights, BN statistics and accumulation stay fp32)", 0, 0},
-      {"comm", 0, MNT_OPT_STRING, &c->comm, "auto|cpu|nccl", "communicator (default auto: nccl with --device cuda)", 0,
+      {"comm", 0, MNT_OPT_CHOICE, &c->comm, "auto|cpu|nccl", "communicator (default auto: nccl with --device cuda)", 0,
        0},
       {"topology", 0, MNT_OPT_STRING, &c->topology, "flat|hier", "allreduce topology (default flat)", 0, 0},
       {"grad-dtype", 0, MNT_OPT_STRING, &c->grad_dtype, "fp32|bf16|fp16", "allreduce precision (default fp32)", 0, 0},
@@ -797,8 +797,9 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
       {"resume", 0, MNT_OPT_STRING, &o->resume, "auto|PATH|none",
        "auto: the newest valid checkpoint in --ckpt-dir, else a fresh start (default with checkpoints); PATH: that "
        "checkpoint; none: never (default without)", 0, 0},
-      {"ckpt-stripe", 0, MNT_OPT_STRING, &o->stripe_s, "BYTES",
-       "alignment and share granularity of checkpoint writes (default 1M: a parallel filesystem's stripe)", 0, 0},
+      {"ckpt-stripe", 0, MNT_OPT_SIZE2, &o->stripe, "BYTES",
+       "alignment and share granularity of checkpoint writes, a power of two (default 1M: a parallel filesystem's "
+       "stripe)", MNT_RANGE(4096, 1ull << 30)},
       {"no-ckpt-verify", 0, MNT_OPT_FLAG, &o->no_verify, NULL, "resume without checking the checkpoint's checksums", 0,
        0},
       {"stop-after", 0, MNT_OPT_INT, &o->stop_after, "N",
@@ -827,24 +828,17 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
  * defaults that follow from others filled in. *ckpt_on: checkpoints wanted */
 static int validate(opts *o, int quiet, int *ckpt_on) {
   mnt_train_cfg *c = &o->t;
-  mnt_sched sched;
   mnt_dtype gdt;
   mnt_topology topo;
-  mnt_precision prec;
   const char *bad = NULL;
   *ckpt_on = o->ckpt_dir || o->ckpt_steps || o->ckpt_minutes > 0 || o->stop_after || (o->resume && strcmp(o->resume, "none"));
   if (!c->data) bad = "--data DIR is required";
-  else if (mnt_resnet_arch_ok(c->arch)) bad = "--arch: resnet8, resnet20, resnet18, resnet34, resnet50 or resnet101";
-  else if (mnt_sched_parse(c->schedule, &sched)) bad = "--schedule: step or cosine";
+  else if (!mnt_resnet_known(c->arch))
+    return mnt_usage_error("train", "--arch: one of %s, not '%s'", mnt_resnet_arch_names(), c->arch);
   else if (mnt_dtype_parse(c->grad_dtype, &gdt)) bad = "--grad-dtype: fp32, bf16 or fp16";
   else if (mnt_topology_parse(c->topology, &topo)) bad = "--topology: flat or hier";
-  else if (strcmp(o->device, "auto") && strcmp(o->device, "cpu") && strcmp(o->device, "cuda")) bad = "--device: cpu, cuda or auto";
-  else if (strcmp(c->comm, "auto") && strcmp(c->comm, "cpu") && strcmp(c->comm, "nccl")) bad = "--comm: cpu, nccl or auto";
-  else if (mnt_precision_parse(c->precision, &prec)) bad = "--precision: fp32 or bf16";
   else if (c->pad_crop >= c->size) bad = "--pad-crop must be smaller than --size";
   else if (c->bn_batch && c->batch && c->batch % c->bn_batch) bad = "--bn-batch must divide --batch-per-rank";
-  else if (mnt_parse_size(o->stripe_s, &o->stripe) || o->stripe < 4096 || (o->stripe & (o->stripe - 1)))
-    bad = "--ckpt-stripe: a power of two of at least 4096 bytes (e.g. 1M, 4M)";
   else if (o->force && o->resume && strcmp(o->resume, "none"))
     bad = "--force starts the run over: it cannot be combined with --resume auto|PATH";
   if (bad) return mnt_usage_error("train", "%s (see mntrain train --help)", bad);
@@ -987,7 +981,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
                   .precision = "fp32", .size = 224, .batch = 0, .epochs = 0, .steps = 0, .seed = 1, .lr = 0.1, .warmup_epochs = 0,
                   .bucket_mb = 25, .momentum = 0.9, .wd = 1e-4, .min_scale = 0.08, .val_crop = 0.875,
                   .loader_threads = 2},
-            .device = "auto", .out = "mntrain-out", .log_every = 10, .keep = 2, .stripe_s = "1M"};
+            .device = "auto", .out = "mntrain-out", .log_every = 10, .keep = 2, .stripe = 1 << 20};
   int help = 0, ckpt_on = 0;
   int quiet = mnt_world_guess_rank() != 0;
   int st = parse_options(&o, argc, argv, quiet, &help);

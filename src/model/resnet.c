@@ -250,7 +250,17 @@ static const archdef *find_arch(const char *a) {
   return NULL;
 }
 
-int mnt_resnet_arch_ok(const char *arch) { return find_arch(arch) ? 0 : -1; }
+int mnt_resnet_known(const char *arch) { return find_arch(arch) != NULL; }
+
+const char *mnt_resnet_arch_names(void) {
+  static char names[128]; /* "resnet8, resnet20, ..., resnet101": built once, from ARCHS */
+  if (!names[0]) {
+    size_t len = 0, n = sizeof ARCHS / sizeof *ARCHS;
+    for (size_t i = 0; i < n; i++)
+      len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", i ? (i + 1 < n ? ", " : " or ") : "", ARCHS[i].name);
+  }
+  return names;
+}
 
 /* reproducible normal and uniform numbers (splitmix64 of rng.h + Box-Muller) */
 static double unif(uint64_t *s) {
@@ -298,8 +308,7 @@ int mnt_resnet_create(mnt_backend *be, const char *arch, int classes, int size, 
 static int check_args(const char *arch, int classes, int size, int batch, int bn_group, const archdef **out) {
   const archdef *a = find_arch(arch ? arch : "");
   if (!a) {
-    MNT_ERR("unknown architecture '%s' (known: resnet8, resnet20, resnet18, resnet34, resnet50, resnet101)",
-            arch ? arch : "");
+    MNT_ERR("unknown architecture '%s' (known: %s)", arch ? arch : "", mnt_resnet_arch_names());
     return MNT_EARG;
   }
   if (classes < 1 || batch < 1 || size < 1) {

@@ -1,6 +1,6 @@
 /* resnet.h — ResNet v1.5 (torchvision's architecture and parameter names) on the compute backend.
  * defines: mnt_resnet, mnt_param, mnt_resnet_create / destroy / forward / loss / backward / plan_bytes,
- *          mnt_resnet_find, mnt_resnet_arch_ok, mnt_layer_shape / mnt_resnet_walk, mnt_resnet_flops,
+ *          mnt_resnet_find, mnt_resnet_known, mnt_resnet_arch_names, mnt_layer_shape / mnt_resnet_walk, mnt_resnet_flops,
  *          mnt_resnet_slow_layers, mnt_resnet_impls.
  * Architectures: resnet18, resnet34 (basic blocks), resnet50, resnet101 (bottlenecks, stride on
  * the 3x3 conv), and two small variants for tests and 28-64 px images (3x3 stem without max-pool,
@@ -66,8 +66,10 @@ typedef struct mnt_resnet {
   void *grad_ctx;
 } mnt_resnet;
 
-/* 0 when arch names a model this build knows */
-int mnt_resnet_arch_ok(const char *arch);
+/* 1 when arch names a model this build knows, else 0 */
+int mnt_resnet_known(const char *arch);
+/* "resnet8, resnet20, resnet18, resnet34, resnet50 or resnet101": the names mnt_resnet_known takes */
+const char *mnt_resnet_arch_names(void);
 /* Build the model and initialise it as torchvision does (Kaiming normal fan_out for conv,
  * BN weight 1 / bias 0, Linear's default uniform), reproducibly from seed; zero_init_residual
  * zeroes the last BN weight of each residual branch (Goyal et al.). Errors (unknown arch, image

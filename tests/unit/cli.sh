@@ -125,7 +125,9 @@ expect 0 'the run is complete \(step 4 of 4\): nothing to train' -- train $t --s
 expect 2 'holds checkpoints of an earlier run' -- train $t --steps 4 --out run3 --ckpt-dir run2/ckpt --resume none
 # shellcheck disable=SC2086
 expect 2 'run was trained with steps|its steps is 4, this command.s is 6' -- train $t --steps 6 --out run2 --ckpt-dir run2/ckpt
-expect 2 -- '--ckpt-stripe: a power of two' -- train --data "$data" --ckpt-stripe 1000
+expect 2 -- '--ckpt-stripe 1000: out of range \(must be from 4K to 1G\)' -- train --data "$data" --ckpt-stripe 1000
+expect 2 -- '--ckpt-stripe 12K: a power of two' -- train --data "$data" --ckpt-stripe 12K
+expect 2 -- '--stripe 12K: a power of two' -- bench ckpt --dir . --stripe 12K
 expect 2 -- '--force starts the run over' -- train --data "$data" --force --resume auto
 expect 2 -- '--resume .*no-such-ckpt' -- train --data "$data" --arch resnet8 --size 16 --out run4 --resume "$w/no-such-ckpt"
 expect 0 'checkpoint: write .* MB/s .* of dd' -- bench ckpt --dir . --mb 2 --repeat 1
@@ -142,7 +144,9 @@ fi
 expect 2 'GPU buffers need the nccl communicator' -- train $t --out run5 --device cuda --comm cpu
 # shellcheck disable=SC2086
 expect 2 -- '--precision bf16 needs --device cuda' -- train $t --out run5 --precision bf16
-expect 2 -- '--device: cpu, cuda or auto' -- train --data "$data" --device tpu
+expect 2 -- "--device: cpu, cuda or auto \('tpu' is none of them\)" -- train --data "$data" --device tpu
+expect 2 -- "--arch: one of resnet8, resnet20, resnet18, resnet34, resnet50 or resnet101, not 'vgg'" -- train --data "$data" --arch vgg
+expect 2 -- "--overlap: on, off or both \('maybe' is none of them\)" -- model --overlap maybe
 expect 2 -- '--precision: fp32 or bf16' -- bench step --precision fp16
 # info
 expect 0 'rank 0 of 1 .* \(no PMIx\)' -- info
@@ -173,7 +177,9 @@ expect 2 "'x' is not a valid integer" -- bench step --batch x
 expect 2 'needs about .* (GiB|TiB) of memory per rank, but this rank may use' -- bench step --arch resnet50 --size 224 --batch 100000
 # bench loader
 expect 0 'loader 16 px training threads 1' -- bench loader --data "$data" --size 16 --batch 8 --batches 2
-expect 2 -- '--threads 0: out of range' -- bench loader --data "$data" --threads 0
+expect 2 -- '--loader-threads 0: out of range' -- bench loader --data "$data" --loader-threads 0
+# the old spelling (train's --threads are compute threads): still taken, with a warning naming the new one
+expect 0 'warning: --threads is the old spelling of --loader-threads' -- bench loader --data "$data" --size 16 --batch 8 --batches 2 --threads 1
 expect 2 -- '--data DIR is required' -- bench loader
 expect 1 'shard-00001-of-00002.h5' -- bench loader --data "$broken" --size 16 --batch 8 --batches 2
 # bench allreduce

@@ -85,6 +85,37 @@ int main(void) {
   int x = 0;
   const mnt_opt unranged[] = {{"x", 0, MNT_OPT_INT, &x, "X", "", 0, 0}, {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
   EXPECT(mnt_parse_opts("t", unranged, 0, NULL, &help, 1) == MNT_EARG, "an option without a range");
+
+  /* a choice is one of its words; a power-of-two size; an old spelling stands for its new name */
+  EXPECT(mnt_choice_index("cpu|cuda|auto", "cuda") == 1 && mnt_choice_index("cpu|cuda|auto", "auto") == 2 &&
+             mnt_choice_index("cpu|cuda|auto", "cu") == -1 && mnt_choice_index("cpu|cuda|auto", "cpu|cuda") == -1 &&
+             mnt_choice_index("cpu", "cpu") == 0,
+         "mnt_choice_index");
+  const char *dev = "auto";
+  size_t stripe = 1 << 20;
+  int threads = 1;
+  const mnt_opt typed[] = {{"device", 0, MNT_OPT_CHOICE, &dev, "cpu|cuda|auto", "", 0, 0},
+                           {"stripe", 0, MNT_OPT_SIZE2, &stripe, "BYTES", "", MNT_RANGE(4096, 1 << 30)},
+                           {"loader-threads", 0, MNT_OPT_INT, &threads, "T", "", MNT_RANGE(1, 256)},
+                           {"threads", 0, MNT_OPT_ALIAS, NULL, "loader-threads", NULL, 0, 0},
+                           {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+  char *c1[] = {"--device", "cuda", "--stripe", "4M", "--threads", "3"};
+  EXPECT(mnt_parse_opts("t", typed, 6, c1, &help, 1) == 0 && !strcmp(dev, "cuda") && stripe == 4u << 20 && threads == 3,
+         "choice, power of two and alias: %s %zu %d", dev, stripe, threads);
+  char *c2[] = {"--device", "tpu"};
+  EXPECT(mnt_parse_opts("t", typed, 2, c2, &help, 1) == MNT_EARG && !strcmp(dev, "cuda"), "a word not in the choice");
+  char *c3[] = {"--device=cpu|cuda"};
+  EXPECT(mnt_parse_opts("t", typed, 1, c3, &help, 1) == MNT_EARG, "the list itself is not a choice");
+  char *c4[] = {"--stripe", "12K"};
+  EXPECT(mnt_parse_opts("t", typed, 2, c4, &help, 1) == MNT_EARG && stripe == 4u << 20, "12K is not a power of two");
+  char *c5[] = {"--stripe", "2K"};
+  EXPECT(mnt_parse_opts("t", typed, 2, c5, &help, 1) == MNT_EARG, "2K: a power of two below the range");
+  char *c6[] = {"--threads", "0"};
+  EXPECT(mnt_parse_opts("t", typed, 2, c6, &help, 1) == MNT_EARG && threads == 3, "the alias's value is checked");
+  const mnt_opt orphan[] = {{"old", 0, MNT_OPT_ALIAS, NULL, "new", NULL, 0, 0}, {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+  EXPECT(mnt_parse_opts("t", orphan, 0, NULL, &help, 1) == MNT_EARG, "an alias of no option is a table error");
+  const mnt_opt nochoice[] = {{"x", 0, MNT_OPT_CHOICE, &dev, NULL, "", 0, 0}, {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+  EXPECT(mnt_parse_opts("t", nochoice, 0, NULL, &help, 1) == MNT_EARG, "a choice without words is a table error");
   if (failures) {
     fprintf(stderr, "test_args: %d failures\n", failures);
     return 1;
