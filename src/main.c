@@ -40,7 +40,7 @@ static const command COMMANDS[] = {
     {"convert", NULL, mnt_convert_main, "write a sharded HDF5 dataset (imagenet: JPEG/PNG folders, idx, synth)"},
     {"inspect", NULL, mnt_inspect_main, "a dataset (--verify reads and checks all) or a checkpoint (verified)"},
     {"report", NULL, mnt_report_main, "scaling table, CSV and SVG of one run or a sweep of runs (summary.json)"},
-    {"model", NULL, mnt_model_main, "predicted step time and parallel efficiency for 1 ... 4096 GPUs"},
+    {"model", NULL, mnt_perfmodel_main, "predicted step time and parallel efficiency for 1 ... 4096 GPUs"},
     {"bench", "allreduce", mnt_bench_allreduce_main, "the allreduce of the communicator (nccl-tests style)"},
     {"bench", "step", mnt_bench_step_main, "training-step throughput of one process (img/s, memory per image)"},
     {"bench", "loader", mnt_bench_loader_main, "images per second the data loader delivers"},

@@ -1,5 +1,5 @@
 /* cmd.h — the commands of the mntrain binary, one entry point each (main.c dispatches to them).
- * defines: mnt_train_main, mnt_convert_main, mnt_inspect_main, mnt_report_main, mnt_model_main,
+ * defines: mnt_train_main, mnt_convert_main, mnt_inspect_main, mnt_report_main, mnt_perfmodel_main,
  *          mnt_bench_allreduce_main, mnt_bench_step_main, mnt_bench_loader_main,
  *          mnt_bench_ckpt_main.
  * Each parses its options (argv after the command's words), initialises the world w when it
@@ -16,9 +16,9 @@ int mnt_train_main(mnt_world *w, int argc, char **argv);
 /* cmd/convert.c: datasets into sharded HDF5 (io/convert.h), and inspect of a dataset or checkpoint */
 int mnt_convert_main(mnt_world *w, int argc, char **argv);
 int mnt_inspect_main(mnt_world *w, int argc, char **argv);
-/* cmd/report.c, cmd/model.c: commands that read runs rather than train; no world needed */
+/* cmd/report.c, cmd/perfmodel.c: commands that read runs rather than train; no world needed */
 int mnt_report_main(mnt_world *w, int argc, char **argv);
-int mnt_model_main(mnt_world *w, int argc, char **argv);
+int mnt_perfmodel_main(mnt_world *w, int argc, char **argv);
 /* cmd/bench_*.c: allreduce (nccl-tests style, collective), a training step and the loader (one
  * process), checkpoint write/read MB/s next to dd conv=fsync (collective) */
 int mnt_bench_allreduce_main(mnt_world *w, int argc, char **argv);

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# model.sh — `mntrain model` on cases with a closed form: one GPU (no communication, 100%), a
+# perfmodel.sh — `mntrain model` on cases with a closed form: one GPU (no communication, 100%), a
 # 2-rank ring (1 GB at 1 GB/s: 1 s), the alpha term, hierarchical on one node = the ring inside
 # it, hierarchical across nodes, no overlap (exposed = total), overlap (only the last bucket, or
 # the pipeline's tail), bf16 (half), calibration from synthetic allreduce tables in mntrain's and
 # nccl-tests' layouts (alpha and bandwidth back within 1e-6), --measured against made-up runs,
 # and the chainermn-paper preset at 128 GPUs against its inputs worked by hand.
-#   model.sh path/to/mntrain
+#   perfmodel.sh path/to/mntrain
 set -u
 # shellcheck source=/dev/null
 . "$(dirname "$0")/../lib.sh" # ok, bad, fail, skip

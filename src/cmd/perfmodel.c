@@ -1,5 +1,6 @@
-/* model.c — `mntrain model`: predicted step time and weak-scaling efficiency of data-parallel
- * training for 1 ... 4,096 GPUs, from a measured single-rank step and a network description.
+/* perfmodel.c — `mntrain model`, the performance model (src/model/ is the ResNet): predicted step
+ * time and weak-scaling efficiency of data-parallel training for 1 ... 4,096 GPUs, from a measured
+ * single-rank step and a network description.
  *
  * The model (every time in seconds, every size in bytes, GB = 1e9 B):
  *
@@ -38,7 +39,7 @@
  * between nodes) are fitted by weighted least squares, t = alpha * 2(P-1) + beta * 2(P-1)/P * s,
  * weights 1/t^2 (relative error, so small and large messages count alike); alpha < 0 is clamped
  * to 0. Bandwidth = 1/beta (divided by --nics-per-node between nodes). The tables are read and
- * fitted in cmd/model_fit.c; summary.json is read by src/runsum.c. */
+ * fitted in cmd/perfmodel_fit.c; summary.json is read by src/runsum.c. */
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -50,7 +51,7 @@
 #include "args.h"
 #include "comm/comm.h" /* mnt_busbw_factor */
 #include "log.h"
-#include "cmd/model_fit.h"
+#include "cmd/perfmodel_fit.h"
 #include "runsum.h"
 
 enum { TOPO_RING, TOPO_TREE, TOPO_HIER, NTOPO };
@@ -277,7 +278,7 @@ static int read_net(const char *path, inputs *in) {
   return st;
 }
 
-/* ---- calibration (cmd/model_fit.c): alpha and bandwidth of each level into the inputs ---------- */
+/* ---- calibration (cmd/perfmodel_fit.c): alpha and bandwidth of each level into the inputs ---------- */
 static int calibrate(char *files, int inplace, inputs *in, FILE *out) {
   mnt_calib acc[2];
   memset(acc, 0, sizeof acc);
@@ -419,7 +420,7 @@ static int compare(char *files, const inputs *in0, double tol) {
   return st;
 }
 
-/* ---- mnt_model_main: the command's steps ----------------------------------------------------- */
+/* ---- mnt_perfmodel_main: the command's steps ----------------------------------------------------- */
 /* the command line: where the inputs come from, flag overrides and what to print */
 typedef struct {
   const char *preset_s, *summary, *netfile, *calib, *measured, *gpus_s, *topo_s, *overlap_s, *dtype_s;
@@ -685,7 +686,7 @@ static void print_tables(const model_args *a, const preset *ps, const inputs *in
         if ((v->topos >> t & 1) && (v->ovs >> ov & 1) && (v->dts >> dt & 1)) print_table(&wk, &n, v, t, ov, dt, a->csv);
 }
 
-int mnt_model_main(mnt_world *w, int argc, char **argv) {
+int mnt_perfmodel_main(mnt_world *w, int argc, char **argv) {
   (void)w;
   model_args a;
   int st = parse_options(&a, argc, argv);

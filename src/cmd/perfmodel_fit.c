@@ -1,9 +1,9 @@
-/* cmd/model_fit.c — `mntrain model --calibrate`: latency and bus bandwidth fitted to allreduce
- * tables (see model_fit.h). Reads mntrain's `bench allreduce` layout (size count type time algbw
+/* cmd/perfmodel_fit.c — `mntrain model --calibrate`: latency and bus bandwidth fitted to allreduce
+ * tables (see perfmodel_fit.h). Reads mntrain's `bench allreduce` layout (size count type time algbw
  * busbw #wrong ...) and nccl-tests' (size count type redop root time algbw busbw #wrong ...); the
  * rank and node counts come from the header ("# mntrain: P ranks on N nodes", "bench allreduce: P
  * ranks on N nodes", or nccl-tests' "# Rank R ... on HOST" lines), else from busbw / algbw. */
-#include "cmd/model_fit.h"
+#include "cmd/perfmodel_fit.h"
 
 #include <ctype.h>
 #include <math.h>

@@ -1,12 +1,12 @@
-/* model_fit.h — the calibration of `mntrain model --calibrate` (cmd/model_fit.c): the latency and
- * bus bandwidth of one level (inside a node, between nodes) fitted to allreduce tables of
+/* perfmodel_fit.h — the calibration of `mntrain model --calibrate` (cmd/perfmodel_fit.c): the
+ * latency and bus bandwidth of one level (inside a node, between nodes) fitted to allreduce tables of
  * `mntrain bench allreduce` or nccl-tests' all_reduce_perf. Not an interface outside the command.
  * Each row (s bytes, t seconds over P ranks) is t = alpha * 2(P-1) + beta * 2(P-1)/P * s (the
  * second factor nccl-tests' busbw factor, mnt_busbw_factor), fitted by weighted least squares with
  * weights 1/t^2 (relative error); alpha < 0 is clamped to 0.
  * defines: mnt_calib (one level's rows and sums), mnt_calib_read, mnt_calib_fit, mnt_calib_free */
-#ifndef MNT_MODEL_FIT_H
-#define MNT_MODEL_FIT_H
+#ifndef MNT_PERFMODEL_FIT_H
+#define MNT_PERFMODEL_FIT_H
 
 typedef struct mnt_calib {
   double sw[2][2], sy[2]; /* weighted normal equations of t = alpha x0 + beta x1 */
