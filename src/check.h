@@ -34,7 +34,8 @@
 
 /* Record a breadcrumb (status st passed up at file:line) and log it at debug level. */
 void mnt_trail_add(int st, const char *file, int line);
-/* Print this thread's trail, ending in status st, at error level; nothing when it is empty. */
+/* Print this thread's trail, ending in status st, at error level; nothing when it is empty, or when
+ * st is a usage error (MNT_EARG) that logged nothing in this thread (mnt_usage_error has said it). */
 void mnt_trail_print(int st);
 int mnt_syserr_at(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

@@ -93,7 +93,9 @@ void mnt_trail_add(int st, const char *file, int line) {
 }
 
 void mnt_trail_print(int st) {
-  if (!t_trail.origin_file && t_trail.n == 0) return;
+  /* an error logged in this thread, or one passed up from another (a loader thread's); a usage
+   * error that logged nothing has said all there is (and said it on the first rank only) */
+  if (!t_trail.origin_file && (t_trail.n == 0 || st == MNT_EARG)) return;
   char path[1400];
   size_t len = 0;
   path[0] = '\0';

@@ -331,7 +331,7 @@ int mnt_bench_allreduce_main(mnt_world *w, int argc, char **argv) {
   else if (maxb < minb) bad = "-b/-e (need minbytes <= maxbytes)";
   if (bad) return mnt_usage_error("bench allreduce", "bad value for %s", bad);
   MNT_CHECK(mnt_world_init(w));
-  if ((st = mnt_comm_create(w, backend, topo, &b.c)) != MNT_OK) return st;
+  MNT_CHECK(mnt_comm_create(w, backend, topo, &b.c));
   b.rank = w->rank;
   b.size = w->size;
   size_t es = mnt_dtype_size(b.t);
@@ -340,17 +340,17 @@ int mnt_bench_allreduce_main(mnt_world *w, int argc, char **argv) {
   if (!times || !wrongs) {
     MNT_ERR("out of memory");
     st = MNT_ENOMEM;
-    goto done;
+    goto out;
   }
-  if ((st = alloc_buffers(&b, w, maxb)) != MNT_OK) goto done;
+  MNT_CHECK_GOTO(alloc_buffers(&b, w, maxb), st, out);
   if (w->rank == 0) print_preamble(w, &b, minb, maxb, factor, warmup, iters, check);
-  if ((st = print_ranks(w, &b)) != MNT_OK) goto done;
+  MNT_CHECK_GOTO(print_ranks(w, &b), st, out);
   if (w->rank == 0) print_columns();
   totals tot = {0};
   for (double sz = (double)minb; sz <= (double)maxb * 1.0000001; sz *= factor)
-    if ((st = one_size(&b, w, (size_t)sz / es, check, warmup, iters, times, wrongs, &tot)) != MNT_OK) goto done;
+    MNT_CHECK_GOTO(one_size(&b, w, (size_t)sz / es, check, warmup, iters, times, wrongs, &tot), st, out);
   st = conclude(w, &tot, min_busbw);
-done:
+out:
   if (b.gpu && b.cu) {
     b.cu->mem_free(b.send);
     b.cu->mem_free(b.recv);

@@ -184,7 +184,7 @@ int mnt_bench_ckpt_main(mnt_world *w, int argc, char **argv) {
   bench b = {.w = w, .dir = dir, .repeat = repeat};
   mnt_backend *be = NULL;
   snprintf(b.root, sizeof b.root, "%s/bench-ckpt", dir);
-  if ((st = mnt_comm_create(w, "auto", MNT_TOPO_FLAT, &b.c)) != MNT_OK) return st;
+  MNT_CHECK(mnt_comm_create(w, "auto", MNT_TOPO_FLAT, &b.c));
   if ((st = mnt_backend_create("cpu", NULL, &be)) == MNT_OK) st = make_tensors(&b, be, mb);
   if ((st = mnt_world_agree(w, st)) == MNT_OK) st = mnt_ckpt_writer_create(b.c, b.root, stripe, repeat + 1, -1, &b.wr);
   if (st == MNT_OK && w->rank == 0) {

@@ -8,6 +8,7 @@
 #include "cmd/cmd.h"
 #include "io/dataset.h"
 #include "io/loader.h"
+#include "check.h"
 #include "log.h"
 
 int mnt_bench_loader_main(mnt_world *w, int argc, char **argv) {
@@ -38,7 +39,7 @@ int mnt_bench_loader_main(mnt_world *w, int argc, char **argv) {
   }
   if (!data) return mnt_usage_error("bench loader", "--data DIR is required (see mntrain bench loader --help)");
   mnt_dataset d;
-  if ((st = mnt_dataset_open(data, &d)) != MNT_OK) return st;
+  MNT_CHECK(mnt_dataset_open(data, &d));
   mnt_loader_cfg c = {.out_size = size, .train = !val, .global_batch = batch, .rank = 0, .nranks = 1, .seed = 1,
                       .threads = threads, .raw = raw};
   mnt_loader *l;
@@ -50,17 +51,17 @@ int mnt_bench_loader_main(mnt_world *w, int argc, char **argv) {
   printf("# mntrain bench loader: %s (%dx%dx%d, %lld samples) -> %d px %s, batch %d, %d threads\n", data, d.size,
          d.size, d.channels, (long long)d.total, size, mode, batch, threads);
   const mnt_batch *b;
-  if ((st = mnt_loader_next(l, &b)) != MNT_OK) goto done; /* warm-up: the first batch */
+  MNT_CHECK_GOTO(mnt_loader_next(l, &b), st, out); /* warm-up: the first batch */
   double t0 = mnt_now();
   int n = 0;
   while (batches ? n < batches : mnt_now() - t0 < seconds) {
-    if ((st = mnt_loader_next(l, &b)) != MNT_OK) goto done;
+    MNT_CHECK_GOTO(mnt_loader_next(l, &b), st, out);
     n++;
   }
   double dt = mnt_now() - t0, rate = (double)n * batch / dt;
   printf("loader %d px %s threads %d: %.1f img/s, %.1f img/s per thread (%d batches in %.2f s)\n", size, mode,
          threads, rate, rate / threads, n, dt);
-done:
+out:
   mnt_loader_close(l);
   mnt_dataset_close(&d);
   return st;

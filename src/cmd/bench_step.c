@@ -8,6 +8,7 @@
 
 #include "args.h"
 #include "cmd/cmd.h"
+#include "check.h"
 #include "log.h"
 #include "model/resnet.h"
 #include "train/optim.h"
@@ -46,27 +47,29 @@ static void fill_batch(float *x, size_t nx, int32_t *y, int batch, int classes, 
   for (int i = 0; i < batch; i++) y[i] = (int32_t)((unsigned)(i * 7919) % (unsigned)classes);
 }
 
-int mnt_bench_step_main(mnt_world *w, int argc, char **argv) {
-  const char *arch = "resnet50";
-  const char *device = "cpu", *precision = "fp32";
-  int size = 224, batch = 16, steps = 5, threads = 0, classes = 1000, warmup = 1, help = 0, seed = 1;
-  double seconds = 0;
+typedef struct step_args {
+  const char *arch, *device, *precision;
+  int size, batch, steps, threads, classes, warmup, seed;
+  double seconds;
+} step_args;
+
+/* the options into *a; --help printed (*help set) */
+static int parse_options(step_args *a, int argc, char **argv, int *help) {
   const mnt_opt opts[] = {
-      {"arch", 0, MNT_OPT_STRING, &arch, "A", "the model: resnet8, resnet20, resnet18, resnet34, resnet50 or resnet101 (default resnet50)", 0, 0},
-      {"size", 0, MNT_OPT_INT, &size, "S", "image size in pixels (default 224)", MNT_RANGE(1, 4096)},
-      {"batch", 0, MNT_OPT_INT, &batch, "B", "images per step (default 16)", MNT_RANGE(1, 1 << 20)},
-      {"steps", 0, MNT_OPT_INT, &steps, "N", "timed steps (default 5)", MNT_RANGE(1, 1e6)},
-      {"warmup", 0, MNT_OPT_INT, &warmup, "N", "untimed steps first (default 1)", MNT_RANGE(0, 1e6)},
-      {"threads", 0, MNT_OPT_INT, &threads, "T", "compute threads (default: OpenMP's choice, all cores)", MNT_RANGE(0, 4096)},
-      {"classes", 0, MNT_OPT_INT, &classes, "C", "output classes (default 1000)", MNT_RANGE(1, 1e6)},
-      {"seed", 0, MNT_OPT_INT, &seed, "N", "seed of weights and data (default 1)", MNT_ANY_INT},
-      {"device", 0, MNT_OPT_CHOICE, &device, "cpu|cuda", "where to compute (default cpu)", 0, 0},
-      {"precision", 0, MNT_OPT_CHOICE, &precision, "fp32|bf16", "activations and convolutions (bf16: cuda)", 0, 0},
-      {"seconds", 0, MNT_OPT_DOUBLE, &seconds, "S", "time steps for about S seconds instead of --steps", MNT_RANGE(0, 1e6)},
+      {"arch", 0, MNT_OPT_STRING, &a->arch, "A", "the model: resnet8, resnet20, resnet18, resnet34, resnet50 or resnet101 (default resnet50)", 0, 0},
+      {"size", 0, MNT_OPT_INT, &a->size, "S", "image size in pixels (default 224)", MNT_RANGE(1, 4096)},
+      {"batch", 0, MNT_OPT_INT, &a->batch, "B", "images per step (default 16)", MNT_RANGE(1, 1 << 20)},
+      {"steps", 0, MNT_OPT_INT, &a->steps, "N", "timed steps (default 5)", MNT_RANGE(1, 1e6)},
+      {"warmup", 0, MNT_OPT_INT, &a->warmup, "N", "untimed steps first (default 1)", MNT_RANGE(0, 1e6)},
+      {"threads", 0, MNT_OPT_INT, &a->threads, "T", "compute threads (default: OpenMP's choice, all cores)", MNT_RANGE(0, 4096)},
+      {"classes", 0, MNT_OPT_INT, &a->classes, "C", "output classes (default 1000)", MNT_RANGE(1, 1e6)},
+      {"seed", 0, MNT_OPT_INT, &a->seed, "N", "seed of weights and data (default 1)", MNT_ANY_INT},
+      {"device", 0, MNT_OPT_CHOICE, &a->device, "cpu|cuda", "where to compute (default cpu)", 0, 0},
+      {"precision", 0, MNT_OPT_CHOICE, &a->precision, "fp32|bf16", "activations and convolutions (bf16: cuda)", 0, 0},
+      {"seconds", 0, MNT_OPT_DOUBLE, &a->seconds, "S", "time steps for about S seconds instead of --steps", MNT_RANGE(0, 1e6)},
       {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
-  int st = mnt_parse_opts("bench step", opts, argc, argv, &help, 0);
-  if (st) return st;
-  if (help) {
+  MNT_CHECK(mnt_parse_opts("bench step", opts, argc, argv, help, 0));
+  if (*help)
     mnt_print_help(stdout, "mntrain bench step [--arch A] [--size S] [--batch B] [--steps N | --seconds S] [--threads T] "
                    "[--device cpu|cuda] [--precision fp32|bf16]",
                    "Training-step throughput on synthetic input: forward, softmax cross-entropy, backward\n"
@@ -75,67 +78,82 @@ int mnt_bench_step_main(mnt_world *w, int argc, char **argv) {
                    "layers ran: the CPU ISA, each kind's implementations (oneDNN's on cpu, cuDNN's\n"
                    "algorithms and batch-norm mode on cuda) and any layer on a reference implementation.",
                    opts);
-    return MNT_OK;
+  else if (!mnt_resnet_known(a->arch))
+    return mnt_usage_error("bench step", "unknown --arch '%s' (%s)", a->arch, mnt_resnet_arch_names());
+  return MNT_OK;
+}
+
+/* --warmup untimed steps, then --steps (or about --seconds) timed ones of forward, loss, backward
+ * and SGD update on the uploaded batch, each printed; the timed seconds and count out */
+static int time_steps(mnt_resnet *r, const step_args *a, const int32_t *y, double *total, int *timed) {
+  mnt_sgd_cfg cfg = {.base_lr = 0.1, .global_batch = a->batch, .epochs = 90, .momentum = 0.9, .weight_decay = 1e-4};
+  *total = 0;
+  *timed = 0;
+  for (int k = 0; k < a->warmup + a->steps || (a->seconds > 0 && *total < a->seconds); k++) {
+    double t0 = mnt_now();
+    float l3[3];
+    MNT_CHECK(mnt_resnet_forward(r, NULL, 1));
+    MNT_CHECK(mnt_resnet_loss(r, y, a->batch, 1));
+    MNT_CHECK(mnt_resnet_backward(r));
+    MNT_CHECK(mnt_sgd_update(r, &cfg, mnt_lr_at(&cfg, 10.0), k == 0));
+    MNT_CHECK(mnt_resnet_read_loss(r, l3)); /* the read waits for the step */
+    double dt = mnt_now() - t0;
+    int warm = k < a->warmup;
+    if (!warm) *total += dt, (*timed)++;
+    if (a->seconds <= 0 || warm || *timed % 20 == 0)
+      printf("%s %d/%d: %.3f s, %.2f img/s, loss %.4f\n", warm ? "warm-up" : "step", warm ? k + 1 : *timed,
+             warm ? a->warmup : a->seconds > 0 ? 0 : a->steps, dt, a->batch / dt, (double)l3[0] / a->batch);
+    fflush(stdout);
   }
-  if (!mnt_resnet_known(arch))
-    return mnt_usage_error("bench step", "unknown --arch '%s' (%s)", arch, mnt_resnet_arch_names());
+  return MNT_OK;
+}
+
+int mnt_bench_step_main(mnt_world *w, int argc, char **argv) {
+  (void)w; /* one process: no world */
+  step_args a = {.arch = "resnet50", .device = "cpu", .precision = "fp32", .size = 224, .batch = 16, .steps = 5,
+                 .classes = 1000, .warmup = 1, .seed = 1};
+  int help = 0, st = parse_options(&a, argc, argv, &help);
+  if (st || help) return st;
   mnt_backend_opts bo = {.device = -1};
-  mnt_precision_parse(precision, &bo.precision); /* a choice of the table: the parser checked it */
-  if (threads > 0) omp_set_num_threads(threads);
+  mnt_precision_parse(a.precision, &bo.precision); /* a choice of the table: the parser checked it */
+  if (a.threads > 0) omp_set_num_threads(a.threads);
+  int threads = a.threads > 0 ? a.threads : omp_get_max_threads();
   mnt_backend *be;
   mnt_resnet *r;
-  size_t need;
+  size_t need, nx = (size_t)a.batch * 3 * (size_t)a.size * (size_t)a.size;
   char what[160];
-  snprintf(what, sizeof what, "--arch %s at --size %d with --batch %d", arch, size, batch);
-  if ((st = mnt_resnet_plan_bytes(arch, classes, size, batch, batch, &need)) != MNT_OK ||
-      (!strcmp(device, "cpu") &&
-       (st = mnt_mem_check(need + (size_t)batch * 3 * (size_t)size * (size_t)size * sizeof(float), what, 1)) != MNT_OK))
-    return st;
-  if ((st = mnt_backend_create(device, &bo, &be)) != MNT_OK) return st;
-  if ((st = mnt_resnet_create(be, arch, classes, size, batch, (uint64_t)seed, 0, &r)) != MNT_OK) {
+  snprintf(what, sizeof what, "--arch %s at --size %d with --batch %d", a.arch, a.size, a.batch);
+  MNT_CHECK(mnt_resnet_plan_bytes(a.arch, a.classes, a.size, a.batch, a.batch, &need));
+  if (!strcmp(a.device, "cpu")) MNT_CHECK(mnt_mem_check(need + nx * sizeof(float), what, 1));
+  MNT_CHECK(mnt_backend_create(a.device, &bo, &be));
+  if ((st = mnt_resnet_create(be, a.arch, a.classes, a.size, a.batch, (uint64_t)a.seed, 0, &r)) != MNT_OK) {
     mnt_backend_destroy(be);
     return st; /* the message names the problem; MNT_EARG for bad shapes */
   }
-  size_t nx = (size_t)batch * 3 * (size_t)size * (size_t)size;
   float *x = malloc(nx * sizeof *x);
-  int32_t *y = malloc((size_t)batch * sizeof *y);
+  int32_t *y = malloc((size_t)a.batch * sizeof *y);
   if (!x || !y) {
-    MNT_ERR("out of memory for a batch of %d images", batch);
+    MNT_ERR("out of memory for a batch of %d images", a.batch);
     st = MNT_ENOMEM;
-    goto done;
+    goto out;
   }
-  fill_batch(x, nx, y, batch, classes, seed);
-  mnt_sgd_cfg cfg = {.base_lr = 0.1, .global_batch = batch, .epochs = 90, .momentum = 0.9, .weight_decay = 1e-4};
-  double ffwd, fbwd;
-  if ((st = mnt_resnet_flops(arch, classes, size, batch, &ffwd, &fbwd)) != MNT_OK) goto done;
+  fill_batch(x, nx, y, a.batch, a.classes, a.seed);
+  double ffwd, fbwd, total;
+  int timed;
+  MNT_CHECK_GOTO(mnt_resnet_flops(a.arch, a.classes, a.size, a.batch, &ffwd, &fbwd), st, out);
   printf("# mntrain bench step: %s, %d px, batch %d, %d classes, %s %s, %d threads, %.1f M parameters, "
          "%.2f GFLOP per step\n",
-         arch, size, batch, classes, be->name, mnt_precision_name(be->precision),
-         threads > 0 ? threads : omp_get_max_threads(), (double)r->nw / 1e6, (ffwd + fbwd) / 1e9);
+         a.arch, a.size, a.batch, a.classes, be->name, mnt_precision_name(be->precision), threads, (double)r->nw / 1e6,
+         (ffwd + fbwd) / 1e9);
   /* the synthetic batch is uploaded once: the step is compute only, as in peer_step_torch.py */
-  if ((st = mnt_act_upload(be, x, mnt_resnet_input(r), batch, 3, size, size)) != MNT_OK) goto done;
-  double total = 0;
-  int timed = 0;
-  for (int k = 0; k < warmup + steps || (seconds > 0 && total < seconds); k++) {
-    double t0 = mnt_now();
-    float l3[3];
-    if ((st = mnt_resnet_forward(r, NULL, 1)) != MNT_OK || (st = mnt_resnet_loss(r, y, batch, 1)) != MNT_OK ||
-        (st = mnt_resnet_backward(r)) != MNT_OK || (st = mnt_sgd_update(r, &cfg, mnt_lr_at(&cfg, 10.0), k == 0)) ||
-        (st = mnt_resnet_read_loss(r, l3)) != MNT_OK) /* the read waits for the step */
-      goto done;
-    double dt = mnt_now() - t0;
-    if (k >= warmup) total += dt, timed++;
-    if (seconds <= 0 || k < warmup || timed % 20 == 0)
-      printf("%s %d/%d: %.3f s, %.2f img/s, loss %.4f\n", k < warmup ? "warm-up" : "step", k < warmup ? k + 1 : timed,
-             k < warmup ? warmup : seconds > 0 ? 0 : steps, dt, batch / dt, (double)l3[0] / batch);
-    fflush(stdout);
-  }
+  MNT_CHECK_GOTO(mnt_act_upload(be, x, mnt_resnet_input(r), a.batch, 3, a.size, a.size), st, out);
+  MNT_CHECK_GOTO(time_steps(r, &a, y, &total, &timed), st, out);
   printf("%s %d px batch %d threads %d: %.2f img/s (mean of %d steps), %.1f GFLOP/s, peak memory %.1f MB per image "
          "(planned %.1f)\n",
-         arch, size, batch, threads > 0 ? threads : omp_get_max_threads(), batch * timed / total, timed,
-         (ffwd + fbwd) * timed / total / 1e9, peak_rss_mb() / batch, (double)need / 1048576.0 / batch);
+         a.arch, a.size, a.batch, threads, a.batch * timed / total, timed, (ffwd + fbwd) * timed / total / 1e9,
+         peak_rss_mb() / a.batch, (double)need / 1048576.0 / a.batch);
   print_impls(r); /* after the steps: a backend may fall back to another algorithm while it runs */
-done:
+out:
   free(x);
   free(y);
   mnt_resnet_destroy(r);

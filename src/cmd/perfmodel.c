@@ -50,6 +50,7 @@
 #include "cmd/cmd.h"
 #include "args.h"
 #include "comm/comm.h" /* mnt_busbw_factor */
+#include "check.h"
 #include "log.h"
 #include "cmd/perfmodel_fit.h"
 #include "runsum.h"
@@ -582,7 +583,7 @@ static int gather_inputs(const model_args *a, inputs *in, const preset **ps, cha
     have_step = 1;
   }
   if (a->summary) {
-    if ((st = read_summary(a->summary, in, run_dtype, ndtype)) != MNT_OK) return st;
+    MNT_CHECK(read_summary(a->summary, in, run_dtype, ndtype));
     have_step = 1;
   }
   if (a->netfile && (st = read_net(a->netfile, in)) != MNT_OK) return st;
@@ -694,10 +695,10 @@ int mnt_perfmodel_main(mnt_world *w, int argc, char **argv) {
   inputs in;
   const preset *ps;
   char run_dtype[16] = "";
-  if ((st = gather_inputs(&a, &in, &ps, run_dtype, sizeof run_dtype)) != MNT_OK) return st;
+  MNT_CHECK(gather_inputs(&a, &in, &ps, run_dtype, sizeof run_dtype));
   if (a.measured) return run_measured(a.measured, &in, a.tol);
   variants v;
-  if ((st = parse_variants(&a, ps, run_dtype, &v)) != MNT_OK) return st;
+  MNT_CHECK(parse_variants(&a, ps, run_dtype, &v));
   print_tables(&a, ps, &in, &v);
   return MNT_OK;
 }

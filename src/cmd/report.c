@@ -21,6 +21,7 @@
 
 #include "cmd/cmd.h"
 #include "args.h"
+#include "check.h"
 #include "log.h"
 #include "cmd/report_internal.h"
 #include "runsum.h"
@@ -67,8 +68,7 @@ static int read_metrics(run *r, long long timed_from) {
   FILE *f = fopen(path, "r");
   if (!f) {
     if (errno == ENOENT) return MNT_OK; /* no spread, said in the table */
-    MNT_ERR("%s: cannot read: %s", path, strerror(errno));
-    return MNT_ESYS;
+    return MNT_SYSERR("%s: cannot read", path);
   }
   r->have_metrics = 1;
   char *line = NULL;
@@ -118,7 +118,7 @@ static int read_run(const char *arg, int order, run *r) {
     return MNT_EARG;
   }
   if (stat(arg, &sb) != 0) {
-    MNT_ERR("%s: %s (a run directory, the --out of mntrain train, expected)", arg, strerror(errno));
+    MNT_SYSERR("%s: a run directory (the --out of mntrain train) was expected", arg);
     return MNT_EARG;
   }
   snprintf(r->dir, sizeof r->dir, "%s", arg);
@@ -277,7 +277,7 @@ FILE *mnt_report_open_tmp(const char *path, char *tmp, size_t n) {
   int fd = mnt_tmp_create(path, tmp, n);
   FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
   if (fd >= 0 && !f) {
-    MNT_ERR("%s: cannot open: %s", tmp, strerror(errno));
+    MNT_SYSERR("%s: cannot open", tmp);
     close(fd);
     unlink(tmp);
   }
@@ -285,13 +285,13 @@ FILE *mnt_report_open_tmp(const char *path, char *tmp, size_t n) {
 }
 
 int mnt_report_commit(FILE *f, const char *tmp, const char *path) {
-  errno = 0;
+  errno = EIO; /* ferror's: a write failed earlier, errno since overwritten */
   int bad = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0; /* on disk before the rename */
   if (fclose(f) != 0) bad = 1;
   if (bad) {
-    MNT_ERR("%s: cannot write: %s", tmp, errno ? strerror(errno) : "write error");
+    int st = MNT_SYSERR("%s: cannot write", tmp);
     unlink(tmp);
-    return MNT_ESYS;
+    return st;
   }
   return mnt_tmp_commit(tmp, path);
 }
@@ -438,26 +438,26 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
   if (!oargv || !dirs) {
     MNT_ERR("out of memory");
     st = MNT_ENOMEM;
-    goto done;
+    goto out;
   }
   split_args(argc, argv, opts, oargv, &oargc, dirs, &ndirs);
-  if ((st = mnt_parse_opts("report", opts, oargc, oargv, &help, 0)) != MNT_OK) goto done;
+  MNT_CHECK_GOTO(mnt_parse_opts("report", opts, oargc, oargv, &help, 0), st, out);
   if (help) {
     mnt_print_help(stdout, "mntrain report RUN_DIR... [--out DIR] [--group]", ABOUT, opts);
-    goto done;
+    goto out;
   }
   if (ndirs == 0) {
     st = mnt_usage_error("report", "missing RUN_DIR (see 'mntrain report --help')");
-    goto done;
+    goto out;
   }
   if (!(runs = calloc((size_t)ndirs, sizeof *runs))) {
     MNT_ERR("out of memory");
     st = MNT_ENOMEM;
-    goto done;
+    goto out;
   }
   for (int i = 0; i < ndirs && st == MNT_OK; i++) st = read_run(dirs[i], i, &runs[i]);
   if (st == MNT_OK) st = group_runs(runs, ndirs, group);
-  if (st != MNT_OK) goto done;
+  if (st != MNT_OK) goto out;
   qsort(runs, (size_t)ndirs, sizeof *runs, cmp_run);
   strong = calloc((size_t)ndirs, sizeof *strong);
   start = calloc((size_t)ndirs + 1, sizeof *start);
@@ -486,7 +486,7 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
       printf("   wrote %s and %s\n", csv, svg);
   }
   fflush(stdout);
-done:
+out:
   free(strong);
   free(start);
   free(runs);

@@ -108,7 +108,7 @@ static int remove_run(const opts *o) {
   for (size_t i = 0; i < sizeof RUN_FILES / sizeof RUN_FILES[0]; i++) {
     snprintf(p, sizeof p, "%s/%s", o->out, RUN_FILES[i]);
     if (unlink(p) != 0 && errno != ENOENT) {
-      MNT_ERR("cannot remove %s: %s", p, strerror(errno));
+      MNT_SYSERR("cannot remove %s", p);
       return MNT_EARG;
     }
   }
@@ -301,7 +301,7 @@ static FILE *open_log(const char *path, int64_t resumed_step, long long (*step_o
   if (out && (fflush(out) != 0 || fsync(fileno(out)) != 0)) bad = 1;
   if (out && fclose(out) != 0) bad = 1;
   if (bad || mnt_tmp_commit(tmp, path) != MNT_OK) {
-    MNT_ERR("%s: cannot rewrite it for the resumed run: %s", path, strerror(errno));
+    MNT_SYSERR("%s: cannot rewrite it for the resumed run", path);
     if (fd >= 0) unlink(tmp);
     return NULL;
   }
@@ -871,9 +871,9 @@ static int negotiate_resume(run *r, mnt_ckpt *ck, mnt_train_state *rs, int *foun
   mnt_train_cfg *c = &o->t;
   int st = w->rank == 0 ? prepare(o, w->jobid, ck, found, locks) : MNT_OK;
   if (st == MNT_OK && *found) st = mnt_train_state_parse(json_object_get(ck->manifest, "state"), rs, ck->dir);
-  if ((st = mnt_world_agree(w, st)) != MNT_OK) return st;
+  MNT_CHECK(mnt_world_agree(w, st));
   struct { int64_t found; mnt_train_state s; } hdr = {*found, *rs};
-  if ((st = mnt_world_bcast(w, &hdr, sizeof hdr, 0)) != MNT_OK) return st;
+  MNT_CHECK(mnt_world_bcast(w, &hdr, sizeof hdr, 0));
   *found = (int)hdr.found;
   r->resumed_images = *found ? hdr.s.iv_n : 0;
   if (!*found) {
@@ -923,16 +923,15 @@ static int start_trainer(run *r, mnt_ckpt *ck, const mnt_train_state *rs, int fo
       char p[1200];
       snprintf(p, sizeof p, "%s/summary.json", o->out); /* resumed and unfinished: the run has no summary */
       if (st == MNT_OK && rs->step < t->total && unlink(p) != 0 && errno != ENOENT) {
-        MNT_ERR("%s: cannot remove: %s", p, strerror(errno));
-        st = MNT_ESYS;
+        st = MNT_SYSERR("%s: cannot remove", p);
       }
     } else if (o->init) {
       st = mnt_trainer_init_from(t, o->init);
     }
     mnt_ckpt_close(ck);
   }
-  if ((st = mnt_world_agree(w, st)) != MNT_OK) return st;
-  if ((st = mnt_trainer_sync(t)) != MNT_OK) return st; /* identical start: rank 0's state everywhere */
+  MNT_CHECK(mnt_world_agree(w, st));
+  MNT_CHECK(mnt_trainer_sync(t)); /* identical start: rank 0's state everywhere */
   if (o->ckpt_dir &&
       (st = mnt_ckpt_writer_create(t->c, o->ckpt_dir, o->stripe, o->keep, found ? rs->step : -1, &r->wr)))
     return st;
@@ -955,8 +954,7 @@ static int open_outputs(run *r, int found, const mnt_train_state *rs) {
     free(txt);
     st = mnt_json_save(o->out, "config.json", r->config);
     if (st == MNT_OK && !(r->metrics = open_log(r->mpath, found ? rs->step : -1, metrics_step))) {
-      MNT_ERR("%s: cannot open: %s", r->mpath, strerror(errno));
-      st = MNT_ESYS;
+      st = MNT_SYSERR("%s: cannot open", r->mpath);
     }
     if (st == MNT_OK)
       printf("mntrain train: %s, %d ranks on %d nodes, global batch %lld (%d per rank), %lld steps (%lld per epoch), "
@@ -969,8 +967,7 @@ static int open_outputs(run *r, int found, const mnt_train_state *rs) {
     char p[1200];
     snprintf(p, sizeof p, "%s/samples-rank-%05d.txt", o->out, w->rank);
     if (!(r->samples = open_log(p, found ? rs->step : -1, samples_step))) {
-      MNT_ERR("%s: cannot open: %s", p, strerror(errno));
-      st = MNT_ESYS;
+      st = MNT_SYSERR("%s: cannot open", p);
     }
   }
   return mnt_world_agree(w, st);
@@ -986,7 +983,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   int quiet = mnt_world_guess_rank() != 0;
   int st = parse_options(&o, argc, argv, quiet, &help);
   if (st || help) return st;
-  if ((st = validate(&o, quiet, &ckpt_on)) != MNT_OK) return st;
+  MNT_CHECK(validate(&o, quiet, &ckpt_on));
   if (o.threads > 0) omp_set_num_threads(o.threads);
   pthread_t sig_thr;
   int have_sig_thr = ckpt_on && start_signal_thread(&sig_thr);
@@ -995,16 +992,15 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   mnt_runlock *locks[2] = {NULL, NULL}; /* rank 0: --out's and --ckpt-dir's */
   int found = 0;
   mnt_train_state rs = {0};
-  if ((st = mnt_world_init(w)) != MNT_OK) goto out;
+  MNT_CHECK_GOTO(mnt_world_init(w), st, out);
   snprintf(r.mpath, sizeof r.mpath, "%s/metrics.jsonl", o.out);
-  if ((st = negotiate_resume(&r, &ck, &rs, &found, locks)) != MNT_OK) goto out;
-  if ((st = start_trainer(&r, &ck, &rs, found, have_sig_thr)) != MNT_OK) goto out;
-  if ((st = open_outputs(&r, found, &rs)) != MNT_OK) goto out;
+  MNT_CHECK_GOTO(negotiate_resume(&r, &ck, &rs, &found, locks), st, out);
+  MNT_CHECK_GOTO(start_trainer(&r, &ck, &rs, found, have_sig_thr), st, out);
+  MNT_CHECK_GOTO(open_outputs(&r, found, &rs), st, out);
   st = train_loop(&r);
 out:
   if (r.metrics && fclose(r.metrics) != 0 && st == MNT_OK) {
-    MNT_ERR("%s: cannot write: %s", r.mpath, strerror(errno));
-    st = MNT_ESYS;
+    st = MNT_SYSERR("%s: cannot write", r.mpath);
   }
   if (r.samples && fclose(r.samples) != 0 && st == MNT_OK) st = MNT_ESYS;
   mnt_ckpt_close(&ck);
