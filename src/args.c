@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "path.h"
 #include "world.h" /* mnt_world_guess_rank */
 
 int mnt_parse_size(const char *s, size_t *out) {
@@ -120,6 +121,15 @@ static int set_value(const char *cmd, const mnt_opt *o, const char *flag, const 
       }
       *(const char **)o->dest = val;
       return 0;
+    case MNT_OPT_PATH:
+      if (strlen(val) > MNT_PATH_MAX - MNT_PATH_ROOM) {
+        if (!quiet)
+          fprintf(stderr, "mntrain %s: %s %.40s...: a path of %zu bytes, at most %d are taken\n", cmd, flag, val,
+                  strlen(val), MNT_PATH_MAX - MNT_PATH_ROOM);
+        return MNT_EARG;
+      }
+      *(const char **)o->dest = val;
+      return 0;
     case MNT_OPT_STRING:
     case MNT_OPT_ARG:
       *(const char **)o->dest = val;
@@ -190,6 +200,12 @@ int mnt_parse_opts(const char *cmd, const mnt_opt *opts, int argc, char **argv, 
       if (!next_arg->name) {
         if (!quiet)
           fprintf(stderr, "mntrain %s: unexpected argument '%s' (see 'mntrain %s --help')\n", cmd, a, cmd);
+        return MNT_EARG;
+      }
+      if (strlen(a) > MNT_PATH_MAX - MNT_PATH_ROOM) { /* positional arguments are files and directories */
+        if (!quiet)
+          fprintf(stderr, "mntrain %s: %s %.40s...: a path of %zu bytes, at most %d are taken\n", cmd, next_arg->name,
+                  a, strlen(a), MNT_PATH_MAX - MNT_PATH_ROOM);
         return MNT_EARG;
       }
       *(const char **)next_arg->dest = a;

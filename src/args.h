@@ -18,10 +18,12 @@ typedef enum {
   MNT_OPT_SIZE,   /* size_t, "4096", "64M" */
   MNT_OPT_DOUBLE, /* double, finite */
   MNT_OPT_STRING, /* const char * */
+  MNT_OPT_PATH,   /* const char *, a file or directory: at most MNT_PATH_MAX - MNT_PATH_ROOM bytes */
   MNT_OPT_CHOICE, /* const char *, one of the words of metavar: "cpu|cuda|auto" */
   MNT_OPT_SIZE2,  /* size_t as MNT_OPT_SIZE, and a power of two */
   MNT_OPT_ALIAS,  /* an old spelling: metavar names the option it stands for; using it warns */
-  MNT_OPT_ARG     /* a positional argument (const char *), required; name is its metavar */
+  MNT_OPT_ARG     /* a positional argument (const char *), required; name is its metavar; a path's
+                     length limit (MNT_OPT_PATH) applies */
 } mnt_opt_type;
 
 typedef struct mnt_opt {

@@ -159,7 +159,7 @@ int mnt_bench_ckpt_main(mnt_world *w, int argc, char **argv) {
   size_t stripe = 1 << 20;
   int mb = 0, repeat = 3, help = 0;
   const mnt_opt opts[] = {
-      {"dir", 0, MNT_OPT_STRING, &dir, "D", "checkpoint directory on the filesystem to measure, required", 0, 0},
+      {"dir", 0, MNT_OPT_PATH, &dir, "D", "checkpoint directory on the filesystem to measure, required", 0, 0},
       {"mb", 0, MNT_OPT_INT, &mb, "M", "state size in MB (default: ResNet-50 with momentum, about 205)",
        MNT_RANGE(1, 1 << 20)},
       {"stripe", 0, MNT_OPT_SIZE2, &stripe, "BYTES", "alignment and share granularity, a power of two (default 1M)",

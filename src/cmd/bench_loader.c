@@ -16,7 +16,7 @@ int mnt_bench_loader_main(mnt_world *w, int argc, char **argv) {
   int size = 224, threads = 1, batch = 64, batches = 0, val = 0, raw = 0, help = 0;
   double seconds = 5;
   const mnt_opt opts[] = {
-      {"data", 0, MNT_OPT_STRING, &data, "DIR", "dataset directory (mntrain convert), required", 0, 0},
+      {"data", 0, MNT_OPT_PATH, &data, "DIR", "dataset directory (mntrain convert), required", 0, 0},
       {"size", 0, MNT_OPT_INT, &size, "S", "output crop in pixels (default 224)", MNT_RANGE(1, 4096)},
       {"loader-threads", 0, MNT_OPT_INT, &threads, "T", "prefetch threads (default 1), as train's --loader-threads",
        MNT_RANGE(1, 256)},

@@ -57,7 +57,7 @@ int mnt_convert_main(mnt_world *w, int argc, char **argv) {
                      MNT_RANGE(1, 4096)},
                     {"shards", 0, MNT_OPT_INT, &shards, "N", "number of shard files (default 4)", MNT_RANGE(1, 99999)},
                     {"val", 0, MNT_OPT_FLAG, &val, NULL, "the validation split: a flat folder and --labels", 0, 0},
-                    {"labels", 0, MNT_OPT_STRING, &labels, "FILE", "with --val: \"FILE WNID\" lines", 0, 0},
+                    {"labels", 0, MNT_OPT_PATH, &labels, "FILE", "with --val: \"FILE WNID\" lines", 0, 0},
                     {"seed", 0, MNT_OPT_INT, &seed, "S", "seed of the sample order (default 1)", MNT_ANY_INT},
                     {"force", 0, MNT_OPT_FLAG, &force, NULL, "delete another conversion's files in OUT first", 0, 0},
                     {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};

@@ -447,9 +447,9 @@ static int parse_options(model_args *a, int argc, char **argv) {
   const mnt_opt opts[] = {
       {"preset", 0, MNT_OPT_STRING, &a->preset_s, "NAME",
        "inputs with their sources: chainermn-paper (the paper's 128-GPU run) or h200-ndr", 0, 0},
-      {"summary", 0, MNT_OPT_STRING, &a->summary, "FILE",
+      {"summary", 0, MNT_OPT_PATH, &a->summary, "FILE",
        "summary.json of a run: phases, step time, gradient bytes, batch (and config.json beside it)", 0, 0},
-      {"net", 0, MNT_OPT_STRING, &a->netfile, "FILE",
+      {"net", 0, MNT_OPT_PATH, &a->netfile, "FILE",
        "network JSON: alpha_us, bw_gbs, intra_alpha_us, intra_bw_gbs, gpus_per_node, nics_per_node", 0, 0},
       {"calibrate", 0, MNT_OPT_STRING, &a->calib, "F1,F2,..",
        "fit alpha and bandwidth to `mntrain bench allreduce` or nccl-tests outputs (one node: intra, more: inter)",

@@ -23,11 +23,12 @@
 #include "args.h"
 #include "check.h"
 #include "log.h"
+#include "path.h"
 #include "cmd/report_internal.h"
 #include "runsum.h"
 #include "io/safefs.h"
 
-enum { NPH = MNT_REPORT_NPH, DIRMAX = MNT_REPORT_DIRMAX };
+enum { NPH = MNT_REPORT_NPH };
 typedef mnt_report_run run;
 
 
@@ -62,7 +63,7 @@ static long long opt_int(const mnt_run_summary *s, int k, long long dflt) {
  * have none) whose first step comes after step `timed_from` (an interval's first step is the
  * previous interval's last + 1). Welford's mean and variance. */
 static int read_metrics(run *r, long long timed_from) {
-  char path[DIRMAX + 32];
+  char path[MNT_PATH_MAX];
   snprintf(path, sizeof path, "%s/metrics.jsonl", r->dir);
   r->spread = NAN;
   FILE *f = fopen(path, "r");
@@ -111,9 +112,9 @@ static int read_metrics(run *r, long long timed_from) {
 static int read_run(const char *arg, int order, run *r) {
   memset(r, 0, sizeof *r);
   r->order = r->group = order;
-  char path[DIRMAX + 32];
+  char path[MNT_PATH_MAX];
   struct stat sb;
-  if (strlen(arg) >= DIRMAX - 1) {
+  if (strlen(arg) > MNT_PATH_MAX - MNT_PATH_ROOM) { /* a run's files are named inside it */
     MNT_ERR("%.64s...: path too long", arg);
     return MNT_EARG;
   }
@@ -210,7 +211,7 @@ static int scale(run *r, int n, int *strong) {
     if (ig < 0 && r[i].global_batch != r[0].global_batch) ig = i;
   }
   if (ib >= 0 && ig >= 0) {
-    char also[2 * DIRMAX + 16];
+    char also[2 * MNT_PATH_MAX + 16];
     if (ig == ib) snprintf(also, sizeof also, "and");
     else snprintf(also, sizeof also, "and %s and %s", r[0].dir, r[ig].dir);
     MNT_ERR("%s and %s differ in batch_per_rank (%lld vs %lld) %s in global_batch (%lld vs %lld): neither weak "
@@ -303,7 +304,7 @@ static void csv_num(FILE *f, int digits, double v) {
 }
 
 static int write_csv(const char *path, const run *r, int n) {
-  char tmp[DIRMAX + 320];
+  char tmp[MNT_PATH_MAX];
   FILE *f = mnt_report_open_tmp(path, tmp, sizeof tmp);
   if (!f) return MNT_ESYS;
   fprintf(f, "ranks,nodes,devices_per_rank,global_batch,img_per_s,img_per_s_spread,speedup,efficiency,data_ms,"
@@ -422,7 +423,7 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
   const char *out = ".";
   int group = 0, help = 0;
   const mnt_opt opts[] = {
-      {"out", 'o', MNT_OPT_STRING, &out, "DIR",
+      {"out", 'o', MNT_OPT_PATH, &out, "DIR",
        "where scaling.csv and scaling.svg go (default: the current directory; created)", 0, 0},
       {"group", 0, MNT_OPT_FLAG, &group, NULL,
        "several sweeps: grouped by arch, image_size, device and precision, a table and "
@@ -469,15 +470,11 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
     if (i == 0 || runs[i].group != runs[i - 1].group) start[ngroups++] = i;
   if (st == MNT_OK) start[ngroups] = ndirs;
   for (int g = 0; g < ngroups && st == MNT_OK; g++) st = scale(runs + start[g], start[g + 1] - start[g], &strong[g]);
-  if (st == MNT_OK && strlen(out) >= DIRMAX) {
-    MNT_ERR("--out %.64s...: path too long", out);
-    st = MNT_EARG;
-  }
   if (st == MNT_OK) st = mnt_dir_secure(out, "--out", 1, MNT_DIR_FILES);
   for (int g = 0; g < ngroups && st == MNT_OK; g++) {
     const run *r = runs + start[g];
     int n = start[g + 1] - start[g];
-    char csv[DIRMAX + 256], svg[DIRMAX + 256];
+    char csv[MNT_PATH_MAX], svg[MNT_PATH_MAX];
     out_name(csv, sizeof csv, out, r, ngroups > 1, "csv");
     out_name(svg, sizeof svg, out, r, ngroups > 1, "svg");
     if (g) printf("\n");

@@ -1,6 +1,6 @@
 /* report_internal.h — what cmd/report.c (the table, the CSV) and cmd/report_svg.c (the SVG)
  * share; not an interface outside `mntrain report`.
- * defines: mnt_report_run (one run of the sweep), MNT_REPORT_NPH, MNT_REPORT_DIRMAX,
+ * defines: mnt_report_run (one run of the sweep), MNT_REPORT_NPH,
  *          mnt_report_describe, mnt_report_open_tmp / mnt_report_commit (a file written whole or
  *          not at all), mnt_report_write_svg */
 #ifndef MNT_REPORT_INTERNAL_H
@@ -9,10 +9,12 @@
 #include <stddef.h>
 #include <stdio.h>
 
-enum { MNT_REPORT_NPH = 5, MNT_REPORT_DIRMAX = 1024 };
+#include "path.h"
+
+enum { MNT_REPORT_NPH = 5 };
 
 typedef struct mnt_report_run {
-  char dir[MNT_REPORT_DIRMAX]; /* as given (of a summary.json path: its directory) */
+  char dir[MNT_PATH_MAX];      /* as given (of a summary.json path: its directory) */
   int order;                   /* position on the command line */
   int group;                   /* with --group: the order of the first run of its configuration */
   char arch[64], device[32], precision[32];

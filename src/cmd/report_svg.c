@@ -6,9 +6,9 @@
 #include <stdio.h>
 
 #include "log.h"
+#include "path.h"
 #include "cmd/report_internal.h"
 
-enum { DIRMAX = MNT_REPORT_DIRMAX };
 typedef mnt_report_run run;
 
 static void xml_text(FILE *f, const char *s) {
@@ -194,7 +194,7 @@ static void svg_legend(FILE *f, int p, double left, const run *b) {
 }
 
 int mnt_report_write_svg(const char *path, const run *r, int n, int strong) {
-  char tmp[DIRMAX + 320], what[128];
+  char tmp[MNT_PATH_MAX], what[128];
   FILE *f = mnt_report_open_tmp(path, tmp, sizeof tmp);
   if (!f) return MNT_ESYS;
   mnt_report_describe(r, strong, what, sizeof what);

@@ -41,6 +41,7 @@
 #include "jsonio.h"
 #include "check.h"
 #include "log.h"
+#include "path.h"
 #include "progress.h"
 #include "io/runlock.h"
 #include "io/safefs.h"
@@ -54,7 +55,7 @@ typedef struct opts {
   int threads, log_every, force, ckpt_steps, keep, no_verify, stop_after, sample_log;
   int timestamps; /* --timestamps: progress lines start with the wall-clock time */
   double ckpt_minutes;
-  char ckpt_buf[1100];
+  char ckpt_buf[MNT_PATH_MAX];
   size_t stripe;
 } opts;
 
@@ -104,7 +105,7 @@ static const char *const RUN_FILES[] = {"config.json", "metrics.jsonl", "summary
                                         "summary.json.tmp"};
 
 static int remove_run(const opts *o) {
-  char p[1200];
+  char p[MNT_PATH_MAX];
   for (size_t i = 0; i < sizeof RUN_FILES / sizeof RUN_FILES[0]; i++) {
     snprintf(p, sizeof p, "%s/%s", o->out, RUN_FILES[i]);
     if (unlink(p) != 0 && errno != ENOENT) {
@@ -124,7 +125,7 @@ static int remove_run(const opts *o) {
 }
 
 static int holds_run(const opts *o, char *found, size_t n) {
-  char p[1200];
+  char p[MNT_PATH_MAX];
   found[0] = 0;
   for (size_t i = 0; i < sizeof RUN_FILES / sizeof RUN_FILES[0]; i++) {
     snprintf(p, sizeof p, "%s/%s", o->out, RUN_FILES[i]);
@@ -137,7 +138,7 @@ static int holds_run(const opts *o, char *found, size_t n) {
 
 /* the "ckpt_dir" of the earlier run's config.json in --out ("" if none) */
 static void earlier_ckpt_dir(const opts *o, char *out, size_t n) {
-  char p[1200];
+  char p[MNT_PATH_MAX];
   snprintf(p, sizeof p, "%s/config.json", o->out);
   json_t *c = json_load_file(p, 0, NULL);
   const char *s = json_string_value(json_object_get(c, "ckpt_dir"));
@@ -149,12 +150,12 @@ static void earlier_ckpt_dir(const opts *o, char *out, size_t n) {
  * committed (-1: none) and where, and the step config.json says it resumed from (-1: none). */
 typedef struct evidence {
   long long step, resumed;
-  char dir[1100];
+  char dir[MNT_PATH_MAX];
   int lines;
 } evidence;
 
 static void run_evidence(const opts *o, evidence *ev) {
-  char p[1200];
+  char p[MNT_PATH_MAX];
   *ev = (evidence){.step = -1, .resumed = -1};
   snprintf(p, sizeof p, "%s/metrics.jsonl", o->out);
   FILE *f = fopen(p, "re");
@@ -229,7 +230,7 @@ static int prepare(const opts *o, const char *jobid, mnt_ckpt *ck, int *found, m
                  (long long)ck->step);
       has_run = 0;
     } else if (ev.step >= 0 || ev.resumed >= 0) { /* the run had checkpoints: they are missing, not absent */
-      char what[1300];
+      char what[MNT_PATH_MAX + 256];
       if (ev.step >= 0)
         snprintf(what, sizeof what, "%s/metrics.jsonl records checkpoint %s (step %lld) as committed", o->out, ev.dir,
                  ev.step);
@@ -241,7 +242,7 @@ static int prepare(const opts *o, const char *jobid, mnt_ckpt *ck, int *found, m
               ckpt_exists ? "holds no checkpoint" : "does not exist");
       return MNT_EDATA;
     } else if (has_run) {
-      char earlier[1100];
+      char earlier[MNT_PATH_MAX];
       earlier_ckpt_dir(o, earlier, sizeof earlier);
       if (o->ckpt_dir && !strcmp(earlier, o->ckpt_dir)) {
         printf("mntrain train: %s holds an attempt of this run (%s) that committed no checkpoint (%d lines of "
@@ -285,7 +286,7 @@ static FILE *open_log(const char *path, int64_t resumed_step, long long (*step_o
   if (resumed_step < 0) return mnt_open_log(path, 0);
   FILE *in = fopen(path, "re");
   if (!in) return mnt_open_log(path, 1);
-  char tmp[1300];
+  char tmp[MNT_PATH_MAX];
   int fd = mnt_tmp_create(path, tmp, sizeof tmp);
   FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
   if (fd >= 0 && !out) close(fd);
@@ -367,7 +368,7 @@ typedef struct run {
   mnt_ckpt_writer *wr;
   json_t *config;
   FILE *metrics, *samples;
-  char mpath[1200];
+  char mpath[MNT_PATH_MAX];
   double ckpt_t0, last_ckpt_time, stall_sum;
   int64_t ckpt_step, ncheckpoints;
   double resumed_images; /* images of the interval in progress trained before the resume */
@@ -423,7 +424,7 @@ static int checkpoint_finish(run *r) {
   MNT_CHECK(mnt_ckpt_finish(r->wr));
   r->ncheckpoints++;
   double s = mnt_now() - r->ckpt_t0;
-  char dir[1200];
+  char dir[MNT_PATH_MAX];
   mnt_ckpt_step_dir(dir, sizeof dir, r->o->ckpt_dir, r->ckpt_step);
   if (r->w->rank == 0) {
     progress_stamp(r->o);
@@ -562,7 +563,7 @@ static int report_preempted(run *r, const loop *l) {
   opts *o = r->o;
   mnt_trainer *t = r->t;
   if (r->w->rank == 0) {
-    char dir[1200];
+    char dir[MNT_PATH_MAX];
     int sig = __atomic_load_n(&g_stop_signal, __ATOMIC_RELAXED);
     mnt_ckpt_step_dir(dir, sizeof dir, o->ckpt_dir, t->s.step);
     printf("mntrain train: stopped after step %lld/%lld (%s): checkpoint %s; the same command resumes it\n",
@@ -730,8 +731,8 @@ static int train_loop(run *r) {
 static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
   mnt_train_cfg *c = &o->t;
   const mnt_opt table[] = {
-      {"data", 0, MNT_OPT_STRING, &c->data, "DIR", "training set (mntrain convert), required", 0, 0},
-      {"val", 0, MNT_OPT_STRING, &c->val, "DIR", "validation set, evaluated after every epoch", 0, 0},
+      {"data", 0, MNT_OPT_PATH, &c->data, "DIR", "training set (mntrain convert), required", 0, 0},
+      {"val", 0, MNT_OPT_PATH, &c->val, "DIR", "validation set, evaluated after every epoch", 0, 0},
       {"arch", 0, MNT_OPT_STRING, &c->arch, "A", "resnet8|20|18|34|50|101 (default resnet50)", 0, 0},
       {"size", 0, MNT_OPT_INT, &c->size, "S", "training crop in pixels (default 224)", MNT_RANGE(1, 4096)},
       {"batch-per-rank", 0, MNT_OPT_INT, &c->batch, "B",
@@ -769,7 +770,7 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
       {"loader-threads", 0, MNT_OPT_INT, &c->loader_threads, "T", "prefetch threads per rank (default 2)",
        MNT_RANGE(1, 256)},
       {"seed", 0, MNT_OPT_INT, &c->seed, "S", "seed of weights, data order and augmentation (default 1)", MNT_ANY_INT},
-      {"out", 0, MNT_OPT_STRING, &o->out, "DIR", "output directory (default mntrain-out); must not hold an earlier run",
+      {"out", 0, MNT_OPT_PATH, &o->out, "DIR", "output directory (default mntrain-out); must not hold an earlier run",
        0, 0},
       {"force", 0, MNT_OPT_FLAG, &o->force, NULL,
        "start over: replace an earlier run's outputs in --out and its checkpoints in --ckpt-dir", 0, 0},
@@ -782,11 +783,11 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
       {"bn-batch", 0, MNT_OPT_INT, &c->bn_batch, "N",
        "batch-norm statistics over groups of N images (default: the batch per rank; on resume the checkpoint's)",
        MNT_RANGE(0, 1 << 20)},
-      {"export", 0, MNT_OPT_STRING, &o->export_path, "FILE.h5", "write the final weights (torchvision names) to HDF5",
+      {"export", 0, MNT_OPT_PATH, &o->export_path, "FILE.h5", "write the final weights (torchvision names) to HDF5",
        0, 0},
-      {"init", 0, MNT_OPT_STRING, &o->init, "FILE.h5",
+      {"init", 0, MNT_OPT_PATH, &o->init, "FILE.h5",
        "start from these weights (an --export file or a checkpoint's state.h5; checked by name and shape)", 0, 0},
-      {"ckpt-dir", 0, MNT_OPT_STRING, &o->ckpt_dir, "DIR",
+      {"ckpt-dir", 0, MNT_OPT_PATH, &o->ckpt_dir, "DIR",
        "checkpoints (step-NNNNNNNN/state.h5 + MANIFEST.json) on a shared filesystem (default OUT/ckpt when any "
        "checkpoint flag is given)", 0, 0},
       {"ckpt-every-steps", 0, MNT_OPT_INT, &o->ckpt_steps, "K", "a checkpoint every K steps (and at the end)",
@@ -794,7 +795,7 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
       {"ckpt-every-minutes", 0, MNT_OPT_DOUBLE, &o->ckpt_minutes, "M", "a checkpoint every M minutes (rank 0's clock)",
        MNT_RANGE(0, 1e7)},
       {"keep", 0, MNT_OPT_INT, &o->keep, "N", "checkpoints kept, newest first (default 2)", MNT_RANGE(1, 1e6)},
-      {"resume", 0, MNT_OPT_STRING, &o->resume, "auto|PATH|none",
+      {"resume", 0, MNT_OPT_PATH, &o->resume, "auto|PATH|none",
        "auto: the newest valid checkpoint in --ckpt-dir, else a fresh start (default with checkpoints); PATH: that "
        "checkpoint; none: never (default without)", 0, 0},
       {"ckpt-stripe", 0, MNT_OPT_SIZE2, &o->stripe, "BYTES",
@@ -920,7 +921,7 @@ static int start_trainer(run *r, mnt_ckpt *ck, const mnt_train_state *rs, int fo
     if (found) {
       st = mnt_trainer_load(t, ck);
       if (st == MNT_OK) st = same_run(json_object_get(ck->manifest, "config"), r->config, ck->dir);
-      char p[1200];
+      char p[MNT_PATH_MAX];
       snprintf(p, sizeof p, "%s/summary.json", o->out); /* resumed and unfinished: the run has no summary */
       if (st == MNT_OK && rs->step < t->total && unlink(p) != 0 && errno != ENOENT) {
         st = MNT_SYSERR("%s: cannot remove", p);
@@ -964,7 +965,7 @@ static int open_outputs(run *r, int found, const mnt_train_state *rs) {
     fflush(stdout);
   }
   if (st == MNT_OK && o->sample_log) {
-    char p[1200];
+    char p[MNT_PATH_MAX];
     snprintf(p, sizeof p, "%s/samples-rank-%05d.txt", o->out, w->rank);
     if (!(r->samples = open_log(p, found ? rs->step : -1, samples_step))) {
       st = MNT_SYSERR("%s: cannot open", p);

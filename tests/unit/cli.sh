@@ -128,6 +128,10 @@ expect 2 'run was trained with steps|its steps is 4, this command.s is 6' -- tra
 expect 2 -- '--ckpt-stripe 1000: out of range \(must be from 4K to 1G\)' -- train --data "$data" --ckpt-stripe 1000
 expect 2 -- '--ckpt-stripe 12K: a power of two' -- train --data "$data" --ckpt-stripe 12K
 expect 2 -- '--stripe 12K: a power of two' -- bench ckpt --dir . --stripe 12K
+# a path option too long for the names mntrain adds to it: refused at parsing, naming the flag
+long=/tmp/$(printf 'd%.0s' $(seq 4000))
+expect 2 -- '--out /tmp/d+\.\.\.: a path of 4005 bytes, at most 3840 are taken' -- train --data "$data" --out "$long"
+expect 2 -- 'OUT /tmp/d+\.\.\.: a path of 4005 bytes' -- convert synth "$long" --size 8
 expect 2 -- '--force starts the run over' -- train --data "$data" --force --resume auto
 expect 2 -- '--resume .*no-such-ckpt' -- train --data "$data" --arch resnet8 --size 16 --out run4 --resume "$w/no-such-ckpt"
 expect 0 'checkpoint: write .* MB/s .* of dd' -- bench ckpt --dir . --mb 2 --repeat 1

@@ -4,6 +4,7 @@
 
 #include "args.h"
 #include "log.h"
+#include "path.h"
 
 #include "check.h"
 
@@ -112,6 +113,15 @@ int main(void) {
   EXPECT(mnt_parse_opts("t", typed, 2, c5, &help, 1) == MNT_EARG, "2K: a power of two below the range");
   char *c6[] = {"--threads", "0"};
   EXPECT(mnt_parse_opts("t", typed, 2, c6, &help, 1) == MNT_EARG && threads == 3, "the alias's value is checked");
+  static char longpath[8192];
+  memset(longpath, 'p', MNT_PATH_MAX - MNT_PATH_ROOM);
+  const char *pth = NULL;
+  const mnt_opt paths[] = {{"out", 0, MNT_OPT_PATH, &pth, "DIR", "", 0, 0}, {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+  char *p1[] = {"--out", longpath};
+  EXPECT(mnt_parse_opts("t", paths, 2, p1, &help, 1) == 0 && pth == longpath, "a path of the longest length");
+  longpath[MNT_PATH_MAX - MNT_PATH_ROOM] = 'p';
+  pth = NULL;
+  EXPECT(mnt_parse_opts("t", paths, 2, p1, &help, 1) == MNT_EARG && !pth, "a path one byte too long");
   const mnt_opt orphan[] = {{"old", 0, MNT_OPT_ALIAS, NULL, "new", NULL, 0, 0}, {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
   EXPECT(mnt_parse_opts("t", orphan, 0, NULL, &help, 1) == MNT_EARG, "an alias of no option is a table error");
   const mnt_opt nochoice[] = {{"x", 0, MNT_OPT_CHOICE, &dev, NULL, "", 0, 0}, {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
