@@ -19,6 +19,7 @@
 #include "comm/comm.h"
 #include "check.h"
 #include "log.h"
+#include "path.h"
 #include "model/resnet.h"
 
 static int cmp_d(const void *a, const void *b) {
@@ -29,7 +30,7 @@ static int cmp_d(const void *a, const void *b) {
 /* rank 0: `dd if=/dev/zero of=DIR/dd-bench.tmp bs=1M count=MB conv=fsync`, MB/s from its own
  * byte count and elapsed time (0 when dd fails) */
 static double dd_mbs(const char *dir, int mb) {
-  char cmd[1400], line[512], path[1200];
+  char cmd[MNT_PATH_MAX + 64], line[512], path[MNT_PATH_MAX];
   snprintf(path, sizeof path, "%s/dd-bench.tmp", dir);
   snprintf(cmd, sizeof cmd, "dd if=/dev/zero of='%s' bs=1M count=%d conv=fsync 2>&1", path, mb);
   double t0 = mnt_now();
@@ -57,7 +58,7 @@ typedef struct bench {
   mnt_comm *c;
   mnt_ckpt_writer *wr;
   const char *dir;
-  char root[1100];
+  char root[MNT_PATH_MAX];
   mnt_ckpt_tensor *t;
   int nt, repeat;
   float *slab; /* every tensor's values */
@@ -115,9 +116,9 @@ static int one_round(bench *b, int i) {
   MNT_CHECK(mnt_ckpt_begin(b->wr, i + 1, b->t, b->nt, b->state, b->attrs, b->cfg, &b->stall[i]));
   MNT_CHECK(mnt_ckpt_finish(b->wr));
   b->wt[i] = mnt_now() - t0;
-  char sdir[1200], path[1300];
+  char sdir[MNT_PATH_MAX], path[MNT_PATH_MAX];
   mnt_ckpt_step_dir(sdir, sizeof sdir, b->root, i + 1);
-  snprintf(path, sizeof path, "%s/%s", sdir, MNT_CKPT_FILE);
+  MNT_CHECK(mnt_path_join(path, sdir, MNT_CKPT_FILE));
   if (w->rank == 0) drop_cache(path);
   MNT_CHECK(mnt_barrier(b->c));
   double r0 = mnt_now();
@@ -222,7 +223,7 @@ int mnt_bench_ckpt_main(mnt_world *w, int argc, char **argv) {
     free(b.img);
     if (st == MNT_OK) st = mnt_barrier(b.c);
     if (st == MNT_OK && w->rank == 0) { /* leave nothing behind */
-      char cmd[1300];
+      char cmd[MNT_PATH_MAX + 16];
       snprintf(cmd, sizeof cmd, "rm -rf '%s'", b.root);
       if (system(cmd) != 0) MNT_WARN("could not remove %s", b.root);
     }
