@@ -9,7 +9,6 @@
 
 #include "log.h"
 #include "path.h"
-#include "world.h" /* mnt_world_guess_rank */
 
 int mnt_parse_size(const char *s, size_t *out) {
   if (!s || !*s) return -1;
@@ -280,7 +279,7 @@ void mnt_print_help(FILE *f, const char *usage, const char *about, const mnt_opt
 }
 
 int mnt_usage_error(const char *cmd, const char *fmt, ...) {
-  if (mnt_world_guess_rank() != 0) return MNT_EARG;
+  if (mnt_opts_quiet()) return MNT_EARG;
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);

@@ -1,7 +1,7 @@
 /* args.h — command-line options of the subcommands.
  * defines: mnt_opt (a table row: long name, short letter, type, destination, help, range),
  *          MNT_RANGE, MNT_ANY_INT, mnt_parse_opts, mnt_print_help, mnt_usage_error, mnt_parse_size,
- *          mnt_format_size, mnt_choice_index.
+ *          mnt_format_size, mnt_choice_index, mnt_opts_quiet.
  * Every value is checked where it is parsed, and the message names the flag: every numeric option
  * has a range in its row (reals must be finite), a size may be required to be a power of two, a
  * choice is one of the words of its row. One flag name means one thing across the commands; an
@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 typedef enum {
   MNT_OPT_FLAG,   /* int set to 1 */
@@ -46,6 +47,13 @@ typedef struct mnt_opt {
  * row whose name is NULL. */
 int mnt_parse_opts(const char *cmd, const mnt_opt *opts, int argc, char **argv, int *help, int quiet);
 void mnt_print_help(FILE *f, const char *usage, const char *about, const mnt_opt *opts);
+/* 1 when this process is not a job's first rank (PMIX_RANK from the environment; 0 without PMIx):
+ * it leaves usage errors and help to rank 0, so that N ranks do not print N copies. Read before
+ * the world is initialised, which a usage error never reaches. */
+static inline int mnt_opts_quiet(void) {
+  const char *e = getenv("PMIX_RANK");
+  return e && *e && atoi(e) != 0;
+}
 /* A usage error of command cmd ("train", "bench step"): "mntrain CMD: MESSAGE" on stderr, by the
  * first rank only (PMIX_RANK 0, or no PMIx: N ranks do not print N copies); returns MNT_EARG
  * (exit 2). The one way commands report a bad flag or a missing argument. */

@@ -1,6 +1,5 @@
 /* check.h — the one error vocabulary of src/ and io/: how a failure is passed up.
- * defines: MNT_CHECK, MNT_CHECK_GOTO, MNT_SYSERR, MNT_SYSCHECK, MNT_SYSCHECK_GOTO,
- *          mnt_syserr_at, mnt_trail_add (the breadcrumb), mnt_trail_print (main's "error path").
+ * defines: MNT_CHECK, MNT_CHECK_GOTO, MNT_SYSERR, MNT_SYSCHECK, MNT_SYSCHECK_GOTO.
  *
  * A macro's suffix says its control flow, as in NCCL's checks.h (NCCLCHECK returns, NCCLCHECKGOTO
  * jumps):
@@ -32,12 +31,8 @@
 
 #include "log.h"
 
-/* Record a breadcrumb (status st passed up at file:line) and log it at debug level. */
-void mnt_trail_add(int st, const char *file, int line);
-/* Print this thread's trail, ending in status st, at error level; nothing when it is empty, or when
- * st is a usage error (MNT_EARG) that logged nothing in this thread (mnt_usage_error has said it). */
-void mnt_trail_print(int st);
-int mnt_syserr_at(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* (mnt_trail_add, mnt_trail_print and mnt_syserr_at, which these macros call, are the logger's:
+ * log.h) */
 
 #define MNT_SYSERR(...) mnt_syserr_at(__FILE__, __LINE__, __VA_ARGS__)
 

@@ -3,6 +3,7 @@
  * `mntrain --help`), and its typed getter exists at once. */
 #include "env.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -12,9 +13,8 @@
 #include "args.h"
 #include "check.h"
 #include "log.h"
-#include "simd.h"
 
-typedef enum { SECONDS, BYTES, STRING, LEVEL, SIMD } kind;
+typedef enum { SECONDS, BYTES, STRING, LEVEL, CHOICE } kind;
 
 typedef struct var {
   const char *name;
@@ -22,11 +22,12 @@ typedef struct var {
   const char *deflt; /* as the user would write it */
   double min, max;   /* SECONDS and BYTES, inclusive */
   int pow2;          /* BYTES: must be a power of two (0 allowed when min is 0) */
+  const char *choices; /* CHOICE: "a|b|c" */
   const char *help;
 } var;
 
 static const var VARS[] = {
-#define MNT_ENV_ROW(id, name, k, deflt, min, max, pow2, help) {name, k, deflt, min, max, pow2, help},
+#define MNT_ENV_ROW(id, name, k, deflt, min, max, pow2, choices, help) {name, k, deflt, min, max, pow2, choices, help},
     MNT_ENV_VARS(MNT_ENV_ROW)
 #undef MNT_ENV_ROW
 };
@@ -51,7 +52,14 @@ static const char *parse(const var *v, const char *s, double *d) {
   *d = 0;
   switch (v->k) {
     case STRING: return NULL;
-    case SIMD: return mnt_simd_env_check(s);
+    case CHOICE: {
+      char word[32];
+      size_t n = strlen(s);
+      for (size_t i = 0; i <= n && i < sizeof word; i++) word[i] = (char)tolower((unsigned char)s[i]);
+      if (n < sizeof word && mnt_choice_index(v->choices, word) >= 0) return NULL;
+      snprintf(why, sizeof why, "expected one of %s", v->choices);
+      return why;
+    }
     case LEVEL:
       for (int i = 0; i < 4; i++)
         if (!strcasecmp(s, LEVELS[i])) {
@@ -120,7 +128,7 @@ int mnt_env_bytes(const char *name, size_t *out) {
 
 const char *mnt_env_string(const char *name) {
   const var *v = find(name);
-  const char *s = v && (v->k == STRING || v->k == SIMD) ? value_of(v) : NULL;
+  const char *s = v && (v->k == STRING || v->k == CHOICE) ? value_of(v) : NULL;
   return s && *s ? s : NULL;
 }
 
@@ -138,7 +146,7 @@ int mnt_env_log_level(int *level) {
   int mnt_env_##id(size_t *out) { return mnt_env_bytes(name, out); }
 #define GET_STRING(id, name) \
   const char *mnt_env_##id(void) { return mnt_env_string(name); }
-#define GET_SIMD(id, name) GET_STRING(id, name)
+#define GET_CHOICE(id, name) GET_STRING(id, name)
 #define GET_LEVEL(id, name) /* mnt_env_log_level, above: quiet (the logger cannot log its own setting) */
 #define GETTER(id, name, k, ...) GET_##k(id, name)
 MNT_ENV_VARS(GETTER)

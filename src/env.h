@@ -12,39 +12,40 @@
 #include <stdio.h>
 
 /* The table: getter id, name, kind, default (as a user writes it), min, max (SECONDS, BYTES:
- * inclusive), power of two (BYTES), help. Each row gives a typed getter mnt_env_<id>: a typo in a
+ * inclusive), power of two (BYTES), the words a CHOICE takes ("a|b|c", any case), help. Each row gives a typed getter mnt_env_<id>: a typo in a
  * variable's name is a compile error, not a run-time one. */
 #define MNT_ENV_VARS(X)                                                                                         \
-  X(comm_timeout, "MNT_COMM_TIMEOUT", SECONDS, "600", 1, 7 * 86400, 0,                                           \
+  X(comm_timeout, "MNT_COMM_TIMEOUT", SECONDS, "600", 1, 7 * 86400, 0, 0,                                           \
     "seconds a collective or set-up may wait without progress before the job is aborted; a warning names "      \
     "the rank that holds everyone up after min(30 s, half of it)")                                              \
-  X(comm_iface, "MNT_COMM_IFACE", STRING, "", 0, 0, 0,                                                          \
+  X(comm_iface, "MNT_COMM_IFACE", STRING, "", 0, 0, 0, 0,                                                          \
     "network interface (name or prefix, e.g. ib0 or eth) for TCP between nodes (default: the first "            \
     "non-loopback IPv4 interface that is up)")                                                                  \
-  X(log_level, "MNT_LOG_LEVEL", LEVEL, "info", 0, 0, 0, "error, warn, info or debug")                           \
-  X(shm_fifo_bytes, "MNT_SHM_FIFO_BYTES", BYTES, "4M", 4096, 1u << 30, 1,                                       \
+  X(log_level, "MNT_LOG_LEVEL", LEVEL, "info", 0, 0, 0, 0, "error, warn, info or debug")                           \
+  X(shm_fifo_bytes, "MNT_SHM_FIFO_BYTES", BYTES, "4M", 4096, 1u << 30, 1, 0,                                       \
     "shared-memory FIFO per link, a power of two")                                                              \
-  X(tcp_buf, "MNT_TCP_BUF", BYTES, "0", 0, 1u << 30, 0,                                                         \
+  X(tcp_buf, "MNT_TCP_BUF", BYTES, "0", 0, 1u << 30, 0, 0,                                                         \
     "SO_SNDBUF/SO_RCVBUF of the TCP links in bytes (0: the kernel's autotuning)")                               \
-  X(progress_interval, "MNT_PROGRESS_INTERVAL", SECONDS, "30", 0.01, 86400, 0,                                  \
+  X(progress_interval, "MNT_PROGRESS_INTERVAL", SECONDS, "30", 0.01, 86400, 0, 0,                                  \
     "seconds between progress lines of long commands (convert, inspect --verify) when stderr is not a "         \
     "terminal")                                                                                                 \
-  X(lock_stale_s, "MNT_LOCK_STALE_S", SECONDS, "300", 1, 7 * 86400, 0,                                          \
+  X(lock_stale_s, "MNT_LOCK_STALE_S", SECONDS, "300", 1, 7 * 86400, 0, 0,                                          \
     "a run directory's lock (mntrain.lock) whose heartbeat is older than this, and whose holder Slurm cannot "  \
     "account for, is taken over (the holder refreshes it every tenth of this, at most every 30 s)")             \
-  X(cuda_module, "MNT_CUDA_MODULE", STRING, "", 0, 0, 0,                                                        \
+  X(cuda_module, "MNT_CUDA_MODULE", STRING, "", 0, 0, 0, 0,                                                        \
     "path of the CUDA module that --device cuda and --comm nccl load (default: lib/mntrain/mntrain-cuda.so "    \
     "beside the binary's bin/, or lib/mntrain/ in its build directory)")                                        \
-  X(simd, "MNT_SIMD", SIMD, "auto", 0, 0, 0,                                                                    \
+  X(simd, "MNT_SIMD", CHOICE, "auto", 0, 0, 0, "auto|sse2|avx2|avx512",                                                                    \
     "vector instructions of mntrain's own loops (loader, casts, optimizer): sse2, avx2 or avx512, at most "     \
     "what the CPU runs; auto: the best it runs")
 
 /* the typed getters: SECONDS and BYTES return MNT_OK or MNT_EARG (logged, naming the variable);
- * STRING and SIMD return the value or NULL when unset or empty */
+ * STRING and CHOICE return the value or NULL when unset or empty. What a CHOICE's word means is
+ * its user's (MNT_SIMD: src/simd.c, which also refuses a variant this CPU cannot run). */
 #define MNT_ENV_GETTER_SECONDS(id) int mnt_env_##id(double *out);
 #define MNT_ENV_GETTER_BYTES(id) int mnt_env_##id(size_t *out);
 #define MNT_ENV_GETTER_STRING(id) const char *mnt_env_##id(void);
-#define MNT_ENV_GETTER_SIMD(id) const char *mnt_env_##id(void);
+#define MNT_ENV_GETTER_CHOICE(id) const char *mnt_env_##id(void);
 #define MNT_ENV_GETTER_LEVEL(id) int mnt_env_##id(int *out);
 #define MNT_ENV_DECLARE(id, name, kind, ...) MNT_ENV_GETTER_##kind(id)
 MNT_ENV_VARS(MNT_ENV_DECLARE)

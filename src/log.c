@@ -1,4 +1,4 @@
-/* log.c — breadcrumbs with rank, node and file:line; see log.h and check.h. */
+/* log.c — breadcrumbs with rank, node and file:line, and the trail of check.h; see log.h. */
 #include "log.h"
 
 #include <errno.h>
@@ -8,8 +8,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#include "check.h"
 
 static int g_rank = -1;
 static char g_node[64];

@@ -1,6 +1,7 @@
 /* log.h — status codes and breadcrumbs.
  * defines: mnt_status, mnt_exit_code, mnt_log_set_identity, mnt_log_at, mnt_last_error, mnt_now,
- *          MNT_ERR, MNT_WARN, MNT_INFO, MNT_DBG (printf-style, carry rank, node, file:line).
+ *          MNT_ERR, MNT_WARN, MNT_INFO, MNT_DBG (printf-style, carry rank, node, file:line),
+ *          mnt_trail_add / mnt_trail_print / mnt_syserr_at (the breadcrumbs of check.h's macros).
  * How a failure is passed up (MNT_CHECK and its kind) is check.h.
  * Library code (src/, io/) logs where a failure happens and returns a status; only main exits. */
 #ifndef MNT_LOG_H
@@ -46,6 +47,16 @@ const char *mnt_last_error(void);
 /* Monotonic seconds. */
 double mnt_now(void);
 const char *mnt_status_str(int st);
+
+/* The way up (check.h's macros): mnt_trail_add records a breadcrumb (status st passed up at
+ * file:line) in this thread's trail and logs it at debug level; an error logged starts the trail
+ * anew. mnt_trail_print prints the trail ending in st at error level ("error path: ..."): nothing
+ * when it is empty, or when st is a usage error (MNT_EARG) that logged nothing in this thread
+ * (mnt_usage_error has said it, on the first rank only). mnt_syserr_at logs fmt + ": " +
+ * strerror(errno), keeps errno, and returns MNT_ENOMEM for ENOMEM, else MNT_ESYS. */
+void mnt_trail_add(int st, const char *file, int line);
+void mnt_trail_print(int st);
+int mnt_syserr_at(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #define MNT_ERR(...) mnt_log_at(MNT_LOG_ERROR, __FILE__, __LINE__, __VA_ARGS__)
 #define MNT_WARN(...) mnt_log_at(MNT_LOG_WARN, __FILE__, __LINE__, __VA_ARGS__)

@@ -85,10 +85,10 @@ static void usage(FILE *f) {
 static int cmd_info(mnt_world *w, int argc, char **argv) {
   int help = 0;
   const mnt_opt opts[] = {{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
-  int st = mnt_parse_opts("info", opts, argc, argv, &help, mnt_world_guess_rank() != 0);
+  int st = mnt_parse_opts("info", opts, argc, argv, &help, mnt_opts_quiet());
   if (st) return st;
   if (help) {
-    if (mnt_world_guess_rank() == 0)
+    if (!mnt_opts_quiet())
       mnt_print_help(stdout, "srun --mpi=pmix mntrain info",
                      "Each rank prints one line: rank, size, node, node index, local rank and local size as\n"
                      "PMIx reports them, its pid, the CPU ISA oneDNN runs on and mntrain's own loops' (simd).",
@@ -143,6 +143,7 @@ int main(int argc, char **argv) {
   }
   int skip = cmd->sub ? 3 : 2;
   int st = mnt_env_check(); /* a bad variable fails every command before it does anything */
+  if (st == MNT_OK) st = mnt_simd_env_check();          /* and MNT_SIMD above what this CPU runs */
   /* the soft limit on open files up to the hard one (a dataset keeps every shard open); then a
    * hard limit too low for anything is refused here, with the way out. The tests provoke running
    * out with a low hard limit (ulimit -Hn, or bash's plain ulimit -n, which sets both). */

@@ -56,9 +56,12 @@ static const char *parse(const char *s, int *level) {
   return why;
 }
 
-const char *mnt_simd_env_check(const char *s) {
+int mnt_simd_env_check(void) {
   int level;
-  return parse(s, &level);
+  const char *s = mnt_env_simd(), *why = s ? parse(s, &level) : NULL;
+  if (!why) return MNT_OK;
+  MNT_ERR("environment variable MNT_SIMD='%s': %s (see mntrain --help)", s, why);
+  return MNT_EARG;
 }
 
 static _Atomic int active = -1;

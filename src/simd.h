@@ -1,7 +1,7 @@
 /* simd.h — mntrain's own hot loops at the vector width of the CPU they run on, from one binary.
  * defines: mnt_simd_level (MNT_SIMD_SSE2 < MNT_SIMD_AVX2 < MNT_SIMD_AVX512), mnt_simd_active,
  *          mnt_simd_variant (what `mntrain --version` shows), mnt_simd_name, mnt_simd_supported,
- *          mnt_simd_force (tests), mnt_simd_env_check (MNT_SIMD's validator, for src/env.c);
+ *          mnt_simd_force (tests), mnt_simd_env_check (MNT_SIMD against this CPU, for main);
  *          MNT_SIMD_CLONES / MNT_SIMD_CLONES_RET / MNT_SIMD_PICK (one body compiled per variant,
  *          the active one called); mnt_vec_acc, mnt_vec_scale, mnt_vec_add, mnt_vec_relu,
  *          mnt_vec_relu_backward, mnt_vec_sgd, mnt_vec_nonfinite (the CPU backend's fp32 loops,
@@ -31,9 +31,10 @@ int mnt_simd_supported(mnt_simd_level v);
 /* Run variant v from now on (tests; the loops read it at each call). MNT_OK, or MNT_EARG when
  * this CPU cannot run it (nothing changes). */
 int mnt_simd_force(mnt_simd_level v);
-/* MNT_SIMD's value s checked (auto, sse2, avx2, avx512, and not above what the CPU runs): NULL,
- * or why not, for env.c's message. */
-const char *mnt_simd_env_check(const char *s);
+/* MNT_SIMD checked against this CPU (env.c has checked it is one of the words): MNT_OK, or
+ * MNT_EARG logged ("environment variable MNT_SIMD='avx512': this CPU cannot run avx512 ...").
+ * main calls it beside mnt_env_check, before any command runs. */
+int mnt_simd_env_check(void);
 
 /* ---- one body, three compilations -----------------------------------------------------------
  * MNT_SIMD_BODY marks the body (static, always inlined, so that it is compiled in each variant's

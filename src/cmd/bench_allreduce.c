@@ -306,7 +306,7 @@ int mnt_bench_allreduce_main(mnt_world *w, int argc, char **argv) {
        "fail when the average busbw is lower (then OK or FAILED follows it, as with nccl-tests' NCCL_TESTS_MIN_BW)",
        MNT_RANGE(0, 1e6)},
       {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
-  int quiet = mnt_world_guess_rank() != 0;
+  int quiet = mnt_opts_quiet();
   int st = mnt_parse_opts("bench allreduce", opts, argc, argv, &help, quiet);
   if (st) return st;
   if (help) {

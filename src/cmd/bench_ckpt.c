@@ -168,7 +168,7 @@ int mnt_bench_ckpt_main(mnt_world *w, int argc, char **argv) {
       {"repeat", 0, MNT_OPT_INT, &repeat, "N", "checkpoints written and read (default 3; the median is shown)",
        MNT_RANGE(1, 1000)},
       {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
-  int quiet = mnt_world_guess_rank() != 0;
+  int quiet = mnt_opts_quiet();
   int st = mnt_parse_opts("bench ckpt", opts, argc, argv, &help, quiet);
   if (st) return st;
   if (help) {

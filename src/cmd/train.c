@@ -981,7 +981,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
                   .loader_threads = 2},
             .device = "auto", .out = "mntrain-out", .log_every = 10, .keep = 2, .stripe = 1 << 20};
   int help = 0, ckpt_on = 0;
-  int quiet = mnt_world_guess_rank() != 0;
+  int quiet = mnt_opts_quiet();
   int st = parse_options(&o, argc, argv, quiet, &help);
   if (st || help) return st;
   MNT_CHECK(validate(&o, quiet, &ckpt_on));

@@ -535,7 +535,7 @@ static void check_env(const char *self) {
   for (int v = 0; v < MNT_SIMD_LEVELS; v++) {
     const char *name = mnt_simd_name((mnt_simd_level)v);
     setenv("MNT_SIMD", name, 1);
-    int ok = mnt_env_check() == MNT_OK;
+    int ok = mnt_env_check() == MNT_OK && mnt_simd_env_check() == MNT_OK;
     EXPECT(ok == mnt_simd_supported((mnt_simd_level)v), "MNT_SIMD=%s: accepted %d, runs %d", name, ok,
            mnt_simd_supported((mnt_simd_level)v));
     if (!ok) continue;
