@@ -7,8 +7,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "log.h"
 #include "path.h"
+
+/* a usage error of the parser: "mntrain CMD: MESSAGE" unless quiet; MNT_EARG */
+static int refuse(const char *cmd, int quiet, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int refuse(const char *cmd, int quiet, const char *fmt, ...) {
+  if (quiet) return MNT_EARG;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "mntrain %s: %s\n", cmd, msg);
+  return MNT_EARG;
+}
 
 int mnt_parse_size(const char *s, size_t *out) {
   if (!s || !*s) return -1;
@@ -115,18 +129,14 @@ static int set_value(const char *cmd, const mnt_opt *o, const char *flag, const 
       if (mnt_choice_index(o->metavar, val) < 0) {
         char c[256];
         choice_text(o->metavar, c, sizeof c);
-        if (!quiet) fprintf(stderr, "mntrain %s: %s: %s ('%s' is none of them)\n", cmd, flag, c, val);
-        return MNT_EARG;
+        return refuse(cmd, quiet, "%s: %s ('%s' is none of them)", flag, c, val);
       }
       *(const char **)o->dest = val;
       return 0;
     case MNT_OPT_PATH:
-      if (strlen(val) > MNT_PATH_MAX - MNT_PATH_ROOM) {
-        if (!quiet)
-          fprintf(stderr, "mntrain %s: %s %.40s...: a path of %zu bytes, at most %d are taken\n", cmd, flag, val,
-                  strlen(val), MNT_PATH_MAX - MNT_PATH_ROOM);
-        return MNT_EARG;
-      }
+      if (strlen(val) > MNT_PATH_MAX - MNT_PATH_ROOM)
+        return refuse(cmd, quiet, "%s %.40s...: a path of %zu bytes, at most %d are taken", flag, val, strlen(val),
+                      MNT_PATH_MAX - MNT_PATH_ROOM);
       *(const char **)o->dest = val;
       return 0;
     case MNT_OPT_STRING:
@@ -136,28 +146,25 @@ static int set_value(const char *cmd, const mnt_opt *o, const char *flag, const 
     default: break;
   }
   if (!ok) {
-    if (!quiet) fprintf(stderr, "mntrain %s: %s: '%s' is not a valid %s\n", cmd, flag, val, what);
-    return MNT_EARG;
+    return refuse(cmd, quiet, "%s: '%s' is not a valid %s", flag, val, what);
   }
   if (x < o->min || x > o->max) {
     char r[96];
     range_text(o, r, sizeof r);
-    if (!quiet) fprintf(stderr, "mntrain %s: %s %s: out of range (%s)\n", cmd, flag, val, r);
-    return MNT_EARG;
+    return refuse(cmd, quiet, "%s %s: out of range (%s)", flag, val, r);
   }
-  if (o->type == MNT_OPT_SIZE2 && ((size_t)x & ((size_t)x - 1))) {
-    if (!quiet) fprintf(stderr, "mntrain %s: %s %s: a power of two (e.g. 1M, 4M) is needed\n", cmd, flag, val);
-    return MNT_EARG;
-  }
+  if (o->type == MNT_OPT_SIZE2 && ((size_t)x & ((size_t)x - 1)))
+    return refuse(cmd, quiet, "%s %s: a power of two (e.g. 1M, 4M) is needed", flag, val);
   if (o->type == MNT_OPT_INT) *(int *)o->dest = (int)x;
   else if (o->type == MNT_OPT_DOUBLE) *(double *)o->dest = x;
   else *(size_t *)o->dest = (size_t)x;
   return 0;
 }
 
-int mnt_parse_opts(const char *cmd, const mnt_opt *opts, int argc, char **argv, int *help, int quiet) {
-  *help = 0;
-  for (const mnt_opt *p = opts; p->name; p++) { /* a table without ranges would let values through unchecked */
+/* the table itself: a numeric row without a range would let values through unchecked, a choice
+ * needs its words, an alias the row it stands for (a programming error, said even when quiet) */
+static int check_table(const char *cmd, const mnt_opt *opts) {
+  for (const mnt_opt *p = opts; p->name; p++) {
     const char *why = is_numeric(p->type) && !(p->min < p->max) ? "has no range"
                       : p->type == MNT_OPT_CHOICE && !p->metavar  ? "has no choices"
                                                                   : NULL;
@@ -166,11 +173,41 @@ int mnt_parse_opts(const char *cmd, const mnt_opt *opts, int argc, char **argv, 
       for (const mnt_opt *q = opts; q->name && why; q++)
         if (q->type != MNT_OPT_ALIAS && p->metavar && !strcmp(q->name, p->metavar)) why = NULL;
     }
-    if (why) {
-      fprintf(stderr, "mntrain %s: internal: option --%s %s\n", cmd, p->name, why);
-      return MNT_EARG;
-    }
+    if (why) return refuse(cmd, 0, "internal: option --%s %s", p->name, why);
   }
+  return MNT_OK;
+}
+
+/* the row of option a ("--name", "--name=value", "-x", "-xvalue"), its spelling in flag and an
+ * attached value in *val; an old spelling resolved to its row with a warning; NULL: unknown */
+static const mnt_opt *find_option(const char *cmd, const mnt_opt *opts, const char *a, char *flag, size_t n,
+                                  const char **val, int quiet) {
+  const mnt_opt *o = NULL;
+  *val = NULL;
+  if (a[1] == '-') {
+    const char *eq = strchr(a + 2, '=');
+    size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+    for (const mnt_opt *p = opts; p->name && !o; p++)
+      if (p->type != MNT_OPT_ARG && strlen(p->name) == len && !strncmp(p->name, a + 2, len)) o = p;
+    snprintf(flag, n, "--%.*s", (int)len, a + 2);
+    if (eq) *val = eq + 1;
+  } else {
+    for (const mnt_opt *p = opts; p->name && !o; p++)
+      if (p->type != MNT_OPT_ARG && p->letter == a[1]) o = p;
+    snprintf(flag, n, "-%c", a[1]);
+    if (a[2]) *val = a + 2;
+  }
+  if (o && o->type == MNT_OPT_ALIAS) { /* the old spelling: the same option, and a warning */
+    const char *to = o->metavar;
+    for (o = opts; o->name && (o->type == MNT_OPT_ALIAS || strcmp(o->name, to)); o++) continue;
+    if (!quiet) fprintf(stderr, "mntrain %s: warning: %s is the old spelling of --%s: use --%s\n", cmd, flag, to, to);
+  }
+  return o;
+}
+
+int mnt_parse_opts(const char *cmd, const mnt_opt *opts, int argc, char **argv, int *help, int quiet) {
+  *help = 0;
+  MNT_CHECK(check_table(cmd, opts));
   for (int i = 0; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       *help = 1; /* help and nothing else: no value is parsed or assigned */
@@ -178,73 +215,32 @@ int mnt_parse_opts(const char *cmd, const mnt_opt *opts, int argc, char **argv, 
     }
   const mnt_opt *next_arg = opts;
   for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    const mnt_opt *o = NULL;
-    const char *val = NULL;
+    const char *a = argv[i], *val;
     char flag[64];
-    if (a[0] == '-' && a[1] == '-' && a[2]) {
-      const char *eq = strchr(a + 2, '=');
-      size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-      for (const mnt_opt *p = opts; p->name && !o; p++)
-        if (p->type != MNT_OPT_ARG && strlen(p->name) == len && !strncmp(p->name, a + 2, len)) o = p;
-      snprintf(flag, sizeof flag, "--%.*s", (int)len, a + 2);
-      if (eq) val = eq + 1;
-    } else if (a[0] == '-' && a[1] && a[1] != '-') {
-      for (const mnt_opt *p = opts; p->name && !o; p++)
-        if (p->type != MNT_OPT_ARG && p->letter == a[1]) o = p;
-      snprintf(flag, sizeof flag, "-%c", a[1]);
-      if (a[2]) val = a + 2;
-    } else { /* a positional argument: the next MNT_OPT_ARG row */
+    if (a[0] != '-' || !a[1] || (a[1] == '-' && !a[2])) { /* a positional argument: the next MNT_OPT_ARG row */
       while (next_arg->name && next_arg->type != MNT_OPT_ARG) next_arg++;
-      if (!next_arg->name) {
-        if (!quiet)
-          fprintf(stderr, "mntrain %s: unexpected argument '%s' (see 'mntrain %s --help')\n", cmd, a, cmd);
-        return MNT_EARG;
-      }
-      if (strlen(a) > MNT_PATH_MAX - MNT_PATH_ROOM) { /* positional arguments are files and directories */
-        if (!quiet)
-          fprintf(stderr, "mntrain %s: %s %.40s...: a path of %zu bytes, at most %d are taken\n", cmd, next_arg->name,
-                  a, strlen(a), MNT_PATH_MAX - MNT_PATH_ROOM);
-        return MNT_EARG;
-      }
-      *(const char **)next_arg->dest = a;
-      next_arg++;
+      if (!next_arg->name) return refuse(cmd, quiet, "unexpected argument '%s' (see 'mntrain %s --help')", a, cmd);
+      if (strlen(a) > MNT_PATH_MAX - MNT_PATH_ROOM) /* positional arguments are files and directories */
+        return refuse(cmd, quiet, "%s %.40s...: a path of %zu bytes, at most %d are taken", next_arg->name, a,
+                      strlen(a), MNT_PATH_MAX - MNT_PATH_ROOM);
+      *(const char **)(next_arg++)->dest = a;
       continue;
     }
-    if (!o) {
-      if (!quiet) fprintf(stderr, "mntrain %s: unknown option '%s' (see 'mntrain %s --help')\n", cmd, a, cmd);
-      return MNT_EARG;
-    }
-    if (o->type == MNT_OPT_ALIAS) { /* the old spelling: the same option, and a warning */
-      const mnt_opt *to = NULL;
-      for (const mnt_opt *p = opts; p->name && !to; p++)
-        if (p->type != MNT_OPT_ALIAS && !strcmp(p->name, o->metavar)) to = p;
-      if (!quiet) fprintf(stderr, "mntrain %s: warning: %s is the old spelling of --%s: use --%s\n", cmd, flag, o->metavar, o->metavar);
-      o = to;
-    }
+    const mnt_opt *o = find_option(cmd, opts, a, flag, sizeof flag, &val, quiet);
+    if (!o) return refuse(cmd, quiet, "unknown option '%s' (see 'mntrain %s --help')", a, cmd);
     if (o->type == MNT_OPT_FLAG) {
-      if (val) {
-        if (!quiet) fprintf(stderr, "mntrain %s: %s takes no value\n", cmd, flag);
-        return MNT_EARG;
-      }
+      if (val) return refuse(cmd, quiet, "%s takes no value", flag);
       *(int *)o->dest = 1;
       continue;
     }
     if (!val) {
-      if (i + 1 >= argc) {
-        if (!quiet) fprintf(stderr, "mntrain %s: %s needs a value (%s)\n", cmd, flag, o->metavar ? o->metavar : "");
-        return MNT_EARG;
-      }
+      if (i + 1 >= argc) return refuse(cmd, quiet, "%s needs a value (%s)", flag, o->metavar ? o->metavar : "");
       val = argv[++i];
     }
-    int st = set_value(cmd, o, flag, val, quiet);
-    if (st) return st;
+    MNT_CHECK(set_value(cmd, o, flag, val, quiet));
   }
   while (next_arg->name && next_arg->type != MNT_OPT_ARG) next_arg++;
-  if (next_arg->name) {
-    if (!quiet) fprintf(stderr, "mntrain %s: missing %s (see 'mntrain %s --help')\n", cmd, next_arg->name, cmd);
-    return MNT_EARG;
-  }
+  if (next_arg->name) return refuse(cmd, quiet, "missing %s (see 'mntrain %s --help')", next_arg->name, cmd);
   return 0;
 }
 
