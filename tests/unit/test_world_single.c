@@ -24,8 +24,10 @@ int main(void) {
   struct { int x; char tag[12]; } mine = {42, "rank zero"}, all[2];
   memset(all, 0x5a, sizeof all);
   EXPECT(mnt_world_allgather(&w, &mine, sizeof mine, all) == MNT_OK, "allgather");
-  EXPECT(!memcmp(&all[0], &mine, sizeof mine), "allgather: rank 0's slot holds %d '%.11s', not 42 'rank zero'",
-         all[0].x, all[0].tag);
+  size_t first = 0;
+  while (first < sizeof mine && ((const char *)&all[0])[first] == ((const char *)&mine)[first]) first++;
+  EXPECT(first == sizeof mine, "allgather: rank 0's slot holds %d '%.11s', not 42 'rank zero' (byte %zu of %zu differs)",
+         all[0].x, all[0].tag, first, sizeof mine);
   const unsigned char *tail = (const unsigned char *)&all[1];
   int past = 0;
   for (size_t i = 0; i < sizeof all[1]; i++) past += tail[i] != 0x5a;
@@ -35,8 +37,12 @@ int main(void) {
   EXPECT(x == 42, "bcast from rank 0 of 1 changed the value to %d", x);
   EXPECT(mnt_world_barrier(&w) == MNT_OK, "barrier");
 
-  mnt_comm *c;
-  EXPECT(mnt_comm_create(&w, "cpu", MNT_TOPO_HIER, &c) == MNT_OK, "comm create");
+  mnt_comm *c = NULL;
+  EXPECT(mnt_comm_create(&w, "cpu", MNT_TOPO_HIER, &c) == MNT_OK && c, "comm create");
+  if (!c) { /* nothing further can be checked */
+    fprintf(stderr, "test_world_single: %d failures (no communicator: the rest is not run)\n", failures);
+    return 1;
+  }
   /* values that any scaling, reordering, or a sum with a stale buffer would change, all 7 checked */
   const float want[7] = {1.5f, -2.25f, 3e-3f, 4e6f, -5.0f, 0.0f, 7.75f};
   float v[8];
