@@ -64,14 +64,14 @@ static int parse_options(step_args *a, int argc, char **argv, int *help) {
       {"threads", 0, MNT_OPT_INT, &a->threads, "T", "compute threads (default: OpenMP's choice, all cores)", MNT_RANGE(0, 4096)},
       {"classes", 0, MNT_OPT_INT, &a->classes, "C", "output classes (default 1000)", MNT_RANGE(1, 1e6)},
       {"seed", 0, MNT_OPT_INT, &a->seed, "N", "seed of weights and data (default 1)", MNT_ANY_INT},
-      {"device", 0, MNT_OPT_CHOICE, &a->device, "cpu|cuda", "where to compute (default cpu)", 0, 0},
+      {"device", 0, MNT_OPT_CHOICE, &a->device, "cpu|cuda|auto", "where to compute (default cpu; auto: cuda when a GPU is there)", 0, 0},
       {"precision", 0, MNT_OPT_CHOICE, &a->precision, "fp32|bf16", "activations and convolutions (bf16: cuda)", 0, 0},
       {"seconds", 0, MNT_OPT_DOUBLE, &a->seconds, "S", "time steps for about S seconds instead of --steps", MNT_RANGE(0, 1e6)},
       {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
   MNT_CHECK(mnt_parse_opts("bench step", opts, argc, argv, help, 0));
   if (*help)
     mnt_print_help(stdout, "mntrain bench step [--arch A] [--size S] [--batch B] [--steps N | --seconds S] [--threads T] "
-                   "[--device cpu|cuda] [--precision fp32|bf16]",
+                   "[--device cpu|cuda|auto] [--precision fp32|bf16]",
                    "Training-step throughput on synthetic input: forward, softmax cross-entropy, backward\n"
                    "and SGD update of one process; prints img/s, GFLOP/s (the forward and backward\n"
                    "convolutions and fully connected layer), the peak memory per image, and what the\n"
