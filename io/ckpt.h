@@ -1,9 +1,11 @@
 /* ckpt.h — collective checkpoints: one shared HDF5 file written by every rank, committed by a
  * manifest (DESIGN "Checkpoint").
- * defines: mnt_ckpt_tensor, mnt_ckpt_writer (create / begin / local_done / finish / commit_now /
- *          destroy),
- *          mnt_ckpt (open / get / close: find, verify and read one), mnt_ckpt_newest,
- *          mnt_ckpt_is_path / mnt_ckpt_inspect, mnt_ckpt_step_dir.
+ * defines: mnt_ckpt_tensor, mnt_ckpt_writer (create / begin / pending / local_done / finish /
+ *          commit_now / last_step / destroy: io/ckpt_write.c),
+ *          mnt_ckpt (open / get / close: find, verify and read one: io/ckpt_read.c),
+ *          mnt_ckpt_remove_all, mnt_ckpt_newest, mnt_ckpt_is_path / mnt_ckpt_inspect,
+ *          mnt_ckpt_step_dir (the step directories of a root, retention, inspect: io/ckpt_retain.c).
+ * What those three files share is io/ckpt_internal.h (theirs alone).
  *
  * On disk: ROOT/step-00001000/state.h5 + MANIFEST.json (+ share-RRRRR, one small record per rank,
  * read by nothing once committed). state.h5 is plain HDF5 (h5py, h5dump):
@@ -56,6 +58,7 @@
 #include <stdint.h>
 
 #include "comm/comm.h"
+#include "path.h"
 
 #define MNT_CKPT_FORMAT "mntrain-checkpoint"
 #define MNT_CKPT_VERSION 1
@@ -117,7 +120,7 @@ void mnt_ckpt_writer_destroy(mnt_ckpt_writer *wr);
 
 /* A checkpoint read into memory. */
 typedef struct mnt_ckpt {
-  char dir[1024];     /* ROOT/step-... */
+  char dir[MNT_PATH_MAX]; /* ROOT/step-... */
   int64_t step;
   json_t *manifest;   /* the whole manifest; "state" and "config" inside */
   uint8_t *image;     /* every dataset's bytes, in file order */

@@ -1,7 +1,6 @@
 /* export.c — see export.h. */
 #include "io/export.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
 #include <stdio.h>
@@ -9,8 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "check.h"
 #include "io/safefs.h"
+#include "log.h"
+#include "path.h"
 
 int mnt_h5_put_f32(int64_t file, const char *path, const float *data, int ndims, const int *dims) {
   hsize_t d[4];
@@ -30,30 +31,32 @@ int mnt_h5_put_f32(int64_t file, const char *path, const float *data, int ndims,
   return MNT_OK;
 }
 
-/* the directory of an output file: "." for a bare name */
-static void dir_of(const char *path, char *out, size_t n) {
-  const char *slash = strrchr(path, '/');
-  if (!slash) snprintf(out, n, ".");
-  else if (slash == path) snprintf(out, n, "/");
-  else snprintf(out, n, "%.*s", (int)(slash - path), path);
+/* the directory of an output file: "." for a bare name; MNT_EARG (logged) when path is too long */
+static int dir_of(const char *path, char out[MNT_PATH_MAX]) {
+  MNT_CHECK(mnt_path_join(out, NULL, path)); /* the whole path fits, and so does its directory */
+  char *slash = strrchr(out, '/');
+  if (!slash) snprintf(out, MNT_PATH_MAX, ".");
+  else if (slash == out) out[1] = '\0'; /* "/NAME": the root */
+  else *slash = '\0';
+  return MNT_OK;
 }
 
 int mnt_output_probe(const char *path, const char *what) {
-  char dir[1200], tmp[1300];
+  char dir[MNT_PATH_MAX], tmp[MNT_PATH_MAX];
   struct stat sb;
   if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
     MNT_ERR("%s %s is a directory, not a file to write", what, path);
     return MNT_EARG;
   }
-  dir_of(path, dir, sizeof dir);
+  MNT_CHECK(dir_of(path, dir));
   if (stat(dir, &sb) != 0) {
-    MNT_ERR("%s %s cannot be written: %s: %s", what, path, dir, strerror(errno));
+    MNT_SYSERR("%s %s cannot be written: %s", what, path, dir);
     return MNT_EARG;
   }
   if (mnt_dir_secure(dir, what, 0, MNT_DIR_FILES) != MNT_OK) return MNT_EARG;
   int fd = mnt_tmp_create(path, tmp, sizeof tmp);
   if (fd < 0) {
-    MNT_ERR("%s %s cannot be written: %s", what, path, strerror(errno));
+    MNT_SYSERR("%s %s cannot be written", what, path);
     return MNT_EARG;
   }
   close(fd);
@@ -79,18 +82,18 @@ static int attr(hid_t loc, const char *name, hid_t type, int n, const void *v) {
 }
 
 int mnt_export_h5(const mnt_resnet *r, const float *w, const float *bn, const mnt_dataset *d, const char *path) {
-  char tmp[1300]; /* DIR/.NAME.XXXXXX, created exclusively, renamed when complete: a file at path is whole */
+  char tmp[MNT_PATH_MAX]; /* DIR/.NAME.XXXXXX, created exclusively, renamed when complete: a file at path is whole */
   int fd = mnt_tmp_create(path, tmp, sizeof tmp);
   if (fd < 0) return MNT_ESYS;
   close(fd);
+  int st = MNT_OK;
   hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT); /* our own file in a safe directory */
   if (f < 0) {
-    unlink(tmp);
-    MNT_ERR("%s: cannot create: %s", tmp, strerror(errno));
-    return MNT_ESYS;
+    st = MNT_SYSERR("%s: cannot create", tmp);
+    goto out;
   }
   char name[200];
-  int st = attr(f, "format", H5T_C_S1, 1, "mntrain-weights");
+  st = attr(f, "format", H5T_C_S1, 1, "mntrain-weights");
   if (st == MNT_OK) st = attr(f, "arch", H5T_C_S1, 1, r->arch);
   if (st == MNT_OK) st = attr(f, "version", H5T_C_S1, 1, MNT_VERSION);
   if (st == MNT_OK) st = attr(f, "classes", H5T_NATIVE_INT, 1, &r->classes);
@@ -110,7 +113,8 @@ int mnt_export_h5(const mnt_resnet *r, const float *w, const float *bn, const mn
     MNT_ERR("%s: closing failed (disk full?)", tmp);
     st = MNT_ESYS;
   }
-  if (st == MNT_OK) return mnt_tmp_commit(tmp, path);
+out:
+  if (st == MNT_OK) return mnt_tmp_commit(tmp, path); /* tmp is removed when that fails */
   unlink(tmp);
   return st;
 }

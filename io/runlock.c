@@ -16,12 +16,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "env.h"
 #include "log.h"
+#include "path.h"
 #include "progress.h"
 
 struct mnt_runlock {
-  char path[1100];
+  char path[MNT_PATH_MAX];
   char token[17];
   int fd;
   double beat_s;
@@ -193,19 +195,44 @@ static int create_lock(mnt_runlock *l, const char *jobid, const char *host) {
   return 0;
 }
 
+/* Take over a stale lock (h, described in who and why): move it aside under a name of our own,
+ * and check that it is the one we judged. MNT_OK: try to create ours again. */
+static int take_over(mnt_runlock *l, const holder *h, const char *jobid, const char *who, const char *why) {
+  char aside[MNT_PATH_MAX];
+  int too_long = snprintf(aside, sizeof aside, "%s.stale-%s", l->path, l->token) >= (int)sizeof aside;
+  if (too_long) errno = ENAMETOOLONG;
+  if (too_long || rename(l->path, aside) != 0) /* ENOENT: released meanwhile */
+    return errno == ENOENT ? MNT_OK : MNT_SYSERR("%s: cannot take over the stale lock", l->path);
+  holder moved;
+  int same = read_holder(aside, &moved) == 0 && moved.parsed == h->parsed && !strcmp(moved.token, h->token);
+  if (!same) { /* another job took it over first and this is its fresh lock: put it back */
+    if (link(aside, l->path) != 0) MNT_DBG("%s: %s", l->path, strerror(errno));
+    unlink(aside);
+    return MNT_OK;
+  }
+  unlink(aside);
+  if (!(h->job[0] && jobid[0] && !strcmp(h->job, jobid)))
+    MNT_WARN("%s: took over the lock of %s: %s", l->path, who, why);
+  return MNT_OK;
+}
+
 int mnt_runlock_take(const char *dir, const char *what, const char *jobid, mnt_runlock **out) {
   *out = NULL;
   mnt_runlock *l = calloc(1, sizeof *l);
   if (!l) return MNT_ENOMEM;
   l->fd = -1;
-  snprintf(l->path, sizeof l->path, "%s/%s", dir, MNT_RUNLOCK_FILE);
+  int st = mnt_path_join(l->path, dir, MNT_RUNLOCK_FILE);
+  if (st != MNT_OK) {
+    free(l);
+    return st;
+  }
   uint64_t r = 0;
   if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) r = (uint64_t)getpid() * 0x9E3779B97F4A7C15ull ^ (uint64_t)time(NULL);
   snprintf(l->token, sizeof l->token, "%016" PRIx64, r);
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
   if (!jobid || !*jobid) jobid = getenv("SLURM_JOB_ID") ? getenv("SLURM_JOB_ID") : "";
-  int st = MNT_EARG;
+  st = MNT_EARG;
   for (int attempt = 0; attempt < 8; attempt++) {
     int c = create_lock(l, jobid, host);
     if (c == 0) {
@@ -213,15 +240,14 @@ int mnt_runlock_take(const char *dir, const char *what, const char *jobid, mnt_r
       break;
     }
     if (c == -2 || errno != EEXIST) {
-      MNT_ERR("%s: cannot create the run's lock: %s", l->path, strerror(errno));
-      st = MNT_ESYS;
+      st = MNT_SYSERR("%s: cannot create the run's lock", l->path);
       break;
     }
     holder h;
     if (read_holder(l->path, &h) != 0) {
       if (errno == ENOENT) continue; /* released meanwhile */
-      MNT_ERR("%s: cannot read the lock in place: %s%s", l->path, strerror(errno),
-              errno == ELOOP ? " (a symbolic link: not ours; remove it)" : "");
+      MNT_SYSERR("%s: cannot read the lock in place%s", l->path,
+                 errno == ELOOP ? " (a symbolic link: not ours; remove it)" : "");
       st = MNT_EARG;
       break;
     }
@@ -238,25 +264,11 @@ int mnt_runlock_take(const char *dir, const char *what, const char *jobid, mnt_r
       st = MNT_EARG;
       break;
     }
-    /* take it over: move it aside under a name of our own, and check it is the one we judged */
-    char aside[1200];
-    snprintf(aside, sizeof aside, "%s.stale-%s", l->path, l->token);
-    if (rename(l->path, aside) != 0) {
-      if (errno == ENOENT) continue;
-      MNT_ERR("%s: cannot take over the stale lock: %s", l->path, strerror(errno));
-      st = MNT_ESYS;
+    int taken = take_over(l, &h, jobid, who, why);
+    if (taken != MNT_OK) {
+      st = taken;
       break;
     }
-    holder moved;
-    int same = read_holder(aside, &moved) == 0 && moved.parsed == h.parsed && !strcmp(moved.token, h.token);
-    if (!same) { /* another job took it over first and this is its fresh lock: put it back */
-      if (link(aside, l->path) != 0) MNT_DBG("%s: %s", l->path, strerror(errno));
-      unlink(aside);
-      continue;
-    }
-    unlink(aside);
-    if (!(h.job[0] && jobid[0] && !strcmp(h.job, jobid)))
-      MNT_WARN("%s: took over the lock of %s: %s", l->path, who, why);
   }
   if (st == MNT_OK) {
     l->beat_s = stale_limit_s() / 10;

@@ -11,7 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "log.h"
+#include "path.h"
 
 /* "probe (uid 1001)" */
 static void owner_name(uid_t uid, char *out, size_t n) {
@@ -24,7 +26,7 @@ static void owner_name(uid_t uid, char *out, size_t n) {
 }
 
 static int mkdir_parents(const char *path) {
-  char p[4096];
+  char p[MNT_PATH_MAX];
   if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) {
     errno = ENAMETOOLONG;
     return -1;
@@ -44,15 +46,15 @@ int mnt_dir_secure(const char *path, const char *what, int create, int kind) {
   char who[300], mine[300];
   if (lstat(path, &lb) != 0) {
     if (errno != ENOENT || !create) {
-      MNT_ERR("%s %s: %s", what, path, strerror(errno));
+      MNT_SYSERR("%s %s", what, path);
       return MNT_EARG;
     }
     if (mkdir_parents(path) != 0) {
-      MNT_ERR("%s %s: cannot create the directory: %s", what, path, strerror(errno));
+      MNT_SYSERR("%s %s: cannot create the directory", what, path);
       return MNT_EARG;
     }
     if (lstat(path, &lb) != 0) { /* made by someone else meanwhile and gone again */
-      MNT_ERR("%s %s: %s", what, path, strerror(errno));
+      MNT_SYSERR("%s %s", what, path);
       return MNT_EARG;
     }
   }
@@ -64,7 +66,7 @@ int mnt_dir_secure(const char *path, const char *what, int create, int kind) {
     return MNT_EARG;
   }
   if (stat(path, &sb) != 0) {
-    MNT_ERR("%s %s: %s", what, path, strerror(errno));
+    MNT_SYSERR("%s %s", what, path);
     return MNT_EARG;
   }
   if (!S_ISDIR(sb.st_mode)) {
@@ -109,11 +111,11 @@ int mnt_tmp_create(const char *path, char *tmp, size_t n) {
   }
   int fd = mkostemp(tmp, O_CLOEXEC); /* O_CREAT|O_EXCL: never an existing file or a link */
   if (fd < 0) {
-    MNT_ERR("%s: cannot create a file beside it: %s", path, strerror(errno));
+    MNT_SYSERR("%s: cannot create a file beside it", path);
     return -1;
   }
   if (fchmod(fd, 0644 & ~g_umask) != 0) {
-    MNT_ERR("%s: cannot set its mode: %s", tmp, strerror(errno));
+    MNT_SYSERR("%s: cannot set its mode", tmp);
     close(fd);
     unlink(tmp);
     return -1;
@@ -123,9 +125,9 @@ int mnt_tmp_create(const char *path, char *tmp, size_t n) {
 
 int mnt_tmp_commit(const char *tmp, const char *path) {
   if (rename(tmp, path) != 0) {
-    MNT_ERR("rename %s -> %s: %s", tmp, path, strerror(errno));
+    int st = MNT_SYSERR("rename %s -> %s", tmp, path);
     unlink(tmp);
-    return MNT_ESYS;
+    return st;
   }
   return MNT_OK;
 }
@@ -141,4 +143,27 @@ FILE *mnt_open_log(const char *path, int append) {
     errno = e;
   }
   return f;
+}
+
+FILE *mnt_tmp_fopen(const char *path, char *tmp, size_t n) {
+  int fd = mnt_tmp_create(path, tmp, n);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (fd >= 0 && !f) {
+    MNT_SYSERR("%s: cannot open", tmp);
+    close(fd);
+    unlink(tmp);
+  }
+  return f;
+}
+
+int mnt_tmp_fcommit(FILE *f, const char *tmp, const char *path) {
+  errno = EIO; /* ferror's: a write failed earlier, errno since overwritten */
+  int bad = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0; /* on disk before the rename */
+  if (fclose(f) != 0) bad = 1;
+  if (bad) {
+    int st = MNT_SYSERR("%s: cannot write", tmp);
+    unlink(tmp);
+    return st;
+  }
+  return mnt_tmp_commit(tmp, path);
 }

@@ -36,6 +36,13 @@ int mnt_dir_secure(const char *path, const char *what, int create, int kind);
 int mnt_tmp_create(const char *path, char *tmp, size_t n);
 /* rename tmp over path (tmp is removed when that fails); MNT_ESYS naming both on failure */
 int mnt_tmp_commit(const char *tmp, const char *path);
+/* The same as a stdio stream: mnt_tmp_fopen gives a FILE on a new DIR/.BASE.XXXXXX (its name in
+ * tmp; NULL logged); mnt_tmp_fcommit flushes, fsyncs and closes it, then renames tmp over path when
+ * every write succeeded (tmp removed otherwise; MNT_ESYS logged). Every file mntrain writes whole
+ * (JSON, --export, the report's CSV and SVG, a resumed run's metrics.jsonl) goes through
+ * mnt_tmp_create or mnt_tmp_fopen, then mnt_tmp_commit: on disk before it is in place. */
+FILE *mnt_tmp_fopen(const char *path, char *tmp, size_t n);
+int mnt_tmp_fcommit(FILE *f, const char *tmp, const char *path);
 /* A log file (metrics.jsonl, a sample log): created or truncated (append = 0) or appended to,
  * never through a symbolic link (O_NOFOLLOW). NULL with errno set when it cannot be opened. */
 FILE *mnt_open_log(const char *path, int append);

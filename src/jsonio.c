@@ -9,16 +9,18 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "check.h"
 #include "io/safefs.h"
+#include "log.h"
+#include "path.h"
 
 #define FLAGS (JSON_SORT_KEYS | JSON_REAL_PRECISION(15))
 
 json_t *mnt_json_num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
 static int save(const char *dir, const char *name, json_t *o, size_t flags) {
-  char tmp[1300], path[1200];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+  char tmp[MNT_PATH_MAX], path[MNT_PATH_MAX];
+  MNT_CHECK(mnt_path_join(path, dir, name));
   char *txt = o ? json_dumps(o, flags) : NULL;
   if (!txt) {
     MNT_ERR("%s: internal: the content cannot be encoded as JSON", path);
@@ -35,19 +37,14 @@ static int save(const char *dir, const char *name, json_t *o, size_t flags) {
     ssize_t w = write(fd, txt + done, len - done);
     if (w > 0) done += (size_t)w;
     else if (w < 0 && errno == EINTR) continue;
+    else if (w < 0) st = MNT_SYSERR("%s: cannot write", tmp);
     else {
-      MNT_ERR("%s: cannot write: %s", tmp, w < 0 ? strerror(errno) : "short write");
+      MNT_ERR("%s: cannot write: short write", tmp);
       st = MNT_ESYS;
     }
   }
-  if (st == MNT_OK && (write(fd, "\n", 1) != 1 || fsync(fd) != 0)) {
-    MNT_ERR("%s: cannot write: %s", tmp, strerror(errno));
-    st = MNT_ESYS;
-  }
-  if (close(fd) != 0 && st == MNT_OK) {
-    MNT_ERR("%s: cannot write: %s", tmp, strerror(errno));
-    st = MNT_ESYS;
-  }
+  if (st == MNT_OK && (write(fd, "\n", 1) != 1 || fsync(fd) != 0)) st = MNT_SYSERR("%s: cannot write", tmp);
+  if (close(fd) != 0 && st == MNT_OK) st = MNT_SYSERR("%s: cannot write", tmp);
   free(txt);
   if (st == MNT_OK) return mnt_tmp_commit(tmp, path);
   unlink(tmp);
@@ -71,8 +68,9 @@ int mnt_json_append(FILE *f, const char *path, json_t *o) {
   errno = 0;
   int bad = fputs(txt, f) == EOF || fputc('\n', f) == EOF || fflush(f) != 0;
   free(txt);
+  if (bad && errno) return MNT_SYSERR("%s: cannot write", path);
   if (bad) {
-    MNT_ERR("%s: cannot write: %s", path, errno ? strerror(errno) : "write error");
+    MNT_ERR("%s: cannot write: write error", path);
     return MNT_ESYS;
   }
   return MNT_OK;

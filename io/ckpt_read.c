@@ -1,0 +1,309 @@
+/* ckpt_read.c — finding, verifying and reading a checkpoint into memory (a resuming job's rank 0,
+ * `mntrain inspect`): its manifest, the file's size and HDF5 layout, every share's hash, and the
+ * datasets read once as one packed image; see ckpt.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <hdf5.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "check.h"
+#include "io/ckpt.h"
+#include "io/ckpt_internal.h"
+#include "log.h"
+#include "path.h"
+
+int mnt_ckpt_cmp_extent(const void *a, const void *b) {
+  const mnt_ckpt_extent *x = a, *y = b;
+  return x->off < y->off ? -1 : x->off > y->off;
+}
+
+int mnt_ckpt_pread_all(int fd, uint8_t *dst, uint64_t off, uint64_t len) {
+  for (uint64_t done = 0; done < len;) {
+    size_t n = len - done > MNT_CKPT_PIECE ? MNT_CKPT_PIECE : (size_t)(len - done);
+    ssize_t r = pread(fd, dst + done, n, (off_t)(off + done));
+    if (r > 0) done += (uint64_t)r;
+    else if (r < 0 && errno == EINTR) continue;
+    else return -1;
+  }
+  return 0;
+}
+
+int mnt_ckpt_open_retry(const char *path, int flags) {
+  for (int i = 0;; i++) {
+    int fd = open(path, flags | O_CLOEXEC, 0644);
+    /* GlusterFS: two clients creating one file at once can get EEXIST without O_EXCL */
+    if (fd < 0 && errno == EEXIST && (flags & O_CREAT)) fd = open(path, (flags & ~O_CREAT) | O_CLOEXEC);
+    if (fd >= 0 || (errno != ENOENT && errno != ESTALE) || i >= 110) return fd;
+    long ms = i < 7 ? 1L << i : 100; /* 1, 2, 4 ... 64 ms, then 100 ms: about 10 s in all */
+    if (i == 0) MNT_DBG("%s: %s, retrying", path, strerror(errno));
+    struct timespec ts = {0, ms * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* every share's XXH3-64 against the manifest's (img: the datasets in file order, ext sorted by
+ * offset); MNT_EDATA naming the rank whose share fails and the first dataset in it */
+static int verify_shares(const char *dir, const char *path, json_t *m, const mnt_ckpt_extent *ext, const uint8_t *img,
+                         uint64_t total, char *why, size_t wn) {
+  json_t *ds = json_object_get(m, "datasets"), *shares = json_object_get(m, "shares");
+  size_t nd = json_array_size(ds);
+  int st = MNT_OK;
+  for (size_t r = 0; st == MNT_OK && r < json_array_size(shares); r++) {
+    json_t *s = json_array_get(shares, r);
+    uint64_t p = (uint64_t)json_integer_value(json_object_get(s, "packed")),
+             n = (uint64_t)json_integer_value(json_object_get(s, "bytes"));
+    const char *hex = json_string_value(json_object_get(s, "xxh3"));
+    if (p + n > total || !hex) {
+      snprintf(why, wn, "%s/%s: share %zu is out of range", dir, MNT_CKPT_MANIFEST, r);
+      st = MNT_EDATA;
+      break;
+    }
+    char h[17];
+    snprintf(h, sizeof h, "%016" PRIx64, (uint64_t)XXH3_64bits(img + p, n));
+    if (strcmp(h, hex) != 0) {
+      uint64_t lo = (uint64_t)json_integer_value(json_object_get(s, "lo")),
+               hi = (uint64_t)json_integer_value(json_object_get(s, "hi"));
+      const char *first = "?";
+      for (size_t i = 0; i < nd; i++)
+        if (ext[i].off + ext[i].bytes > lo) {
+          first = json_string_value(json_object_get(json_array_get(ds, (size_t)ext[i].t), "name"));
+          break;
+        }
+      snprintf(why, wn, "%s: the share written by rank %zu (bytes %" PRIu64 "..%" PRIu64 ", from %s) fails its "
+               "checksum (xxh3 %s, manifest %s)", path, r, lo, hi, first ? first : "?", h, hex);
+      st = MNT_EDATA;
+    }
+  }
+  return st;
+}
+
+/* the manifest's datasets ds (nd of them) sorted by offset, each with its place in the packed
+ * image (the datasets in file order); *total: the image's bytes. NULL: out of memory. */
+static mnt_ckpt_extent *file_extents(json_t *ds, size_t nd, uint64_t *total) {
+  mnt_ckpt_extent *ext = calloc(nd ? nd : 1, sizeof *ext);
+  if (!ext) return NULL;
+  for (size_t i = 0; i < nd; i++) {
+    json_t *d = json_array_get(ds, i);
+    ext[i] = (mnt_ckpt_extent){.off = (uint64_t)json_integer_value(json_object_get(d, "offset")),
+                               .bytes = (uint64_t)json_integer_value(json_object_get(d, "bytes")), .t = (int)i};
+  }
+  qsort(ext, nd, sizeof *ext, mnt_ckpt_cmp_extent);
+  *total = 0;
+  for (size_t i = 0; i < nd; i++) {
+    ext[i].packed = *total;
+    *total += ext[i].bytes;
+  }
+  return ext;
+}
+
+/* path (the checkpoint's state.h5) has the size its manifest m says, HDF5 opens it (its metadata
+ * is checksummed), and the datasets are where the manifest says; MNT_EDATA with why otherwise */
+static int check_file(const char *path, json_t *m, char *why, size_t wn) {
+  json_t *ds = json_object_get(m, "datasets");
+  struct stat sb;
+  json_int_t want = json_integer_value(json_object_get(m, "file_bytes"));
+  if (stat(path, &sb) != 0) {
+    snprintf(why, wn, "%s: %s", path, strerror(errno));
+    return MNT_EDATA;
+  }
+  if (sb.st_size != want) {
+    snprintf(why, wn, "%s has %lld bytes, its manifest says %lld (truncated or replaced)", path, (long long)sb.st_size,
+             (long long)want);
+    return MNT_EDATA;
+  }
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) {
+    snprintf(why, wn, "%s: HDF5 cannot open it (damaged metadata)", path);
+    return MNT_EDATA;
+  }
+  int st = MNT_OK;
+  for (size_t i = 0; i < json_array_size(ds) && st == MNT_OK; i++) {
+    json_t *d = json_array_get(ds, i);
+    const char *name = json_string_value(json_object_get(d, "name"));
+    hid_t h = name ? H5Dopen2(f, name, H5P_DEFAULT) : -1;
+    haddr_t a = h >= 0 ? H5Dget_offset(h) : HADDR_UNDEF;
+    if (h >= 0) H5Dclose(h);
+    if (a == HADDR_UNDEF || (uint64_t)a != (uint64_t)json_integer_value(json_object_get(d, "offset"))) {
+      snprintf(why, wn, "%s: dataset %s is not where the manifest says", path, name ? name : "?");
+      st = MNT_EDATA;
+    }
+  }
+  H5Fclose(f);
+  return st;
+}
+
+/* the datasets' bytes (ext: nd of them, sorted) into img, runs of adjacent ones in one read each;
+ * MNT_EDATA with why when the file cannot be read */
+static int read_image(const char *path, const mnt_ckpt_extent *ext, size_t nd, uint8_t *img, char *why, size_t wn) {
+  int fd = mnt_ckpt_open_retry(path, O_RDONLY);
+  if (fd < 0) {
+    snprintf(why, wn, "%s: cannot open: %s", path, strerror(errno));
+    return MNT_EDATA;
+  }
+  int st = MNT_OK;
+  for (size_t i = 0; i < nd && st == MNT_OK;) {
+    uint64_t off = ext[i].off, len = ext[i].bytes;
+    size_t j = i + 1;
+    for (; j < nd && ext[j].off == off + len; j++) len += ext[j].bytes;
+    if (mnt_ckpt_pread_all(fd, img + ext[i].packed, off, len) != 0) {
+      snprintf(why, wn, "%s: reading bytes %" PRIu64 "..%" PRIu64 " failed: %s", path, off, off + len,
+               errno ? strerror(errno) : "end of file");
+      st = MNT_EDATA;
+    }
+    i = j;
+  }
+  close(fd);
+  return st;
+}
+
+int mnt_ckpt_read_one(const char *dir, json_t *m, int verify, mnt_ckpt *out, char *why, size_t wn) {
+  char path[MNT_PATH_MAX];
+  MNT_CHECK(mnt_path_join(path, dir, MNT_CKPT_FILE));
+  json_t *ds = json_object_get(m, "datasets");
+  size_t nd = json_array_size(ds);
+  uint64_t total = 0;
+  mnt_ckpt_extent *ext = file_extents(ds, nd, &total);
+  if (!ext) return MNT_ENOMEM;
+  uint8_t *img = NULL;
+  int st = check_file(path, m, why, wn);
+  if (st == MNT_OK && !(img = malloc(total ? total : 1))) st = MNT_ENOMEM;
+  if (st == MNT_OK) st = read_image(path, ext, nd, img, why, wn);
+  if (st == MNT_OK && verify) st = verify_shares(dir, path, m, ext, img, total, why, wn);
+  free(ext);
+  if (st != MNT_OK) {
+    free(img);
+    return st;
+  }
+  snprintf(out->dir, sizeof out->dir, "%s", dir);
+  out->step = json_integer_value(json_object_get(m, "step"));
+  out->manifest = json_incref(m);
+  out->image = img;
+  out->image_bytes = total;
+  out->verified = verify;
+  return MNT_OK;
+}
+
+/* one named checkpoint (dir holds its manifest): it must be good */
+static int open_named(const char *dir, int verify, mnt_ckpt *out, int *found) {
+  char why[1400];
+  int present;
+  json_t *m = mnt_ckpt_load_manifest(dir, &present, why, sizeof why);
+  int st = m ? mnt_ckpt_read_one(dir, m, verify, out, why, sizeof why) : MNT_EDATA;
+  json_decref(m);
+  if (st == MNT_EDATA) MNT_ERR("checkpoint %s: %s", dir, why);
+  *found = st == MNT_OK;
+  return st;
+}
+
+/* a root: the newest good checkpoint; a damaged one is said and the previous one tried */
+static int open_newest(const char *dir, int verify, mnt_ckpt *out, int *found) {
+  mnt_ckpt_stepdir *sd;
+  int n;
+  if (mnt_ckpt_list_steps(dir, &sd, &n) != MNT_OK) return MNT_SYSERR("%s: cannot list", dir);
+  char bad_dir[MNT_PATH_MAX] = "", why[1400]; /* the newest damaged one */
+  int st = MNT_OK;
+  for (int i = 0; i < n && !*found; i++) {
+    char sdir[MNT_PATH_MAX];
+    int present;
+    MNT_CHECK_GOTO(mnt_path_join(sdir, dir, sd[i].name), st, out);
+    json_t *m = mnt_ckpt_load_manifest(sdir, &present, why, sizeof why);
+    if (!m && !present) {
+      MNT_INFO("%s: %s: not a checkpoint, skipped", sdir, why);
+      continue;
+    }
+    /* a manifest that is there and fails (does not parse, is not a manifest, a newer format) is
+     * a damaged checkpoint, like a share that fails its checksum */
+    st = m ? mnt_ckpt_read_one(sdir, m, verify, out, why, sizeof why) : MNT_EDATA;
+    json_decref(m);
+    if (st == MNT_OK) {
+      *found = 1;
+      if (bad_dir[0])
+        MNT_WARN("falling back to %s (step %lld) because %s failed its checks", sdir, (long long)out->step, bad_dir);
+    } else if (st == MNT_EDATA) {
+      MNT_WARN("checkpoint %s is damaged: %s", sdir, why);
+      if (!bad_dir[0]) snprintf(bad_dir, sizeof bad_dir, "%s", sdir);
+      st = MNT_OK;
+    } else {
+      break;
+    }
+  }
+  if (st == MNT_OK && !*found && bad_dir[0]) { /* damaged checkpoints and no good one: not a fresh start */
+    MNT_ERR("%s: no checkpoint passes its checks (the newest damaged one: %s)", dir, bad_dir);
+    st = MNT_EDATA;
+  }
+out:
+  free(sd);
+  return st;
+}
+
+int mnt_ckpt_open(const char *path, int verify, mnt_ckpt *out, int *found) {
+  memset(out, 0, sizeof *out);
+  *found = 0;
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    int st = MNT_SYSERR("%s", path);
+    return errno == ENOENT ? MNT_EARG : st;
+  }
+  char dir[MNT_PATH_MAX], man[MNT_PATH_MAX];
+  MNT_CHECK(mnt_path_join(dir, NULL, path));
+  if (S_ISREG(sb.st_mode)) { /* .../state.h5: its directory */
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+  }
+  MNT_CHECK(mnt_path_join(man, dir, MNT_CKPT_MANIFEST));
+  if (S_ISREG(sb.st_mode) || access(man, F_OK) == 0) return open_named(dir, verify, out, found);
+  return open_newest(dir, verify, out, found);
+}
+
+int mnt_ckpt_get(const mnt_ckpt *c, const char *name, float *dst, size_t n, int ndims, const int *dims) {
+  json_t *ds = json_object_get(c->manifest, "datasets");
+  size_t nd = json_array_size(ds);
+  /* packed positions follow the file order of the datasets */
+  uint64_t packed = 0, off = 0;
+  json_t *hit = NULL;
+  for (size_t i = 0; i < nd && !hit; i++) {
+    json_t *d = json_array_get(ds, i);
+    const char *nm = json_string_value(json_object_get(d, "name"));
+    if (nm && !strcmp(nm, name)) {
+      hit = d;
+      off = (uint64_t)json_integer_value(json_object_get(d, "offset"));
+    }
+  }
+  if (!hit) {
+    MNT_ERR("checkpoint %s has no dataset %s", c->dir, name);
+    return MNT_EDATA;
+  }
+  for (size_t i = 0; i < nd; i++) {
+    json_t *d = json_array_get(ds, i);
+    if ((uint64_t)json_integer_value(json_object_get(d, "offset")) < off)
+      packed += (uint64_t)json_integer_value(json_object_get(d, "bytes"));
+  }
+  json_t *shape = json_object_get(hit, "shape");
+  int same = (int)json_array_size(shape) == ndims;
+  for (int k = 0; k < ndims && same; k++) same = json_integer_value(json_array_get(shape, (size_t)k)) == dims[k];
+  uint64_t bytes = (uint64_t)json_integer_value(json_object_get(hit, "bytes"));
+  if (!same || bytes != n * sizeof(float) || packed + bytes > c->image_bytes) {
+    char *have = json_dumps(shape, JSON_COMPACT);
+    MNT_ERR("checkpoint %s: %s has shape %s, the model's has %d dims of %d x %d ...", c->dir, name, have ? have : "?",
+            ndims, dims[0], ndims > 1 ? dims[1] : 1);
+    free(have);
+    return MNT_EDATA;
+  }
+  memcpy(dst, c->image + packed, bytes);
+  return MNT_OK;
+}
+
+void mnt_ckpt_close(mnt_ckpt *c) {
+  if (!c) return;
+  json_decref(c->manifest);
+  free(c->image);
+  memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,935 @@
+/* ckpt_write.c — the collective checkpoint writer: the file's layout made once (rank 0's HDF5
+ * skeleton, aligned to the Lustre stripe), each rank's share staged and written by a thread of its
+ * own with its record, and the commit (manifest, rename, retention) by finish or, on a stop
+ * request, by commit_now; see ckpt.h. */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hdf5.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "check.h"
+#include "io/ckpt.h"
+#include "io/ckpt_internal.h"
+#include "io/dataset.h"
+#include "io/safefs.h"
+#include "jsonio.h"
+#include "log.h"
+#include "path.h"
+
+/* what every rank reports when its share is on disk */
+typedef struct share_info { uint64_t lo, hi, packed, bytes, hash; int64_t status; } share_info;
+
+/* INCOMING/share-RRRRR: a rank's share_info on disk, written by its thread once the share is
+ * fsynced (or failed), so that rank 0 can commit without the communicator (mnt_ckpt_commit_now).
+ * Fixed binary, native byte order (every rank of a job runs on the same kind of machine); whole
+ * only when it has all its bytes and its checksum matches: anything else is not there yet. */
+#define REC_MAGIC "mntshr1"
+typedef struct share_rec {
+  char magic[8];
+  uint64_t token, seq;  /* the writer's token and the checkpoint's sequence number */
+  int64_t step, rank;
+  share_info s;
+  uint64_t check;       /* XXH3-64 of the bytes before it */
+} share_rec;
+
+struct mnt_ckpt_writer {
+  mnt_comm *c;
+  char root[MNT_PATH_MAX];
+  size_t stripe;
+  int keep;
+  int64_t last_step;
+  int early_writeback;    /* sync_file_range after each piece (not on FUSE) */
+  /* the file's layout, the same for every checkpoint of this writer (made at the first begin) */
+  int nt;                 /* tensors, the training-state dataset last */
+  uint64_t *offsets;      /* of each dataset, by tensor */
+  uint64_t file_bytes;
+  mnt_ckpt_extent *mine;  /* this rank's pieces, file order */
+  int npieces;
+  share_info share;       /* this rank's share (hash and status filled by the thread) */
+  mnt_ckpt_extent *meta;  /* rank 0: the metadata blocks of the skeleton (off, bytes, packed = into meta_bytes) */
+  int nmeta;
+  uint8_t *meta_bytes;
+  json_t *datasets;       /* rank 0: the manifest's "datasets" */
+  /* the checkpoint in flight */
+  int pending;
+  int64_t step;
+  char dir[MNT_PATH_MAX];      /* the step directory it becomes */
+  char path[MNT_PATH_MAX];     /* the file being written (in incoming) */
+  char incoming[MNT_PATH_MAX]; /* ROOT/incoming-TOKEN-SEQ: where the next checkpoint is written */
+  uint64_t token, seq;         /* the writer's random token (rank 0's, broadcast) and commit count */
+  pthread_t thr;
+  int have_thr;
+  int done;               /* the thread finished (atomic) */
+  uint8_t *stage;
+  size_t stage_cap;
+  char state_text[MNT_CKPT_STATE_BYTES];
+  json_t *manifest;       /* rank 0: the manifest being prepared */
+  char rec_path[MNT_PATH_MAX]; /* this rank's share record of the checkpoint in flight (INCOMING/share-RRRRR) */
+  uint64_t rec_seq;       /* the checkpoint in flight's seq (the thread's copy) */
+  /* Rank 0's commit against mnt_ckpt_commit_now (the signal thread): mu guards pending, step, dir,
+   * manifest, incoming, seq and early, and the commit itself, so that exactly one of finish and
+   * commit_now commits a checkpoint. The main thread writes those fields only under it. */
+  pthread_mutex_t mu;
+  pthread_cond_t idle;    /* signalled when callers drops to 0 */
+  int callers;            /* commit_now calls in progress (destroy waits for them) */
+  int closing;            /* destroy has begun: commit_now gives up */
+  int early;              /* rank 0: the checkpoint in flight was committed by commit_now */
+  int early_status;       /* ... with this status (finish reports it instead of committing) */
+};
+
+static int fsync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || fsync(fd) != 0) {
+    int st = MNT_SYSERR("%s: cannot sync the directory", dir);
+    if (fd >= 0) close(fd);
+    return st;
+  }
+  close(fd);
+  return MNT_OK;
+}
+
+/* A step directory about to be written again: one with a manifest (a checkpoint of a branch of
+ * the run that was abandoned: a resume from an older one) is renamed to STEP.superseded-N, kept
+ * and ignored; one without (an unfinished write) is removed. */
+static int set_aside_or_remove(const char *dir) {
+  char man[MNT_PATH_MAX], to[MNT_PATH_MAX];
+  MNT_CHECK(mnt_path_join(man, dir, MNT_CKPT_MANIFEST));
+  if (access(man, F_OK) != 0) return mnt_ckpt_remove_step_dir(dir);
+  for (int k = 1; k < 1000; k++) {
+    if (snprintf(to, sizeof to, "%s.superseded-%d", dir, k) >= (int)sizeof to) {
+      errno = ENAMETOOLONG;
+      break;
+    }
+    if (access(to, F_OK) == 0) continue;
+    if (rename(dir, to) != 0) break;
+    MNT_WARN("%s is of an abandoned branch of this run (resumed from an older checkpoint): kept as %s", dir, to);
+    return MNT_OK;
+  }
+  return MNT_SYSERR("%s: cannot set it aside", dir);
+}
+
+/* every rank: the name of the next checkpoint's directory before its commit. Never a name used
+ * before: a GlusterFS client on another node may still resolve an old name to the file that was
+ * renamed away (its lookup cache), and would write into a committed checkpoint. */
+static int incoming_name(mnt_ckpt_writer *wr) {
+  char name[64];
+  snprintf(name, sizeof name, "incoming-%016" PRIx64 "-%06" PRIu64, wr->token, wr->seq);
+  return mnt_path_join(wr->incoming, wr->root, name);
+}
+
+/* rank 0: an empty INCOMING/state.h5, made ahead of the checkpoint that will be written into it, so
+ * that starting one touches no metadata (a directory and a create take tens of ms on a busy
+ * parallel filesystem, and would hold up training) */
+static int prepare_incoming(mnt_ckpt_writer *wr) {
+  char p[MNT_PATH_MAX];
+  MNT_CHECK(mnt_path_join(p, wr->incoming, MNT_CKPT_FILE));
+  MNT_CHECK(mnt_ckpt_remove_step_dir(wr->incoming));
+  MNT_SYSCHECK(mkdir(wr->incoming, 0755), "%s: cannot create", wr->incoming);
+  /* the directory is new (mkdir): nothing can be in it, and nothing is followed */
+  int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0 || close(fd) != 0) return MNT_SYSERR("%s: cannot create", p);
+  return MNT_OK;
+}
+
+/* On Lustre (statfs magic 0x0BD00BD0), new files in the checkpoint directory are striped over
+ * every OST in stripes of `stripe` bytes, through liblustreapi when it is installed (opened at run
+ * time: nothing to build against); anywhere else, or without the library, nothing happens. */
+static void lustre_stripe(const char *dir, size_t stripe) {
+  struct statfs sf;
+  if (statfs(dir, &sf) != 0 || (unsigned long)sf.f_type != 0x0BD00BD0UL) return;
+  void *lib = dlopen("liblustreapi.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) lib = dlopen("liblustreapi.so", RTLD_NOW | RTLD_LOCAL);
+  int (*set)(const char *, unsigned long long, int, int, int) = NULL;
+  if (lib) *(void **)&set = dlsym(lib, "llapi_dir_set_default_lov_stripe");
+  if (set && set(dir, stripe, -1, -1, 0) == 0)
+    MNT_INFO("%s: Lustre: new files striped over every OST in %zu-byte stripes", dir, stripe);
+  else
+    MNT_INFO("%s is on Lustre but its striping was left as it is (liblustreapi %s)", dir, lib ? "refused" : "not found");
+  if (lib) dlclose(lib);
+}
+
+/* rank 0, at create: the root made or checked (io/safefs.h) and striped on Lustre; step directories
+ * newer than the resumed one (a branch this run leaves) set aside; earlier jobs' unfinished writes
+ * removed */
+static int prepare_root(mnt_ckpt_writer *wr, int64_t resumed_step) {
+  MNT_CHECK(mnt_dir_secure(wr->root, "the checkpoint directory", 1, MNT_DIR_RUN));
+  lustre_stripe(wr->root, wr->stripe);
+  mnt_ckpt_stepdir *sd;
+  int n, st = MNT_OK;
+  if (resumed_step >= 0 && mnt_ckpt_list_steps(wr->root, &sd, &n) == MNT_OK) {
+    for (int i = 0; i < n && st == MNT_OK; i++) {
+      char dir[MNT_PATH_MAX];
+      if (sd[i].step <= resumed_step) continue;
+      st = mnt_path_join(dir, wr->root, sd[i].name);
+      if (st == MNT_OK) st = set_aside_or_remove(dir);
+    }
+    free(sd);
+  }
+  DIR *d = st == MNT_OK ? opendir(wr->root) : NULL;
+  struct dirent *e;
+  while (d && st == MNT_OK && (e = readdir(d))) {
+    char dir[MNT_PATH_MAX];
+    if (strncmp(e->d_name, "incoming-", 9)) continue;
+    st = mnt_path_join(dir, wr->root, e->d_name);
+    if (st == MNT_OK) mnt_ckpt_remove_step_dir(dir);
+  }
+  if (d) closedir(d);
+  return st;
+}
+
+int mnt_ckpt_writer_create(mnt_comm *c, const char *root, size_t stripe, int keep, int64_t resumed_step,
+                           mnt_ckpt_writer **out) {
+  *out = NULL;
+  mnt_ckpt_writer *wr = calloc(1, sizeof *wr);
+  if (!wr) return MNT_ENOMEM;
+  wr->c = c;
+  pthread_mutex_init(&wr->mu, NULL);
+  pthread_cond_init(&wr->idle, NULL);
+  wr->stripe = stripe;
+  wr->keep = keep < 1 ? 1 : keep;
+  wr->last_step = resumed_step; /* a resumed run has that checkpoint: it is not written again */
+  /* a token of this writer's own: rank 0's clock and pid, broadcast below */
+  wr->token = mnt_mix((uint64_t)(mnt_now() * 1e9), (uint64_t)getpid() ^ ((uint64_t)time(NULL) << 20));
+  int st = mnt_path_join(wr->root, NULL, root);
+  if (st == MNT_OK && c->world->rank == 0) st = prepare_root(wr, resumed_step);
+  int cs = mnt_broadcast(c, &wr->token, sizeof wr->token, 0);
+  if (cs != MNT_OK) st = cs;
+  if (st == MNT_OK) st = incoming_name(wr);
+  if (st == MNT_OK && c->world->rank == 0) st = prepare_incoming(wr);
+  st = mnt_world_agree(c->world, st);
+  struct statfs sf; /* after the agreement: rank 0 has created root */
+  wr->early_writeback = !(statfs(root, &sf) == 0 && (unsigned long)sf.f_type == 0x65735546UL); /* FUSE_SUPER_MAGIC */
+  if (st) {
+    pthread_cond_destroy(&wr->idle);
+    pthread_mutex_destroy(&wr->mu);
+    free(wr);
+    return st;
+  }
+  *out = wr;
+  return MNT_OK;
+}
+
+int mnt_ckpt_pending(const mnt_ckpt_writer *wr) { return wr && wr->pending; }
+int mnt_ckpt_local_done(mnt_ckpt_writer *wr) {
+  return !wr || !wr->pending || __atomic_load_n(&wr->done, __ATOMIC_ACQUIRE);
+}
+int64_t mnt_ckpt_last_step(const mnt_ckpt_writer *wr) { return wr ? wr->last_step : -1; }
+
+/* ---- rank 0: the file's layout, once ----------------------------------------------------- */
+
+/* a root attribute per member of obj: integers as int64, reals as double, arrays of numbers as
+ * float64 vectors, strings as strings, anything else as its JSON text */
+static int put_attrs(hid_t loc, json_t *obj) {
+  const char *k;
+  json_t *v;
+  int bad = 0;
+  json_object_foreach(obj, k, v) {
+    hid_t sp = H5Screate(H5S_SCALAR), type = -1, a = -1;
+    herr_t e = -1;
+    size_t n = json_array_size(v), num = n > 0;
+    for (size_t i = 0; i < n; i++) num = num && json_is_number(json_array_get(v, i));
+    if (json_is_integer(v)) {
+      long long x = json_integer_value(v);
+      a = H5Acreate2(loc, k, H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+      if (a >= 0) e = H5Awrite(a, H5T_NATIVE_LLONG, &x);
+    } else if (json_is_real(v)) {
+      double x = json_real_value(v);
+      a = H5Acreate2(loc, k, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+      if (a >= 0) e = H5Awrite(a, H5T_NATIVE_DOUBLE, &x);
+    } else if (num && n <= 64) {
+      double x[64];
+      hsize_t d = n;
+      for (size_t i = 0; i < n; i++) x[i] = json_number_value(json_array_get(v, i));
+      H5Sclose(sp);
+      sp = H5Screate_simple(1, &d, NULL);
+      a = H5Acreate2(loc, k, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+      if (a >= 0) e = H5Awrite(a, H5T_NATIVE_DOUBLE, x);
+    } else {
+      char *txt = json_is_string(v) ? strdup(json_string_value(v)) : json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+      type = H5Tcopy(H5T_C_S1);
+      H5Tset_size(type, txt && txt[0] ? strlen(txt) : 1);
+      a = H5Acreate2(loc, k, type, sp, H5P_DEFAULT, H5P_DEFAULT);
+      if (a >= 0 && txt) e = H5Awrite(a, type, txt[0] ? txt : " ");
+      free(txt);
+    }
+    if (a >= 0) H5Aclose(a);
+    if (type >= 0) H5Tclose(type);
+    H5Sclose(sp);
+    if (e < 0) bad = 1;
+  }
+  return bad ? MNT_ESYS : MNT_OK;
+}
+
+/* The skeleton of state.h5 made as the file `scratch`: every dataset allocated early and unfilled,
+ * objects of a stripe or more aligned to the stripe, metadata in blocks of its own; each
+ * dataset's offset into wr->offsets. */
+static int make_skeleton(mnt_ckpt_writer *wr, const char *scratch, const mnt_ckpt_tensor *t, int nt, json_t *attrs) {
+  int st = MNT_OK;
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), dcpl = H5Pcreate(H5P_DATASET_CREATE), lcpl = H5Pcreate(H5P_LINK_CREATE);
+  H5Pset_alignment(fapl, wr->stripe, wr->stripe);
+  H5Pset_meta_block_size(fapl, 1 << 20);
+  H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST); /* checksummed metadata */
+  H5Pset_layout(dcpl, H5D_CONTIGUOUS);
+  H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
+  H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+  H5Pset_create_intermediate_group(lcpl, 1);
+  hid_t f = H5Fcreate(scratch, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  if (f < 0 || put_attrs(f, attrs) != MNT_OK) st = MNT_ESYS;
+  for (int i = 0; i < nt && st == MNT_OK; i++) {
+    hsize_t d[4];
+    for (int k = 0; k < t[i].ndims; k++) d[k] = (hsize_t)t[i].dims[k];
+    hid_t sp = H5Screate_simple(t[i].ndims, d, NULL);
+    hid_t ds = H5Dcreate2(f, t[i].name, t[i].bytes_per ? H5T_STD_U8LE : H5T_IEEE_F32LE, sp, lcpl, dcpl, H5P_DEFAULT);
+    haddr_t a = ds >= 0 ? H5Dget_offset(ds) : HADDR_UNDEF;
+    if (ds >= 0) H5Dclose(ds);
+    H5Sclose(sp);
+    if (a == HADDR_UNDEF) st = MNT_ESYS;
+    wr->offsets[i] = (uint64_t)a;
+  }
+  if (f >= 0 && H5Fclose(f) < 0) st = MNT_ESYS;
+  H5Pclose(fapl);
+  H5Pclose(dcpl);
+  H5Pclose(lcpl);
+  return st;
+}
+
+/* one block of metadata (len non-zero bytes at off, in blk) into rank 0's list, merged with the one
+ * before it when adjacent; *used of *cap bytes of wr->meta_bytes are taken */
+static int add_meta(mnt_ckpt_writer *wr, const uint8_t *blk, uint64_t off, uint64_t len, size_t *cap, size_t *used) {
+  if (wr->nmeta && wr->meta[wr->nmeta - 1].off + wr->meta[wr->nmeta - 1].bytes == off) {
+    wr->meta[wr->nmeta - 1].bytes += len;
+  } else {
+    if (wr->nmeta % 64 == 0) {
+      mnt_ckpt_extent *e = realloc(wr->meta, (size_t)(wr->nmeta + 64) * sizeof *e);
+      if (!e) return MNT_ENOMEM;
+      wr->meta = e;
+    }
+    wr->meta[wr->nmeta++] = (mnt_ckpt_extent){.off = off, .bytes = len, .packed = *used};
+  }
+  if (*used + len > *cap) {
+    *cap = 2 * (*used + len);
+    uint8_t *p = realloc(wr->meta_bytes, *cap);
+    if (!p) return MNT_ENOMEM;
+    wr->meta_bytes = p;
+  }
+  memcpy(wr->meta_bytes + *used, blk, len);
+  *used += len;
+  return MNT_OK;
+}
+
+/* the metadata of the skeleton (open as sfd): the non-zero bytes outside every dataset (only those
+ * are read back), in pieces of up to 4 KiB, merged */
+static int collect_meta(mnt_ckpt_writer *wr, int sfd, const mnt_ckpt_tensor *t, int nt) {
+  uint8_t blk[4096];
+  mnt_ckpt_extent *ext = calloc((size_t)nt + 1, sizeof *ext);
+  if (!ext) return MNT_ENOMEM;
+  for (int i = 0; i < nt; i++) ext[i] = (mnt_ckpt_extent){.off = wr->offsets[i], .bytes = mnt_ckpt_tensor_bytes(&t[i])};
+  ext[nt] = (mnt_ckpt_extent){.off = wr->file_bytes}; /* the end of the file */
+  qsort(ext, (size_t)nt + 1, sizeof *ext, mnt_ckpt_cmp_extent);
+  size_t cap = 0, used = 0;
+  uint64_t from = 0;
+  int st = MNT_OK;
+  for (int i = 0; i <= nt && st == MNT_OK; i++) {
+    for (uint64_t off = from; off < ext[i].off && st == MNT_OK;) { /* the gap [from, ext[i].off) */
+      uint64_t len = (off / 4096 + 1) * 4096 - off;
+      if (off + len > ext[i].off) len = ext[i].off - off;
+      if (mnt_ckpt_pread_all(sfd, blk, off, len) != 0) {
+        st = MNT_ESYS;
+        break;
+      }
+      int nz = 0;
+      for (uint64_t j = 0; j < len && !nz; j++) nz = blk[j] != 0;
+      if (nz) st = add_meta(wr, blk, off, len, &cap, &used);
+      off += len;
+    }
+    if (ext[i].off + ext[i].bytes > from) from = ext[i].off + ext[i].bytes;
+  }
+  free(ext);
+  return st;
+}
+
+/* The skeleton of state.h5, built once as a scratch file on local memory (/dev/shm, else TMPDIR
+ * or /tmp; sparse: only the metadata takes space). Its bytes are the checkpoint file but for the
+ * data: the datasets' offsets, the size, and the metadata (the non-zero bytes outside the
+ * datasets) that rank 0 writes with its share. */
+static int build_layout(mnt_ckpt_writer *wr, const mnt_ckpt_tensor *t, int nt, json_t *attrs) {
+  char scratch[MNT_PATH_MAX];
+  const char *tmpdir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+  MNT_CHECK(mnt_path_join(scratch, tmpdir, "mntrain-layout-XXXXXX"));
+  int sfd = mkstemp(scratch);
+  if (sfd < 0) return MNT_SYSERR("%s: cannot create the checkpoint's scratch layout", scratch);
+  int st = make_skeleton(wr, scratch, t, nt, attrs);
+  struct stat sb;
+  if (st == MNT_OK && fstat(sfd, &sb) == 0 && sb.st_size > 0) wr->file_bytes = (uint64_t)sb.st_size;
+  else if (st == MNT_OK) st = MNT_ESYS;
+  if (st == MNT_OK) st = collect_meta(wr, sfd, t, nt);
+  close(sfd);
+  unlink(scratch);
+  if (st != MNT_OK) MNT_ERR("the checkpoint's HDF5 layout cannot be built (%d tensors)", nt);
+  return st;
+}
+
+/* Every rank's status, agreed over the communicator (a one-float allreduce, not a PMIx fence):
+ * MNT_OK when all are, else this rank's failure (or MNT_ESYS for a rank that did not fail itself),
+ * recorded as agreed so that it ends the job normally instead of aborting it. */
+static int agree(mnt_ckpt_writer *wr, int st) {
+  float bad = st != MNT_OK;
+  MNT_CHECK(mnt_allreduce(wr->c, &bad, 1, MNT_FP32, MNT_SUM));
+  if (bad == 0) return MNT_OK;
+  if (st == MNT_OK) {
+    st = MNT_ESYS;
+    MNT_DBG("checkpoint: another rank failed (its error says why)");
+  }
+  wr->c->world->failed_together = st;
+  return st;
+}
+
+/* this rank's share of the layout: the stripes [lo, hi) of the data range, cut evenly, and the
+ * datasets' pieces in it (ext: room for nt extents) */
+static int find_share(mnt_ckpt_writer *wr, const mnt_ckpt_tensor *t, int nt, mnt_ckpt_extent *ext) {
+  mnt_world *w = wr->c->world;
+  uint64_t packed = 0;
+  for (int i = 0; i < nt; i++)
+    ext[i] = (mnt_ckpt_extent){.off = wr->offsets[i], .bytes = mnt_ckpt_tensor_bytes(&t[i]), .t = i};
+  qsort(ext, (size_t)nt, sizeof *ext, mnt_ckpt_cmp_extent);
+  for (int i = 0; i < nt; i++) {
+    ext[i].packed = packed;
+    packed += ext[i].bytes;
+  }
+  uint64_t S = wr->stripe, base = ext[0].off / S * S, end = ext[nt - 1].off + ext[nt - 1].bytes;
+  uint64_t nb = (end - base + S - 1) / S, R = (uint64_t)w->size, r = (uint64_t)w->rank;
+  uint64_t lo = base + nb * r / R * S, hi = r + 1 == R ? end : base + nb * (r + 1) / R * S;
+  wr->share = (share_info){.lo = lo, .hi = hi};
+  wr->mine = calloc((size_t)nt, sizeof *wr->mine);
+  if (!wr->mine) return MNT_ENOMEM;
+  for (int i = 0; i < nt; i++) { /* a contiguous range of the packed image */
+    mnt_ckpt_extent e = ext[i];
+    uint64_t a = e.off > lo ? e.off : lo, b = e.off + e.bytes < hi ? e.off + e.bytes : hi;
+    if (a >= b) continue;
+    if (wr->npieces == 0) wr->share.packed = e.packed + (a - e.off);
+    wr->mine[wr->npieces++] = (mnt_ckpt_extent){.off = a, .bytes = b - a, .packed = e.packed + (a - e.off), .t = e.t};
+    wr->share.bytes += b - a;
+  }
+  return MNT_OK;
+}
+
+/* rank 0: the manifest's list of datasets */
+static json_t *manifest_datasets(const mnt_ckpt_writer *wr, const mnt_ckpt_tensor *t, int nt) {
+  json_t *list = json_array();
+  for (int i = 0; i < nt; i++) {
+    json_t *shape = json_array();
+    for (int k = 0; k < t[i].ndims; k++) json_array_append_new(shape, json_integer(t[i].dims[k]));
+    json_array_append_new(list, json_pack("{s:s, s:s, s:I, s:I, s:o}", "name", t[i].name, "type",
+                                          t[i].bytes_per ? "uint8" : "float32", "offset", (json_int_t)wr->offsets[i],
+                                          "bytes", (json_int_t)mnt_ckpt_tensor_bytes(&t[i]), "shape", shape));
+  }
+  return list;
+}
+
+/* Collective, once per writer: rank 0 builds the layout and broadcasts it; every rank finds its
+ * share and allocates the staging buffer for it. */
+static int layout(mnt_ckpt_writer *wr, const mnt_ckpt_tensor *t, int nt, json_t *attrs) {
+  mnt_world *w = wr->c->world;
+  wr->nt = nt;
+  uint64_t *hdr = calloc((size_t)nt + 2, sizeof *hdr);
+  wr->offsets = calloc((size_t)nt, sizeof *wr->offsets);
+  mnt_ckpt_extent *ext = calloc((size_t)nt, sizeof *ext);
+  int st = MNT_OK;
+  MNT_CHECK_GOTO(agree(wr, hdr && wr->offsets && ext ? MNT_OK : MNT_ENOMEM), st, out);
+  if (w->rank == 0) { /* its status travels with the layout */
+    hdr[0] = (uint64_t)build_layout(wr, t, nt, attrs);
+    hdr[1] = wr->file_bytes;
+    memcpy(hdr + 2, wr->offsets, (size_t)nt * sizeof *hdr);
+  }
+  MNT_CHECK_GOTO(mnt_broadcast(wr->c, hdr, ((size_t)nt + 2) * sizeof *hdr, 0), st, out);
+  if (hdr[0] != MNT_OK) {
+    st = w->failed_together = (int)hdr[0];
+    goto out;
+  }
+  wr->file_bytes = hdr[1];
+  memcpy(wr->offsets, hdr + 2, (size_t)nt * sizeof *hdr);
+  st = find_share(wr, t, nt, ext);
+  if (st == MNT_OK && w->rank == 0) wr->datasets = manifest_datasets(wr, t, nt);
+  if (st == MNT_OK) {
+    size_t need = (wr->share.bytes + 4095) / 4096 * 4096;
+    if (need && !(wr->stage = aligned_alloc(4096, need))) st = MNT_ENOMEM;
+    wr->stage_cap = need;
+    if (st) MNT_ERR("out of memory for the checkpoint's staging buffer (%" PRIu64 " bytes)", wr->share.bytes);
+  }
+  st = agree(wr, st);
+out:
+  free(hdr);
+  free(ext);
+  return st;
+}
+
+/* ---- every rank: its share, written by a thread --------------------------------------------- */
+
+/* early: every piece's writeback is started at once (sync_file_range): the disk works while the
+ * next pieces are copied in, and the final fsync has less left to wait for. Not on FUSE
+ * (GlusterFS): there writes go to the daemon as they are made, and it only cost time there. */
+static int pwrite_all(int fd, const uint8_t *src, uint64_t off, uint64_t len, const char *path, int early) {
+  for (uint64_t done = 0; done < len;) {
+    size_t n = len - done > MNT_CKPT_PIECE ? MNT_CKPT_PIECE : (size_t)(len - done);
+    ssize_t w = pwrite(fd, src + done, n, (off_t)(off + done));
+    if (w > 0 && early) sync_file_range(fd, (off_t)(off + done), w, SYNC_FILE_RANGE_WRITE);
+    if (w > 0) done += (uint64_t)w;
+    else if (w < 0 && errno == EINTR) continue;
+    else if (w < 0) return MNT_SYSERR("%s: writing bytes %" PRIu64 "..%" PRIu64 " failed", path, off + done, off + len);
+    else {
+      MNT_ERR("%s: writing bytes %" PRIu64 "..%" PRIu64 " failed: short write", path, off + done, off + len);
+      return MNT_ESYS;
+    }
+  }
+  return MNT_OK;
+}
+
+/* the share's hash, computed beside the writes (the staged bytes do not change meanwhile) */
+static void *hash_share(void *arg) {
+  mnt_ckpt_writer *wr = arg;
+  wr->share.hash = XXH3_64bits(wr->stage, wr->share.bytes);
+  return NULL;
+}
+
+/* this rank's share_info as INCOMING/share-RRRRR (exclusive, never through a link, fsynced): what
+ * rank 0 commits from on a stop request. Not having it only means that no early commit can happen;
+ * the share itself stands. */
+static void write_record(mnt_ckpt_writer *wr) {
+  share_rec r;
+  memset(&r, 0, sizeof r);
+  memcpy(r.magic, REC_MAGIC, sizeof REC_MAGIC);
+  r.token = wr->token;
+  r.seq = wr->rec_seq;
+  r.step = wr->step;
+  r.rank = wr->c->world->rank;
+  r.s = wr->share;
+  r.check = XXH3_64bits(&r, offsetof(share_rec, check));
+  const char *why = NULL;
+  int fd = open(wr->rec_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) why = "cannot create";
+  else if (pwrite(fd, &r, sizeof r, 0) != (ssize_t)sizeof r) why = "cannot write";
+  else if (fsync(fd) != 0) why = "cannot sync";
+  int err = errno;
+  if (fd >= 0 && close(fd) != 0 && !why) {
+    why = "cannot close";
+    err = errno;
+  }
+  if (why && wr->share.status == MNT_OK)
+    MNT_WARN("%s: %s: %s (a stop request cannot commit this checkpoint early; it is committed as usual at the next "
+             "step boundary)", wr->rec_path, why, strerror(err));
+  else if (why)
+    MNT_DBG("%s: %s: %s", wr->rec_path, why, strerror(err));
+}
+
+/* rank 0: the file's size and its HDF5 metadata */
+static int write_metadata(mnt_ckpt_writer *wr, int fd) {
+  if (ftruncate(fd, (off_t)wr->file_bytes) != 0)
+    return MNT_SYSERR("%s: cannot size it to %" PRIu64 " bytes", wr->path, wr->file_bytes);
+  for (int i = 0; i < wr->nmeta; i++)
+    MNT_CHECK(pwrite_all(fd, wr->meta_bytes + wr->meta[i].packed, wr->meta[i].off, wr->meta[i].bytes, wr->path,
+                         wr->early_writeback));
+  return MNT_OK;
+}
+
+/* this rank's pieces: adjacent in the file, they are adjacent in the staging buffer too: runs of
+ * them in one go */
+static int write_pieces(mnt_ckpt_writer *wr, int fd) {
+  for (int i = 0; i < wr->npieces;) {
+    uint64_t off = wr->mine[i].off, len = wr->mine[i].bytes;
+    int j = i + 1;
+    for (; j < wr->npieces && wr->mine[j].off == off + len; j++) len += wr->mine[j].bytes;
+    MNT_CHECK(pwrite_all(fd, wr->stage + (wr->mine[i].packed - wr->share.packed), off, len, wr->path,
+                         wr->early_writeback));
+    i = j;
+  }
+  return MNT_OK;
+}
+
+static void *write_share(void *arg) {
+  mnt_ckpt_writer *wr = arg;
+  int st = MNT_OK;
+  pthread_t hthr;
+  int hashing = pthread_create(&hthr, NULL, hash_share, wr) == 0;
+  int fd = mnt_ckpt_open_retry(wr->path, O_WRONLY | O_NOFOLLOW); /* rank 0 created it before anyone got here */
+  if (fd < 0) st = MNT_SYSERR("%s: cannot open for writing", wr->path);
+  if (st == MNT_OK && wr->c->world->rank == 0) st = write_metadata(wr, fd);
+  if (st == MNT_OK) st = write_pieces(wr, fd);
+  if (hashing) pthread_join(hthr, NULL);
+  else hash_share(wr);
+  if (fd >= 0 && st == MNT_OK && fsync(fd) != 0) st = MNT_SYSERR("%s: fsync failed", wr->path);
+  if (fd >= 0 && close(fd) != 0 && st == MNT_OK) st = MNT_SYSERR("%s: close failed", wr->path);
+  wr->share.status = st;
+  write_record(wr);
+  __atomic_store_n(&wr->done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+/* ---- begin --------------------------------------------------------------------------------- */
+
+/* the checkpoint's tensors: the caller's nin, and the training state as a JSON text of fixed size
+ * (so that the layout holds) in wr->state_text, the dataset /train_state. NULL (logged) when the
+ * state does not fit or memory runs out. */
+static mnt_ckpt_tensor *with_state(mnt_ckpt_writer *wr, const mnt_ckpt_tensor *tin, int nin, json_t *state) {
+  mnt_ckpt_tensor *t = calloc((size_t)nin + 1, sizeof *t);
+  char *txt = state ? json_dumps(state, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17)) : NULL;
+  if (!t || !txt || strlen(txt) >= sizeof wr->state_text) {
+    MNT_ERR("the training state cannot be encoded in the checkpoint's %d bytes for it", MNT_CKPT_STATE_BYTES);
+    free(t);
+    free(txt);
+    return NULL;
+  }
+  memcpy(t, tin, (size_t)nin * sizeof *t);
+  memset(wr->state_text, ' ', sizeof wr->state_text);
+  memcpy(wr->state_text, txt, strlen(txt));
+  t[nin] = (mnt_ckpt_tensor){.name = "/train_state", .data = wr->state_text, .n = sizeof wr->state_text,
+                             .ndims = 1, .dims = {(int)sizeof wr->state_text}, .bytes_per = 1};
+  free(txt);
+  return t;
+}
+
+/* The paths of checkpoint `step`: the step directory it becomes, and its file and this rank's
+ * share record in the incoming directory (made by the last commit). */
+static int paths_of(mnt_ckpt_writer *wr, int64_t step) {
+  char name[64];
+  snprintf(name, sizeof name, "step-%08lld", (long long)step);
+  pthread_mutex_lock(&wr->mu); /* dir: mnt_ckpt_commit_now reads it */
+  int st = mnt_path_join(wr->dir, wr->root, name);
+  pthread_mutex_unlock(&wr->mu);
+  MNT_CHECK(st);
+  MNT_CHECK(mnt_path_join(wr->path, wr->incoming, MNT_CKPT_FILE));
+  snprintf(name, sizeof name, "share-%05d", wr->c->world->rank);
+  return mnt_path_join(wr->rec_path, wr->incoming, name);
+}
+
+/* Collective, the writer's first checkpoint: once every rank can take part (lst), the file's layout,
+ * made together, with the root attributes attrs, the format and version, and config. */
+static int first_layout(mnt_ckpt_writer *wr, const mnt_ckpt_tensor *t, int nt, int lst, json_t *attrs,
+                        json_t *config) {
+  MNT_CHECK(agree(wr, lst));
+  json_t *a = json_deep_copy(attrs);
+  json_object_set_new(a, "format", json_string(MNT_CKPT_FORMAT));
+  json_object_set_new(a, "format_version", json_integer(MNT_CKPT_VERSION));
+  json_object_set_new(a, "version", json_string(MNT_VERSION));
+  json_object_set_new(a, "config", json_deep_copy(config));
+  int st = layout(wr, t, nt, a);
+  json_decref(a);
+  return st;
+}
+
+/* the copy of this rank's share of the tensors t into the staging buffer: the stall of an
+ * asynchronous checkpoint; in 1 MiB blocks over the compute threads */
+static void stage_share(mnt_ckpt_writer *wr, const mnt_ckpt_tensor *t) {
+  const int64_t B = 1 << 20, nblk = (int64_t)((wr->share.bytes + B - 1) / B);
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < nblk; k++) {
+    uint64_t lo = (uint64_t)k * B, hi = lo + B < wr->share.bytes ? lo + B : wr->share.bytes;
+    int i = 0; /* the piece holding packed byte lo (pieces are few: a linear search is fine) */
+    while (i + 1 < wr->npieces && wr->mine[i + 1].packed - wr->share.packed <= lo) i++;
+    for (uint64_t at = lo; at < hi; i++) {
+      const mnt_ckpt_extent *p = &wr->mine[i];
+      uint64_t p0 = p->packed - wr->share.packed, in = at - p0, n = p->bytes - in < hi - at ? p->bytes - in : hi - at;
+      memcpy(wr->stage + at, (const uint8_t *)t[p->t].data + (p->off - wr->offsets[p->t]) + in, n);
+      at += n;
+    }
+  }
+}
+
+/* rank 0: what the manifest will say, apart from the shares (copies: the signal thread may write
+ * it while the caller goes on with its state and config) */
+static json_t *manifest_head(const mnt_ckpt_writer *wr, int64_t step, json_t *state, json_t *config) {
+  return json_pack("{s:s, s:i, s:s, s:I, s:s, s:I, s:I, s:i, s:s, s:O, s:o, s:o}", "format", MNT_CKPT_FORMAT,
+                   "format_version", MNT_CKPT_VERSION, "version", MNT_VERSION, "step", (json_int_t)step, "file",
+                   MNT_CKPT_FILE, "file_bytes", (json_int_t)wr->file_bytes, "stripe", (json_int_t)wr->stripe,
+                   "world_size", wr->c->world->size, "hash", "xxh3-64", "datasets", wr->datasets, "state",
+                   json_deep_copy(state), "config", json_deep_copy(config));
+}
+
+/* the checkpoint in flight, as mnt_ckpt_commit_now sees it, and the thread that writes the share */
+static void start_share(mnt_ckpt_writer *wr, int64_t step, json_t *man) {
+  wr->share.hash = 0;
+  wr->share.status = 0;
+  __atomic_store_n(&wr->done, 0, __ATOMIC_RELEASE);
+  pthread_mutex_lock(&wr->mu);
+  json_t *old = wr->manifest;
+  wr->manifest = man;
+  wr->step = step;
+  wr->rec_seq = wr->seq;
+  wr->early = 0;
+  wr->pending = 1;
+  pthread_mutex_unlock(&wr->mu);
+  json_decref(old);
+  if (pthread_create(&wr->thr, NULL, write_share, wr) != 0) write_share(wr); /* no thread: here */
+  else wr->have_thr = 1;
+}
+
+int mnt_ckpt_begin(mnt_ckpt_writer *wr, int64_t step, const mnt_ckpt_tensor *tin, int nin, json_t *state,
+                   json_t *attrs, json_t *config, double *stall_s) {
+  double t0 = mnt_now();
+  MNT_CHECK(mnt_ckpt_finish(wr)); /* the next checkpoint waits for the previous one */
+  /* a local failure here is agreed on below, before anyone writes */
+  int nt = nin + 1, lst = MNT_OK;
+  mnt_ckpt_tensor *t = with_state(wr, tin, nin, state);
+  if (!t) {
+    lst = MNT_ESYS;
+  } else if (wr->offsets && nt != wr->nt) {
+    MNT_ERR("internal: a checkpoint of %d tensors after one of %d", nt, wr->nt);
+    lst = MNT_ESYS;
+  }
+  if (lst == MNT_OK) lst = paths_of(wr, step);
+  int st = wr->offsets ? MNT_OK : first_layout(wr, t, nt, lst, attrs, config);
+  if (st == MNT_OK) st = agree(wr, lst); /* a rank that cannot take part says so before anyone writes */
+  if (st == MNT_OK) stage_share(wr, t);
+  free(t);
+  if (st != MNT_OK) return st;
+  start_share(wr, step, wr->c->world->rank == 0 ? manifest_head(wr, step, state, config) : NULL);
+  if (stall_s) *stall_s = mnt_now() - t0;
+  return MNT_OK;
+}
+
+/* ---- commit ----------------------------------------------------------------------------- */
+
+/* rank 0: the manifest's "shares" (all: every rank's share_info) */
+static int manifest_shares(mnt_ckpt_writer *wr, const share_info *all) {
+  json_t *shares = wr->manifest ? json_array() : NULL;
+  for (int r = 0; r < wr->c->world->size && shares; r++) {
+    char h[17];
+    snprintf(h, sizeof h, "%016" PRIx64, all[r].hash);
+    json_array_append_new(shares, json_pack("{s:i, s:I, s:I, s:I, s:I, s:s}", "rank", r, "lo", (json_int_t)all[r].lo,
+                                            "hi", (json_int_t)all[r].hi, "packed", (json_int_t)all[r].packed, "bytes",
+                                            (json_int_t)all[r].bytes, "xxh3", h));
+  }
+  if (!shares || json_object_set_new(wr->manifest, "shares", shares) != 0) {
+    MNT_ERR("checkpoint %s: out of memory for its manifest", wr->dir);
+    return MNT_ENOMEM;
+  }
+  return MNT_OK;
+}
+
+/* rank 0, holding wr->mu, every share on disk (all: each rank's share_info): the commit. The
+ * manifest (tmp, fsync, rename) into incoming, then incoming becomes the step directory, ROOT is
+ * synced, old checkpoints are retained, and the next incoming directory is made (its name in
+ * every rank's wr->incoming once finish has run there). The same bytes whichever thread calls it. */
+static int commit_locked(mnt_ckpt_writer *wr, const share_info *all) {
+  int st = MNT_OK;
+  MNT_CHECK_GOTO(manifest_shares(wr, all), st, out);
+  MNT_CHECK_GOTO(mnt_json_save_precise(wr->incoming, MNT_CKPT_MANIFEST, wr->manifest), st, out);
+  MNT_CHECK_GOTO(fsync_dir(wr->incoming), st, out);
+  MNT_CHECK_GOTO(set_aside_or_remove(wr->dir), st, out);
+  MNT_SYSCHECK_GOTO(rename(wr->incoming, wr->dir), st, out, "rename %s -> %s", wr->incoming, wr->dir);
+  MNT_CHECK_GOTO(fsync_dir(wr->root), st, out);
+  mnt_ckpt_retain(wr->root, wr->keep, wr->step);
+out:
+  wr->seq++;
+  int next = incoming_name(wr);
+  if (next == MNT_OK) next = prepare_incoming(wr); /* the next checkpoint's file, before the others hear of this one */
+  return st == MNT_OK ? next : st;
+}
+
+/* Agreement here rides the communicator, not PMIx fences: every rank's status comes with the
+ * hashes, and rank 0's commit status is broadcast. A failure all ranks know of is recorded as
+ * agreed (w->failed_together), so that it ends the job normally instead of aborting it.
+ * On rank 0 the checkpoint may have been committed meanwhile by mnt_ckpt_commit_now (wr->early,
+ * under wr->mu): then its status is what is broadcast, and the next incoming directory is made
+ * already (rank 0's seq moved on with it; the other ranks' moves here, as after any commit). */
+int mnt_ckpt_finish(mnt_ckpt_writer *wr) {
+  if (!wr || !wr->pending) return MNT_OK;
+  mnt_world *w = wr->c->world;
+  if (wr->have_thr) pthread_join(wr->thr, NULL);
+  wr->have_thr = 0;
+  share_info *all = calloc((size_t)w->size, sizeof *all);
+  int st = all ? mnt_allgather(wr->c, &wr->share, all, sizeof *all) : MNT_ENOMEM;
+  pthread_mutex_lock(&wr->mu);
+  int early = wr->early; /* rank 0 only; commit_now committed only when every share was on disk and good */
+  wr->pending = 0;
+  wr->early = 0;
+  for (int r = 0; r < w->size && st == MNT_OK; r++)
+    if (all[r].status != MNT_OK) { /* one rank's failure fails the checkpoint everywhere */
+      st = w->failed_together = (int)all[r].status;
+      if (w->rank == 0 && !early) {
+        MNT_ERR("checkpoint %s failed on rank %d (its error is above): not committed, and its bytes removed; the "
+                "previous checkpoints are kept", wr->dir, r);
+        mnt_ckpt_remove_step_dir(wr->incoming);
+      }
+    }
+  if (st != MNT_OK) { /* the next one gets a fresh name too (rank 0's has one if commit_now ran) */
+    if (!early) {
+      wr->seq++;
+      if (incoming_name(wr) == MNT_OK && w->rank == 0) prepare_incoming(wr); /* a failure here fails that one */
+    }
+    pthread_mutex_unlock(&wr->mu);
+    free(all);
+    return st;
+  }
+  int32_t committed = MNT_OK;
+  if (w->rank == 0) committed = early ? wr->early_status : commit_locked(wr, all);
+  pthread_mutex_unlock(&wr->mu);
+  free(all);
+  st = mnt_broadcast(wr->c, &committed, sizeof committed, 0);
+  if (w->rank != 0) { /* the same next name everywhere */
+    wr->seq++;
+    int named = incoming_name(wr);
+    if (st == MNT_OK) st = named;
+  }
+  if (st == MNT_OK && committed != MNT_OK) st = w->failed_together = committed;
+  if (st == MNT_OK) wr->last_step = wr->step;
+  return st;
+}
+
+/* what mnt_ckpt_commit_now saw of the checkpoint in flight, and the records it has read */
+typedef struct early_commit {
+  int64_t step;
+  uint64_t seq;
+  char incoming[MNT_PATH_MAX], dir[MNT_PATH_MAX];
+  share_info *all;        /* each rank's record ... */
+  unsigned char *have;    /* ... once read */
+  int got, failed, gone;  /* records read; a rank whose share failed (-1: none); the checkpoint is not in flight */
+} early_commit;
+
+/* share-RRRRR of incoming, when it is whole and of this checkpoint: 1 (its share_info in out);
+ * 0 when it is not there (yet) */
+static int read_record(const early_commit *e, int rank, uint64_t token, share_info *out) {
+  char p[MNT_PATH_MAX], name[32];
+  snprintf(name, sizeof name, "share-%05d", rank);
+  if (mnt_path_join(p, e->incoming, name) != MNT_OK) return 0;
+  int fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return 0;
+  share_rec r;
+  ssize_t n = pread(fd, &r, sizeof r, 0);
+  close(fd);
+  if (n != (ssize_t)sizeof r || memcmp(r.magic, REC_MAGIC, sizeof REC_MAGIC) != 0 ||
+      r.check != XXH3_64bits(&r, offsetof(share_rec, check)) || r.token != token || r.seq != e->seq ||
+      r.step != e->step || r.rank != rank)
+    return 0;
+  *out = r.s;
+  return 1;
+}
+
+/* holding wr->mu: the checkpoint e saw is no longer in flight (finish took it, or destroy began) */
+static int gone_locked(const mnt_ckpt_writer *wr, const early_commit *e) {
+  return wr->closing || !wr->pending || wr->early || wr->seq != e->seq || wr->step != e->step;
+}
+
+/* the records, polled 1, 2, 4 ... 64 ms apart, then 64 ms, until every rank's is there, one says
+ * its share failed, timeout_s after t0 has passed, or the checkpoint is gone (rechecked each time) */
+static void poll_records(mnt_ckpt_writer *wr, early_commit *e, double t0, double timeout_s) {
+  int size = wr->c->world->size;
+  for (long ms = 1;;) {
+    for (int r = 0; r < size && e->failed < 0; r++)
+      if (!e->have[r] && read_record(e, r, wr->token, &e->all[r])) {
+        e->have[r] = 1;
+        e->got++;
+        if (e->all[r].status != MNT_OK) e->failed = r;
+      }
+    if (e->got == size || e->failed >= 0 || mnt_now() - t0 >= timeout_s) return;
+    pthread_mutex_lock(&wr->mu);
+    e->gone = gone_locked(wr, e);
+    pthread_mutex_unlock(&wr->mu);
+    if (e->gone) return;
+    struct timespec ts = {0, ms * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    if (ms < 64) ms *= 2;
+  }
+}
+
+/* why the checkpoint in flight was not committed on the stop request */
+static void say_not_committed(const early_commit *e, int size, double timeout_s) {
+  if (e->gone) {
+    MNT_INFO("checkpoint %s: committed at the step boundary meanwhile (or the writer closed)", e->dir);
+  } else if (e->failed >= 0) {
+    MNT_INFO("checkpoint %s: rank %d's share failed: not committed on the stop request", e->dir, e->failed);
+  } else {
+    int first = 0;
+    while (first < size && e->have[first]) first++;
+    MNT_WARN("checkpoint %s: %d of %d ranks' shares were not on disk %.1f s after the stop request (rank %d's "
+             "first): not committed early", e->dir, size - e->got, size, timeout_s, first);
+  }
+}
+
+/* the checkpoint in flight that e saw, committed once every record is there and good */
+static int commit_early(mnt_ckpt_writer *wr, early_commit *e, double t0, double timeout_s, int *committed) {
+  int size = wr->c->world->size, st = MNT_OK;
+  e->all = calloc((size_t)size, sizeof *e->all);
+  e->have = calloc((size_t)size, 1);
+  if (!e->all || !e->have) {
+    MNT_ERR("checkpoint %s: out of memory for a commit on a stop request", e->dir);
+    st = MNT_ENOMEM;
+    goto out;
+  }
+  poll_records(wr, e, t0, timeout_s);
+  if (e->got == size && e->failed < 0) {
+    pthread_mutex_lock(&wr->mu); /* still the same checkpoint, not committed by finish meanwhile? */
+    e->gone = gone_locked(wr, e);
+    if (!e->gone) {
+      st = commit_locked(wr, e->all);
+      wr->early = 1;
+      wr->early_status = st;
+      *committed = st == MNT_OK;
+    }
+    pthread_mutex_unlock(&wr->mu);
+    if (*committed)
+      MNT_INFO("checkpoint %s committed on a stop request, %.0f ms after it", e->dir, (mnt_now() - t0) * 1e3);
+  }
+  if (st == MNT_OK && !*committed) say_not_committed(e, size, timeout_s);
+out:
+  free(e->all);
+  free(e->have);
+  return st;
+}
+
+int mnt_ckpt_commit_now(mnt_ckpt_writer *wr, double timeout_s, int *committed) {
+  *committed = 0;
+  if (!wr || wr->c->world->rank != 0) return MNT_OK;
+  double t0 = mnt_now();
+  early_commit e = {.failed = -1};
+  pthread_mutex_lock(&wr->mu);
+  if (wr->closing) {
+    pthread_mutex_unlock(&wr->mu);
+    return MNT_OK;
+  }
+  wr->callers++;
+  int inflight = wr->pending && !wr->early;
+  e.step = wr->step;
+  e.seq = wr->seq;
+  memcpy(e.incoming, wr->incoming, sizeof e.incoming);
+  memcpy(e.dir, wr->dir, sizeof e.dir);
+  pthread_mutex_unlock(&wr->mu);
+  int st = MNT_OK;
+  if (inflight) st = commit_early(wr, &e, t0, timeout_s, committed);
+  else MNT_DBG("a stop request: no checkpoint in flight to commit");
+  pthread_mutex_lock(&wr->mu);
+  if (--wr->callers == 0) pthread_cond_broadcast(&wr->idle);
+  pthread_mutex_unlock(&wr->mu);
+  return st;
+}
+
+void mnt_ckpt_writer_destroy(mnt_ckpt_writer *wr) {
+  if (!wr) return;
+  pthread_mutex_lock(&wr->mu); /* a commit_now in progress ends first (it gives up when it sees closing) */
+  wr->closing = 1;
+  while (wr->callers > 0) pthread_cond_wait(&wr->idle, &wr->mu);
+  pthread_mutex_unlock(&wr->mu);
+  if (wr->have_thr) pthread_join(wr->thr, NULL);
+  if (wr->c->world->rank == 0 && wr->incoming[0]) mnt_ckpt_remove_step_dir(wr->incoming); /* the next one's empty file */
+  json_decref(wr->manifest);
+  json_decref(wr->datasets);
+  free(wr->stage);
+  free(wr->offsets);
+  free(wr->mine);
+  free(wr->meta);
+  free(wr->meta_bytes);
+  pthread_cond_destroy(&wr->idle);
+  pthread_mutex_destroy(&wr->mu);
+  free(wr);
+}
