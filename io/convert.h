@@ -1,5 +1,6 @@
 /* convert.h — the converters and the inspector behind `mntrain convert` and `mntrain inspect`
- * (their command lines are src/cmd/convert.c).
+ * (their command lines are src/cmd/convert.c): io/imagenet.c, io/idx.c, io/synth.c, each ending in
+ * the shard writer io/shard_write.h, and io/inspect.c.
  * defines: mnt_convert_imagenet (image class folders, as torchvision's ImageFolder, or a flat
  *          folder + labels), mnt_convert_idx (MNIST / Fashion-MNIST IDX files, gzip or plain),
  *          mnt_convert_synth (a learnable synthetic set at any size), mnt_inspect (the

@@ -11,8 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "jsonio.h"
 #include "log.h"
+#include "path.h"
 #include "rng.h" /* mnt_splitmix64_mix */
 #include "sysmem.h"
 
@@ -110,13 +112,17 @@ int mnt_shard_create(mnt_shard_writer *w, const char *path, int64_t n, int size,
                      int shard, int nshards, long long seed, const char *fingerprint) {
   memset(w, 0, sizeof *w);
   w->file = w->images = w->labels = w->source = -1;
+  if (strlen(path) >= sizeof w->path) {
+    MNT_ERR("%s: path too long: at most %d bytes are possible", path, MNT_PATH_MAX - 1);
+    return MNT_EARG;
+  }
   snprintf(w->path, sizeof w->path, "%s", path);
   w->n = n;
   w->size = size;
   w->channels = channels;
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported here, with the file named */
   /* exclusively (O_EXCL: never through a symlink, never into another writer's file); the caller
-   * removes what an interrupted run left (io/convert.c removes stale *.partial before writing) */
+   * removes what an interrupted run left (io/shard_write.c removes stale *.partial before writing) */
   errno = 0;
   w->file = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
   if (w->file < 0) {
@@ -130,8 +136,11 @@ int mnt_shard_create(mnt_shard_writer *w, const char *path, int64_t n, int size,
     } else if (lstat(path, &sb) == 0) {
       MNT_ERR("%s: cannot create the shard file: it exists (another mntrain convert writing into this directory?)",
               path);
+    } else if (err) {
+      errno = err;
+      MNT_SYSERR("%s: cannot create the shard file", path);
     } else {
-      MNT_ERR("%s: cannot create the shard file (%s)", path, err ? strerror(err) : "HDF5 refused");
+      MNT_ERR("%s: cannot create the shard file (HDF5 refused)", path);
     }
     return MNT_ESYS;
   }
@@ -248,35 +257,33 @@ int mnt_shard_fingerprint(const char *path, char *out, size_t n) {
   return 0;
 }
 
-int mnt_index_write(const char *dir, int nclasses, char **class_names, int size, int channels, const float *mean,
-                    const float *std, long long seed, int nshards, const int64_t *shard_count,
-                    const char *fingerprint, const char *source) {
+int mnt_index_write(const char *dir, const mnt_index_info *ix) {
   json_t *o = json_object(), *cl = json_array(), *sh = json_array(), *m = json_array(), *s = json_array();
   int64_t total = 0;
-  for (int i = 0; i < nclasses; i++) json_array_append_new(cl, json_string(class_names[i]));
-  for (int i = 0; i < nshards; i++) {
+  for (int i = 0; i < ix->nclasses; i++) json_array_append_new(cl, json_string(ix->class_names[i]));
+  for (int i = 0; i < ix->nshards; i++) {
     char name[64];
-    mnt_shard_name(name, sizeof name, i, nshards);
-    json_array_append_new(sh, json_pack("{s:s, s:I}", "file", name, "samples", (json_int_t)shard_count[i]));
-    total += shard_count[i];
+    mnt_shard_name(name, sizeof name, i, ix->nshards);
+    json_array_append_new(sh, json_pack("{s:s, s:I}", "file", name, "samples", (json_int_t)ix->shard_count[i]));
+    total += ix->shard_count[i];
   }
-  for (int c = 0; c < channels; c++) {
-    json_array_append_new(m, json_real(mean[c]));
-    json_array_append_new(s, json_real(std[c]));
+  for (int c = 0; c < ix->channels; c++) {
+    json_array_append_new(m, json_real(ix->mean[c]));
+    json_array_append_new(s, json_real(ix->std[c]));
   }
   json_object_set_new(o, "format", json_string(MNT_DATASET_FORMAT));
   json_object_set_new(o, "version", json_integer(MNT_DATASET_VERSION));
-  json_object_set_new(o, "num_classes", json_integer(nclasses));
+  json_object_set_new(o, "num_classes", json_integer(ix->nclasses));
   json_object_set_new(o, "classes", cl);
-  json_object_set_new(o, "image_size", json_integer(size));
-  json_object_set_new(o, "channels", json_integer(channels));
+  json_object_set_new(o, "image_size", json_integer(ix->size));
+  json_object_set_new(o, "channels", json_integer(ix->channels));
   json_object_set_new(o, "samples", json_integer(total));
-  json_object_set_new(o, "seed", json_integer(seed));
+  json_object_set_new(o, "seed", json_integer(ix->seed));
   json_object_set_new(o, "mean", m);
   json_object_set_new(o, "std", s);
   json_object_set_new(o, "shards", sh);
-  json_object_set_new(o, "fingerprint", json_string(fingerprint));
-  json_object_set_new(o, "source", json_string(source));
+  json_object_set_new(o, "fingerprint", json_string(ix->fingerprint));
+  json_object_set_new(o, "source", json_string(ix->source));
   int st = mnt_json_save(dir, "index.json", o);
   json_decref(o);
   return st;
@@ -294,12 +301,15 @@ static int open_shard(mnt_dataset *d, int i, json_t *e, const char *dir, const c
   const char *file = json_string_value(json_object_get(e, "file"));
   d->shard_count[i] = (int64_t)json_integer_value(json_object_get(e, "samples"));
   if (!file || d->shard_count[i] < 0) { bad_index(path, "a shard entry lacks \"file\" or \"samples\""); return MNT_EDATA; }
-  char sp[1200];
-  snprintf(sp, sizeof sp, "%s/%s", dir, file);
+  char sp[MNT_PATH_MAX];
+  MNT_CHECK(mnt_path_join(sp, dir, file));
   d->shard_path[i] = strdup(sp);
   d->shard_start[i] = d->total;
   d->total += d->shard_count[i];
-  if (access(sp, R_OK) != 0) { MNT_ERR("%s: missing shard (listed in %s): %s", sp, path, strerror(errno)); return MNT_EDATA; }
+  if (access(sp, R_OK) != 0) {
+    MNT_SYSERR("%s: missing shard (listed in %s)", sp, path);
+    return MNT_EDATA;
+  }
   hid_t f = H5Fopen(sp, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) {
     if (fd_short(sp, ", or convert the data into fewer shards (--shards)")) return MNT_ESYS;
@@ -338,14 +348,14 @@ static int open_shard(mnt_dataset *d, int i, json_t *e, const char *dir, const c
 
 int mnt_dataset_open(const char *dir, mnt_dataset *d) {
   memset(d, 0, sizeof *d);
-  snprintf(d->dir, sizeof d->dir, "%s", dir);
-  char path[1200];
-  snprintf(path, sizeof path, "%s/index.json", dir);
+  char path[MNT_PATH_MAX];
+  MNT_CHECK(mnt_path_join(path, dir, "index.json"));
+  snprintf(d->dir, sizeof d->dir, "%s", dir); /* fits: the join did */
   json_error_t jerr;
   json_t *o = json_load_file(path, 0, &jerr);
   if (!o) {
     if (access(path, R_OK) != 0) {
-      MNT_ERR("%s: %s (is %s a dataset made by mntrain convert?)", path, strerror(errno), dir);
+      MNT_SYSERR("is %s a dataset made by mntrain convert? %s", dir, path);
       return MNT_EARG;
     }
     if (fd_short(path, NULL)) return MNT_ESYS;
@@ -364,23 +374,23 @@ int mnt_dataset_open(const char *dir, mnt_dataset *d) {
   d->size = (int)json_integer_value(json_object_get(o, "image_size"));
   d->channels = (int)json_integer_value(json_object_get(o, "channels"));
   d->seed = (long long)json_integer_value(json_object_get(o, "seed"));
-  if (!fmt || strcmp(fmt, MNT_DATASET_FORMAT) != 0) { bad_index(path, "not an mntrain-shards index (\"format\")"); goto done; }
+  if (!fmt || strcmp(fmt, MNT_DATASET_FORMAT) != 0) { bad_index(path, "not an mntrain-shards index (\"format\")"); goto out; }
   if (d->version < 1 || d->version > MNT_DATASET_VERSION) {
     MNT_ERR("%s: format version %d; this mntrain reads versions 1 to %d (convert the data again)", path, d->version,
             MNT_DATASET_VERSION);
-    goto done;
+    goto out;
   }
-  if (!json_is_array(cl) || (int)json_array_size(cl) != d->nclasses || d->nclasses < 1) { bad_index(path, "\"classes\" and \"num_classes\" disagree"); goto done; }
-  if (d->size < 1 || (d->channels != 1 && d->channels != 3)) { bad_index(path, "bad \"image_size\" or \"channels\" (1 or 3)"); goto done; }
-  if (!json_is_array(sh) || json_array_size(sh) < 1) { bad_index(path, "no \"shards\""); goto done; }
+  if (!json_is_array(cl) || (int)json_array_size(cl) != d->nclasses || d->nclasses < 1) { bad_index(path, "\"classes\" and \"num_classes\" disagree"); goto out; }
+  if (d->size < 1 || (d->channels != 1 && d->channels != 3)) { bad_index(path, "bad \"image_size\" or \"channels\" (1 or 3)"); goto out; }
+  if (!json_is_array(sh) || json_array_size(sh) < 1) { bad_index(path, "no \"shards\""); goto out; }
   if (!json_is_array(m) || !json_is_array(s) || (int)json_array_size(m) != d->channels || (int)json_array_size(s) != d->channels) {
     bad_index(path, "\"mean\"/\"std\" need one value per channel");
-    goto done;
+    goto out;
   }
   for (int c = 0; c < d->channels; c++) {
     d->mean[c] = (float)json_number_value(json_array_get(m, (size_t)c));
     d->std[c] = (float)json_number_value(json_array_get(s, (size_t)c));
-    if (!(d->std[c] > 0)) { bad_index(path, "\"std\" must be positive"); goto done; }
+    if (!(d->std[c] > 0)) { bad_index(path, "\"std\" must be positive"); goto out; }
   }
   d->class_names = calloc((size_t)d->nclasses, sizeof *d->class_names);
   for (int i = 0; i < d->nclasses; i++) d->class_names[i] = strdup(json_string_value(json_array_get(cl, (size_t)i)) ? json_string_value(json_array_get(cl, (size_t)i)) : "");
@@ -393,22 +403,22 @@ int mnt_dataset_open(const char *dir, mnt_dataset *d) {
   snprintf(what, sizeof what, "opening %s (%d shards kept open, %d for other files)", dir, d->nshards, FD_RESERVE);
   if (mnt_fd_check(d->nshards + FD_RESERVE, what, "convert the data into fewer shards (--shards)")) {
     st = MNT_EARG;
-    goto done;
+    goto out;
   }
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
   for (int i = 0; i < d->nshards; i++)
-    if ((st = open_shard(d, i, json_array_get(sh, (size_t)i), dir, path)) != MNT_OK) goto done;
+    MNT_CHECK_GOTO(open_shard(d, i, json_array_get(sh, (size_t)i), dir, path), st, out);
   st = MNT_EDATA;
   if (d->total == 0) {
     MNT_ERR("%s: the dataset has no samples", dir);
     st = MNT_EARG;
-    goto done;
+    goto out;
   }
   if (d->version == 1)
     MNT_WARN("%s: format version 1 has no checksums, so corrupt images would go unnoticed; convert it again "
              "(mntrain convert ... --force) to get a Fletcher-32 checksum on every image", dir);
   st = MNT_OK;
-done:
+out:
   json_decref(o);
   if (st != MNT_OK) mnt_dataset_close(d);
   return st;

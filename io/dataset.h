@@ -1,7 +1,7 @@
 /* dataset.h — the sharded HDF5 image dataset (DESIGN "Dataset").
  * defines: mnt_dataset (index.json + shard files), mnt_dataset_open / close / read, mnt_h5_init,
  *          mnt_shard_writer (create a shard, append samples, close or abort), mnt_shard_fingerprint,
- *          mnt_index_write,
+ *          mnt_index_info (what index.json records), mnt_index_write,
  *          mnt_permutation (the seeded shuffles used by converters and the loader).
  * A directory holds index.json (classes, shard list, sample counts, image size, channels,
  * mean/std, seed) and shard-KKKKK-of-NNNNN.h5 files, each with `images` (uint8 N×H×W×C, one
@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "path.h"
+
 #define MNT_DATASET_FORMAT "mntrain-shards"
 /* 2: a Fletcher-32 checksum on every chunk (one image per chunk), verified by HDF5 on every read,
  *    and a "fingerprint" of the inputs and settings in the index and every shard;
@@ -21,7 +23,7 @@
 #define MNT_DATASET_VERSION 2
 
 typedef struct mnt_dataset {
-  char dir[1024];
+  char dir[MNT_PATH_MAX];
   int nclasses;
   char **class_names;
   int size, channels;      /* images are size × size × channels, uint8 */
@@ -53,7 +55,7 @@ typedef struct mnt_shard_writer {
   int64_t n, written;
   int size, channels;
   int allow_short; /* close shrinks a shard with fewer samples than announced (skipped inputs) */
-  char path[1100];
+  char path[MNT_PATH_MAX];
 } mnt_shard_writer;
 
 /* What every process that uses HDF5 calls first (main does): no exit-time clean-up (see
@@ -74,10 +76,21 @@ void mnt_shard_abort(mnt_shard_writer *w);
  * which says nothing about the file */
 int mnt_shard_fingerprint(const char *path, char *out, size_t n);
 
+/* what index.json records of a conversion */
+typedef struct mnt_index_info {
+  int nclasses;
+  char *const *class_names;
+  int size, channels;          /* images are size × size × channels, uint8 */
+  const float *mean, *std;     /* per channel, of pixel / 255 */
+  long long seed;
+  int nshards;
+  const int64_t *shard_count;  /* samples per shard */
+  const char *fingerprint;     /* of the conversion's inputs and settings */
+  const char *source;          /* what the samples were made from: "idx FILE FILE", ... */
+} mnt_index_info;
+
 /* write DIR/index.json (atomically: tmp file, fsync, rename) */
-int mnt_index_write(const char *dir, int nclasses, char **class_names, int size, int channels, const float *mean,
-                    const float *std, long long seed, int nshards, const int64_t *shard_count,
-                    const char *fingerprint, const char *source);
+int mnt_index_write(const char *dir, const mnt_index_info *ix);
 void mnt_shard_name(char *out, size_t n, int shard, int nshards);
 
 /* perm[0..n) = a permutation of 0..n-1 drawn from seed (Fisher-Yates, splitmix64) */

@@ -25,8 +25,10 @@
 #include <xxhash.h>
 
 #include "io/convert.h"
-#include "io/convert_internal.h"
+#include "io/shard_write.h"
+#include "check.h"
 #include "log.h"
+#include "path.h"
 
 /* The largest image accepted: per side in the header, and in decoded pixels (for JPEG after DCT
  * scaling, so a 30000x20000 photo still converts): an ImageNet photo is a few megapixels; a header
@@ -135,7 +137,7 @@ static int read_folder(const char *dir, folder *f, int quiet_missing) {
   struct dirent *e;
   int st = MNT_OK;
   while ((e = readdir(d)) && st == MNT_OK) {
-    char p[4096];
+    char p[MNT_PATH_MAX];
     struct stat sb;
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || child_path(p, sizeof p, dir, e->d_name) ||
         stat(p, &sb) != 0)
@@ -201,7 +203,7 @@ static int class_files(inet *s, const char *cdir, int32_t label) {
     qsort(f->files, (size_t)f->nfiles, sizeof *f->files, cmp_entry);
     for (int k = 0; k < f->nfiles && st == MNT_OK; k++) {
       const char *name = f->files[k].name;
-      char p[4096];
+      char p[MNT_PATH_MAX];
       if (child_path(p, sizeof p, f->path, name)) {
         s->ignored++;
         continue;
@@ -506,7 +508,7 @@ static int inet_get(void *ctx, int64_t id, uint8_t *pixels, int32_t *label) {
 static int scan_folders(inet *s, const char *src, strlist *classes) {
   folder top;
   if (access(src, R_OK | X_OK) != 0) {
-    MNT_ERR("%s: %s", src, strerror(errno));
+    MNT_SYSERR("%s", src);
     return MNT_EARG;
   }
   int st = read_folder(src, &top, 1);
@@ -517,7 +519,7 @@ static int scan_folders(inet *s, const char *src, strlist *classes) {
   for (int i = 0; i < top.subs.n && st == MNT_OK; i++) /* class names: the last part of each path */
     st = push(classes, strrchr(top.subs.v[i], '/') + 1) ? MNT_ENOMEM : MNT_OK;
   folder_free(&top);
-  if (st != MNT_OK) return st;
+  MNT_CHECK(st);
   if (classes->n == 0) {
     MNT_ERR("%s: no class folders (expected SRC/<class>/... images, as torchvision's ImageFolder)", src);
     return MNT_EARG;
@@ -526,8 +528,8 @@ static int scan_folders(inet *s, const char *src, strlist *classes) {
   char empty[600] = "";
   int nempty = 0;
   for (int c = 0; c < classes->n && st == MNT_OK; c++) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/%s", src, classes->v[c]);
+    char dir[MNT_PATH_MAX];
+    MNT_CHECK(mnt_path_join(dir, src, classes->v[c]));
     int64_t before = s->n;
     st = class_files(s, dir, c);
     if (st == MNT_OK && s->n == before) {
@@ -547,13 +549,14 @@ static int scan_folders(inet *s, const char *src, strlist *classes) {
 static int scan_flat(inet *s, const char *src, const char *val_labels, strlist *classes) {
   FILE *f = fopen(val_labels, "r");
   if (!f) {
-    MNT_ERR("%s: %s", val_labels, strerror(errno));
+    MNT_SYSERR("%s", val_labels);
     return MNT_EARG;
   }
-  char name[1024], wnid[256];
+  _Static_assert(MNT_PATH_MAX == 4096, "the width of name in the fscanf below");
+  char name[MNT_PATH_MAX], wnid[256];
   strlist fn = {0}, wn = {0};
   int st = MNT_OK;
-  while (st == MNT_OK && fscanf(f, "%1023s %255s", name, wnid) == 2)
+  while (st == MNT_OK && fscanf(f, "%4095s %255s", name, wnid) == 2)
     if (push(&fn, name) || push(&wn, wnid)) st = MNT_ENOMEM;
   fclose(f);
   for (int i = 0; i < wn.n && st == MNT_OK; i++) st = push(classes, wn.v[i]) ? MNT_ENOMEM : MNT_OK;
@@ -573,7 +576,7 @@ static int scan_flat(inet *s, const char *src, const char *val_labels, strlist *
   XXH3_64bits_update(s->h, "flat", 5);
   for (int i = 0; i < fn.n && st == MNT_OK; i++) {
     char **hit = bsearch(&wn.v[i], classes->v, (size_t)classes->n, sizeof *classes->v, cmp_str);
-    char p[4096];
+    char p[MNT_PATH_MAX];
     struct stat sb;
     if (child_path(p, sizeof p, src, fn.v[i])) {
       s->ignored++;

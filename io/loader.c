@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "io/augment.h"
+#include "check.h"
 #include "log.h"
 
 typedef struct slot {
@@ -238,7 +239,7 @@ int mnt_loader_next(mnt_loader *l, const mnt_batch **b) {
   int st = l->error;
   if (!st) l->handed_out = 1;
   pthread_mutex_unlock(&l->mu);
-  if (st) return st;
+  MNT_CHECK(st);
   *b = &s->b;
   return MNT_OK;
 }

@@ -14,7 +14,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "log.h"
+#include "path.h"
 
 void mnt_format_bytes(double v, char *out, size_t n) {
   static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -48,7 +50,7 @@ static int read_u64(const char *path, const char *key, uint64_t *v) {
 static int cgroup_path(int v2, char *out, size_t n) {
   FILE *f = fopen("/proc/self/cgroup", "r");
   if (!f) return -1;
-  char line[1024];
+  char line[MNT_PATH_MAX + 64]; /* "ID:CONTROLLERS:PATH" */
   int ok = -1;
   while (ok && fgets(line, sizeof line, f)) {
     line[strcspn(line, "\n")] = '\0';
@@ -56,25 +58,24 @@ static int cgroup_path(int v2, char *out, size_t n) {
     if (!b) continue;
     *b = '\0';
     int match = v2 ? line[0] == '0' && a[1] == '\0' : strstr(a + 1, "memory") != NULL;
-    if (match) snprintf(out, n, "%s", b + 1), ok = 0;
+    if (match && snprintf(out, n, "%s", b + 1) < (int)n) ok = 0;
   }
   fclose(f);
   return ok;
 }
 
 static int cgroup_limit(uint64_t *limit) {
-  char cg[1024], p[1400];
+  char cg[MNT_PATH_MAX], p[MNT_PATH_MAX]; /* a path too long to open is not read (-1) */
   uint64_t best = UINT64_MAX, v;
   if (cgroup_path(0, cg, sizeof cg) == 0) { /* v1 */
-    snprintf(p, sizeof p, "/sys/fs/cgroup/memory%s/memory.stat", cg);
-    if (read_u64(p, "hierarchical_memory_limit", &v) == 0 ||
+    int pn = snprintf(p, sizeof p, "/sys/fs/cgroup/memory%s/memory.stat", cg);
+    if ((pn < (int)sizeof p && read_u64(p, "hierarchical_memory_limit", &v) == 0) ||
         read_u64("/sys/fs/cgroup/memory/memory.stat", "hierarchical_memory_limit", &v) == 0)
       best = v;
   } else if (cgroup_path(1, cg, sizeof cg) == 0) { /* v2: every level of the path */
     for (;;) {
       char val[64];
-      snprintf(p, sizeof p, "/sys/fs/cgroup%s/memory.max", cg);
-      FILE *f = fopen(p, "r");
+      FILE *f = snprintf(p, sizeof p, "/sys/fs/cgroup%s/memory.max", cg) < (int)sizeof p ? fopen(p, "r") : NULL;
       if (f) {
         if (fgets(val, sizeof val, f) && strncmp(val, "max", 3) != 0) {
           v = strtoull(val, NULL, 10);
@@ -217,6 +218,16 @@ void mnt_fd_advice(int err, char *out, size_t n) {
   }
   long open_now = fds_open();
   limit_text(out, n, open_now > 0 ? (unsigned long long)open_now * 2 : 4096, " and all are in use");
+}
+
+int mnt_fd_syserr_at(const char *file, int line, const char *call, const char *opening) {
+  int err = errno;
+  if (!mnt_fd_exhausted(err)) return mnt_syserr_at(file, line, "%s failed", call);
+  char why[300];
+  mnt_fd_advice(err, why, sizeof why);
+  mnt_log_at(MNT_LOG_ERROR, file, line, "out of file descriptors opening %s: %s", opening, why);
+  errno = err;
+  return MNT_ESYS;
 }
 
 int mnt_fd_check(int need, const char *what, const char *hint) {

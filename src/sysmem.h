@@ -6,8 +6,9 @@
  *          mnt_format_bytes;
  *          file descriptors: mnt_fd_raise_limit (soft RLIMIT_NOFILE up to the hard one, at start),
  *          mnt_fd_exhausted (EMFILE/ENFILE), mnt_fd_probe (was that why opening a path failed?),
- *          mnt_fd_advice (the limit and what to do, for an error), mnt_fd_check (refuse up front
- *          what cannot fit). Every such error starts "out of file descriptors". */
+ *          mnt_fd_advice (the limit and what to do, for an error), MNT_FD_SYSERR (a failed call
+ *          that makes a descriptor, logged), mnt_fd_check (refuse up front what cannot fit). Every
+ *          such error starts "out of file descriptors". */
 #ifndef MNT_SYSMEM_H
 #define MNT_SYSMEM_H
 
@@ -40,6 +41,11 @@ int mnt_fd_probe(const char *path);
  * ("this process may open 20 files (ulimit -n 20; the hard limit ulimit -Hn is 20 too) and all
  * are in use: raise both ..."). Log it as MNT_ERR("out of file descriptors opening %s: %s", ...). */
 void mnt_fd_advice(int err, char *out, size_t n);
+/* After a call that makes a descriptor failed (errno set): "out of file descriptors opening
+ * OPENING: <advice>" for EMFILE/ENFILE (MNT_ESYS), else check.h's MNT_SYSERR "CALL failed: <why>";
+ * logged at the caller's file:line, errno kept, the status returned. */
+#define MNT_FD_SYSERR(call, opening) mnt_fd_syserr_at(__FILE__, __LINE__, call, opening)
+int mnt_fd_syserr_at(const char *file, int line, const char *call, const char *opening);
 /* MNT_OK when `need` more descriptors fit under the soft limit beside those open now (or when
  * that cannot be told); otherwise MNT_EARG and an error "out of file descriptors <what>: ..." with
  * the numbers; hint (may be NULL) is a further way out ("convert the data into fewer shards"). */

@@ -1,5 +1,5 @@
 /* world.c — PMIx client; see world.h. Every PMIx call follows OpenPMIx's pattern:
- * if (PMIX_SUCCESS != (rc = ...)) { breadcrumb; goto done; } */
+ * if (PMIX_SUCCESS != (rc = ...)) { breadcrumb; goto out; } */
 #include "world.h"
 
 #include <pmix.h>
@@ -149,8 +149,8 @@ int mnt_world_init(mnt_world *w) {
   ident me = {.node_id = (int32_t)node_id, .local_rank = w->local_rank};
   memcpy(me.host, w->hostname, sizeof me.host);
   int st = MNT_ENOMEM;
-  if (!w->node_of || !w->local_of || !w->node_name || !all) goto done;
-  if ((st = mnt_world_allgather(w, &me, sizeof me, all)) != MNT_OK) goto done;
+  if (!w->node_of || !w->local_of || !w->node_name || !all) goto out;
+  MNT_CHECK_GOTO(mnt_world_allgather(w, &me, sizeof me, all), st, out);
   /* Nodes are numbered 0..nnodes-1 in order of first appearance by rank. The key is PMIx's node
    * id; only when a server does not give one do we fall back to the host name. */
   w->nnodes = 0;
@@ -167,7 +167,7 @@ int mnt_world_init(mnt_world *w) {
   }
   w->node_rank = w->node_of[w->rank];
   st = MNT_OK;
-done:
+out:
   free(all);
   return st;
 }
@@ -268,7 +268,7 @@ int mnt_world_agree(mnt_world *w, int status) {
       MNT_ERR("rank %d on %s failed (its own message says why); every rank stops", first,
               w->node_name[w->node_of[first]]);
     free(all);
-    if (rc != MNT_OK) return rc; /* not agreed: the exchange itself failed */
+    MNT_CHECK(rc); /* not agreed: the exchange itself failed */
   }
   if (st != MNT_OK) w->failed_together = st;
   return st;

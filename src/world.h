@@ -1,6 +1,6 @@
 /* world.h — who this process is, from PMIx (srun --mpi=pmix), and small-data exchange.
  * defines: mnt_world, mnt_world_init, mnt_world_allgather, mnt_world_bcast, mnt_world_barrier,
- *          mnt_world_agree, mnt_world_abort, mnt_world_finalize, mnt_world_guess_rank.
+ *          mnt_world_agree, mnt_world_abort, mnt_world_finalize.
  * Exchange goes over PMIx put/commit/fence(collect)/get: for addresses, ids, secrets and
  * agreement, not for tensors. Without a PMIx server the process is rank 0 of 1 (said once, by
  * the commands that run as a job). Slurm's SLURM_* variables are never the source of identity;
@@ -34,12 +34,6 @@ typedef struct mnt_world {
 /* PMIx_Init and the identity of every rank (one fence). Returns MNT_OK or an error status;
  * MNT_EARG when Slurm started several tasks but no PMIx server answers. */
 int mnt_world_init(mnt_world *w);
-/* PMIX_RANK from the environment (0 without PMIx): who prints usage errors and help before the
- * world is initialised, so that N ranks do not print N copies. */
-static inline int mnt_world_guess_rank(void) { /* inline: args.c uses it without depending on world.c */
-  const char *e = getenv("PMIX_RANK");
-  return e && *e ? atoi(e) : 0;
-}
 /* Every rank passes its status; every rank gets the first failure by rank order (MNT_OK when
  * none), which is also recorded in w->failed_together: a failure all ranks know about ends the
  * job normally instead of aborting it. */

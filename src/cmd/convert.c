@@ -1,5 +1,6 @@
 /* cmd/convert.c — the command lines of `mntrain convert imagenet|idx|synth` and `mntrain inspect`:
- * argument tables and help; the work is in io/convert.c and io/imagenet.c. */
+ * argument tables and help; the work is in io/imagenet.c, io/idx.c, io/synth.c (each ending in
+ * io/shard_write.c) and io/inspect.c. */
 #include <stdio.h>
 #include <string.h>
 

@@ -369,7 +369,9 @@ int main(void) {
   char *names[10] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
   float mean[3] = {0.5f, 0.5f, 0.5f}, sd[3] = {0.2f, 0.2f, 0.2f};
   int64_t cnt = 24;
-  EXPECT(mnt_index_write(bd, 10, names, S, 3, mean, sd, 1, 1, &cnt, "test", "test") == MNT_OK, "index");
+  mnt_index_info ix = {.nclasses = 10, .class_names = names, .size = S, .channels = 3, .mean = mean, .std = sd,
+                       .seed = 1, .nshards = 1, .shard_count = &cnt, .fingerprint = "test", .source = "test"};
+  EXPECT(mnt_index_write(bd, &ix) == MNT_OK, "index");
   EXPECT(mnt_dataset_open(bd, &d) == MNT_OK, "open the bad-label set");
   int32_t lab;
   EXPECT(mnt_dataset_read(&d, 17, px, &lab) == MNT_EDATA && strstr(mnt_last_error(), "sample 17 has label 99"),
@@ -446,7 +448,9 @@ int main(void) {
     snprintf(ed, sizeof ed, "%s/empty", dir);
     mkdir(ed, 0755);
     int64_t zero = 0;
-    EXPECT(mnt_index_write(ed, 10, names, S, 3, mean, sd, 1, 1, &zero, "x", "x") == MNT_OK, "an empty index");
+    mnt_index_info ex = {.nclasses = 10, .class_names = names, .size = S, .channels = 3, .mean = mean, .std = sd,
+                         .seed = 1, .nshards = 1, .shard_count = &zero, .fingerprint = "x", .source = "x"};
+    EXPECT(mnt_index_write(ed, &ex) == MNT_OK, "an empty index");
     snprintf(shard1, sizeof shard1, "%s/shard-00000-of-00001.h5", ed);
     EXPECT(mnt_shard_create(&w, shard1, 0, S, 3, 10, 0, 1, 1, "x") == MNT_OK && mnt_shard_close(&w) == MNT_OK,
            "an empty shard");

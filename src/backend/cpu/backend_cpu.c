@@ -3,6 +3,7 @@
  * are fp32 in oneDNN's blocked layouts. Primitives are created once per layer shape; every step
  * only binds the data pointers and executes. */
 #include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -52,14 +53,18 @@ static dnnl_format_tag_t act_tag(int C) {
   return C % b ? dnnl_nchw : b == 16 ? dnnl_nChw16c : dnnl_nChw8c;
 }
 
-#define DNNL_TRY(call)                                                  \
-  do {                                                                  \
-    dnnl_status_t s_ = (call);                                          \
-    if (s_ != dnnl_success) {                                           \
-      MNT_ERR("oneDNN: %s failed with status %d", #call, (int)s_);      \
-      return MNT_ESYS;                                                  \
-    }                                                                   \
-  } while (0)
+/* oneDNN status checks, named as check.h's: MNT_DNNL_OK is an expression (MNT_OK, or the call's
+ * text and oneDNN's status name logged at the caller's file:line and MNT_ENOMEM / MNT_ESYS),
+ * MNT_DNNL_CHECK returns that status from the caller, MNT_DNNL_CHECK_GOTO stores it in st and
+ * jumps to out. */
+static int mnt_dnnl_ok_at(dnnl_status_t s, const char *call, const char *file, int line) {
+  if (s == dnnl_success) return MNT_OK;
+  mnt_log_at(MNT_LOG_ERROR, file, line, "oneDNN: %s failed: %s (%d)", call, dnnl_status2str(s), (int)s);
+  return s == dnnl_out_of_memory ? MNT_ENOMEM : MNT_ESYS;
+}
+#define MNT_DNNL_OK(call) mnt_dnnl_ok_at((call), #call, __FILE__, __LINE__)
+#define MNT_DNNL_CHECK(call) MNT_CHECK(MNT_DNNL_OK(call))
+#define MNT_DNNL_CHECK_GOTO(call, st, label) MNT_CHECK_GOTO(MNT_DNNL_OK(call), st, label)
 
 /* A primitive with its memory objects, bound to our pointers at each execution. */
 typedef struct prim {
@@ -101,6 +106,20 @@ static int run(mnt_backend *b, prim *p, int n, const bind *binds) {
 }
 
 static int out_dim(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
+
+/* the end of a layer's create: *out = h when st is MNT_OK, else h released */
+static int made(int st, void *h, void (*destroy)(void *), void **out) {
+  if (st == MNT_OK) *out = h;
+  else destroy(h);
+  return st;
+}
+
+/* what fwd leaves for the backward pass (max pooling's argmax, fused ReLU's mask): *ws and a buffer */
+static int alloc_workspace(const prim *fwd, dnnl_memory_desc_t *ws, void **buf) {
+  *ws = *dnnl_primitive_desc_query_md(fwd->pd, dnnl_query_workspace_md, 0);
+  *buf = malloc(dnnl_memory_desc_get_size(ws) + 64);
+  return *buf ? MNT_OK : MNT_ENOMEM;
+}
 
 /* ---- choosing implementations ------------------------------------------------------------------
  * oneDNN offers several implementations of each primitive; its iterator lists them best first. A
@@ -163,7 +182,7 @@ static int pick_prim(mnt_backend *b, const void *op_desc, const_dnnl_primitive_d
   } else if (first) {
     dnnl_primitive_desc_destroy(first);
   }
-  if (!IMPL(b)->plan_only) DNNL_TRY(dnnl_primitive_create(&out->p, out->pd));
+  if (!IMPL(b)->plan_only) MNT_DNNL_CHECK(dnnl_primitive_create(&out->p, out->pd));
   return MNT_OK;
 }
 
@@ -195,8 +214,8 @@ typedef struct cpu_conv {
 } cpu_conv;
 
 static int make_reorder(mnt_backend *b, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, prim *out) {
-  DNNL_TRY(dnnl_reorder_primitive_desc_create(&out->pd, from, IMPL(b)->eng, to, IMPL(b)->eng, NULL));
-  DNNL_TRY(dnnl_primitive_create(&out->p, out->pd));
+  MNT_DNNL_CHECK(dnnl_reorder_primitive_desc_create(&out->pd, from, IMPL(b)->eng, to, IMPL(b)->eng, NULL));
+  MNT_DNNL_CHECK(dnnl_primitive_create(&out->p, out->pd));
   return MNT_OK;
 }
 
@@ -233,7 +252,7 @@ static int conv_try(cpu_conv *c, int d, const dnnl_memory_desc_t *xm, const dnnl
   MNT_CHECK(conv_desc(c, d, xm, ym, &od));
   if (d != FWD) { /* backward descriptors need a forward one of the same layouts */
     MNT_CHECK(conv_desc(c, FWD, xm, ym, &fd));
-    DNNL_TRY(dnnl_primitive_desc_create(hint, &fd, NULL, IMPL(c->b)->eng, NULL));
+    MNT_DNNL_CHECK(dnnl_primitive_desc_create(hint, &fd, NULL, IMPL(c->b)->eng, NULL));
   }
   int st = pick_pd(c->b, &od, *hint, pd, first);
   if (first && *first && *pd) {
@@ -301,7 +320,7 @@ static int conv_pass_plan(cpu_conv *c, int d) {
 static int conv_pass_build(cpu_conv *c, int d) {
   conv_pass *ps = &c->pass[d];
   mnt_backend *b = c->b;
-  DNNL_TRY(dnnl_primitive_create(&ps->p.p, ps->p.pd));
+  MNT_DNNL_CHECK(dnnl_primitive_create(&ps->p.p, ps->p.pd));
   /* x goes into the pass (fwd, bwd-weights) or comes out of it (bwd-data: dx); y the other way
    * for fwd (y out) and into it for the backward passes (dy) */
   if (ps->x_alt)
@@ -333,25 +352,23 @@ static int conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R,
     return MNT_EARG;
   }
   dnnl_dims_t xd = {N, C, H, W}, wd = {K, C, R, R}, yd = {N, K, c->OH, c->OW};
-  int rc = MNT_ESYS;
-  if (dnnl_memory_desc_init_by_tag(&c->x, 4, xd, dnnl_f32, act_tag(C)) ||
-      dnnl_memory_desc_init_by_tag(&c->w, 4, wd, dnnl_f32, dnnl_oihw) ||
-      dnnl_memory_desc_init_by_tag(&c->y, 4, yd, dnnl_f32, act_tag(K)))
-    goto fail;
+  int st = MNT_OK;
+  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&c->x, 4, xd, dnnl_f32, act_tag(C)), st, out);
+  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&c->w, 4, wd, dnnl_f32, dnnl_oihw), st, out);
+  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&c->y, 4, yd, dnnl_f32, act_tag(K)), st, out);
   size_t at = 0;
   for (int d = 0; d < NPASS; d++) {
     if (d == BWD_DATA && !need_dx) continue;
-    if ((rc = conv_pass_plan(c, d)) || (!IMPL(b)->plan_only && (rc = conv_pass_build(c, d)))) goto fail;
+    MNT_CHECK_GOTO(conv_pass_plan(c, d), st, out);
+    if (!IMPL(b)->plan_only) MNT_CHECK_GOTO(conv_pass_build(c, d), st, out);
     at += (size_t)snprintf(c->impl + at, sizeof c->impl - at, "%s%s %s", at ? ", " : "", PASS_NAME[d],
                            c->pass[d].impl);
     if (at >= sizeof c->impl) at = sizeof c->impl - 1;
   }
-  *out = c;
-  return MNT_OK;
-fail:
-  MNT_ERR("could not set up a %dx%d convolution %d->%d channels, stride %d, on %dx%d", R, R, C, K, s, H, W);
-  conv_destroy(c);
-  return rc ? rc : MNT_ESYS;
+out:
+  if (st != MNT_OK)
+    MNT_ERR("could not set up a %dx%d convolution %d->%d channels, stride %d, on %dx%d", R, R, C, K, s, H, W);
+  return made(st, c, conv_destroy, out);
 }
 
 static const char *conv_impl(void *h, int *slow) {
@@ -468,36 +485,26 @@ static int bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, int 
   dnnl_dims_t xd = {N, C, H, W}, cd = {C};
   unsigned flags = dnnl_use_scale | dnnl_use_shift | (fuse_relu ? dnnl_fuse_norm_relu : 0u);
   dnnl_batch_normalization_desc_t fd, id, bd;
-  int rc = MNT_ESYS;
-  if (dnnl_memory_desc_init_by_tag(&bn->x, 4, xd, dnnl_f32, act_tag(C)) ||
-      dnnl_memory_desc_init_by_tag(&bn->c1, 1, cd, dnnl_f32, dnnl_a) ||
-      dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, &bn->x, eps, flags) ||
-      dnnl_batch_normalization_forward_desc_init(&id, dnnl_forward_inference, &bn->x, eps,
-                                                 flags | dnnl_use_global_stats) ||
-      dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &bn->x, &bn->x, eps, flags))
-    goto fail;
-  if ((rc = pick_prim(b, &fd, NULL, &bn->fwd, &bn->ref)) || (rc = pick_prim(b, &id, NULL, &bn->infer, &bn->ref)) ||
-      (rc = pick_prim(b, &bd, bn->fwd.pd, &bn->bwd, &bn->ref)))
-    goto fail;
+  int st = MNT_OK;
+  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&bn->x, 4, xd, dnnl_f32, act_tag(C)), st, out);
+  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&bn->c1, 1, cd, dnnl_f32, dnnl_a), st, out);
+  MNT_DNNL_CHECK_GOTO(dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, &bn->x, eps, flags), st,
+                      out);
+  MNT_DNNL_CHECK_GOTO(dnnl_batch_normalization_forward_desc_init(&id, dnnl_forward_inference, &bn->x, eps,
+                                                                 flags | dnnl_use_global_stats),
+                      st, out);
+  MNT_DNNL_CHECK_GOTO(dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &bn->x, &bn->x, eps, flags),
+                      st, out);
+  MNT_CHECK_GOTO(pick_prim(b, &fd, NULL, &bn->fwd, &bn->ref), st, out);
+  MNT_CHECK_GOTO(pick_prim(b, &id, NULL, &bn->infer, &bn->ref), st, out);
+  MNT_CHECK_GOTO(pick_prim(b, &bd, bn->fwd.pd, &bn->bwd, &bn->ref), st, out);
   snprintf(bn->impl, sizeof bn->impl, "fwd %s, infer %s, bwd %s", impl_name(bn->fwd.pd), impl_name(bn->infer.pd),
            impl_name(bn->bwd.pd));
-  if (IMPL(b)->plan_only) {
-    *out = bn;
-    return MNT_OK;
-  }
-  if (fuse_relu) {
-    bn->ws = *dnnl_primitive_desc_query_md(bn->fwd.pd, dnnl_query_workspace_md, 0);
-    if (!(bn->workspace = malloc(dnnl_memory_desc_get_size(&bn->ws) + 64))) {
-      rc = MNT_ENOMEM;
-      goto fail;
-    }
-  }
-  *out = bn;
-  return MNT_OK;
-fail:
-  MNT_ERR("could not set up batch normalization over %d channels of %dx%dx%d", C, N, H, W);
-  bn_destroy(bn);
-  return rc ? rc : MNT_ESYS;
+  if (fuse_relu && !IMPL(b)->plan_only) MNT_CHECK_GOTO(alloc_workspace(&bn->fwd, &bn->ws, &bn->workspace), st, out);
+out:
+  if (st != MNT_OK)
+    MNT_ERR("could not set up batch normalization over %d channels of %dx%dx%d", C, N, H, W);
+  return made(st, bn, bn_destroy, out);
 }
 
 static int bn_forward_train(void *h, const void *x, const float *gamma, const float *beta, void *y,
@@ -577,34 +584,24 @@ static int pool_create(mnt_backend *b, int N, int C, int H, int W, int R, int s,
     free(pl);
     return MNT_EARG;
   }
-  dnnl_dims_t xd = {N, C, H, W}, yd = {N, C, pl->OH, pl->OW}, st = {s, s}, k = {R, R}, pa = {p, p};
+  dnnl_dims_t xd = {N, C, H, W}, yd = {N, C, pl->OH, pl->OW}, sd = {s, s}, k = {R, R}, pa = {p, p};
   dnnl_dims_t pr = {(pl->OH - 1) * s + R - H - p, (pl->OW - 1) * s + R - W - p};
   dnnl_pooling_desc_t fd, bd;
-  int rc = MNT_ESYS;
-  if (dnnl_memory_desc_init_by_tag(&pl->x, 4, xd, dnnl_f32, act_tag(C)) ||
-      dnnl_memory_desc_init_by_tag(&pl->y, 4, yd, dnnl_f32, act_tag(C)) ||
-      dnnl_pooling_forward_desc_init(&fd, dnnl_forward_training, dnnl_pooling_max, &pl->x, &pl->y, st, k, pa, pr) ||
-      dnnl_pooling_backward_desc_init(&bd, dnnl_pooling_max, &pl->x, &pl->y, st, k, pa, pr))
-    goto fail;
-  if ((rc = pick_prim(b, &fd, NULL, &pl->fwd, &pl->ref)) || (rc = pick_prim(b, &bd, pl->fwd.pd, &pl->bwd, &pl->ref)))
-    goto fail;
+  int st = MNT_OK;
+  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&pl->x, 4, xd, dnnl_f32, act_tag(C)), st, out);
+  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&pl->y, 4, yd, dnnl_f32, act_tag(C)), st, out);
+  MNT_DNNL_CHECK_GOTO(
+      dnnl_pooling_forward_desc_init(&fd, dnnl_forward_training, dnnl_pooling_max, &pl->x, &pl->y, sd, k, pa, pr), st,
+      out);
+  MNT_DNNL_CHECK_GOTO(dnnl_pooling_backward_desc_init(&bd, dnnl_pooling_max, &pl->x, &pl->y, sd, k, pa, pr), st, out);
+  MNT_CHECK_GOTO(pick_prim(b, &fd, NULL, &pl->fwd, &pl->ref), st, out);
+  MNT_CHECK_GOTO(pick_prim(b, &bd, pl->fwd.pd, &pl->bwd, &pl->ref), st, out);
   snprintf(pl->impl, sizeof pl->impl, "fwd %s, bwd %s", impl_name(pl->fwd.pd), impl_name(pl->bwd.pd));
-  if (IMPL(b)->plan_only) {
-    *out = pl;
-    return MNT_OK;
-  }
-  pl->ws = *dnnl_primitive_desc_query_md(pl->fwd.pd, dnnl_query_workspace_md, 0);
-  pl->workspace = malloc(dnnl_memory_desc_get_size(&pl->ws) + 64);
-  if (!pl->workspace) {
-    rc = MNT_ENOMEM;
-    goto fail;
-  }
-  *out = pl;
-  return MNT_OK;
-fail:
-  MNT_ERR("could not set up max pooling %dx%d stride %d on %dx%dx%dx%d", R, R, s, N, C, H, W);
-  pool_destroy(pl);
-  return rc ? rc : MNT_ESYS;
+  if (!IMPL(b)->plan_only) MNT_CHECK_GOTO(alloc_workspace(&pl->fwd, &pl->ws, &pl->workspace), st, out);
+out:
+  if (st != MNT_OK)
+    MNT_ERR("could not set up max pooling %dx%d stride %d on %dx%dx%dx%d", R, R, s, N, C, H, W);
+  return made(st, pl, pool_destroy, out);
 }
 
 static int pool_forward(void *h, const void *x, void *y) {

@@ -584,8 +584,8 @@ static int setup_shm(cpu_comm *c) {
     c->have_shm = 1;
     if (l == 0) mnt_shm_unlink(&c->shm); /* everyone has it mapped now */
   }
-  if (rc != MNT_OK) return rc;
-  if (st_all != MNT_OK) return st_all;
+  MNT_CHECK(rc);
+  MNT_CHECK(st_all);
   if (L > 1) {
     int next = rank_at(w, w->node_rank, (l + 1) % L), prev = rank_at(w, w->node_rank, (l - 1 + L) % L);
     mnt_link *s = new_link(c, MNT_LINK_SHM, next), *r = new_link(c, MNT_LINK_SHM, prev);
@@ -612,10 +612,10 @@ static int setup_tcp(cpu_comm *c, int lfd, const peer_addr *addrs, want *out, in
   int st = MNT_OK;
   int *fds = NULL;
   mnt_tcp_inbox *ib = NULL;
-  if (nin > 0 && (st = mnt_tcp_inbox_open(&ib, lfd, sizeof(mnt_tcp_hello), 10.0)) != MNT_OK) return st;
+  if (nin > 0) MNT_CHECK(mnt_tcp_inbox_open(&ib, lfd, sizeof(mnt_tcp_hello), 10.0));
   double deadline = mnt_now() + c->timeout_s;
   fds = malloc((size_t)(nout > 0 ? nout : 1) * sizeof *fds);
-  if (!fds) { st = MNT_ENOMEM; goto done; }
+  if (!fds) { st = MNT_ENOMEM; goto out; }
   for (int i = 0; i < nout; i++) fds[i] = -1;
   for (int i = 0; i < nout; i++) {
     mnt_tcp_hello h;
@@ -623,10 +623,9 @@ static int setup_tcp(cpu_comm *c, int lfd, const peer_addr *addrs, want *out, in
     if (addrs[out[i].peer].setup.port == 0) {
       MNT_ERR("rank %d published no address to connect to", out[i].peer);
       st = MNT_EPEER;
-      goto done;
+      goto out;
     }
-    if ((st = mnt_tcp_start_connect(&addrs[out[i].peer].setup, &h, &fds[i], deadline, out[i].peer)) != MNT_OK)
-      goto done;
+    MNT_CHECK_GOTO(mnt_tcp_start_connect(&addrs[out[i].peer].setup, &h, &fds[i], deadline, out[i].peer), st, out);
   }
   double t0 = mnt_now(), warn_at = t0 + (c->timeout_s / 2 < 30 ? c->timeout_s / 2 : 30);
   for (int got = 0; got < nin;) {
@@ -642,14 +641,14 @@ static int setup_tcp(cpu_comm *c, int lfd, const peer_addr *addrs, want *out, in
         }
       if (mnt_now() >= deadline) {
         MNT_ERR("set-up: %s did not connect within %.0f s (MNT_COMM_TIMEOUT)", missing, c->timeout_s);
-        goto done;
+        goto out;
       }
       MNT_WARN("set-up: still waiting after %.0f s for %s to connect; giving up after %.0f s", mnt_now() - t0,
                missing, c->timeout_s);
       warn_at = mnt_now() + (warn_at - t0); /* then at twice the time */
       continue;
     }
-    if (st != MNT_OK) goto done;
+    if (st != MNT_OK) goto out;
     int matched = 0;
     for (int i = 0; i < nin && !matched; i++)
       if (in[i].peer == from && in[i].tag == tag && !*in[i].slot) {
@@ -658,7 +657,7 @@ static int setup_tcp(cpu_comm *c, int lfd, const peer_addr *addrs, want *out, in
         mnt_tcp_tune(fd, c->tcp_buf);
         l->stage_cap = TCP_STAGE;
         l->stage_mem = malloc(TCP_STAGE + 64);
-        if (!l->stage_mem) { st = MNT_ENOMEM; goto done; }
+        if (!l->stage_mem) { st = MNT_ENOMEM; goto out; }
         l->stage = l->stage_mem + 64;
         *in[i].slot = l;
         matched = 1;
@@ -671,14 +670,14 @@ static int setup_tcp(cpu_comm *c, int lfd, const peer_addr *addrs, want *out, in
     got++;
   }
   for (int i = 0; i < nout; i++) {
-    if ((st = mnt_tcp_finish_connect(fds[i], deadline, out[i].peer)) != MNT_OK) goto done;
+    MNT_CHECK_GOTO(mnt_tcp_finish_connect(fds[i], deadline, out[i].peer), st, out);
     mnt_link *l = new_link(c, MNT_LINK_TCP, out[i].peer);
     l->fd = fds[i];
     mnt_tcp_tune(fds[i], c->tcp_buf);
     fds[i] = -1;
     *out[i].slot = l;
   }
-done:
+out:
   if (fds)
     for (int i = 0; i < nout; i++)
       if (fds[i] >= 0) close(fds[i]);
@@ -724,20 +723,17 @@ int mnt_comm_cpu_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
   pthread_cond_init(&c->cv, NULL);
   int st = MNT_OK;
   c->iface = mnt_env_comm_iface();
-  if ((st = mnt_env_shm_fifo_bytes(&c->fifo_cap)) != MNT_OK ||
-      (st = mnt_env_tcp_buf(&c->tcp_buf)) != MNT_OK) { /* every rank sees the same environment */
-    cpu_destroy(&c->pub);
-    return st;
-  }
+  /* every rank sees the same environment: all fail here alike, before the broadcast */
+  MNT_CHECK_GOTO(mnt_env_shm_fifo_bytes(&c->fifo_cap), st, out);
+  MNT_CHECK_GOTO(mnt_env_tcp_buf(&c->tcp_buf), st, out);
 
   /* a fresh secret for this communicator, from rank 0, over PMIx */
   if (w->rank == 0 && getrandom(c->secret, sizeof c->secret, 0) != (ssize_t)sizeof c->secret) {
-    MNT_ERR("getrandom failed: %s", strerror(errno));
-    st = MNT_ESYS; /* still take part in the broadcast below */
+    st = MNT_SYSERR("getrandom failed"); /* still take part in the broadcast below */
   }
   int rc = mnt_world_bcast(w, c->secret, sizeof c->secret, 0);
   if (st == MNT_OK) st = rc;
-  if (st != MNT_OK) goto fail;
+  if (st != MNT_OK) goto out;
 
   /* hier needs the same number of ranks on every node */
   if (topo == MNT_TOPO_HIER) {
@@ -755,7 +751,7 @@ int mnt_comm_cpu_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
   }
 
   c->order = malloc((size_t)w->size * sizeof *c->order);
-  if (!c->order) { st = MNT_ENOMEM; goto fail; }
+  if (!c->order) { st = MNT_ENOMEM; goto out; }
   mnt_ring_order(w->size, w->node_of, w->local_of, c->order);
   int pos = 0;
   while (c->order[pos] != w->rank) pos++;
@@ -764,7 +760,7 @@ int mnt_comm_cpu_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
   c->flat = (ring){.n = n, .pos = pos};
   c->inter = (ring){.n = w->nnodes, .pos = w->node_rank};
 
-  if ((st = setup_shm(c)) != MNT_OK) goto fail;
+  MNT_CHECK_GOTO(setup_shm(c), st, out);
 
   want outw[2], inw[2];
   int nout = 0, nin = 0;
@@ -779,17 +775,16 @@ int mnt_comm_cpu_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
     outw[nout++] = (want){rank_at(w, (w->node_rank + 1) % N, w->local_rank), TAG_INTER, &c->inter.send};
     inw[nin++] = (want){rank_at(w, (w->node_rank - 1 + N) % N, w->local_rank), TAG_INTER, &c->inter.recv};
   }
-  if (w->size > 1 && (st = setup_addresses(c, outw, nout, inw, nin)) != MNT_OK) goto fail;
+  if (w->size > 1) MNT_CHECK_GOTO(setup_addresses(c, outw, nout, inw, nin), st, out);
 
   if (pthread_create(&c->thr, NULL, progress_main, c) != 0) {
     MNT_ERR("could not start the communicator's progress thread");
     st = MNT_ESYS;
-    goto fail;
+    goto out;
   }
   c->thr_started = 1;
   *out = &c->pub;
-  return MNT_OK;
-fail:
-  cpu_destroy(&c->pub);
+out:
+  if (st != MNT_OK) cpu_destroy(&c->pub);
   return st;
 }

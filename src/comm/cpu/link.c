@@ -13,12 +13,14 @@
 #define SHM_PIECE (256u << 10)   /* bytes published at a time, so the reader starts early */
 
 static int tcp_error(mnt_link *l, const char *what, int err) {
-  if (err == 0)
+  if (err == 0) {
     MNT_ERR("rank %d on %s closed its connection during %s (the process died or aborted)",
             l->peer_rank, l->peer_node, what);
-  else
-    MNT_ERR("lost rank %d on %s during %s: %s (the process died or its node is unreachable)",
-            l->peer_rank, l->peer_node, what, strerror(err));
+    return MNT_EPEER;
+  }
+  errno = err;
+  MNT_SYSERR("lost rank %d on %s during %s (the process died or its node is unreachable)", l->peer_rank, l->peer_node,
+             what);
   return MNT_EPEER;
 }
 

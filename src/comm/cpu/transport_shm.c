@@ -12,7 +12,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "log.h"
+#include "path.h"
 #include "comm/cpu/transport.h"
 
 #define SHM_MAGIC 0x4d4e5453484d3031ull /* "MNTSHM01" */
@@ -39,16 +41,12 @@ int mnt_shm_open(mnt_shm *s, const char *name, int nlocal, int me, size_t fifo_c
   s->fifo_cap = fifo_cap;
   s->bytes = fifos_off(nlocal) + (size_t)nlocal * fifo_stride(fifo_cap);
   int fd = shm_open(name, create ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
-  if (fd < 0) {
-    MNT_ERR("shm_open(/dev/shm%s) failed: %s", name, strerror(errno));
-    return MNT_ESYS;
-  }
+  if (fd < 0) return MNT_SYSERR("shm_open(/dev/shm%s) failed", name);
   if (create && ftruncate(fd, (off_t)s->bytes) != 0) {
-    MNT_ERR("ftruncate(/dev/shm%s, %zu) failed: %s (is /dev/shm large enough?)", name, s->bytes,
-            strerror(errno));
+    int st = MNT_SYSERR("ftruncate(/dev/shm%s, %zu) failed (is /dev/shm large enough?)", name, s->bytes);
     close(fd);
     shm_unlink(name);
-    return MNT_ESYS;
+    return st;
   }
   if (!create) {
     struct stat st;
@@ -62,9 +60,9 @@ int mnt_shm_open(mnt_shm *s, const char *name, int nlocal, int me, size_t fifo_c
   close(fd);
   if (s->base == MAP_FAILED) {
     s->base = NULL;
-    MNT_ERR("mmap(/dev/shm%s, %zu) failed: %s", name, s->bytes, strerror(errno));
+    int st = MNT_SYSERR("mmap(/dev/shm%s, %zu) failed", name, s->bytes);
     if (create) shm_unlink(name);
-    return MNT_ESYS;
+    return st;
   }
   shm_header *h = s->base;
   s->slots = (mnt_shm_slot *)((char *)s->base + slots_off());
@@ -114,7 +112,7 @@ int mnt_shm_peer_alive(mnt_shm *s, int local) {
   if (pid <= 0) return 1; /* not attached yet: setup has its own deadline */
   if (kill(pid, 0) != 0 && errno == ESRCH) return 0;
   /* A killed process stays a zombie until its parent (slurmstepd) reaps it. */
-  char path[64], buf[256];
+  char path[MNT_PATH_MAX], buf[256];
   snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
   FILE *f = fopen(path, "r");
   if (!f) return 1;

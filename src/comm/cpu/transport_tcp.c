@@ -47,10 +47,7 @@ void mnt_tcp_addr_str(const mnt_tcp_addr *a, char *out, size_t n) {
  * else the first IPv4 interface that is up and not loopback, else 127.0.0.1. */
 static int pick_address(const char *want, uint32_t *ip) {
   struct ifaddrs *ifs = NULL, *i;
-  if (getifaddrs(&ifs) != 0) {
-    MNT_ERR("getifaddrs failed: %s", strerror(errno));
-    return MNT_ESYS;
-  }
+  if (getifaddrs(&ifs) != 0) return MNT_SYSERR("getifaddrs failed");
   int found = 0;
   for (i = ifs; i && !found; i = i->ifa_next) {
     if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP)) continue;
@@ -71,29 +68,21 @@ static int pick_address(const char *want, uint32_t *ip) {
 }
 
 int mnt_tcp_listen(const char *iface, int *fd, mnt_tcp_addr *addr) {
-  uint32_t ip;
+  uint32_t ip = 0;
   MNT_CHECK(pick_address(iface, &ip));
   int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0) {
-    int err = errno;
-    if (mnt_fd_exhausted(err)) {
-      char why[300];
-      mnt_fd_advice(err, why, sizeof why);
-      MNT_ERR("out of file descriptors opening a listening socket: %s", why);
-    } else {
-      MNT_ERR("socket failed: %s", strerror(err));
-    }
-    return MNT_ESYS;
-  }
+  if (s < 0) return MNT_FD_SYSERR("socket", "a listening socket");
   struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0, .sin_addr.s_addr = ip};
   socklen_t len = sizeof sa;
   if (bind(s, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(s, 128) != 0 ||
       getsockname(s, (struct sockaddr *)&sa, &len) != 0 || set_nonblock(s) != 0) {
+    int err = errno;
     char ips[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &sa.sin_addr, ips, sizeof ips);
-    MNT_ERR("listening on %s failed: %s", ips, strerror(errno));
+    errno = err;
+    int st = MNT_SYSERR("listening on %s failed", ips);
     close(s);
-    return MNT_ESYS;
+    return st;
   }
   addr->ip = sa.sin_addr.s_addr;
   addr->port = sa.sin_port;
@@ -308,10 +297,7 @@ int mnt_tcp_inbox_next(mnt_tcp_inbox *ib, double until, int wake_fd, int *fd, vo
     }
     int ms = (int)((next - now) * 1000) + 1;
     int r = poll(fds, (nfds_t)nf, ms > 1000 ? 1000 : ms);
-    if (r < 0 && errno != EINTR) {
-      MNT_ERR("poll failed: %s", strerror(errno));
-      return MNT_ESYS;
-    }
+    if (r < 0 && errno != EINTR) return MNT_SYSERR("poll failed");
     if (r <= 0) continue;
     if (wake_fd >= 0 && fds[1].revents) return MNT_ETIMEOUT;
     /* messages first (their slots free up), from the back so that drop() keeps indices valid */

@@ -62,17 +62,8 @@ int mnt_watchdog_start(mnt_watchdog **out, mnt_world *w, const char *iface, cons
   pthread_mutex_init(&wd->mu, NULL);
   *out = wd;
   MNT_CHECK(mnt_tcp_listen(iface, &wd->lfd, addr));
-  if ((wd->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
-    int err = errno;
-    if (mnt_fd_exhausted(err)) {
-      char why[300];
-      mnt_fd_advice(err, why, sizeof why);
-      MNT_ERR("out of file descriptors opening the watchdog's eventfd: %s", why);
-    } else {
-      MNT_ERR("eventfd failed: %s", strerror(err));
-    }
-    return MNT_ESYS;
-  }
+  wd->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wd->wake < 0) return MNT_FD_SYSERR("eventfd", "the watchdog's eventfd");
   return mnt_tcp_inbox_open(&wd->ib, wd->lfd, sizeof(request), 2.0);
 }
 

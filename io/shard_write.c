@@ -1,4 +1,5 @@
-/* convert.c — converters to the shard format and `inspect`; see convert.h.
+/* shard_write.c — the shard writer every converter ends in (io/imagenet.c, io/idx.c, io/synth.c); see
+ * shard_write.h.
  * Samples are written in a seeded global random order: output position j holds source sample
  * perm[j]; shard k holds positions [k*n/N, (k+1)*n/N). A shard is written under a temporary
  * name and renamed when complete, so an interrupted run restarted with the same arguments skips
@@ -6,7 +7,7 @@
  * every shard and the index carry the conversion's fingerprint (XXH3 of the format version, the
  * inputs, the image size, the classes, the shard count and the seed), and a file with another
  * fingerprint stops the conversion before anything is written. */
-#include "io/convert.h"
+#include "io/shard_write.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -15,17 +16,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 #include <hdf5.h>
 #include <xxhash.h>
-#include <zlib.h>
 
-#include "io/convert_internal.h"
 #include "io/dataset.h"
 #include "check.h"
 #include "log.h"
+#include "path.h"
 #include "io/safefs.h"
 #include "progress.h"
 #include "sysmem.h"
@@ -87,31 +86,33 @@ static int shard_name_of(const char *name, int *partial) {
 static int check_output(const char *out, const char *fp, int nshards, int force, int64_t *present_shards) {
   DIR *dir = opendir(out);
   if (!dir) {
-    MNT_ERR("%s: cannot read the output directory: %s", out, strerror(errno));
+    MNT_SYSERR("%s: cannot read the output directory", out);
     return MNT_EARG;
   }
-  char conflict[1700] = "", why[160] = "";
+  char why[160] = "", conflict[MNT_PATH_MAX + sizeof why + 4] = ""; /* "PATH (WHY)" */
   int nconflict = 0, nremoved = 0, present = 0;
   struct dirent *e;
   char **doomed = NULL;
   int ndoomed = 0, st = MNT_OK;
   while ((e = readdir(dir)) && st == MNT_OK) {
-    char p[1400], got[40] = "";
-    snprintf(p, sizeof p, "%s/%s", out, e->d_name);
+    char p[MNT_PATH_MAX], got[40] = "";
     enum { KEEP, STALE, CLASH } what = KEEP; /* STALE: an interrupted write, always removed */
-    int partial = 0, n = shard_name_of(e->d_name, &partial);
-    if (!strcmp(e->d_name, "index.json")) {
+    int partial = 0, n = shard_name_of(e->d_name, &partial), index = !strcmp(e->d_name, "index.json");
+    int stale = !strcmp(e->d_name, "index.json.tmp") || !strncmp(e->d_name, ".index.json.", 12) || (n >= 0 && partial);
+    if (!index && !stale && n < 0) continue; /* not ours: left alone */
+    if ((st = mnt_path_join(p, out, e->d_name)) != MNT_OK) break;
+    if (index) {
       json_t *o = json_load_file(p, 0, NULL);
       const char *f = o ? json_string_value(json_object_get(o, "fingerprint")) : NULL;
       snprintf(got, sizeof got, "%s", f ? f : "none");
       json_decref(o);
       what = strcmp(got, fp) ? CLASH : KEEP;
-    } else if (!strcmp(e->d_name, "index.json.tmp") || !strncmp(e->d_name, ".index.json.", 12) || (n >= 0 && partial)) {
+    } else if (stale) {
       what = STALE;
-    } else if (n >= 0 && n != nshards) {
+    } else if (n != nshards) {
       what = CLASH;
       snprintf(why, sizeof why, "a shard of a conversion into %d shards, this one writes %d", n, nshards);
-    } else if (n >= 0) {
+    } else {
       int fr = mnt_shard_fingerprint(p, got, sizeof got);
       if (fr == -2) { /* out of file descriptors (logged): the shard may be fine, so it is not another's */
         st = MNT_ESYS;
@@ -120,8 +121,6 @@ static int check_output(const char *out, const char *fp, int nshards, int force,
       if (fr != 0) snprintf(got, sizeof got, "unreadable");
       what = strcmp(got, fp) ? CLASH : KEEP;
       present += what == KEEP;
-    } else {
-      continue; /* not ours: left alone */
     }
     if (what == KEEP) continue;
     if (what == CLASH && got[0]) snprintf(why, sizeof why, "fingerprint %s, this conversion's is %s", got, fp);
@@ -146,10 +145,7 @@ static int check_output(const char *out, const char *fp, int nshards, int force,
     st = MNT_EARG;
   }
   for (int i = 0; i < ndoomed; i++) {
-    if (st == MNT_OK && unlink(doomed[i]) != 0) {
-      MNT_ERR("%s: cannot remove: %s", doomed[i], strerror(errno));
-      st = MNT_ESYS;
-    }
+    if (st == MNT_OK && unlink(doomed[i]) != 0) st = MNT_SYSERR("%s: cannot remove", doomed[i]);
     nremoved += st == MNT_OK;
     free(doomed[i]);
   }
@@ -206,13 +202,15 @@ static int reuse_shard(conv_run *r, const char *path, int64_t *count) {
  * nothing of it stays on failure (a later run starts it again) */
 static int write_shard(conv_run *r, int k, const char *path, int64_t a, int64_t b, int64_t *count) {
   const mnt_convert_source *src = r->src;
-  char tmp[1300], where[48];
-  snprintf(tmp, sizeof tmp, "%s.partial", path);
+  char partial[64], tmp[MNT_PATH_MAX], where[48];
+  mnt_shard_name(partial, sizeof partial, k, r->nshards);
+  strcat(partial, ".partial");
+  MNT_CHECK(mnt_path_join(tmp, r->out, partial));
   snprintf(where, sizeof where, "shard %d/%d", k + 1, r->nshards);
   double ssum[3] = {0}, ssum2[3] = {0};
   mnt_shard_writer w;
-  int st = mnt_shard_create(&w, tmp, b - a, src->size, src->channels, src->nclasses, k, r->nshards, r->seed, r->fp);
-  if (st != MNT_OK) return st;
+  MNT_CHECK(mnt_shard_create(&w, tmp, b - a, src->size, src->channels, src->nclasses, k, r->nshards, r->seed, r->fp));
+  int st = MNT_OK;
   w.allow_short = src->prefetch != NULL; /* converters that may skip unreadable inputs */
   for (int64_t j = a; j < b && st == MNT_OK; j++) {
     int32_t label;
@@ -246,11 +244,9 @@ static int write_shard(conv_run *r, int k, const char *path, int64_t a, int64_t 
     return st;
   }
   for (int c = 0; c < src->channels; c++) r->sum[c] += ssum[c], r->sum2[c] += ssum2[c];
-  if ((st = mnt_shard_close(&w)) != MNT_OK || rename(tmp, path) != 0) {
-    if (st == MNT_OK) MNT_ERR("rename %s -> %s: %s", tmp, path, strerror(errno));
-    st = st ? st : MNT_ESYS;
-    unlink(tmp);
-  }
+  st = mnt_shard_close(&w);
+  if (st == MNT_OK && rename(tmp, path) != 0) st = MNT_SYSERR("rename %s -> %s", tmp, path);
+  if (st != MNT_OK) unlink(tmp);
   return st;
 }
 
@@ -270,8 +266,10 @@ static int write_index(const conv_run *r, const int64_t *counts, int skipped, do
     double var = r->sum2[c] / m - (r->sum[c] / m) * (r->sum[c] / m);
     std[c] = (float)sqrt(var > 1e-12 ? var : 1e-12);
   }
-  int st = mnt_index_write(r->out, src->nclasses, src->class_names, src->size, src->channels, mean, std, r->seed,
-                           r->nshards, counts, r->fp, src->description);
+  mnt_index_info ix = {.nclasses = src->nclasses, .class_names = src->class_names, .size = src->size,
+                       .channels = src->channels, .mean = mean, .std = std, .seed = r->seed, .nshards = r->nshards,
+                       .shard_count = counts, .fingerprint = r->fp, .source = src->description};
+  int st = mnt_index_write(r->out, &ix);
   if (st == MNT_OK)
     printf("convert: %lld samples of %dx%dx%d, %d classes, into %d shards in %s (%d already there), "
            "%lld unreadable inputs skipped, %lld other files ignored, %.1f s\n",
@@ -313,9 +311,9 @@ int mnt_convert_write(const mnt_convert_source *src, const char *out, int nshard
     mnt_progress_start(&r.prog, "convert", "images", src->n);
     for (int k = 0; k < nshards && st == MNT_OK; k++) {
       int64_t a = src->n * k / nshards, b = src->n * (k + 1) / nshards;
-      char name[64], path[1200];
+      char name[64], path[MNT_PATH_MAX];
       mnt_shard_name(name, sizeof name, k, nshards);
-      snprintf(path, sizeof path, "%s/%s", out, name);
+      if ((st = mnt_path_join(path, out, name)) != MNT_OK) break;
       counts[k] = b - a;
       if (access(path, R_OK) == 0) {
         skipped++;
@@ -334,214 +332,3 @@ int mnt_convert_write(const mnt_convert_source *src, const char *out, int nshard
   return st;
 }
 
-/* ---- IDX (MNIST, Fashion-MNIST) ------------------------------------------------------------- */
-typedef struct idx_data {
-  uint8_t *images, *labels;
-  int64_t n;
-  int rows, cols;
-} idx_data;
-
-static int read_idx(const char *path, int want_dims, uint8_t **data, int64_t *n, int *rows, int *cols) {
-  gzFile f = gzopen(path, "rb"); /* reads gzip and plain files alike */
-  if (!f) {
-    MNT_ERR("%s: %s", path, strerror(errno));
-    return MNT_EARG;
-  }
-  uint8_t hdr[16];
-  int hl = 4 + 4 * want_dims, st = MNT_EDATA;
-  if (gzread(f, hdr, (unsigned)hl) != hl || hdr[0] || hdr[1] || hdr[2] != 0x08 || hdr[3] != want_dims) {
-    MNT_ERR("%s: not an IDX file of unsigned bytes with %d dimensions", path, want_dims);
-    goto done;
-  }
-  uint32_t d[3] = {1, 1, 1};
-  for (int i = 0; i < want_dims; i++)
-    d[i] = (uint32_t)hdr[4 + 4 * i] << 24 | (uint32_t)hdr[5 + 4 * i] << 16 | (uint32_t)hdr[6 + 4 * i] << 8 | hdr[7 + 4 * i];
-  size_t bytes = (size_t)d[0] * d[1] * d[2];
-  *data = malloc(bytes ? bytes : 1);
-  if (!*data) { st = MNT_ENOMEM; goto done; }
-  size_t got = 0;
-  while (got < bytes) {
-    int r = gzread(f, *data + got, (unsigned)(bytes - got > (1u << 30) ? (1u << 30) : bytes - got));
-    if (r <= 0) break;
-    got += (size_t)r;
-  }
-  if (got != bytes) {
-    MNT_ERR("%s: truncated: %zu of %zu bytes of data", path, got, bytes);
-    free(*data);
-    *data = NULL;
-    goto done;
-  }
-  *n = d[0];
-  if (rows) *rows = (int)d[1];
-  if (cols) *cols = (int)d[2];
-  st = MNT_OK;
-done:
-  gzclose(f);
-  return st;
-}
-
-static int idx_get(void *ctx, int64_t i, uint8_t *pixels, int32_t *label) {
-  idx_data *d = ctx;
-  memcpy(pixels, d->images + (size_t)i * d->rows * d->cols, (size_t)d->rows * d->cols);
-  *label = d->labels[i];
-  return MNT_OK;
-}
-
-int mnt_convert_idx(const char *images, const char *labels, const char *out, int nshards, long long seed, int force) {
-  idx_data d = {0};
-  int64_t nl = 0;
-  int st = read_idx(images, 3, &d.images, &d.n, &d.rows, &d.cols);
-  if (st == MNT_OK) st = read_idx(labels, 1, &d.labels, &nl, NULL, NULL);
-  if (st == MNT_OK && nl != d.n) {
-    MNT_ERR("%s has %lld images but %s has %lld labels", images, (long long)d.n, labels, (long long)nl);
-    st = MNT_EARG;
-  }
-  if (st == MNT_OK && d.n == 0) {
-    MNT_ERR("%s holds no images; an empty dataset is refused", images);
-    st = MNT_EARG;
-  }
-  if (st == MNT_OK && d.rows != d.cols) {
-    MNT_ERR("%s: images are %dx%d; only square images are supported", images, d.rows, d.cols);
-    st = MNT_EARG;
-  }
-  int maxl = -1;
-  for (int64_t i = 0; st == MNT_OK && i < nl; i++) maxl = d.labels[i] > maxl ? d.labels[i] : maxl;
-  if (st == MNT_OK) {
-    /* Fashion-MNIST's names when there are 10 classes and the file says fashion; digits otherwise */
-    static const char *fashion[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                                      "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
-    int nclasses = maxl + 1, is_fashion = strstr(images, "fashion") != NULL && nclasses == 10;
-    char **names = calloc((size_t)nclasses, sizeof *names);
-    for (int c = 0; c < nclasses; c++) {
-      names[c] = malloc(32);
-      snprintf(names[c], 32, "%s", is_fashion ? fashion[c] : "");
-      if (!is_fashion) snprintf(names[c], 32, "%d", c);
-    }
-    char desc[2200];
-    snprintf(desc, sizeof desc, "idx %s %s", images, labels);
-    /* the contents decide, not the names: the same files under another path are the same inputs */
-    XXH3_state_t *h = XXH3_createState();
-    XXH3_64bits_reset(h);
-    XXH3_64bits_update(h, "idx", 4);
-    XXH3_64bits_update(h, d.images, (size_t)d.n * d.rows * d.cols);
-    XXH3_64bits_update(h, d.labels, (size_t)nl);
-    mnt_convert_source src = {.n = d.n, .size = d.rows, .channels = 1, .nclasses = nclasses, .class_names = names,
-                              .ctx = &d, .get = idx_get, .inputs = XXH3_64bits_digest(h), .description = desc};
-    XXH3_freeState(h);
-    st = mnt_convert_write(&src, out, nshards, seed, force);
-    for (int c = 0; c < nclasses; c++) free(names[c]);
-    free(names);
-  }
-  free(d.images);
-  free(d.labels);
-  return st;
-}
-
-/* ---- synthetic: class-dependent stripes and colours plus noise, learnable at any size --------- */
-typedef struct synth { int classes, size; uint64_t seed; } synth;
-
-static int synth_get(void *ctx, int64_t i, uint8_t *pixels, int32_t *label) {
-  synth *s = ctx;
-  uint64_t r = mnt_mix(s->seed, (uint64_t)i);
-  int c = (int)(r % (uint64_t)s->classes);
-  *label = c;
-  double ang = 3.14159265358979 * c / s->classes, fr = 2.0 + (c % 5) * 1.5;
-  double ca = cos(ang), sa = sin(ang), phase = (double)(r >> 20 & 1023) / 1023.0 * 6.283;
-  double col[3] = {0.5 + 0.4 * cos(c * 2.1), 0.5 + 0.4 * cos(c * 2.1 + 2.1), 0.5 + 0.4 * cos(c * 2.1 + 4.2)};
-  uint64_t nz = r;
-  for (int y = 0; y < s->size; y++)
-    for (int x = 0; x < s->size; x++) {
-      double u = (x * ca + y * sa) / s->size;
-      double stripe = 0.5 + 0.5 * sin(6.283 * fr * u + phase);
-      for (int ch = 0; ch < 3; ch++) {
-        nz = nz * 6364136223846793005ull + 1442695040888963407ull;
-        double noise = ((double)(nz >> 40) / 16777216.0 - 0.5) * 0.5;
-        double v = 255.0 * (0.6 * stripe * col[ch] + 0.2 + noise * 0.5);
-        pixels[((size_t)y * s->size + x) * 3 + ch] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-      }
-    }
-  return MNT_OK;
-}
-
-int mnt_convert_synth(const char *out, int classes, int64_t n, int size, int nshards, long long seed, int force) {
-  if (classes < 1 || n < 1 || size < 1) {
-    MNT_ERR("synth: need --classes >= 1, --images >= 1, --size >= 1 (got %d, %lld, %d)", classes, (long long)n, size);
-    return MNT_EARG;
-  }
-  synth s = {classes, size, (uint64_t)seed};
-  char **names = calloc((size_t)classes, sizeof *names);
-  for (int c = 0; c < classes; c++) {
-    names[c] = malloc(24);
-    snprintf(names[c], 24, "class%04d", c);
-  }
-  char desc[96];
-  snprintf(desc, sizeof desc, "synth (generator 1, seed %lld)", seed);
-  long long p[4] = {1 /* generator version */, classes, n, size};
-  mnt_convert_source src = {.n = n, .size = size, .channels = 3, .nclasses = classes, .class_names = names,
-                            .ctx = &s, .get = synth_get, .inputs = XXH3_64bits(p, sizeof p), .description = desc};
-  int st = mnt_convert_write(&src, out, nshards, seed, force);
-  for (int c = 0; c < classes; c++) free(names[c]);
-  free(names);
-  return st;
-}
-
-/* ---- inspect ---------------------------------------------------------------------------------- */
-int mnt_inspect(const char *path, int verify) {
-  struct stat sb;
-  if (stat(path, &sb) != 0) {
-    MNT_ERR("%s: %s", path, strerror(errno));
-    return MNT_EARG;
-  }
-  char dir[1024];
-  snprintf(dir, sizeof dir, "%s", path);
-  if (!S_ISDIR(sb.st_mode)) { /* a lone shard: inspect its directory's dataset if there is one */
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = '\0';
-    else snprintf(dir, sizeof dir, ".");
-  }
-  mnt_dataset d;
-  int st = mnt_dataset_open(dir, &d);
-  if (st != MNT_OK) return st;
-  printf("dataset %s: %lld samples, %d classes, %dx%dx%d uint8, %d shards, seed %lld, format %d, fingerprint %s\n",
-         dir, (long long)d.total, d.nclasses, d.size, d.size, d.channels, d.nshards, d.seed, d.version, d.fingerprint);
-  printf("mean");
-  for (int c = 0; c < d.channels; c++) printf(" %.4f", (double)d.mean[c]);
-  printf(", std");
-  for (int c = 0; c < d.channels; c++) printf(" %.4f", (double)d.std[c]);
-  printf("\n");
-  int64_t *hist = calloc((size_t)d.nclasses, sizeof *hist);
-  uint8_t *pix = malloc((size_t)d.size * d.size * d.channels);
-  int64_t bad = 0;
-  if (!hist || !pix) {
-    st = MNT_ENOMEM;
-    goto done;
-  }
-  /* the histogram reads the labels; --verify reads every image too, and HDF5 checks each one's
-   * checksum: a bad sample is named by file and index */
-  mnt_progress prog;
-  mnt_progress_start(&prog, "inspect --verify", "samples", d.total);
-  for (int64_t g = 0; g < d.total; g++) {
-    int32_t label;
-    if (mnt_dataset_read(&d, g, verify ? pix : NULL, &label) != MNT_OK) {
-      bad++;
-      continue;
-    }
-    hist[label]++;
-    if (verify) mnt_progress_update(&prog, g + 1, NULL);
-  }
-  mnt_progress_end(&prog);
-  printf("%-6s %-24s %10s\n", "label", "class", "samples");
-  for (int c = 0; c < d.nclasses; c++) printf("%-6d %-24s %10lld\n", c, d.class_names[c], (long long)hist[c]);
-  if (verify)
-    printf("verify: %lld samples read%s, %lld bad\n", (long long)d.total,
-           d.version >= 2 ? " and their checksums checked" : " (format 1: no checksums to check)", (long long)bad);
-  else
-    printf("labels: %lld read, %lld bad (--verify reads every image and checks its checksum)\n", (long long)d.total,
-           (long long)bad);
-  st = bad ? MNT_EDATA : MNT_OK;
-done:
-  free(hist);
-  free(pix);
-  mnt_dataset_close(&d);
-  return st;
-}

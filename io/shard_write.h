@@ -1,8 +1,9 @@
-/* convert_internal.h — what the converters share (io/convert.c, io/imagenet.c).
+/* shard_write.h — the shard writer every converter ends in (io/imagenet.c, io/idx.c, io/synth.c;
+ * io/shard_write.c): a source of samples in, shards and index.json out.
  * defines: mnt_convert_source (samples in their own order, and what they were made from), MNT_SKIP_SAMPLE,
  *          MNT_CONVERT_PREFETCH, mnt_convert_write. */
-#ifndef MNT_CONVERT_INTERNAL_H
-#define MNT_CONVERT_INTERNAL_H
+#ifndef MNT_SHARD_WRITE_H
+#define MNT_SHARD_WRITE_H
 
 #include <stdint.h>
 
