@@ -1,6 +1,5 @@
 // cast.cu — element casts on the GPU (fp32 <-> bf16 / fp16), used for reduced-precision
-// gradient allreduce. defines: mnt_cuda_cast (host launcher, see cast.h) and
-// mnt_cuda_device_count.
+// gradient allreduce. defines: mnt_cuda_cast (host launcher, see cast.h).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -43,13 +42,4 @@ extern "C" int mnt_cuda_cast(int from, int to, const void *in, void *out, size_t
   else
     return -1;
   return cudaPeekAtLastError() == cudaSuccess ? 0 : -2; /* the caller reads (and clears) the error */
-}
-
-// No driver or no device: 0, and the failed call's error cleared (a "last error" left behind would
-// fail the next kernel launched, e.g. after `--device auto` has looked for a GPU).
-extern "C" int mnt_cuda_device_count(void) {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) == cudaSuccess) return n;
-  (void)cudaGetLastError();
-  return 0;
 }

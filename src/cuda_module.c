@@ -10,7 +10,6 @@
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -20,6 +19,7 @@
 #include "env.h"
 #include "check.h"
 #include "log.h"
+#include "path.h"
 #include "mnt_cuda_iface.h" /* MNT_CUDA_IFACE, generated from the shared headers */
 
 #ifndef MNT_CUDA_MODULE_FILE
@@ -50,14 +50,14 @@ __attribute__((format(printf, 3, 4))) static void say(char *buf, size_t n, const
 enum { NCAND = 2 };
 
 /* the candidate paths in order; n: how many. MNT_CUDA_MODULE, when set, is the only one. */
-static int candidates(char cand[NCAND][PATH_MAX], int *from_env) {
+static int candidates(char cand[NCAND][MNT_PATH_MAX], int *from_env) {
   const char *env = mnt_env_cuda_module();
   *from_env = env != NULL;
   if (env) {
-    say(cand[0], PATH_MAX, "%s", env);
+    say(cand[0], MNT_PATH_MAX, "%s", env);
     return 1;
   }
-  char exe[PATH_MAX];
+  char exe[MNT_PATH_MAX];
   ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (k <= 0) return 0;
   exe[k] = 0;
@@ -67,8 +67,8 @@ static int candidates(char cand[NCAND][PATH_MAX], int *from_env) {
   int n = 0;
   const char *rel[NCAND] = {MNT_CUDA_MODULE_RELDIR, MNT_CUDA_MODULE_BUILD_RELDIR};
   for (int i = 0; i < NCAND; i++) {
-    if (rel[i][0] == '/') say(cand[n], PATH_MAX, "%s/%s", rel[i], MNT_CUDA_MODULE_FILE);
-    else say(cand[n], PATH_MAX, "%s/%s/%s", exe, rel[i], MNT_CUDA_MODULE_FILE);
+    if (rel[i][0] == '/') say(cand[n], MNT_PATH_MAX, "%s/%s", rel[i], MNT_CUDA_MODULE_FILE);
+    else say(cand[n], MNT_PATH_MAX, "%s/%s/%s", exe, rel[i], MNT_CUDA_MODULE_FILE);
     n++;
   }
   return n;
@@ -76,11 +76,11 @@ static int candidates(char cand[NCAND][PATH_MAX], int *from_env) {
 
 /* the first candidate that exists into path (the real path); 0 when none: why says where it looked */
 static int find_module(char *path, char *why, size_t n) {
-  char cand[NCAND][PATH_MAX];
+  char cand[NCAND][MNT_PATH_MAX];
   int from_env = 0, nc = candidates(cand, &from_env);
   for (int i = 0; i < nc; i++)
     if (access(cand[i], F_OK) == 0) {
-      if (!realpath(cand[i], path)) say(path, PATH_MAX, "%s", cand[i]);
+      if (!realpath(cand[i], path)) say(path, MNT_PATH_MAX, "%s", cand[i]);
       return 1;
     }
   if (from_env) say(why, n, "MNT_CUDA_MODULE=%s: %s", cand[0], strerror(errno));
@@ -95,7 +95,7 @@ static struct {
   pthread_mutex_t mu;
   int tried, st, nolib; /* nolib: a library the module needs is missing */
   const mnt_cuda_module *mod;
-  char path[PATH_MAX];
+  char path[MNT_PATH_MAX];
   char err[1536];
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -128,7 +128,7 @@ static int do_load(void) {
   if (entry) {
     say(S.path, sizeof S.path, "(linked into this program)");
   } else {
-    char why[2 * PATH_MAX + 64];
+    char why[2 * MNT_PATH_MAX + 64];
     if (!find_module(S.path, why, sizeof why)) {
       say(S.err, sizeof S.err, "cannot find the CUDA module: %s", why);
       return MNT_EARG;
@@ -137,7 +137,7 @@ static int do_load(void) {
     void *h = dlopen(S.path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
       const char *e = dlerror();
-      char lib[256];
+      char lib[MNT_PATH_MAX];
       missing_lib(e, lib, sizeof lib);
       S.nolib = lib[0] != 0;
       if (S.nolib)
@@ -217,7 +217,7 @@ const mnt_cuda_module *mnt_cuda_module_probe(void) {
 }
 
 void mnt_cuda_module_describe(FILE *f) {
-  char path[PATH_MAX], why[2 * PATH_MAX + 64];
+  char path[MNT_PATH_MAX], why[2 * MNT_PATH_MAX + 64];
   if (!find_module(path, why, sizeof why)) {
     fprintf(f, "cuda module: not found: %s; --device cuda and --comm nccl cannot run\n", why);
     return;

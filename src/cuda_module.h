@@ -20,8 +20,13 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "backend/backend.h"
-#include "comm/comm.h"
+/* The table's entries take the seams' types, declared here by name only, so that the seams that
+ * load the module (backend/backend.c, comm/comm.c) and this header do not include each other; an
+ * enum goes through the table as an int (mnt_topology, mnt_copy_kind). */
+typedef struct mnt_backend mnt_backend;
+typedef struct mnt_backend_opts mnt_backend_opts;
+typedef struct mnt_world mnt_world;
+typedef struct mnt_comm mnt_comm;
 
 /* Raised when the table or the meaning of an entry changes. The host also compares MNT_CUDA_IFACE
  * (a hash of the headers both sides compile against, generated at build time): a module must come
@@ -40,12 +45,12 @@ typedef struct mnt_cuda_module {
   int (*device_count)(void); /* GPUs this process sees; 0 without a GPU or driver (no CUDA error left) */
   /* NULL when the build had no cuDNN/cuBLAS, or no NCCL */
   int (*backend_create)(const mnt_backend_opts *o, mnt_backend **out);
-  int (*comm_create)(mnt_world *w, mnt_topology topo, mnt_comm **out);
+  int (*comm_create)(mnt_world *w, int topo, mnt_comm **out); /* topo: an mnt_topology */
   /* GPU memory on the current device, for buffers outside a backend (bench allreduce's) */
   int (*mem_alloc)(size_t bytes, void **p);
   void (*mem_free)(void *p);
   /* synchronous: returns when the copy is complete (D2D: the device synchronised) */
-  int (*mem_copy)(void *dst, const void *src, size_t bytes, mnt_copy_kind kind);
+  int (*mem_copy)(void *dst, const void *src, size_t bytes, int kind); /* kind: an mnt_copy_kind */
   /* the current device: its index, PCI domain/bus/device and name */
   int (*device_info)(int *device, unsigned pci[3], char *name, size_t n);
 } mnt_cuda_module;

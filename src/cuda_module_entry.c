@@ -1,12 +1,13 @@
 /* cuda_module_entry.c — the CUDA module's side of cuda_module.h: its one exported entry point
  * (mnt_cuda_module_entry: the versioned table) and the few GPU-memory calls the host needs outside
- * a backend. Built into
- * lib/mntrain/mntrain-cuda.so only, never into the executable. */
+ * a backend. Built into lib/mntrain/mntrain-cuda.so only, never into the executable. */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "kernels/cast.h" /* mnt_cuda_device_count */
+#include "backend/backend.h"     /* mnt_backend_cuda_create, mnt_copy_kind */
+#include "backend/cuda/device.h" /* mnt_cuda_device_count */
+#include "comm/comm.h"           /* mnt_comm_nccl_create */
 #include "cuda_module.h"
 #include "log.h"
 #include "mnt_cuda_iface.h" /* MNT_CUDA_IFACE, generated */
@@ -79,8 +80,12 @@ static void mem_free(void *p) {
   if (e != cudaSuccess) cuda_fail(e, "cudaFree");
 }
 
-static int mem_copy(void *dst, const void *src, size_t bytes, mnt_copy_kind kind) {
+static int mem_copy(void *dst, const void *src, size_t bytes, int kind) { /* kind: an mnt_copy_kind */
   static const enum cudaMemcpyKind K[] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice};
+  if (kind < MNT_COPY_H2D || kind > MNT_COPY_D2D) {
+    MNT_ERR("internal: copy kind %d", kind);
+    return MNT_EARG;
+  }
   cudaError_t e = cudaMemcpy(dst, src, bytes, K[kind]);
   if (e == cudaSuccess && kind == MNT_COPY_D2D) e = cudaDeviceSynchronize();
   return e == cudaSuccess ? MNT_OK : cuda_fail(e, "cudaMemcpy");
@@ -98,6 +103,12 @@ static int device_info(int *device, unsigned pci[3], char *name, size_t n) {
   return MNT_OK;
 }
 
+#if MNT_HAVE_NCCL
+static int comm_create(mnt_world *w, int topo, mnt_comm **out) { /* topo: an mnt_topology */
+  return mnt_comm_nccl_create(w, (mnt_topology)topo, out);
+}
+#endif
+
 static const mnt_cuda_module table = {
     .abi = MNT_CUDA_MODULE_ABI,
     .size = sizeof(mnt_cuda_module),
@@ -110,7 +121,7 @@ static const mnt_cuda_module table = {
     .backend_create = mnt_backend_cuda_create,
 #endif
 #if MNT_HAVE_NCCL
-    .comm_create = mnt_comm_nccl_create,
+    .comm_create = comm_create,
 #endif
     .mem_alloc = mem_alloc,
     .mem_free = mem_free,

@@ -20,6 +20,7 @@
 #include "args.h"
 #include "cmd/cmd.h"
 #include "comm/comm.h"
+#include "backend/backend.h" /* mnt_copy_kind */
 #include "cuda_module.h"
 #include "check.h"
 #include "log.h"

@@ -71,9 +71,6 @@ int mnt_comm_nccl_create(mnt_world *w, mnt_topology topo, mnt_comm **out);
 /* Collective: rank 0's ncclGetUniqueId, spread over PMIx (mnt_world_bcast) into id (bytes =
  * sizeof(ncclUniqueId)); needs no GPU. */
 int mnt_nccl_bootstrap(mnt_world *w, void *id, size_t bytes);
-/* cudaSetDevice(local rank modulo the devices this process sees); MNT_EARG naming
- * CUDA_VISIBLE_DEVICES when it sees none */
-int mnt_cuda_select_device(const mnt_world *w, int *device);
 #endif
 
 static inline int mnt_allreduce(mnt_comm *c, void *buf, size_t n, mnt_dtype t, mnt_redop op) {

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "kernels/cast.h"
+#include "backend/cuda/device.h"
 #include "io/convert.h"
 #include "io/dataset.h"
 #include "io/loader.h"

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "kernels/cast.h"
+#include "backend/cuda/device.h"
 #include "dtype.h"
 #include "log.h"
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/device.h"
 #include "kernels/cast.h"
 #include "dtype.h"
 

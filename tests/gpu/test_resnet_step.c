@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "kernels/cast.h"
+#include "backend/cuda/device.h"
 #include "log.h"
 #include "model/resnet.h"
 #include "train/optim.h"

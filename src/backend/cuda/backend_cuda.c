@@ -9,6 +9,8 @@
 #include "kernels/augment.h"
 #include "kernels/cast.h"
 #include "backend/cuda/cuda_impl.h"
+#include "backend/cuda/device.h"
+#include "check.h"
 #include "kernels/ops.h"
 
 /* ---- scratch ------------------------------------------------------------------------------- */
@@ -424,25 +426,8 @@ int mnt_backend_cuda_create(const mnt_backend_opts *o, mnt_backend **out) {
     MNT_ERR("cuda backend: unknown precision %d", (int)o->precision);
     return MNT_EARG;
   }
-  int count = 0;
-  cudaError_t e = mnt_cuda_clear(cudaGetDeviceCount(&count)); /* leave no error behind for later calls */
-  if (e != cudaSuccess || count <= 0) {
-    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
-    MNT_ERR("no CUDA device visible to this process (CUDA_VISIBLE_DEVICES=%s): %s", vis ? vis : "<unset>",
-            e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    return MNT_EARG;
-  }
-  int dev = o->device;
-  if (dev >= 0) {
-    if (dev >= count) {
-      MNT_ERR("CUDA device %d asked for, but this process sees %d (CUDA_VISIBLE_DEVICES=%s)", dev, count,
-              getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "<unset>");
-      return MNT_EARG;
-    }
-    MNT_CUDA_CHECK(cudaSetDevice(dev));
-  } else {
-    MNT_CUDA_CHECK(cudaGetDevice(&dev));
-  }
+  int dev = -1;
+  MNT_CHECK(mnt_cuda_use_device(o->device, &dev)); /* o->device, or the one the communicator chose */
   int major = 0, pools = 0;
   MNT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   MNT_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, dev));

@@ -1,12 +1,16 @@
-/* cuda_check.h — private to src/backend/cuda/: status checks of CUDA, cuDNN and cuBLAS calls
- * and the stream conversion.
+/* cuda_check.h — private to the CUDA module: status checks of CUDA, cuDNN and cuBLAS calls and the
+ * stream conversion, used by src/backend/cuda and src/comm/nccl (check.h's vocabulary).
  * defines: mnt_cuda_stream (mnt_stream * -> cudaStream_t, see stream.h), mnt_as_stream;
  *          MNT_CUDA_OK / MNT_CUDNN_OK / MNT_CUBLAS_OK (an expression: MNT_OK, or the call's text and
  *          the library's error string logged with MNT_ERR's file:line and a status returned),
  *          MNT_CUDA_CHECK / MNT_CUDNN_CHECK / MNT_CUBLAS_CHECK (return that status from the caller),
+ *          MNT_CUDA_CHECK_GOTO / MNT_CUDNN_CHECK_GOTO / MNT_CUBLAS_CHECK_GOTO (call, st, out: store
+ *          it in st and jump to out, as MNT_CHECK_GOTO),
  *          MNT_KERNEL_CHECK (a kernels/ops.h launcher, whose int is a cudaError_t),
  *          mnt_cuda_clear (a tolerated CUDA error: forget it), MNT_CUDA_WARN / MNT_CUDNN_WARN /
  *          MNT_CUBLAS_WARN (teardown: a failure logged as a warning, the rest still released).
+ * The cuDNN and cuBLAS forms exist where the build has the CUDA backend (MNT_HAVE_CUDA_BACKEND):
+ * the NCCL communicator and device.c, built without it too, use the CUDA ones only.
  *
  * The runtime keeps a failed call's error as the thread's "last error" until cudaGetLastError()
  * reads it, and every launcher of kernels/ checks cudaGetLastError() after its launch: an error
@@ -14,13 +18,15 @@
  * handled: when reported (mnt_cuda_ok_at) and when tolerated (mnt_cuda_clear: a poll's
  * cudaErrorNotReady, a query that may fail, a cuDNN call refused before a fallback, whose own CUDA
  * calls may have failed), as NCCL's checks.h and PyTorch do. A sticky error (a fault that ruins
- * the context) survives the clearing and fails every later call, as it should. */
+ * the context) survives the clearing and fails every later call. */
 #ifndef MNT_CUDA_CHECK_H
 #define MNT_CUDA_CHECK_H
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
+#if MNT_HAVE_CUDA_BACKEND
+#include <cublas_v2.h>
 #include <cudnn.h>
+#endif
 
 #include "check.h"
 #include "log.h"
@@ -43,6 +49,7 @@ static inline int mnt_cuda_ok_at(cudaError_t e, const char *call, const char *fi
   return e == cudaErrorMemoryAllocation ? MNT_ENOMEM : MNT_ESYS;
 }
 
+#if MNT_HAVE_CUDA_BACKEND
 static inline int mnt_cudnn_ok_at(cudnnStatus_t s, const char *call, const char *file, int line) {
   if (s == CUDNN_STATUS_SUCCESS) return MNT_OK;
   (void)cudaGetLastError(); /* whatever CUDA call of cuDNN's failed with it */
@@ -63,14 +70,20 @@ static inline int mnt_cublas_ok_at(cublasStatus_t s, const char *call, const cha
   mnt_log_at(MNT_LOG_ERROR, file, line, "%s failed: %s (%d)", call, cublasGetStatusString(s), (int)s);
   return s == CUBLAS_STATUS_ALLOC_FAILED ? MNT_ENOMEM : MNT_ESYS;
 }
+#endif
 
 #define MNT_CUDA_OK(call) mnt_cuda_ok_at((call), #call, __FILE__, __LINE__)
+#define MNT_CUDA_CHECK(call) MNT_CHECK(MNT_CUDA_OK(call))
+#define MNT_CUDA_CHECK_GOTO(call, st, label) MNT_CHECK_GOTO(MNT_CUDA_OK(call), st, label)
+#define MNT_KERNEL_CHECK(call) MNT_CHECK(mnt_cuda_ok_at((cudaError_t)(call), #call, __FILE__, __LINE__))
+#if MNT_HAVE_CUDA_BACKEND
 #define MNT_CUDNN_OK(call) mnt_cudnn_ok_at((call), #call, __FILE__, __LINE__)
 #define MNT_CUBLAS_OK(call) mnt_cublas_ok_at((call), #call, __FILE__, __LINE__)
-#define MNT_CUDA_CHECK(call) MNT_CHECK(MNT_CUDA_OK(call))
 #define MNT_CUDNN_CHECK(call) MNT_CHECK(MNT_CUDNN_OK(call))
 #define MNT_CUBLAS_CHECK(call) MNT_CHECK(MNT_CUBLAS_OK(call))
-#define MNT_KERNEL_CHECK(call) MNT_CHECK(mnt_cuda_ok_at((cudaError_t)(call), #call, __FILE__, __LINE__))
+#define MNT_CUDNN_CHECK_GOTO(call, st, label) MNT_CHECK_GOTO(MNT_CUDNN_OK(call), st, label)
+#define MNT_CUBLAS_CHECK_GOTO(call, st, label) MNT_CHECK_GOTO(MNT_CUBLAS_OK(call), st, label)
+#endif
 
 /* teardown: warn, clear, go on */
 #define MNT_CUDA_WARN(call)                                                                                  \
@@ -78,6 +91,7 @@ static inline int mnt_cublas_ok_at(cublasStatus_t s, const char *call, const cha
     cudaError_t e_ = mnt_cuda_clear(call);                                                                   \
     if (e_ != cudaSuccess) MNT_WARN("%s failed: %s (%s)", #call, cudaGetErrorString(e_), cudaGetErrorName(e_)); \
   } while (0)
+#if MNT_HAVE_CUDA_BACKEND
 #define MNT_CUDNN_WARN(call)                                                                                 \
   do {                                                                                                       \
     cudnnStatus_t s_ = (call);                                                                               \
@@ -94,5 +108,6 @@ static inline int mnt_cublas_ok_at(cublasStatus_t s, const char *call, const cha
       MNT_WARN("%s failed: %s (%d)", #call, cublasGetStatusString(s_), (int)s_);                             \
     }                                                                                                        \
   } while (0)
+#endif
 
 #endif

@@ -16,6 +16,7 @@
 
 #include "kernels/cast.h"
 #include "backend/cuda/cuda_impl.h"
+#include "check.h"
 #include "kernels/ops.h"
 
 static const float mnt_one = 1.0f, mnt_zero = 0.0f;

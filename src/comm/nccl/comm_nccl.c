@@ -1,11 +1,12 @@
 /* comm_nccl.c — the NCCL communicator (GPU buffers), bootstrapped from PMIx; see comm.h.
  *
- * Set-up, without MPI: the process binds to its GPU by PMIx local rank (the local rank modulo the
- * devices it sees, so that CUDA_VISIBLE_DEVICES as Slurm sets it with --gpus-per-task, with
- * --gpus-per-node, or not at all all work), rank 0 draws the NCCL unique id (ncclGetUniqueId)
- * and the world spreads it with its PMIx broadcast, and every rank joins with a non-blocking
- * ncclCommInitRankConfig polled against the deadline (MNT_COMM_TIMEOUT): a rank that never
- * arrives makes the others abort the communicator and fail naming the wait, not hang.
+ * Set-up, without MPI: the process binds to its GPU by PMIx local rank (mnt_cuda_select_device,
+ * backend/cuda/device.h: the local rank modulo the devices it sees, so that CUDA_VISIBLE_DEVICES as
+ * Slurm sets it with --gpus-per-task, with --gpus-per-node, or not at all all work), rank 0 draws
+ * the NCCL unique id (ncclGetUniqueId) and the world spreads it with its PMIx broadcast, and every
+ * rank joins with a non-blocking ncclCommInitRankConfig polled against the deadline
+ * (MNT_COMM_TIMEOUT): a rank that never arrives makes the others abort the communicator and fail
+ * naming the wait, not hang.
  *
  * Non-blocking communicators: every NCCL call on them (init, split, each collective, finalize)
  * may return ncclInProgress and finish its work, the enqueueing of kernels included, on an NCCL
@@ -37,9 +38,10 @@
  * polls the request's event, so that the caller's next work (queued after wait returns) comes
  * after the reduction. Request events come from a free list and are reused.
  *
- * Every CUDA and NCCL call is checked (the call, file:line, rank and node in the message), and
- * every CUDA error is cleared where it is handled (cuda_clear), so that none is left as the
- * thread's last error for the next kernel launch to report as its own. Every wait polls
+ * Every CUDA and NCCL call is checked (the call, file:line, rank and node in the message:
+ * cuda_check.h's MNT_CUDA_* and the MNT_NCCL_* below), and every CUDA error is cleared where it is
+ * handled (those checks, mnt_cuda_clear), so that none is left as the thread's last error for the
+ * next kernel launch to report as its own. Every wait polls
  * cudaEventQuery and ncclCommGetAsyncError of every communicator about every 100 us
  * (nccl_wait.h), as nccl-tests' watchdog does: on an asynchronous error, a CUDA error, a failed
  * call in the middle of a collective (the host staging copies included), or at the deadline all
@@ -57,56 +59,34 @@
 #include <xxhash.h>
 
 #include "comm/comm.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device.h"
 #include "check.h"
 #include "log.h"
 #include "comm/nccl/nccl_wait.h"
 
-/* A failed CUDA call is also this thread's "last error" until cudaGetLastError() reads it; every
- * kernel launcher of kernels/ checks cudaGetLastError() after its launch, so an error left behind
- * would fail the next, unrelated, kernel. Every CUDA error is cleared where it is handled: a
- * reported failure (below) and a tolerated one (cudaErrorNotReady of a poll, a refused query), as
- * NCCL's checks.h (CUDACHECK, CUDACHECKIGNORE) and PyTorch's event and stream queries do. A
- * sticky error (a fault that ruins the context) is not cleared by this and fails every later call. */
-static cudaError_t cuda_clear(cudaError_t e) {
-  if (e != cudaSuccess) (void)cudaGetLastError();
-  return e;
+/* NCCL's checks, in check.h's vocabulary (the CUDA calls' are cuda_check.h's):
+ *   MNT_NCCL_OK(comm, call, what)   an expression: MNT_OK, or "NCCL what: call failed:
+ *                                   ncclGetErrorString (ncclGetLastError(comm))" logged and MNT_EPEER
+ *   MNT_NCCL_CHECK_GOTO(c, comm, call, what, st, out)   a call on the non-blocking communicator
+ *                                   comm of the mnt_comm c: a failure is stored in st and jumps to
+ *                                   out (which aborts the communicators); ncclInProgress is waited
+ *                                   out (watch, against the deadline) before anything else is queued */
+static int nccl_ok_at(ncclResult_t r, ncclComm_t comm, const char *what, const char *call, const char *file,
+                      int line) {
+  if (r == ncclSuccess) return MNT_OK;
+  mnt_log_at(MNT_LOG_ERROR, file, line, "NCCL %s: %s failed: %s (%s)", what, call, ncclGetErrorString(r),
+             ncclGetLastError(comm));
+  return MNT_EPEER;
 }
-/* For the functions that return at once (device selection). */
-#define CUDA_OK(call, what)                                                                  \
-  do {                                                                                       \
-    cudaError_t e_ = cuda_clear(call);                                                       \
-    if (e_ != cudaSuccess) {                                                                 \
-      MNT_ERR("%s: %s failed: %s", what, #call, cudaGetErrorString(e_));                    \
-      return MNT_ESYS;                                                                       \
-    }                                                                                        \
-  } while (0)
-/* For the functions with a `st` and a `fail:` label that aborts the communicators. */
-#define CUDA_TRY(call, what)                                                                 \
-  do {                                                                                       \
-    cudaError_t e_ = cuda_clear(call);                                                       \
-    if (e_ != cudaSuccess) {                                                                 \
-      MNT_ERR("NCCL %s: %s failed: %s", what, #call, cudaGetErrorString(e_));               \
-      st = MNT_ESYS;                                                                         \
-      goto fail;                                                                             \
-    }                                                                                        \
-  } while (0)
-/* Teardown: a failure is reported and cleared, and the rest is still released. */
-#define CUDA_WARN(call)                                                                      \
-  do {                                                                                       \
-    cudaError_t e_ = cuda_clear(call);                                                       \
-    if (e_ != cudaSuccess) MNT_WARN("NCCL teardown: %s failed: %s", #call, cudaGetErrorString(e_)); \
-  } while (0)
-/* A call on the non-blocking communicator `comm`: an error fails; ncclInProgress is waited out
- * (against the deadline) before anything else is queued. */
-#define NCCL_TRY(comm, call, what)                                                           \
-  do {                                                                                       \
-    ncclResult_t r_ = (call);                                                                \
-    if (r_ != ncclSuccess && r_ != ncclInProgress) {                                         \
-      MNT_ERR("NCCL %s: %s failed: %s (%s)", what, #call, ncclGetErrorString(r_), ncclGetLastError(comm)); \
-      st = MNT_EPEER;                                                                        \
-      goto fail;                                                                             \
-    }                                                                                        \
-    if (r_ == ncclInProgress && (st = watch(c, what, NULL, (comm))) != MNT_OK) goto fail;    \
+#define MNT_NCCL_OK(comm, call, what) nccl_ok_at((call), (comm), (what), #call, __FILE__, __LINE__)
+#define MNT_NCCL_CHECK_GOTO(c, comm, call, what, st, label)                                               \
+  do {                                                                                                    \
+    ncclResult_t mnt_nr_ = (call);                                                                        \
+    if (mnt_nr_ == ncclInProgress)                                                                        \
+      MNT_CHECK_GOTO(watch((c), (what), NULL, (comm)), st, label);                                        \
+    else                                                                                                  \
+      MNT_CHECK_GOTO(nccl_ok_at(mnt_nr_, (comm), (what), #call, __FILE__, __LINE__), st, label);          \
   } while (0)
 
 /* hier slices are multiples of this many bytes (aligned loads; the rest goes flat) */
@@ -140,36 +120,12 @@ int mnt_nccl_bootstrap(mnt_world *w, void *id_out, size_t bytes) {
   }
   memset(&id, 0, sizeof id);
   int st = MNT_OK;
-  if (w->rank == 0) {
-    ncclResult_t r = ncclGetUniqueId(&id);
-    if (r != ncclSuccess) {
-      MNT_ERR("NCCL bootstrap: ncclGetUniqueId failed: %s (%s)", ncclGetErrorString(r), ncclGetLastError(NULL));
-      st = MNT_EPEER; /* still take part in the broadcast, so that no rank waits for rank 0 */
-    }
-  }
+  if (w->rank == 0) /* a failure still takes part in the broadcast, so that no rank waits for rank 0 */
+    st = MNT_NCCL_OK(NULL, ncclGetUniqueId(&id), "bootstrap");
   int rc = mnt_world_bcast(w, &id, sizeof id, 0); /* PMIx put / commit / fence / get */
-  if (st == MNT_OK) st = rc;
-  if (st != MNT_OK) return st;
+  MNT_CHECK(st != MNT_OK ? st : rc);
   memcpy(id_out, &id, sizeof id);
   MNT_DBG("NCCL unique id %016llx from rank 0", (unsigned long long)XXH3_64bits(&id, sizeof id));
-  return MNT_OK;
-}
-
-int mnt_cuda_select_device(const mnt_world *w, int *device) {
-  int n = 0;
-  cudaError_t e = cuda_clear(cudaGetDeviceCount(&n)); /* a CPU fallback may follow: leave no error */
-  if (e != cudaSuccess || n == 0) {
-    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
-    MNT_ERR("no GPU visible to rank %d (%s%s%s): ask Slurm for one per task (--gpus-per-task=1 or --gpus-per-node)",
-            w->rank, e != cudaSuccess ? cudaGetErrorString(e) : "0 devices", vis ? ", CUDA_VISIBLE_DEVICES=" : "",
-            vis ? vis : "");
-    return MNT_EARG;
-  }
-  *device = w->local_rank % n;
-  if (w->local_size > n && w->local_rank == 0)
-    MNT_WARN("%d ranks on node %s share %d GPU%s (NCCL does not support two ranks on one GPU)", w->local_size,
-             w->hostname, n, n == 1 ? "" : "s");
-  CUDA_OK(cudaSetDevice(*device), "selecting the GPU");
   return MNT_OK;
 }
 
@@ -212,7 +168,7 @@ static int watch_once(void *arg, int *done) {
   if (w->ev) {
     /* cudaErrorNotReady is this poll's "not yet", and the runtime keeps it as the thread's last
      * error: cleared here, or the next kernel launched after the wait would fail with it */
-    cudaError_t e = cuda_clear(cudaEventQuery(w->ev));
+    cudaError_t e = mnt_cuda_clear(cudaEventQuery(w->ev));
     if (e != cudaSuccess && e != cudaErrorNotReady) {
       MNT_ERR("NCCL %s: cudaEventQuery failed: %s", w->what, cudaGetErrorString(e));
       return MNT_EPEER;
@@ -261,12 +217,11 @@ static int refuse_aborted(const nccl_impl *n, const char *what) {
 static int after_caller(mnt_comm *c, mnt_stream *stream, const char *what) {
   nccl_impl *n = c->impl;
   int st = MNT_OK;
-  if (!stream || (cudaStream_t)stream == n->stream) return MNT_OK;
-  CUDA_TRY(cudaEventRecord(n->ready, (cudaStream_t)stream), what);
-  CUDA_TRY(cudaStreamWaitEvent(n->stream, n->ready, 0), what);
-  return MNT_OK;
-fail:
-  abort_all(n);
+  if (!stream || mnt_cuda_stream(stream) == n->stream) return MNT_OK;
+  MNT_CUDA_CHECK_GOTO(cudaEventRecord(n->ready, mnt_cuda_stream(stream)), st, out);
+  MNT_CUDA_CHECK_GOTO(cudaStreamWaitEvent(n->stream, n->ready, 0), st, out);
+out:
+  if (st != MNT_OK) abort_all(n);
   return st;
 }
 
@@ -290,18 +245,19 @@ static int enqueue_allreduce(mnt_comm *c, void *buf, size_t count, mnt_dtype t, 
   if (head > 0) {
     char *mine = (char *)buf + (size_t)n->intra_rank * slice * es;
     /* in place: rank i of the node keeps slice i, reduced (or averaged) over the node */
-    NCCL_TRY(n->intra, ncclReduceScatter(buf, mine, slice, dt, rop, n->intra, n->stream), what);
+    MNT_NCCL_CHECK_GOTO(c, n->intra, ncclReduceScatter(buf, mine, slice, dt, rop, n->intra, n->stream), what, st,
+                        out);
     /* slice i over the nodes: now reduced (or averaged) over all ranks */
-    NCCL_TRY(n->inter, ncclAllReduce(mine, mine, slice, dt, rop, n->inter, n->stream), what);
-    NCCL_TRY(n->intra, ncclAllGather(mine, buf, slice, dt, n->intra, n->stream), what);
+    MNT_NCCL_CHECK_GOTO(c, n->inter, ncclAllReduce(mine, mine, slice, dt, rop, n->inter, n->stream), what, st, out);
+    MNT_NCCL_CHECK_GOTO(c, n->intra, ncclAllGather(mine, buf, slice, dt, n->intra, n->stream), what, st, out);
   }
   if (count > head) {
     char *tail = (char *)buf + head * es;
-    NCCL_TRY(n->flat, ncclAllReduce(tail, tail, count - head, dt, rop, n->flat, n->stream), what);
+    MNT_NCCL_CHECK_GOTO(c, n->flat, ncclAllReduce(tail, tail, count - head, dt, rop, n->flat, n->stream), what, st,
+                        out);
   }
-  return MNT_OK;
-fail:
-  abort_all(n);
+out:
+  if (st != MNT_OK) abort_all(n);
   return st;
 }
 
@@ -309,10 +265,10 @@ fail:
 static int finish(mnt_comm *c, cudaEvent_t ev, const char *what) {
   nccl_impl *n = c->impl;
   int st = MNT_OK;
-  CUDA_TRY(cudaEventRecord(ev, n->stream), what);
-  return watch(c, what, ev, NULL);
-fail:
-  abort_all(n);
+  MNT_CUDA_CHECK_GOTO(cudaEventRecord(ev, n->stream), st, out);
+  st = watch(c, what, ev, NULL); /* on failure it has aborted the communicators (again below: harmless) */
+out:
+  if (st != MNT_OK) abort_all(n);
   return st;
 }
 
@@ -320,7 +276,7 @@ fail:
  * through a device buffer: 1 for a host pointer (copied in when `in`), 0 for device memory. */
 static int is_host(const void *p) {
   struct cudaPointerAttributes a;
-  if (cuda_clear(cudaPointerGetAttributes(&a, p)) != cudaSuccess) return 1; /* older drivers: unknown = host */
+  if (mnt_cuda_clear(cudaPointerGetAttributes(&a, p)) != cudaSuccess) return 1; /* older drivers: unknown = host */
   return a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged;
 }
 /* The staging buffer holds at least cap bytes, and the first `bytes` of `host` (NULL: nothing) are
@@ -335,20 +291,20 @@ static int stage_in(mnt_comm *c, const void *host, size_t bytes, size_t cap, con
     void *old = n->stage;
     n->stage = NULL;
     n->stage_bytes = 0;
-    if (old) CUDA_TRY(cudaFreeAsync(old, n->stream), what);
-    cudaError_t e = cuda_clear(cudaMallocAsync(&n->stage, cap, n->stream));
+    if (old) MNT_CUDA_CHECK_GOTO(cudaFreeAsync(old, n->stream), st, out);
+    cudaError_t e = mnt_cuda_clear(cudaMallocAsync(&n->stage, cap, n->stream));
     if (e != cudaSuccess) {
       MNT_ERR("NCCL %s: cudaMallocAsync of %zu bytes for host data failed: %s", what, cap, cudaGetErrorString(e));
       n->stage = NULL;
       st = e == cudaErrorMemoryAllocation ? MNT_ENOMEM : MNT_ESYS;
-      goto fail;
+      goto out;
     }
     n->stage_bytes = cap;
   }
-  if (host && bytes) CUDA_TRY(cudaMemcpyAsync(n->stage, host, bytes, cudaMemcpyHostToDevice, n->stream), what);
-  return MNT_OK;
-fail:
-  abort_all(n);
+  if (host && bytes)
+    MNT_CUDA_CHECK_GOTO(cudaMemcpyAsync(n->stage, host, bytes, cudaMemcpyHostToDevice, n->stream), st, out);
+out:
+  if (st != MNT_OK) abort_all(n);
   return st;
 }
 /* The result (the collective has finished) back to the host. A failure aborts the communicators:
@@ -356,10 +312,9 @@ fail:
 static int stage_out(mnt_comm *c, void *host, size_t bytes, const char *what) {
   nccl_impl *n = c->impl;
   int st = MNT_OK;
-  CUDA_TRY(cudaMemcpy(host, n->stage, bytes, cudaMemcpyDeviceToHost), what);
-  return MNT_OK;
-fail:
-  abort_all(n);
+  MNT_CUDA_CHECK_GOTO(cudaMemcpy(host, n->stage, bytes, cudaMemcpyDeviceToHost), st, out);
+out:
+  if (st != MNT_OK) abort_all(n);
   return st;
 }
 
@@ -395,29 +350,29 @@ static int n_iallreduce(mnt_comm *c, void *buf, size_t count, mnt_dtype t, mnt_r
     if (!(r = calloc(1, sizeof *r))) {
       MNT_ERR("NCCL allreduce: out of memory for a request");
       st = MNT_ENOMEM;
-      goto fail;
+      goto out;
     }
-    cudaError_t e = cuda_clear(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming));
+    cudaError_t e = mnt_cuda_clear(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming));
     if (e != cudaSuccess) {
       MNT_ERR("NCCL allreduce: cudaEventCreateWithFlags failed: %s", cudaGetErrorString(e));
       free(r);
       r = NULL;
       st = MNT_ESYS;
-      goto fail;
+      goto out;
     }
   }
   r->next = NULL;
-  if ((st = after_caller(c, stream, "allreduce")) != MNT_OK ||
-      (st = enqueue_allreduce(c, buf, count, t, op, "allreduce")) != MNT_OK)
-    goto fail;
-  CUDA_TRY(cudaEventRecord(r->done, n->stream), "allreduce");
+  MNT_CHECK_GOTO(after_caller(c, stream, "allreduce"), st, out);
+  MNT_CHECK_GOTO(enqueue_allreduce(c, buf, count, t, op, "allreduce"), st, out);
+  MNT_CUDA_CHECK_GOTO(cudaEventRecord(r->done, n->stream), st, out);
   *req = r;
-  return MNT_OK;
-fail:
-  abort_all(n); /* peers may have queued their part: do not leave them waiting for ours */
-  if (r) {
-    r->next = n->free_reqs;
-    n->free_reqs = r;
+out:
+  if (st != MNT_OK) {
+    abort_all(n); /* peers may have queued their part: do not leave them waiting for ours */
+    if (r) {
+      r->next = n->free_reqs;
+      n->free_reqs = r;
+    }
   }
   return st;
 }
@@ -449,11 +404,12 @@ static int n_broadcast(mnt_comm *c, void *buf, size_t bytes, int root, mnt_strea
     MNT_CHECK(stage_in(c, c->world->rank == root ? buf : NULL, bytes, bytes, "broadcast"));
     buf = n->stage;
   }
-  NCCL_TRY(n->flat, ncclBroadcast(buf, buf, bytes, ncclUint8, root, n->flat, n->stream), "broadcast");
-  MNT_CHECK(finish(c, n->done, "broadcast"));
-  return host ? stage_out(c, host, bytes, "broadcast") : MNT_OK;
-fail:
-  abort_all(n);
+  MNT_NCCL_CHECK_GOTO(c, n->flat, ncclBroadcast(buf, buf, bytes, ncclUint8, root, n->flat, n->stream), "broadcast",
+                      st, out);
+  MNT_CHECK_GOTO(finish(c, n->done, "broadcast"), st, out);
+  if (host) st = stage_out(c, host, bytes, "broadcast");
+out:
+  if (st != MNT_OK) abort_all(n); /* finish and stage_out have already: harmless */
   return st;
 }
 
@@ -466,22 +422,23 @@ static int n_allgather(mnt_comm *c, const void *send, void *recv, size_t bytes, 
   size_t all = bytes * (size_t)c->world->size;
   if (host) { /* this rank's part in place in the staging buffer */
     MNT_CHECK(stage_in(c, NULL, 0, all, "allgather"));
-    cudaError_t e = cuda_clear(cudaMemcpyAsync((char *)n->stage + (size_t)c->world->rank * bytes, send, bytes,
-                                               is_host(send) ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice,
-                                               n->stream));
+    cudaError_t e = mnt_cuda_clear(cudaMemcpyAsync((char *)n->stage + (size_t)c->world->rank * bytes, send, bytes,
+                                                   is_host(send) ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice,
+                                                   n->stream));
     if (e != cudaSuccess) {
       MNT_ERR("NCCL allgather: cudaMemcpyAsync of this rank's part failed: %s", cudaGetErrorString(e));
       st = MNT_ESYS;
-      goto fail; /* the peers fail at once instead of at their deadline */
+      goto out; /* the peers fail at once instead of at their deadline */
     }
     send = (char *)n->stage + (size_t)c->world->rank * bytes;
     recv = n->stage;
   }
-  NCCL_TRY(n->flat, ncclAllGather(send, recv, bytes, ncclUint8, n->flat, n->stream), "allgather");
-  MNT_CHECK(finish(c, n->done, "allgather"));
-  return host ? stage_out(c, host, all, "allgather") : MNT_OK;
-fail:
-  abort_all(n);
+  MNT_NCCL_CHECK_GOTO(c, n->flat, ncclAllGather(send, recv, bytes, ncclUint8, n->flat, n->stream), "allgather", st,
+                      out);
+  MNT_CHECK_GOTO(finish(c, n->done, "allgather"), st, out);
+  if (host) st = stage_out(c, host, all, "allgather");
+out:
+  if (st != MNT_OK) abort_all(n); /* finish and stage_out have already: harmless */
   return st;
 }
 
@@ -489,10 +446,11 @@ static int n_barrier(mnt_comm *c) {
   nccl_impl *n = c->impl;
   int st = MNT_OK;
   MNT_CHECK(refuse_aborted(n, "barrier"));
-  NCCL_TRY(n->flat, ncclAllReduce(n->one, n->one, 1, ncclFloat32, ncclSum, n->flat, n->stream), "barrier");
-  return finish(c, n->done, "barrier");
-fail:
-  abort_all(n);
+  MNT_NCCL_CHECK_GOTO(c, n->flat, ncclAllReduce(n->one, n->one, 1, ncclFloat32, ncclSum, n->flat, n->stream),
+                      "barrier", st, out);
+  st = finish(c, n->done, "barrier"); /* on failure it has aborted the communicators (again below: harmless) */
+out:
+  if (st != MNT_OK) abort_all(n);
   return st;
 }
 
@@ -504,7 +462,7 @@ static void close_comms(mnt_comm *c) {
   ncclComm_t *all[3] = {&n->inter, &n->intra, &n->flat};
   for (int i = 0; i < 3 && !n->aborted; i++) {
     if (!*all[i]) continue;
-    NCCL_TRY(*all[i], ncclCommFinalize(*all[i]), "finalize (ncclCommFinalize)");
+    MNT_NCCL_CHECK_GOTO(c, *all[i], ncclCommFinalize(*all[i]), "finalize (ncclCommFinalize)", st, out);
   }
   for (int i = 0; i < 3 && !n->aborted; i++) {
     if (!*all[i]) continue;
@@ -513,10 +471,8 @@ static void close_comms(mnt_comm *c) {
       MNT_WARN("ncclCommDestroy of the %s communicator failed: %s", comm_name(n, *all[i]), ncclGetErrorString(r));
     *all[i] = NULL;
   }
-  return;
-fail:
-  (void)st;
-  abort_all(n);
+out:
+  if (st != MNT_OK) abort_all(n);
 }
 
 /* The CUDA resources, the requests on the free list and the structs (communicators already
@@ -527,14 +483,14 @@ static void release(mnt_comm *c) {
     while (n->free_reqs) {
       mnt_comm_req *r = n->free_reqs;
       n->free_reqs = r->next;
-      if (r->done) CUDA_WARN(cudaEventDestroy(r->done));
+      if (r->done) MNT_CUDA_WARN(cudaEventDestroy(r->done));
       free(r);
     }
-    if (n->one) CUDA_WARN(cudaFree(n->one));
-    if (n->stage) CUDA_WARN(cudaFree(n->stage)); /* from cudaMallocAsync: cudaFree waits for its stream */
-    if (n->ready) CUDA_WARN(cudaEventDestroy(n->ready));
-    if (n->done) CUDA_WARN(cudaEventDestroy(n->done));
-    if (n->stream) CUDA_WARN(cudaStreamDestroy(n->stream));
+    if (n->one) MNT_CUDA_WARN(cudaFree(n->one));
+    if (n->stage) MNT_CUDA_WARN(cudaFree(n->stage)); /* from cudaMallocAsync: cudaFree waits for its stream */
+    if (n->ready) MNT_CUDA_WARN(cudaEventDestroy(n->ready));
+    if (n->done) MNT_CUDA_WARN(cudaEventDestroy(n->done));
+    if (n->stream) MNT_CUDA_WARN(cudaStreamDestroy(n->stream));
     free(n);
   }
   free(c);
@@ -574,7 +530,7 @@ static const char *hier_refusal(const mnt_world *w) {
 }
 
 /* One ncclCommSplit of the flat communicator, polled until the child is ready. */
-static int split(mnt_comm *c, int color, int key, const char *name, ncclComm_t *out, int *rank, int *size,
+static int split(mnt_comm *c, int color, int key, const char *name, ncclComm_t *made, int *rank, int *size,
                  const char *what) {
   nccl_impl *n = c->impl;
   int st = MNT_OK;
@@ -587,28 +543,29 @@ static int split(mnt_comm *c, int color, int key, const char *name, ncclComm_t *
     MNT_ERR("NCCL %s: ncclCommSplit(color %d, key %d) failed: %s (%s)", what, color, key, ncclGetErrorString(r),
             ncclGetLastError(n->flat));
     st = MNT_EPEER;
-    goto fail;
+    goto out;
   }
-  if ((st = watch(c, what, NULL, n->flat)) != MNT_OK) goto fail; /* the split job runs on the parent */
+  MNT_CHECK_GOTO(watch(c, what, NULL, n->flat), st, out); /* the split job runs on the parent */
   if (!child) {
     MNT_ERR("NCCL %s: ncclCommSplit(color %d, key %d) completed without a communicator", what, color, key);
     st = MNT_EPEER;
-    goto fail;
+    goto out;
   }
-  if ((st = watch(c, what, NULL, child)) != MNT_OK) goto fail;
-  *out = child; /* from here on abort_all owns it */
+  MNT_CHECK_GOTO(watch(c, what, NULL, child), st, out);
+  *made = child; /* from here on abort_all owns it */
   child = NULL;
-  NCCL_TRY(*out, ncclCommUserRank(*out, rank), what);
-  NCCL_TRY(*out, ncclCommCount(*out, size), what);
-  return MNT_OK;
-fail:
-  abort_all(n); /* ends a split still under way; then the child it may have left */
-  if (child) ncclCommAbort(child);
+  MNT_NCCL_CHECK_GOTO(c, *made, ncclCommUserRank(*made, rank), what, st, out);
+  MNT_NCCL_CHECK_GOTO(c, *made, ncclCommCount(*made, size), what, st, out);
+out:
+  if (st != MNT_OK) {
+    abort_all(n); /* ends a split still under way; then the child it may have left */
+    if (child) ncclCommAbort(child);
+  }
   return st;
 }
 
-int mnt_comm_nccl_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
-  *out = NULL;
+int mnt_comm_nccl_create(mnt_world *w, mnt_topology topo, mnt_comm **made) {
+  *made = NULL;
   mnt_comm *c = calloc(1, sizeof *c);
   nccl_impl *n = calloc(1, sizeof *n);
   if (!c || !n) {
@@ -626,19 +583,21 @@ int mnt_comm_nccl_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
   st = mnt_world_agree(w, st); /* every rank has a GPU, or none starts */
   ncclUniqueId id;
   if (st == MNT_OK) st = mnt_nccl_bootstrap(w, &id, sizeof id);
-  if (st != MNT_OK) goto fail;
+  if (st != MNT_OK) goto out;
   /* this rank's CUDA resources; a failure on any rank stops all before NCCL waits for it */
-  cudaError_t e = cuda_clear(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
+  cudaError_t e = mnt_cuda_clear(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
   if (e != cudaSuccess) MNT_ERR("NCCL set-up: cudaStreamCreateWithFlags failed: %s", cudaGetErrorString(e));
-  if (e == cudaSuccess && (e = cuda_clear(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming))) != cudaSuccess)
+  if (e == cudaSuccess &&
+      (e = mnt_cuda_clear(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming))) != cudaSuccess)
     MNT_ERR("NCCL set-up: cudaEventCreateWithFlags failed: %s", cudaGetErrorString(e));
-  if (e == cudaSuccess && (e = cuda_clear(cudaEventCreateWithFlags(&n->done, cudaEventDisableTiming))) != cudaSuccess)
+  if (e == cudaSuccess &&
+      (e = mnt_cuda_clear(cudaEventCreateWithFlags(&n->done, cudaEventDisableTiming))) != cudaSuccess)
     MNT_ERR("NCCL set-up: cudaEventCreateWithFlags failed: %s", cudaGetErrorString(e));
-  if (e == cudaSuccess && (e = cuda_clear(cudaMalloc((void **)&n->one, sizeof(float)))) != cudaSuccess)
+  if (e == cudaSuccess && (e = mnt_cuda_clear(cudaMalloc((void **)&n->one, sizeof(float)))) != cudaSuccess)
     MNT_ERR("NCCL set-up: cudaMalloc failed: %s", cudaGetErrorString(e));
-  if (e == cudaSuccess && (e = cuda_clear(cudaMemset(n->one, 0, sizeof(float)))) != cudaSuccess)
+  if (e == cudaSuccess && (e = mnt_cuda_clear(cudaMemset(n->one, 0, sizeof(float)))) != cudaSuccess)
     MNT_ERR("NCCL set-up: cudaMemset failed: %s", cudaGetErrorString(e));
-  if ((st = mnt_world_agree(w, e == cudaSuccess ? MNT_OK : MNT_ESYS)) != MNT_OK) goto fail;
+  MNT_CHECK_GOTO(mnt_world_agree(w, e == cudaSuccess ? MNT_OK : MNT_ESYS), st, out);
 
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 0; /* polled against the deadline below */
@@ -647,22 +606,23 @@ int mnt_comm_nccl_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
   if (r != ncclSuccess && r != ncclInProgress) {
     MNT_ERR("NCCL set-up: ncclCommInitRankConfig failed: %s (%s)", ncclGetErrorString(r), ncclGetLastError(NULL));
     st = MNT_EPEER;
-    goto fail;
+    goto out;
   }
   if (!n->flat) {
     MNT_ERR("NCCL set-up: ncclCommInitRankConfig returned no communicator");
     st = MNT_EPEER;
-    goto fail;
+    goto out;
   }
-  if ((st = watch(c, "communicator set-up (ncclCommInitRankConfig)", NULL, n->flat)) != MNT_OK) goto fail;
+  MNT_CHECK_GOTO(watch(c, "communicator set-up (ncclCommInitRankConfig)", NULL, n->flat), st, out);
 
   if (topo == MNT_TOPO_HIER && !no_hier) {
     int inter_rank = -1;
-    if ((st = split(c, w->node_rank, w->local_rank, "mntrain intra-node", &n->intra, &n->intra_rank, &n->intra_size,
-                    "intra-node communicator (ncclCommSplit)")) != MNT_OK ||
-        (st = split(c, w->local_rank, w->node_rank, "mntrain inter-node", &n->inter, &inter_rank, &n->inter_size,
-                    "inter-node communicator (ncclCommSplit)")) != MNT_OK)
-      goto fail;
+    MNT_CHECK_GOTO(split(c, w->node_rank, w->local_rank, "mntrain intra-node", &n->intra, &n->intra_rank,
+                         &n->intra_size, "intra-node communicator (ncclCommSplit)"),
+                   st, out);
+    MNT_CHECK_GOTO(split(c, w->local_rank, w->node_rank, "mntrain inter-node", &n->inter, &inter_rank, &n->inter_size,
+                         "inter-node communicator (ncclCommSplit)"),
+                   st, out);
     if (n->intra_rank != w->local_rank || n->intra_size != w->local_size || inter_rank != w->node_rank ||
         n->inter_size != w->nnodes) {
       MNT_ERR("NCCL set-up: split communicators do not match the world: intra rank %d of %d (local rank %d of %d), "
@@ -670,7 +630,7 @@ int mnt_comm_nccl_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
               n->intra_rank, n->intra_size, w->local_rank, w->local_size, inter_rank, n->inter_size, w->node_rank,
               w->nnodes);
       st = MNT_EPEER;
-      goto fail;
+      goto out;
     }
     c->topology = MNT_TOPO_HIER;
   }
@@ -685,10 +645,12 @@ int mnt_comm_nccl_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
       MNT_INFO("NCCL %d.%d.%d: %d ranks, flat, rank 0 on GPU %d", v / 10000, v / 100 % 100, v % 100, w->size,
                n->device);
   }
-  *out = c;
+out:
+  if (st != MNT_OK) {
+    abort_all(n); /* peers may be inside an NCCL call with us: end it for them */
+    release(c);
+    return st;
+  }
+  *made = c;
   return MNT_OK;
-fail:
-  abort_all(n); /* peers may be inside an NCCL call with us: end it for them */
-  release(c);
-  return st;
 }
