@@ -11,17 +11,23 @@
 #include "log.h"
 #include "path.h"
 
-/* a usage error of the parser: "mntrain CMD: MESSAGE" unless quiet; MNT_EARG */
-static int refuse(const char *cmd, int quiet, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int refuse(const char *cmd, int quiet, const char *fmt, ...) {
+/* a usage error: "mntrain CMD: MESSAGE" on stderr unless quiet; MNT_EARG */
+static int vrefuse(const char *cmd, int quiet, const char *fmt, va_list ap) {
   if (quiet) return MNT_EARG;
   char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
   fprintf(stderr, "mntrain %s: %s\n", cmd, msg);
   return MNT_EARG;
+}
+
+/* the parser's usage errors (quiet as its caller says) */
+static int refuse(const char *cmd, int quiet, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int refuse(const char *cmd, int quiet, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int st = vrefuse(cmd, quiet, fmt, ap);
+  va_end(ap);
+  return st;
 }
 
 int mnt_parse_size(const char *s, size_t *out) {
@@ -275,12 +281,9 @@ void mnt_print_help(FILE *f, const char *usage, const char *about, const mnt_opt
 }
 
 int mnt_usage_error(const char *cmd, const char *fmt, ...) {
-  if (mnt_opts_quiet()) return MNT_EARG;
-  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  int st = vrefuse(cmd, mnt_opts_quiet(), fmt, ap);
   va_end(ap);
-  fprintf(stderr, "mntrain %s: %s\n", cmd, msg);
-  return MNT_EARG;
+  return st;
 }

@@ -11,7 +11,7 @@
  *   MNT_SYSCHECK(call, fmt, ...)           call < 0 (errno set): MNT_SYSERR, then return its status
  *   MNT_SYSCHECK_GOTO(call, st, out, fmt, ...)   the same, stored in st and jumping to out
  * The libraries' wrappers are built on these and named the same way: MNT_DNNL_CHECK[_GOTO]
- * (backend/cpu), MNT_CUDA_CHECK[_GOTO], MNT_CUDNN_CHECK, MNT_CUBLAS_CHECK, MNT_KERNEL_CHECK
+ * (backend/cpu), MNT_CUDA_CHECK[_GOTO], MNT_CUDNN_CHECK[_GOTO], MNT_CUBLAS_CHECK[_GOTO], MNT_KERNEL_CHECK
  * (backend/cuda/cuda_check.h, also used by comm/nccl), MNT_NCCL_CHECK_GOTO (comm/nccl). Their
  * _OK forms are expressions (MNT_OK or a logged failure's status); their _WARN forms log a
  * teardown failure as a warning and go on.

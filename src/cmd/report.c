@@ -274,29 +274,6 @@ static void print_table(const run *r, int n, int strong) {
          !strcmp(r[0].device, "cpu") ? "compute threads per rank" : "devices per rank");
 }
 
-FILE *mnt_report_open_tmp(const char *path, char *tmp, size_t n) {
-  int fd = mnt_tmp_create(path, tmp, n);
-  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-  if (fd >= 0 && !f) {
-    MNT_SYSERR("%s: cannot open", tmp);
-    close(fd);
-    unlink(tmp);
-  }
-  return f;
-}
-
-int mnt_report_commit(FILE *f, const char *tmp, const char *path) {
-  errno = EIO; /* ferror's: a write failed earlier, errno since overwritten */
-  int bad = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0; /* on disk before the rename */
-  if (fclose(f) != 0) bad = 1;
-  if (bad) {
-    int st = MNT_SYSERR("%s: cannot write", tmp);
-    unlink(tmp);
-    return st;
-  }
-  return mnt_tmp_commit(tmp, path);
-}
-
 /* ",v" with `digits` decimals, or "," alone when v is unknown */
 static void csv_num(FILE *f, int digits, double v) {
   if (isnan(v)) fputc(',', f);
@@ -305,7 +282,7 @@ static void csv_num(FILE *f, int digits, double v) {
 
 static int write_csv(const char *path, const run *r, int n) {
   char tmp[MNT_PATH_MAX];
-  FILE *f = mnt_report_open_tmp(path, tmp, sizeof tmp);
+  FILE *f = mnt_tmp_fopen(path, tmp, sizeof tmp);
   if (!f) return MNT_ESYS;
   fprintf(f, "ranks,nodes,devices_per_rank,global_batch,img_per_s,img_per_s_spread,speedup,efficiency,data_ms,"
              "forward_ms,backward_ms,comm_exposed_ms,optimizer_ms,run\n");
@@ -331,7 +308,7 @@ static int write_csv(const char *path, const run *r, int n) {
     }
     fputc('\n', f);
   }
-  return mnt_report_commit(f, tmp, path);
+  return mnt_tmp_fcommit(f, tmp, path);
 }
 
 /* scaling.csv / scaling.svg, or with several configurations scaling-ARCH-SIZEpx-DEVICE-PRECISION.* */

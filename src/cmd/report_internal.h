@@ -1,8 +1,8 @@
 /* report_internal.h — what cmd/report.c (the table, the CSV) and cmd/report_svg.c (the SVG)
  * share; not an interface outside `mntrain report`.
  * defines: mnt_report_run (one run of the sweep), MNT_REPORT_NPH,
- *          mnt_report_describe, mnt_report_open_tmp / mnt_report_commit (a file written whole or
- *          not at all), mnt_report_write_svg */
+ *          mnt_report_describe, mnt_report_write_svg (files written whole or not at all through
+ *          io/safefs.h's mnt_tmp_fopen / mnt_tmp_fcommit) */
 #ifndef MNT_REPORT_INTERNAL_H
 #define MNT_REPORT_INTERNAL_H
 
@@ -27,11 +27,6 @@ typedef struct mnt_report_run {
 
 /* "weak scaling, B images per rank" or "strong scaling, global batch G" of the sweep r[0..] */
 void mnt_report_describe(const mnt_report_run *r, int strong, char *out, size_t len);
-/* FILE for DIR/.NAME.XXXXXX (created exclusively: io/safefs.h), its name in tmp; NULL logged */
-FILE *mnt_report_open_tmp(const char *path, char *tmp, size_t n);
-/* flush, fsync and close f, then rename tmp over path when every write succeeded (tmp removed
- * otherwise); MNT_ESYS logged on failure */
-int mnt_report_commit(FILE *f, const char *tmp, const char *path);
 /* path: throughput and efficiency against ranks of the sorted sweep r[0..n), with the ideal lines */
 int mnt_report_write_svg(const char *path, const mnt_report_run *r, int n, int strong);
 

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "path.h"
 #include "cmd/report_internal.h"
+#include "io/safefs.h"
 
 typedef mnt_report_run run;
 
@@ -195,7 +196,7 @@ static void svg_legend(FILE *f, int p, double left, const run *b) {
 
 int mnt_report_write_svg(const char *path, const run *r, int n, int strong) {
   char tmp[MNT_PATH_MAX], what[128];
-  FILE *f = mnt_report_open_tmp(path, tmp, sizeof tmp);
+  FILE *f = mnt_tmp_fopen(path, tmp, sizeof tmp);
   if (!f) return MNT_ESYS;
   mnt_report_describe(r, strong, what, sizeof what);
   layout L;
@@ -216,5 +217,5 @@ int mnt_report_write_svg(const char *path, const run *r, int n, int strong) {
              "run%s (summary.json; \xc2\xb1 sd over the metrics.jsonl intervals after warm-up)</text>\n",
           SVG_W / 2, SVG_H - 12, n, n == 1 ? "" : "s");
   fprintf(f, "</svg>\n");
-  return mnt_report_commit(f, tmp, path);
+  return mnt_tmp_fcommit(f, tmp, path);
 }

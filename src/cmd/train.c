@@ -287,23 +287,17 @@ static FILE *open_log(const char *path, int64_t resumed_step, long long (*step_o
   FILE *in = fopen(path, "re");
   if (!in) return mnt_open_log(path, 1);
   char tmp[MNT_PATH_MAX];
-  int fd = mnt_tmp_create(path, tmp, sizeof tmp);
-  FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
-  if (fd >= 0 && !out) close(fd);
+  FILE *out = mnt_tmp_fopen(path, tmp, sizeof tmp);
   char *line = NULL;
   size_t cap = 0;
-  int bad = !out;
   while (out && getline(&line, &cap, in) > 0) {
     long long s = step_of_line(line);
-    if (s >= 0 && s <= resumed_step && fputs(line, out) == EOF) bad = 1;
+    if (s >= 0 && s <= resumed_step && fputs(line, out) == EOF) break; /* ferror: fcommit refuses */
   }
   free(line);
   fclose(in);
-  if (out && (fflush(out) != 0 || fsync(fileno(out)) != 0)) bad = 1;
-  if (out && fclose(out) != 0) bad = 1;
-  if (bad || mnt_tmp_commit(tmp, path) != MNT_OK) {
-    MNT_SYSERR("%s: cannot rewrite it for the resumed run", path);
-    if (fd >= 0) unlink(tmp);
+  if (!out || mnt_tmp_fcommit(out, tmp, path) != MNT_OK) {
+    MNT_ERR("%s: cannot rewrite it for the resumed run", path);
     return NULL;
   }
   return mnt_open_log(path, 1);
