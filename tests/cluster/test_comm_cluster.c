@@ -23,7 +23,7 @@
 #include "comm/cpu/transport.h"
 #include "world.h"
 
-#include "check.h"
+#include "tests/expect.h"
 
 static mnt_world w;
 

@@ -8,7 +8,7 @@
 #include "log.h"
 #include "world.h"
 
-#include "check.h"
+#include "tests/expect.h"
 
 int main(int argc, char **argv) {
   if (argc != 3) {

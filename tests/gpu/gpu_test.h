@@ -1,4 +1,4 @@
-/* gpu_test.h — what the GPU tests share. defines: the one failure counter (check.h's failures and
+/* gpu_test.h — what the GPU tests share. defines: the one failure counter (expect.h's failures and
  * checks, with EXPECT), gpu_scale_err (the one relative error for a tensor against its reference)
  * and gpu_test_end (the verdict and exit status). */
 #ifndef MNT_GPU_TEST_H
@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "../check.h" /* tests/check.h, found beside this file: every test target can include it */
+#include "tests/expect.h"
 
 /* The error of got against the reference want relative to the tensor's scale:
  *   max_i |got[i] - want[i]|  /  max_i |want[i]|

@@ -15,7 +15,7 @@
 #include "io/loader.h"
 #include "log.h"
 
-#include "gpu_test.h"
+#include "tests/gpu/gpu_test.h"
 
 enum { N = 96, B = 16, S = 40, OUT = 32 };
 

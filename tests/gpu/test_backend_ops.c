@@ -22,7 +22,7 @@
 #include "dtype.h"
 #include "log.h"
 
-#include "gpu_test.h"
+#include "tests/gpu/gpu_test.h"
 
 #define OK(call)                                                                                        \
   do {                                                                                                  \

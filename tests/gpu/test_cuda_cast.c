@@ -10,7 +10,7 @@
 #include "kernels/cast.h"
 #include "dtype.h"
 
-#include "gpu_test.h"
+#include "tests/gpu/gpu_test.h"
 
 int main(void) {
   if (mnt_cuda_device_count() <= 0) {

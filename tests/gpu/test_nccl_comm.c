@@ -24,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "check.h"
+#include "tests/expect.h"
 #include "comm/comm.h"
 #include "dtype.h"
 #include "log.h"

@@ -13,7 +13,7 @@
 #include <sys/prctl.h>
 #include <time.h>
 
-#include "check.h"
+#include "tests/expect.h"
 #include "comm/nccl/nccl_wait.h"
 #include "log.h"
 

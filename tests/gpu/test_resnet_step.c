@@ -14,7 +14,7 @@
 #include "model/resnet.h"
 #include "train/optim.h"
 
-#include "gpu_test.h"
+#include "tests/gpu/gpu_test.h"
 
 typedef struct run_out {
   float *logits, *g, *w, *bn, loss[3];

@@ -6,7 +6,7 @@
 #include "log.h"
 #include "path.h"
 
-#include "check.h"
+#include "tests/expect.h"
 
 int main(void) {
   size_t v = 0;

@@ -8,7 +8,7 @@
 #include "env.h"
 #include "log.h"
 
-#include "check.h"
+#include "tests/expect.h"
 
 static const char *const NAMES[] = {"MNT_COMM_TIMEOUT", "MNT_COMM_IFACE", "MNT_LOG_LEVEL", "MNT_SHM_FIFO_BYTES",
                                     "MNT_TCP_BUF", "MNT_PROGRESS_INTERVAL"};

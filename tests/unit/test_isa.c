@@ -17,7 +17,7 @@
 #include "log.h"
 #include "model/resnet.h"
 
-#include "check.h"
+#include "tests/expect.h"
 
 typedef struct {
   mnt_backend *be;

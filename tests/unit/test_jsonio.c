@@ -15,7 +15,7 @@
 #include "log.h"
 #include "progress.h"
 
-#include "check.h"
+#include "tests/expect.h"
 
 int main(void) {
   mode_t mask = umask(022);

@@ -7,7 +7,7 @@
 #include "log.h"
 #include "comm/cpu/transport.h"
 
-#include "check.h"
+#include "tests/expect.h"
 
 int main(void) {
   char name[64];

@@ -17,7 +17,7 @@
 #include "io/loader.h"
 #include "log.h"
 
-#include "check.h"
+#include "tests/expect.h"
 
 #include <hdf5.h>
 

@@ -44,7 +44,7 @@ static void hook(void *ctx, size_t off, size_t n) {
   h->covered += n;
 }
 
-#include "check.h"
+#include "tests/expect.h"
 
 static void other_checks(mnt_backend *be) {
   mnt_resnet *r;

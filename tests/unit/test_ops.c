@@ -8,7 +8,7 @@
 #include "backend/backend.h"
 #include "log.h"
 
-#include "check.h"
+#include "tests/expect.h"
 
 static unsigned long long seed = 88172645463325252ull;
 static float frand(void) {

@@ -6,7 +6,7 @@
 
 #include "comm/cpu/ring.h"
 
-#include "check.h"
+#include "tests/expect.h"
 
 static void segments(void) {
   size_t counts[] = {0, 1, 2, 7, 15, 16, 17, 63, 64, 1000, 1048579, 16777216};

@@ -24,7 +24,7 @@
 #include "log.h"
 #include "simd.h"
 
-#include "check.h"
+#include "tests/expect.h"
 
 static uint32_t bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float fl(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }

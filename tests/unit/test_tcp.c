@@ -20,7 +20,7 @@
 #include "log.h"
 #include "comm/cpu/transport.h"
 
-#include "check.h"
+#include "tests/expect.h"
 
 static int stranger(const mnt_tcp_addr *a, const void *say, size_t n) {
   int s = socket(AF_INET, SOCK_STREAM, 0);

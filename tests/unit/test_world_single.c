@@ -8,7 +8,7 @@
 #include "log.h"
 #include "world.h"
 
-#include "check.h"
+#include "tests/expect.h"
 
 int main(void) {
   if (getenv("PMIX_NAMESPACE") || getenv("PMIX_SERVER_URI41")) {

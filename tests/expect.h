@@ -1,8 +1,8 @@
-/* check.h — the tests' assertion. defines: failures and checks (counters per test program),
+/* expect.h — the tests' assertion. defines: failures and checks (counters per test program),
  * check_rank (a multi-rank test sets its rank, which failures then name) and EXPECT(cond, fmt,
  * ...), which counts and reports a failed condition with file:line. */
-#ifndef MNT_TEST_CHECK_H
-#define MNT_TEST_CHECK_H
+#ifndef MNT_TEST_EXPECT_H
+#define MNT_TEST_EXPECT_H
 
 #include <stdio.h>
 
