@@ -126,15 +126,22 @@ static inline void cpu_relax(void) {
 
 static int link_is(const mnt_link *l, int kind) { return l && l->kind == kind; }
 
-static int check_shm_peers(cpu_comm *c, const plan *p) {
-  const mnt_link *ls[2] = {p->r->send, p->r->recv};
+/* The shared-memory neighbours this rank still needs, checked for life: the upstream one while
+ * receives remain, the downstream one while sends remain. A neighbour that has finished the
+ * collective and exited is not dead: a rank's last send can complete before its last receive, and
+ * the downstream neighbour, done, may leave the job (at 128 oversubscribed ranks it often did,
+ * and was reported dead: issue 21). The upstream one may also have written its last bytes and
+ * exited between this rank's look at the FIFO and its look at the process: bytes left in the
+ * FIFO are read before anyone is declared dead. */
+static int check_shm_peers(cpu_comm *c, const plan *p, int need_recv, int need_send) {
+  mnt_link *ls[2] = {need_recv ? p->r->recv : NULL, need_send ? p->r->send : NULL};
   for (int i = 0; i < 2; i++) {
-    if (!link_is(ls[i], MNT_LINK_SHM)) continue;
-    if (!mnt_shm_peer_alive(&c->shm, ls[i]->peer_local)) {
-      MNT_ERR("rank %d on %s died during %s (its process is gone)", ls[i]->peer_rank,
-              ls[i]->peer_node, p->what);
-      return MNT_EPEER;
-    }
+    if (!link_is(ls[i], MNT_LINK_SHM) || mnt_shm_peer_alive(&c->shm, ls[i]->peer_local)) continue;
+    const void *src;
+    size_t left = 0;
+    if (i == 0 && mnt_link_peek(ls[i], &src, &left, 1, 1) == MNT_OK && left > 0) continue;
+    MNT_ERR("rank %d on %s died during %s (its process is gone)", ls[i]->peer_rank, ls[i]->peer_node, p->what);
+    return MNT_EPEER;
   }
   return MNT_OK;
 }
@@ -266,7 +273,7 @@ static int run_plan(cpu_comm *c, const plan *p) {
     }
     if (now - checked > LIVENESS_S) {
       checked = now;
-      MNT_CHECK(check_shm_peers(c, p));
+      MNT_CHECK(check_shm_peers(c, p, rs < p->nrecv, ss < p->nsend));
     }
     struct pollfd fds[2];
     int nfds = 0;
