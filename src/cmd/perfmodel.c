@@ -322,7 +322,9 @@ static void work_of(const inputs *in, work *wk) {
   wk->batch = in->batch.v;
 }
 
-static void print_inputs(const inputs *in, const char *about) {
+/* the inputs from the first row on (0: all; NET_ROWS: the network's only) */
+enum { NET_ROWS = 8 };
+static void print_inputs(const inputs *in, const char *about, size_t first) {
   if (about) printf("# %s\n", about);
   struct {
     const char *name, *unit;
@@ -345,7 +347,7 @@ static void print_inputs(const inputs *in, const char *about) {
   const char *notes[16];
   int nn = 0;
   size_t nrows = sizeof rows / sizeof rows[0];
-  for (size_t i = 0; i < nrows; i++) {
+  for (size_t i = first; i < nrows; i++) {
     int k = 0;
     while (k < nn && strcmp(notes[k], rows[i].in->from)) k++;
     if (k == nn) notes[nn++] = rows[i].in->from;
@@ -424,7 +426,7 @@ static int compare(char *files, const inputs *in0, double tol) {
 /* ---- mnt_perfmodel_main: the command's steps ----------------------------------------------------- */
 /* the command line: where the inputs come from, flag overrides and what to print */
 typedef struct {
-  const char *preset_s, *summary, *netfile, *calib, *measured, *gpus_s, *topo_s, *overlap_s, *dtype_s;
+  const char *preset_s, *summary, *netfile, *calib, *measured, *gpus_s, *topo_s, *overlap_s, *dtype_s, *allreduce_s;
   double f_data, f_fwd, f_bwd, f_opt, f_grad, f_bucket, f_alpha, f_bw, f_ialpha, f_ibw, tol;
   int f_batch, f_gpn, f_nics, csv, inplace, help;
 } model_args;
@@ -487,6 +489,10 @@ static int parse_options(model_args *a, int argc, char **argv) {
        MNT_RANGE(4, 1e15)},
       {"batch", 0, MNT_OPT_INT, &a->f_batch, "B", "images per GPU and step", MNT_RANGE(1, 1e9)},
       {"csv", 0, MNT_OPT_FLAG, &a->csv, NULL, "comma-separated rows, full precision, no header comments", 0, 0},
+      {"allreduce", 0, MNT_OPT_STRING, &a->allreduce_s, "SIZES",
+       "instead of step times: the predicted time and bus bandwidth of one allreduce of each size (8,64M) per GPU "
+       "count, to set against `mntrain bench allreduce`",
+       0, 0},
       {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
   int st = mnt_parse_opts("model", opts, argc, argv, &a->help, 0);
   if (st || !a->help) return st;
@@ -602,7 +608,8 @@ static int gather_inputs(const model_args *a, inputs *in, const preset **ps, cha
   for (input *p = &in->data; p <= &in->opt; p++)
     if (!p->from[0]) set_in(p, 0, "not given: 0");
   const char *bad = NULL;
-  if (!have_step) bad = "give the step: --preset, --summary or --forward-ms/--backward-ms";
+  if (a->allreduce_s) bad = NULL; /* one allreduce needs the network only */
+  else if (!have_step) bad = "give the step: --preset, --summary or --forward-ms/--backward-ms";
   else if (!(in->grad_bytes.v >= 4)) bad = "give the gradient: --grad-bytes (or --summary, --preset)";
   else if (!(in->batch.v >= 1)) bad = "give the batch per GPU: --batch (or --summary, --preset)";
   else if (!(in->fwd.v + in->bwd.v + in->data.v + in->opt.v + in->other.v > 0)) bad = "the step takes no time";
@@ -614,7 +621,7 @@ static int gather_inputs(const model_args *a, inputs *in, const preset **ps, cha
 static int run_measured(const char *measured, const inputs *in, double tol) {
   char *m = strdup(measured);
   if (!m) return MNT_ENOMEM;
-  print_inputs(in, NULL);
+  print_inputs(in, NULL, 0);
   int st = compare(m, in, tol);
   free(m);
   return st;
@@ -646,7 +653,7 @@ static void print_header(const model_args *a, const preset *ps, const inputs *in
     return;
   }
   printf("# mntrain model: %s%s\n", ps ? "preset " : "", ps ? ps->name : a->summary ? a->summary : "flags");
-  print_inputs(in, ps ? ps->about : NULL);
+  print_inputs(in, ps ? ps->about : NULL, 0);
   if (ps) printf("#   %-12s %s\n", "algorithm", ps->src_algo);
 }
 
@@ -674,6 +681,40 @@ static void print_table(const work *wk, const net *n, const variants *v, int t, 
   }
 }
 
+/* --allreduce: one allreduce of each size per GPU count and chosen topology, as bench allreduce
+ * reports it (time in us, busbw = size / time * 2(P-1)/P) */
+static int print_allreduce(const model_args *a, const inputs *in, const variants *v) {
+  net n;
+  net_of(in, &n);
+  if (!a->csv) {
+    print_inputs(in, NULL, NET_ROWS);
+    printf("# %-5s %6s %-9s %12s %12s %10s\n", "gpus", "nodes", "topology", "size(B)", "time(us)", "busbw(GB/s)");
+  } else {
+    printf("topology,gpus,nodes,bytes,time_us,busbw_gbs\n");
+  }
+  char list[256];
+  snprintf(list, sizeof list, "%s", a->allreduce_s);
+  char *save = NULL;
+  for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    size_t bytes;
+    if (mnt_parse_size(tok, &bytes) != 0 || bytes == 0)
+      return mnt_usage_error("model", "--allreduce: '%s' is not a size (e.g. 8, 1K, 64M)", tok);
+    for (int t = 0; t < NTOPO; t++) {
+      if (!(v->topos >> t & 1)) continue;
+      for (int i = 0; i < v->ngpus; i++) {
+        int p = v->gpus[i];
+        double s = allreduce_time(&n, t, p, (double)bytes), nodes = ceil((double)p / n.gpn);
+        double busbw = s > 0 ? (double)bytes / s * busbw_factor(p) / 1e9 : 0;
+        if (a->csv)
+          printf("%s,%d,%.0f,%zu,%.9g,%.9g\n", TOPO_NAME[t], p, nodes, bytes, s * 1e6, busbw);
+        else
+          printf("%-7d %6.0f %-9s %12zu %12.2f %10.3f\n", p, nodes, TOPO_NAME[t], bytes, s * 1e6, busbw);
+      }
+    }
+  }
+  return MNT_OK;
+}
+
 /* the header, then one table per chosen variant: topologies in order, overlap on before off, fp32 first */
 static void print_tables(const model_args *a, const preset *ps, const inputs *in, const variants *v) {
   net n;
@@ -699,6 +740,7 @@ int mnt_perfmodel_main(mnt_world *w, int argc, char **argv) {
   if (a.measured) return run_measured(a.measured, &in, a.tol);
   variants v;
   MNT_CHECK(parse_variants(&a, ps, run_dtype, &v));
+  if (a.allreduce_s) return print_allreduce(&a, &in, &v);
   print_tables(&a, ps, &in, &v);
   return MNT_OK;
 }

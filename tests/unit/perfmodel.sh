@@ -212,6 +212,17 @@ check "a flag over --net" "$(field comm_ms "$r")" 500
 echo '{"bw_gbs": -1}' >"$d/badnet.json"
 "$m" model --preset chainermn-paper --net "$d/badnet.json" >/dev/null 2>&1; [ $? -eq 2 ] || bad "--net bad: want exit 2"
 
+# 11. --allreduce: one allreduce by the formulas of --help, as bench allreduce reports it
+#    2 GPUs on one node: 2 ai + s / Bi; 16 GPUs on 2 nodes of 8 (ring): 2*15 a + 2*15/16 s / B
+ar=$("$m" model --csv --alpha-us 10 --bw-gbs 2 --intra-alpha-us 1 --intra-bw-gbs 5 --gpus-per-node 8 --gpus 2,16 \
+  --allreduce 8,64M --topology ring)
+arow() { awk -F, -v p="$1" -v s="$2" '$2 == p && $4 == s' <<<"$ar"; }
+check "--allreduce 8 B on 2 GPUs of one node" "$(arow 2 8 | cut -d, -f5)" 2.0016
+check "--allreduce 64M on 2 GPUs of one node" "$(arow 2 67108864 | cut -d, -f5)" 13423.7728
+check "--allreduce 64M on 16 GPUs, 2 nodes" "$(arow 16 67108864 | cut -d, -f5)" "$(awk 'BEGIN { printf "%.9g", 300 + 30 / 16 * 67108864 / 2e9 * 1e6 }')"
+check "--allreduce busbw on 16 GPUs" "$(arow 16 67108864 | cut -d, -f6)" "$(awk 'BEGIN { t = (300 + 30 / 16 * 67108864 / 2e9 * 1e6) / 1e6; printf "%.9g", 67108864 / t * 30 / 16 / 1e9 }')"
+"$m" model --alpha-us 1 --bw-gbs 1 --allreduce 8,huge >/dev/null 2>&1; [ $? -eq 2 ] || bad "--allreduce huge: want exit 2"
+
 # 10. usage errors exit 2 and name the flag; --help exits 0
 "$m" model --preset nope >/dev/null 2>&1; [ $? -eq 2 ] || bad "--preset nope: want exit 2"
 "$m" model --preset h200-ndr --gpus 0 2>&1 | grep -q -- --gpus || bad "--gpus 0: no message naming --gpus"
