@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "env.h"
@@ -117,8 +118,61 @@ static int number_nodes(mnt_world *w, const ident *all) {
   return MNT_OK;
 }
 
+/* mnt_now() at this process's start: /proc/self/stat's starttime (clock ticks since boot) against
+ * CLOCK_BOOTTIME now; now itself when it cannot be read */
+static double process_start(void) {
+  double now = mnt_now();
+  FILE *f = fopen("/proc/self/stat", "r");
+  if (!f) return now;
+  char buf[1024];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+  unsigned long long start = 0;
+  /* after ") ": state (field 3) ... starttime is field 22 */
+  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                   &start) != 1)
+    return now;
+  struct timespec bt;
+  if (clock_gettime(CLOCK_BOOTTIME, &bt) != 0) return now;
+  double since = (double)bt.tv_sec + 1e-9 * (double)bt.tv_nsec - (double)start / (double)sysconf(_SC_CLK_TCK);
+  return since >= 0 && since < 86400 ? now - since : now;
+}
+
+void mnt_world_phase(mnt_world *w, int phase) {
+  double now = mnt_now();
+  if (phase >= 0 && phase < MNT_NPHASES) w->phase_s[phase] += now - w->phase_t;
+  w->phase_t = now;
+}
+
+int mnt_world_phases(mnt_world *w, char *out, size_t n) {
+  static const char *const NAME[MNT_NPHASES] = {"PMIx init", "identities", "preparation", "secret",
+                                                "shared memory", "TCP", "first step"};
+  double *all = malloc((size_t)w->size * MNT_NPHASES * sizeof *all);
+  if (!all) return MNT_ENOMEM;
+  int st = mnt_world_allgather(w, w->phase_s, sizeof w->phase_s, all);
+  size_t len = 0;
+  out[0] = '\0';
+  double slowest = 0; /* the largest sum of one rank's phases */
+  for (int r = 0; r < w->size && st == MNT_OK; r++) {
+    double sum = 0;
+    for (int p = 0; p < MNT_NPHASES; p++) sum += all[(size_t)r * MNT_NPHASES + p];
+    slowest = sum > slowest ? sum : slowest;
+  }
+  for (int p = 0; p < MNT_NPHASES && st == MNT_OK; p++) {
+    double mx = 0;
+    for (int r = 0; r < w->size; r++) mx = all[(size_t)r * MNT_NPHASES + p] > mx ? all[(size_t)r * MNT_NPHASES + p] : mx;
+    if (mx > 0 && len < n) len += (size_t)snprintf(out + len, n - len, "%s %.2f s, ", NAME[p], mx);
+  }
+  if (st == MNT_OK && len < n) snprintf(out + len, n - len, "total %.2f s since the process started", slowest);
+  free(all);
+  return st;
+}
+
 int mnt_world_init(mnt_world *w) {
   memset(w, 0, sizeof *w);
+  w->phase_t = process_start();
   MNT_CHECK(mnt_env_comm_timeout(&w->timeout_s));
   pmix_status_t rc = PMIx_Init(&g_me, NULL, 0);
   if (rc != PMIX_SUCCESS) {
@@ -153,6 +207,7 @@ int mnt_world_init(mnt_world *w) {
   }
   w->have_pmix = 1;
   w->up = 1;
+  mnt_world_phase(w, MNT_PHASE_LAUNCH);
   w->rank = (int)g_me.rank;
   snprintf(w->nspace, sizeof w->nspace, "%s", g_me.nspace);
   jobid_from_nspace(w->nspace, w->jobid, sizeof w->jobid);
@@ -192,6 +247,7 @@ int mnt_world_init(mnt_world *w) {
   /* The key is PMIx's node id; only when a server does not give one do we fall back to the host
    * name. */
   MNT_CHECK_GOTO(number_nodes(w, all), st, out);
+  mnt_world_phase(w, MNT_PHASE_IDENT);
   w->node_rank = w->node_of[w->rank];
   st = MNT_OK;
 out:
@@ -199,13 +255,10 @@ out:
   return st;
 }
 
-int mnt_world_allgather(mnt_world *w, const void *mine, size_t bytes, void *all) {
-  if (!w->have_pmix) {
-    memcpy(all, mine, bytes);
-    return MNT_OK;
-  }
+/* mine under key "mnt.x.SEQ", committed */
+static int put_commit(unsigned seq, const void *mine, size_t bytes) {
   char key[64];
-  snprintf(key, sizeof key, "mnt.x.%u", w->seq++);
+  snprintf(key, sizeof key, "mnt.x.%u", seq);
   pmix_value_t val;
   PMIX_VALUE_CONSTRUCT(&val);
   val.type = PMIX_BYTE_OBJECT;
@@ -220,25 +273,43 @@ int mnt_world_allgather(mnt_world *w, const void *mine, size_t bytes, void *all)
     MNT_ERR("PMIx_Commit failed: %s", PMIx_Error_string(rc));
     return MNT_EPMIX;
   }
-  MNT_CHECK(fence(w, 1));
-  for (int r = 0; r < w->size; r++) {
-    pmix_proc_t p;
-    pmix_value_t *v = NULL;
-    PMIX_LOAD_PROCID(&p, g_me.nspace, (pmix_rank_t)r);
-    if (PMIX_SUCCESS != (rc = PMIx_Get(&p, key, NULL, 0, &v)) || !v) {
-      MNT_ERR("PMIx_Get(%s) from rank %d failed: %s", key, r, PMIx_Error_string(rc));
-      return MNT_EPMIX;
-    }
-    int ok = v->type == PMIX_BYTE_OBJECT && v->data.bo.size == bytes;
-    if (ok) memcpy((char *)all + (size_t)r * bytes, v->data.bo.bytes, bytes);
-    PMIX_VALUE_RELEASE(v);
-    if (!ok) {
-      MNT_ERR("rank %d published %s with a different size than %zu bytes", r, key, bytes);
-      return MNT_EPMIX;
-    }
+  return MNT_OK;
+}
+
+/* what rank r put under "mnt.x.SEQ" (exactly bytes), after a fence that collected it */
+static int get_one(unsigned seq, int r, void *out, size_t bytes) {
+  char key[64];
+  snprintf(key, sizeof key, "mnt.x.%u", seq);
+  pmix_proc_t p;
+  pmix_value_t *v = NULL;
+  PMIX_LOAD_PROCID(&p, g_me.nspace, (pmix_rank_t)r);
+  pmix_status_t rc = PMIx_Get(&p, key, NULL, 0, &v);
+  if (rc != PMIX_SUCCESS || !v) {
+    MNT_ERR("PMIx_Get(%s) from rank %d failed: %s", key, r, PMIx_Error_string(rc));
+    return MNT_EPMIX;
+  }
+  int ok = v->type == PMIX_BYTE_OBJECT && v->data.bo.size == bytes;
+  if (ok) memcpy(out, v->data.bo.bytes, bytes);
+  PMIX_VALUE_RELEASE(v);
+  if (!ok) {
+    MNT_ERR("rank %d published %s with a different size than %zu bytes", r, key, bytes);
+    return MNT_EPMIX;
   }
   return MNT_OK;
 }
+
+int mnt_world_allgather(mnt_world *w, const void *mine, size_t bytes, void *all) {
+  if (!w->have_pmix) {
+    memcpy(all, mine, bytes);
+    return MNT_OK;
+  }
+  unsigned seq = w->seq++;
+  MNT_CHECK(put_commit(seq, mine, bytes));
+  MNT_CHECK(fence(w, 1));
+  for (int r = 0; r < w->size; r++) MNT_CHECK(get_one(seq, r, (char *)all + (size_t)r * bytes, bytes));
+  return MNT_OK;
+}
+
 
 int mnt_world_bcast(mnt_world *w, void *buf, size_t bytes, int root) {
   if (!w->have_pmix) return MNT_OK;

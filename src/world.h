@@ -1,6 +1,7 @@
 /* world.h — who this process is, from PMIx (srun --mpi=pmix), and small-data exchange.
  * defines: mnt_world, mnt_world_init, mnt_world_allgather, mnt_world_bcast, mnt_world_barrier,
- *          mnt_world_agree, mnt_world_abort, mnt_world_finalize.
+ *          mnt_world_agree, mnt_world_abort, mnt_world_finalize, MNT_PHASE_*, mnt_world_phase,
+ *          mnt_world_phases (the set-up's phases, the slowest rank's, as one line).
  * Exchange goes over PMIx put/commit/fence(collect)/get: for addresses, ids, secrets and
  * agreement, not for tensors. Without a PMIx server the process is rank 0 of 1 (said once, by
  * the commands that run as a job). Slurm's SLURM_* variables are never the source of identity;
@@ -13,6 +14,21 @@
 #include <stdlib.h>
 
 #define MNT_NODENAME_MAX 64
+
+/* Where the set-up of a job goes, phase by phase (mnt_world_phase): from the process's start to
+ * PMIx_Init done, the identities' fence, this program's own preparation (options, data, model:
+ * everything not named otherwise), a communicator's secret (a PMIx broadcast), its shared-memory
+ * segment, its addresses and TCP connections, and the first training step. */
+enum {
+  MNT_PHASE_LAUNCH,
+  MNT_PHASE_IDENT,
+  MNT_PHASE_PREP,
+  MNT_PHASE_SECRET,
+  MNT_PHASE_SHM,
+  MNT_PHASE_TCP,
+  MNT_PHASE_FIRST_STEP,
+  MNT_NPHASES
+};
 
 typedef struct mnt_world {
   int rank, size;             /* PMIX_RANK, PMIX_JOB_SIZE */
@@ -29,11 +45,19 @@ typedef struct mnt_world {
   double timeout_s;           /* deadline of every exchange (MNT_COMM_TIMEOUT) */
   int up;                     /* mnt_world_init got far enough that finalize (and abort) apply */
   int failed_together;        /* the failure every rank agreed on (mnt_world_agree), 0 if none */
+  double phase_s[MNT_NPHASES]; /* seconds of set-up spent in each phase (mnt_world_phase) */
+  double phase_t;              /* mnt_now() of the last phase's end */
 } mnt_world;
 
 /* PMIx_Init and the identity of every rank (one fence). Returns MNT_OK or an error status;
  * MNT_EARG when Slurm started several tasks but no PMIx server answers. */
 int mnt_world_init(mnt_world *w);
+/* The time since the last phase ended (the process's start, for the first) was spent in phase. */
+void mnt_world_phase(mnt_world *w, int phase);
+/* Collective (a PMIx exchange): every rank's phases; out gets, on every rank, the slowest rank's
+ * time in each phase that took any and the largest total of one rank: "PMIx init 0.41 s,
+ * identities 0.12 s, ..., total 2.93 s since the process started". */
+int mnt_world_phases(mnt_world *w, char *out, size_t n);
 /* Every rank passes its status; every rank gets the first failure by rank order (MNT_OK when
  * none), which is also recorded in w->failed_together: a failure all ranks know about ends the
  * job normally instead of aborting it. */

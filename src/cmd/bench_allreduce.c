@@ -346,6 +346,9 @@ int mnt_bench_allreduce_main(mnt_world *w, int argc, char **argv) {
   MNT_CHECK_GOTO(alloc_buffers(&b, w, maxb), st, out);
   if (w->rank == 0) print_preamble(w, &b, minb, maxb, factor, warmup, iters, check);
   MNT_CHECK_GOTO(print_ranks(w, &b), st, out);
+  char setup[512]; /* where the set-up went, up to the communicator (the slowest rank's phases) */
+  MNT_CHECK_GOTO(mnt_world_phases(w, setup, sizeof setup), st, out);
+  if (w->rank == 0) printf("# set-up (slowest rank): %s\n", setup);
   if (w->rank == 0) print_columns();
   totals tot = {0};
   for (double sz = (double)minb; sz <= (double)maxb * 1.0000001; sz *= factor)

@@ -663,6 +663,20 @@ static int finish_run(run *r, loop *l) {
 
 /* ---- the step loop ------------------------------------------------------------------------ */
 
+/* every rank, after this job's first step: where the set-up went (the slowest rank's phases, a
+ * PMIx exchange), printed by rank 0 */
+static int report_setup(run *r) {
+  mnt_world_phase(r->w, MNT_PHASE_FIRST_STEP);
+  char line[512];
+  MNT_CHECK(mnt_world_phases(r->w, line, sizeof line));
+  if (r->w->rank == 0) {
+    progress_stamp(r->o);
+    printf("mntrain train: set-up (slowest rank): %s\n", line);
+    fflush(stdout);
+  }
+  return MNT_OK;
+}
+
 /* every rank: this job's steps, with a checkpoint where due and at the end; then the run's end:
  * stopped (MNT_EPREEMPT), finished (summary.json), or resumed already complete */
 static int train_loop(run *r) {
@@ -678,10 +692,12 @@ static int train_loop(run *r) {
   l.warm = l.todo > 20 ? 5 : l.todo > 4 ? 1 : 0;
   r->last_ckpt_time = mnt_now();
   t->comm_span = 0;
+  mnt_world_phase(w, MNT_PHASE_PREP); /* model, data, the start's sync and the outputs */
   while (t->s.step < t->total && st == MNT_OK) {
     mnt_step_out so;
     if ((st = mnt_trainer_step(t, &so)) != MNT_OK) break;
     int64_t step = t->s.step; /* steps done, this one included */
+    if (step == l.step0 + 1 && (st = report_setup(r)) != MNT_OK) break;
     record_step(r, &l, &so, step);
     int stop = 0, due_time = 0;
     if (ckpt_on && (st = control(r, &stop, &due_time)) != MNT_OK) break;

@@ -729,6 +729,7 @@ int mnt_comm_cpu_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
   int st = MNT_OK;
+  mnt_world_phase(w, MNT_PHASE_PREP); /* what came before: the program's own preparation */
   c->iface = mnt_env_comm_iface();
   /* every rank sees the same environment: all fail here alike, before the broadcast */
   MNT_CHECK_GOTO(mnt_env_shm_fifo_bytes(&c->fifo_cap), st, out);
@@ -741,15 +742,15 @@ int mnt_comm_cpu_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
   int rc = mnt_world_bcast(w, c->secret, sizeof c->secret, 0);
   if (st == MNT_OK) st = rc;
   if (st != MNT_OK) goto out;
+  mnt_world_phase(w, MNT_PHASE_SECRET);
 
-  /* hier needs the same number of ranks on every node */
+  /* hier needs the same number of ranks on every node (counted in one pass over the ranks) */
   if (topo == MNT_TOPO_HIER) {
-    int uniform = 1;
-    for (int node = 0; node < w->nnodes && uniform; node++) {
-      int cnt = 0;
-      for (int r = 0; r < w->size; r++) cnt += w->node_of[r] == node;
-      uniform = cnt == w->local_size;
-    }
+    int uniform = 1, *cnt = calloc((size_t)w->nnodes, sizeof *cnt);
+    if (!cnt) { st = MNT_ENOMEM; goto out; }
+    for (int r = 0; r < w->size; r++) cnt[w->node_of[r]]++;
+    for (int node = 0; node < w->nnodes; node++) uniform &= cnt[node] == w->local_size;
+    free(cnt);
     if (!uniform) {
       if (w->rank == 0)
         MNT_WARN("--topology hier needs the same number of ranks on every node; using flat");
@@ -768,6 +769,7 @@ int mnt_comm_cpu_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
   c->inter = (ring){.n = w->nnodes, .pos = w->node_rank};
 
   MNT_CHECK_GOTO(setup_shm(c), st, out);
+  mnt_world_phase(w, MNT_PHASE_SHM);
 
   want outw[2], inw[2];
   int nout = 0, nin = 0;
@@ -783,6 +785,7 @@ int mnt_comm_cpu_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
     inw[nin++] = (want){rank_at(w, (w->node_rank - 1 + N) % N, w->local_rank), TAG_INTER, &c->inter.recv};
   }
   if (w->size > 1) MNT_CHECK_GOTO(setup_addresses(c, outw, nout, inw, nin), st, out);
+  mnt_world_phase(w, MNT_PHASE_TCP);
 
   if (pthread_create(&c->thr, NULL, progress_main, c) != 0) {
     MNT_ERR("could not start the communicator's progress thread");
