@@ -5,7 +5,9 @@
 # If no cluster answers, it starts the local one (job_templates/local-cluster.sh up --gluster, as
 # root: with the GlusterFS checkpoint volume where FUSE and GlusterFS are available; the tests
 # that need it report SKIPPED otherwise) and stops it again at the end, even when a test fails.
-# Without root and without a cluster the cluster tests report SKIPPED. Exit status: ctest's
+# Without root and without a cluster the cluster tests report SKIPPED; the scale tests (label scale,
+# tests/scale/scale.sh) need 8 nodes and report SKIPPED on the 2-node cluster started here (.ci/run
+# runs them on an 8-node one). Exit status: ctest's
 # (non-zero when any test failed).
 # Environment: BUILD_DIR (default build), CI=true turns warnings into errors.
 set -euo pipefail

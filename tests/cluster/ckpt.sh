@@ -7,7 +7,10 @@
 #            bit-identical weights and BN statistics, identical loss lines, and it really resumed
 #   elastic  a run of 4 ranks stopped after K steps resumes on 2 ranks, then on 1: per step, the
 #            samples trained on (union over ranks) equal the uninterrupted 4-rank run's; the
-#            weights agree to float rounding
+#            weights agree to float rounding. Its shape from the environment (tests/scale/scale.sh
+#            sets it): CKPT_RANKS ranks (4) on CKPT_NODES nodes (2), then each rank count of
+#            CKPT_RESUME ("2 1") in turn, each on as many nodes as ranks (at most CKPT_NODES); a
+#            run may take CKPT_TIMEOUT seconds (180); --lr CKPT_LR (0.4, every scenario)
 #   kill     a rank killed (SIGKILL) while a checkpoint is being written (into D/incoming-*): the job
 #            fails, no step directory appears for it, and a resume starts from the newest committed
 #            checkpoint and completes
@@ -35,7 +38,7 @@ else
   ck="$w/ckpt"
 fi
 "$m" convert synth "$w/data" --classes 10 --images 512 --size 16 --shards 2 >/dev/null || exit 1
-common=(train --data "$w/data" --arch resnet8 --size 16 --seed 5 --threads 1 --lr 0.4 --log-every 2)
+common=(train --data "$w/data" --arch resnet8 --size 16 --seed 5 --threads 1 --lr "${CKPT_LR:-0.4}" --log-every 2)
 # run NAME SRUN_ARGS... -- TRAIN_ARGS...: the exit status is in $rc, the log in $w/NAME.log
 run() {
   local name=$1
@@ -43,7 +46,7 @@ run() {
   local s=()
   while [ "$1" != "--" ]; do s+=("$1"); shift; done
   shift
-  "$here/srun_test.sh" 180 "${s[@]}" -- "$m" "${common[@]}" "$@" >"$w/$name.log" 2>&1
+  "$here/srun_test.sh" "${CKPT_TIMEOUT:-180}" "${s[@]}" -- "$m" "${common[@]}" "$@" >"$w/$name.log" 2>&1
   rc=$?
   [ $rc -eq 77 ] && { cat "$w/$name.log"; exit 77; }
 }
@@ -103,24 +106,38 @@ exact)
   ;;
 elastic)
   K=4
-  args=(--steps $((3 * K)) --out "$w/el" --ckpt-dir "$ck" --ckpt-every-steps "$K" --sample-log --bn-batch 4)
-  run ref -N2 -n4 --ntasks-per-node=2 -- --steps $((3 * K)) --batch-per-rank 4 --bn-batch 4 --out "$w/ref" \
+  ranks=${CKPT_RANKS:-4} nodes=${CKPT_NODES:-2}
+  read -r -a resume <<<"${CKPT_RESUME:-2 1}"
+  steps=$(((${#resume[@]} + 1) * K))
+  global=$((ranks * 4))
+  args=(--steps "$steps" --out "$w/el" --ckpt-dir "$ck" --ckpt-every-steps "$K" --sample-log --bn-batch 4)
+  many=(-N"$nodes" -n"$ranks" --ntasks-per-node=$((ranks / nodes)))
+  run ref "${many[@]}" -- --steps "$steps" --batch-per-rank 4 --bn-batch 4 --out "$w/ref" \
     --sample-log --export "$w/ref.h5"
   must 0 ref
-  run four -N2 -n4 --ntasks-per-node=2 -- "${args[@]}" --batch-per-rank 4 --stop-after $K
-  must 3 four
-  run two -N2 -n2 -- "${args[@]}" --stop-after $K
-  must 3 two
-  grep -q "16 per global batch\|global batch 16 (8 per rank)" "$w/two.log" ||
-    { cat "$w/two.log"; fail "2 ranks did not take 8 images each of the global batch 16"; }
-  run one -N1 -n1 -- "${args[@]}" --export "$w/el.h5"
-  must 0 one
-  if [ "$(resumed_from two)" != "$K" ] || [ "$(resumed_from one)" != "$((2 * K))" ]; then
-    fail "resumed from the wrong steps"
-  fi
-  /usr/bin/python3 - "$w" $((3 * K)) <<'PY' || fail "the sample streams differ"
+  run first "${many[@]}" -- "${args[@]}" --batch-per-rank 4 --stop-after $K
+  must 3 first
+  at=$K
+  for i in "${!resume[@]}"; do
+    r=${resume[i]}
+    name=resume-$r
+    if [ "$i" -lt $((${#resume[@]} - 1)) ]; then
+      run "$name" -N$((r < nodes ? r : nodes)) -n"$r" -- "${args[@]}" --stop-after $K
+      must 3 "$name"
+    else
+      run "$name" -N$((r < nodes ? r : nodes)) -n"$r" -- "${args[@]}" --export "$w/el.h5"
+      must 0 "$name"
+    fi
+    [ "$(resumed_from "$name")" = "$at" ] || { cat "$w/$name.log"; fail "$r ranks resumed from the wrong step (not $at)"; }
+    [ "$r" -eq 1 ] || grep -q "$global per global batch\|global batch $global ($((global / r)) per rank)" "$w/$name.log" ||
+      { cat "$w/$name.log"; fail "$r ranks did not take $((global / r)) images each of the global batch $global"; }
+    at=$((at + K))
+  done
+  chain="$ranks ${resume[*]}"
+  chain=${chain// / -> }
+  /usr/bin/python3 - "$w" "$steps" "$chain" <<'PY' || fail "the sample streams differ"
 import glob, sys
-w, steps = sys.argv[1], int(sys.argv[2])
+w, steps, counts = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 def stream(d):
     per = {}
     for f in glob.glob(f"{w}/{d}/samples-rank-*.txt"):
@@ -135,12 +152,12 @@ for s in ref:
         ok = False
         print(f"step {s}: {sorted(ref[s])[:6]}... vs {sorted(el.get(s, []))[:6]}...")
 seen = [i for s in sorted(el) for i in el[s]]
-print(f"{len(el)} steps, {len(seen)} samples ({len(set(seen))} distinct) over 4, 2 and 1 ranks; "
-      f"{'the same' if ok else 'NOT the same'} as 4 ranks straight")
+print(f"{len(el)} steps, {len(seen)} samples ({len(set(seen))} distinct) over {counts} ranks; "
+      f"{'the same' if ok else 'NOT the same'} as {counts.split()[0]} ranks straight")
 sys.exit(0 if ok else 1)
 PY
-  compare "$w/ref.h5" "$w/el.h5" 1e-4 || fail "4 -> 2 -> 1 ranks trained another model"
-  echo "ok: 4 -> 2 -> 1 ranks continue the same global sample stream"
+  compare "$w/ref.h5" "$w/el.h5" 1e-4 || fail "$chain ranks trained another model"
+  echo "ok: $chain ranks continue the same global sample stream"
   ;;
 kill)
   # resnet18 (about 90 MB of state) and a checkpoint every 2 steps: writes are long enough to be hit

@@ -5,9 +5,13 @@
 #   ckpt=$(ckpt_fs_or_skip) || exit 77   the GlusterFS checkpoint volume's mount path (shared by
 #                                        all nodes), or "SKIP: <reason>" on stderr and exit 77
 #                                        (CTest: skipped). Called without $( ), it exits the script.
-#   cluster_nodes                        2 or 1: the local cluster's nodes (its mode)
+#   cluster_nodes                        2 or 1: whether the cluster has two nodes (or more)
+#   cluster_node_count                   the cluster's nodes: the local cluster's (local-cluster.sh
+#                                        records them), else as many as sinfo lists; 0 without one
 #   slurm_or_skip [2]                    sbatch and a Slurm cluster that answers (with 2: of 2
 #                                        nodes), or "SKIP: <reason>" and exit 77
+#   nodes_or_skip K                      the same, with K nodes or more; else "SKIP: needs a cluster
+#                                        of K nodes, this one has N (local-cluster.sh down; up ...)"
 #   node_tmpfs_mount DIR SIZE            a tmpfs of SIZE (e.g. 8m) at DIR inside every node, seen
 #                                        by the jobs only (not by this shell); a full disk on demand
 #   node_tmpfs_umount DIR                and away again
@@ -22,15 +26,21 @@
 MNT_CLUSTER_STATE=${MNT_CLUSTER_STATE:-/run/mntrain-cluster}
 MNT_LOCAL_CLUSTER=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/job_templates/local-cluster.sh
 
+cluster_node_count() {
+  local n
+  n=$(cat "$MNT_CLUSTER_STATE/nodes" 2>/dev/null)
+  if ! [[ $n =~ ^[0-9]+$ ]]; then
+    case $(cat "$MNT_CLUSTER_STATE/mode" 2>/dev/null) in
+      two) n=2 ;; # a local cluster started before it recorded its nodes
+      one) n=1 ;;
+      *) n=$(sinfo -h -N -o '%N' 2>/dev/null | sort -u | wc -l) ;;
+    esac
+  fi
+  echo "${n:-0}"
+}
+
 cluster_nodes() {
-  case $(cat "$MNT_CLUSTER_STATE/mode" 2>/dev/null) in
-    two) echo 2 ;;
-    one) echo 1 ;;
-    *) # not the local cluster: what Slurm reports, at most 2
-      local n
-      n=$(sinfo -h -o '%D' 2>/dev/null | head -n1)
-      if [ "${n:-0}" -ge 2 ]; then echo 2; else echo 1; fi ;;
-  esac
+  if [ "$(cluster_node_count)" -ge 2 ]; then echo 2; else echo 1; fi
 }
 
 # shellcheck source=/dev/null
@@ -45,6 +55,13 @@ slurm_or_skip() {
   if [ "${1:-1}" -eq 2 ] && [ "$(cluster_nodes)" -ne 2 ]; then _lib_skip "needs the 2-node local cluster"; fi
 }
 
+nodes_or_skip() {
+  slurm_or_skip 1
+  local have
+  have=$(cluster_node_count)
+  [ "$have" -ge "$1" ] || _lib_skip "needs a cluster of $1 nodes, this one has $have (job_templates/local-cluster.sh down; job_templates/local-cluster.sh up --nodes $1 --gluster)"
+}
+
 ckpt_fs_or_skip() {
   command -v srun >/dev/null 2>&1 || _lib_skip "srun not found (apt-get install slurm-wlm, then job_templates/local-cluster.sh up --gluster)"
   scontrol ping >/dev/null 2>&1 || _lib_skip "no Slurm cluster answers (start one: job_templates/local-cluster.sh up --gluster)"
@@ -56,7 +73,7 @@ ckpt_fs_or_skip() {
   fi
   local path nodes got
   path=$(head -n1 "$MNT_CLUSTER_STATE/gluster")
-  nodes=$(cluster_nodes)
+  nodes=$(cluster_node_count) # every node: a scale test's job spans them all
   got=$(timeout 60 srun --mpi=none -N "$nodes" -n "$nodes" --job-name=mntrain-ckpt-check \
     findmnt -n -o FSTYPE "$path" 2>/dev/null | grep -cx fuse.glusterfs || true)
   [ "${got:-0}" -eq "$nodes" ] ||

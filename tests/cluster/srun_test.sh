@@ -17,14 +17,21 @@ if ! scontrol ping >/dev/null 2>&1; then
   echo "SKIP: no Slurm cluster answers (start one: job_templates/local-cluster.sh up)"
   exit 77
 fi
-nodes=$(sinfo -h -o '%D' 2>/dev/null | head -n1)
+# shellcheck source=/dev/null
+. "$(dirname "$0")/lib.sh" # cluster_node_count
+nodes=$(cluster_node_count)
+want=0 # the nodes the step asks for: -N K, -NK, --nodes K, --nodes=K (K or MIN-MAX: MIN)
+prev=""
 for a in "${srun_args[@]}"; do
-  case $a in
-    -N2|--nodes=2)
-      if [ "${nodes:-0}" -lt 2 ]; then
-        echo "SKIP: this test needs 2 nodes; the cluster has ${nodes:-0} (network namespaces not permitted?)"
-        exit 77
-      fi ;;
-  esac
+  k=""
+  case $prev in -N | --nodes) k=$a ;; esac
+  case $a in -N?*) k=${a#-N} ;; --nodes=*) k=${a#--nodes=} ;; esac
+  k=${k%%-*}
+  [[ $k =~ ^[0-9]+$ ]] && [ "$k" -gt "$want" ] && want=$k
+  prev=$a
 done
+if [ "$want" -gt "${nodes:-0}" ]; then
+  echo "SKIP: this test needs $want nodes; the cluster has ${nodes:-0} (network namespaces not permitted? job_templates/local-cluster.sh up --nodes $want)"
+  exit 77
+fi
 exec timeout --kill-after=10 "$timeout_s" srun --mpi=pmix --job-name=mntrain-test "${srun_args[@]}" "$@"
