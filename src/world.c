@@ -255,10 +255,8 @@ out:
   return st;
 }
 
-/* mine under key "mnt.x.SEQ", committed */
-static int put_commit(unsigned seq, const void *mine, size_t bytes) {
-  char key[64];
-  snprintf(key, sizeof key, "mnt.x.%u", seq);
+/* mine under key, committed */
+static int put_commit(const char *key, const void *mine, size_t bytes) {
   pmix_value_t val;
   PMIX_VALUE_CONSTRUCT(&val);
   val.type = PMIX_BYTE_OBJECT;
@@ -276,10 +274,8 @@ static int put_commit(unsigned seq, const void *mine, size_t bytes) {
   return MNT_OK;
 }
 
-/* what rank r put under "mnt.x.SEQ" (exactly bytes), after a fence that collected it */
-static int get_one(unsigned seq, int r, void *out, size_t bytes) {
-  char key[64];
-  snprintf(key, sizeof key, "mnt.x.%u", seq);
+/* what rank r put under key (exactly bytes), after a fence that collected it */
+static int get_one(const char *key, int r, void *out, size_t bytes) {
   pmix_proc_t p;
   pmix_value_t *v = NULL;
   PMIX_LOAD_PROCID(&p, g_me.nspace, (pmix_rank_t)r);
@@ -303,10 +299,11 @@ int mnt_world_allgather(mnt_world *w, const void *mine, size_t bytes, void *all)
     memcpy(all, mine, bytes);
     return MNT_OK;
   }
-  unsigned seq = w->seq++;
-  MNT_CHECK(put_commit(seq, mine, bytes));
+  char key[64];
+  snprintf(key, sizeof key, "mnt.x.%u", w->seq++);
+  MNT_CHECK(put_commit(key, mine, bytes));
   MNT_CHECK(fence(w, 1));
-  for (int r = 0; r < w->size; r++) MNT_CHECK(get_one(seq, r, (char *)all + (size_t)r * bytes, bytes));
+  for (int r = 0; r < w->size; r++) MNT_CHECK(get_one(key, r, (char *)all + (size_t)r * bytes, bytes));
   return MNT_OK;
 }
 
@@ -320,36 +317,9 @@ int mnt_world_bcast(mnt_world *w, void *buf, size_t bytes, int root) {
   /* Only the root's value travels: the others publish nothing. */
   char key[64];
   snprintf(key, sizeof key, "mnt.b.%u", w->seq++);
-  pmix_status_t rc;
-  if (w->rank == root) {
-    pmix_value_t val;
-    PMIX_VALUE_CONSTRUCT(&val);
-    val.type = PMIX_BYTE_OBJECT;
-    val.data.bo.bytes = buf;
-    val.data.bo.size = bytes;
-    if (PMIX_SUCCESS != (rc = PMIx_Put(PMIX_GLOBAL, key, &val)) ||
-        PMIX_SUCCESS != (rc = PMIx_Commit())) {
-      MNT_ERR("PMIx_Put/Commit(%s) failed: %s", key, PMIx_Error_string(rc));
-      return MNT_EPMIX;
-    }
-  }
+  if (w->rank == root) MNT_CHECK(put_commit(key, buf, bytes));
   MNT_CHECK(fence(w, 1));
-  if (w->rank == root) return MNT_OK;
-  pmix_proc_t p;
-  pmix_value_t *v = NULL;
-  PMIX_LOAD_PROCID(&p, g_me.nspace, (pmix_rank_t)root);
-  if (PMIX_SUCCESS != (rc = PMIx_Get(&p, key, NULL, 0, &v)) || !v) {
-    MNT_ERR("PMIx_Get(%s) from root %d failed: %s", key, root, PMIx_Error_string(rc));
-    return MNT_EPMIX;
-  }
-  int ok = v->type == PMIX_BYTE_OBJECT && v->data.bo.size == bytes;
-  if (ok) memcpy(buf, v->data.bo.bytes, bytes);
-  PMIX_VALUE_RELEASE(v);
-  if (!ok) {
-    MNT_ERR("root %d broadcast %s with a different size than %zu bytes", root, key, bytes);
-    return MNT_EPMIX;
-  }
-  return MNT_OK;
+  return w->rank == root ? MNT_OK : get_one(key, root, buf, bytes);
 }
 
 int mnt_world_agree(mnt_world *w, int status) {
