@@ -50,6 +50,14 @@ static const char *short_path(const char *file) {
   return s ? s + 1 : file;
 }
 
+/* "rank R on NODE: " once the world is known, else "" */
+static void who_prefix(char *who, size_t n) {
+  if (g_rank >= 0)
+    snprintf(who, n, "rank %d on %s: ", g_rank, g_node);
+  else
+    who[0] = '\0';
+}
+
 void mnt_log_at(int level, const char *file, int line, const char *fmt, ...) {
   if (level == MNT_LOG_ERROR) { /* a new origin: the trail starts here */
     t_trail.origin_file = file;
@@ -64,10 +72,7 @@ void mnt_log_at(int level, const char *file, int line, const char *fmt, ...) {
   va_end(ap);
   static const char *tag[] = {"error", "warning", "info", "debug"};
   char who[96];
-  if (g_rank >= 0)
-    snprintf(who, sizeof who, "rank %d on %s: ", g_rank, g_node);
-  else
-    who[0] = '\0';
+  who_prefix(who, sizeof who);
   pthread_mutex_lock(&g_lock);
   if (level == MNT_LOG_ERROR) snprintf(g_last, sizeof g_last, "%s", msg);
   if (level <= MNT_LOG_WARN || level == MNT_LOG_DEBUG)
@@ -107,10 +112,7 @@ void mnt_trail_print(int st) {
   if (t_trail.dropped) PUT(" (+%d more)", t_trail.dropped);
 #undef PUT
   char who[96];
-  if (g_rank >= 0)
-    snprintf(who, sizeof who, "rank %d on %s: ", g_rank, g_node);
-  else
-    who[0] = '\0';
+  who_prefix(who, sizeof who);
   pthread_mutex_lock(&g_lock);
   fprintf(stderr, "mntrain: %serror path: %s -> main (%s)\n", who, path, mnt_status_str(st));
   pthread_mutex_unlock(&g_lock);
