@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # train_equivalence.sh — distributed training is the same computation: 1 rank × batch 16 (batch
-# norm over groups of 4) and 4 ranks on 2 nodes × batch 4 reach the same weights after 5 steps, and
-# so does --topology hier. They are not bit-identical: the fp32 gradient sums are added in another
-# order (conv backward over 16 images vs 4 × 4 images + the ring), so the test allows 1e-5 relative
-# to each tensor's largest value, and checks that a genuinely different run (batch norm over all 16)
-# is far outside that.   train_equivalence.sh path/to/mntrain
+# norm over groups of 4) and 4 ranks on 2 nodes × batch 4 reach the same weights, and so does
+# --topology hier. They are not bit-identical: the fp32 gradient sums are added in another order
+# (conv backward over 16 images vs 4 × 4 images + the ring). Two comparisons:
+# - after 1 step, where nothing has amplified that rounding yet: within 1e-5 relative to each
+#   tensor's largest value. A gradient lost or counted twice moves a batch-norm bias (0 at start,
+#   so its largest value is the update itself) by 1/N of it: far outside.
+# - after EQ_STEPS steps: the steps amplify that rounding (batch norm over 4 images divides by a
+#   small variance). Most in batch-norm biases, which start at 0: at 128 ranks a bias of largest
+#   value ~1e-3 differs by ~4e-8, 3.8e-5 of itself but 4e-8 of its layer's weights (~1), the scale
+#   a bias acts on. So each tensor is compared relative to the largest value of its layer (weight
+#   and bias together), again within 1e-5; a genuinely different run (batch norm over all the
+#   images) must stay far outside it.
+#   train_equivalence.sh path/to/mntrain
 # The shape comes from the environment (the scale tests, tests/scale/scale.sh, set it; the defaults
 # are the test above): EQ_RANKS ranks (4) on EQ_NODES nodes (2) × EQ_BATCH images (4) against
 # 1 rank × EQ_RANKS·EQ_BATCH images in BN groups of EQ_BATCH, EQ_STEPS steps (5) at --lr EQ_LR
-# (0.4; more steps need a smaller one: 10 steps at 0.4 amplify rounding past 1e-5 on one rank
-# alone), each run within EQ_TIMEOUT seconds (120).
+# (0.4), each run within EQ_TIMEOUT seconds (120).
 set -u
 m=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,7 +25,7 @@ global=$((ranks * batch))
 w=$(mktemp -d)
 trap 'rm -rf "$w"' EXIT
 "$m" convert synth "$w/data" --classes 10 --images 512 --size 16 --shards 2 >/dev/null || exit 1
-common=(train --data "$w/data" --arch resnet8 --size 16 --steps "$steps" --seed 3 --threads 1 --lr "$lr" --log-every "$steps")
+common=(train --data "$w/data" --arch resnet8 --size 16 --seed 3 --lr "$lr")
 run() { # run NAME SRUN_ARGS... -- TRAIN_ARGS...
   local name=$1
   shift
@@ -30,31 +37,49 @@ run() { # run NAME SRUN_ARGS... -- TRAIN_ARGS...
   [ $rc -eq 77 ] && { cat "$w/$name.log"; exit 77; }
   [ $rc -eq 0 ] || { cat "$w/$name.log"; echo "FAIL: run $name exited $rc"; grep -m3 'error' "$w/$name.log"; exit 1; }
 }
-many=(-N"$nodes" -n"$ranks" --ntasks-per-node=$((ranks / nodes)))
-run one -N1 -n1 -- --batch-per-rank "$global" --bn-batch "$batch"
-run four "${many[@]}" -- --batch-per-rank "$batch"
-run hier "${many[@]}" -- --batch-per-rank "$batch" --topology hier
-run fullbn -N1 -n1 -- --batch-per-rank "$global"
-/usr/bin/python3 - "$w" "$ranks" "$global" <<'PY'
+many=(-N"$nodes" -n"$ranks" --ntasks-per-node=$((ranks / nodes)) -O) # -O: more ranks than CPUs at scale
+long=(--steps "$steps" --log-every "$steps" --threads 1)
+short=(--steps 1 --log-every 1 --threads 1)
+run one -N1 -n1 -- "${long[@]}" --batch-per-rank "$global" --bn-batch "$batch"
+run four "${many[@]}" -- "${long[@]}" --batch-per-rank "$batch"
+run hier "${many[@]}" -- "${long[@]}" --batch-per-rank "$batch" --topology hier
+run fullbn -N1 -n1 -- "${long[@]}" --batch-per-rank "$global"
+run one_s1 -N1 -n1 -- "${short[@]}" --batch-per-rank "$global" --bn-batch "$batch"
+run four_s1 "${many[@]}" -- "${short[@]}" --batch-per-rank "$batch"
+/usr/bin/python3 - "$w" "$ranks" "$global" "$steps" <<'PY'
 import sys
 try:
     import h5py, numpy as np
 except ImportError as e:
     print(f"SKIP: {e}"); sys.exit(77)
-w, ranks, glob = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+w, ranks, glob, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 def load(n):
     with h5py.File(f"{w}/{n}.h5", "r") as f:
         return {k: np.array(f["model"][k], dtype=np.float64) for k in f["model"]}
-one, four, hier, full = (load(n) for n in ("one", "four", "hier", "fullbn"))
-def worst(a, b):
-    return max((float(np.max(np.abs(a[k] - b[k])) / max(np.max(np.abs(b[k])), 1e-12)), k) for k in a)
+one, four, hier, full, one_s1, four_s1 = (load(n) for n in ("one", "four", "hier", "fullbn", "one_s1", "four_s1"))
+def worst(a, b, by_layer):
+    """the largest |a - b| of each tensor relative to the largest |b| of the tensor, or of its layer
+    (the tensors that share its name up to the last dot: a layer's weight and bias)"""
+    scale = {}
+    for k in b:
+        layer = k.rsplit(".", 1)[0] if by_layer else k
+        scale[layer] = max(scale.get(layer, 0.0), float(np.max(np.abs(b[k]))))
+    return max((float(np.max(np.abs(a[k] - b[k]))) / max(scale[k.rsplit(".", 1)[0] if by_layer else k], 1e-12), k)
+               for k in a)
 fails = 0
-for name, other, tol, want_close in ((f"{ranks} ranks flat", four, 1e-5, True), (f"{ranks} ranks hier", hier, 1e-5, True),
-                                     (f"BN over all {glob} (must differ)", full, 1e-3, False)):
-    e, k = worst(other, one)
-    ok = e <= tol if want_close else e > tol
+for name, a, b, lim, by_layer, want_close in (
+        (f"{ranks} ranks flat after 1 step (each tensor)", four_s1, one_s1, 1e-5, False, True),
+        (f"{ranks} ranks flat after {steps} steps (each layer)", four, one, 1e-5, True, True),
+        (f"{ranks} ranks hier after {steps} steps (each layer)", hier, one, 1e-5, True, True),
+        (f"BN over all {glob} after {steps} steps (each layer; must differ)", full, one, 1e-3, True, False)):
+    e, k = worst(a, b, by_layer)
+    ok = e <= lim if want_close else e > lim
     fails += not ok
     print(f"{'ok' if ok else 'FAIL'}: {name} vs 1 rank x {glob}: worst relative difference {e:.2e} ({k}), "
-          f"{'must be <=' if want_close else 'must be >'} {tol:g}")
+          f"{'must be <=' if want_close else 'must be >'} {lim:g}")
+    if not by_layer or not want_close:
+        continue
+    e, k = worst(a, b, False)
+    print(f"note: the same relative to each tensor alone: {e:.2e} ({k})")
 sys.exit(1 if fails else 0)
 PY
