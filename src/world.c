@@ -118,6 +118,48 @@ static int number_nodes(mnt_world *w, const ident *all) {
   return MNT_OK;
 }
 
+/* Every rank's host from the job's PMIx information, which the server hands each process at launch
+ * (Slurm's gives every rank's PMIX_HOSTNAME, though PMIX_NODEID and PMIX_LOCAL_RANK only of the
+ * node's own ranks): the job map without an exchange, O(N) local reads per rank and nothing sent.
+ * 1 when every host was there (the same answer on every rank: the same job information), else 0. */
+static int hosts_from_job_info(mnt_world *w, ident *all) {
+  pmix_info_t info;
+  bool now = true; /* what the server handed out at launch, or nothing: never ask its peers */
+  PMIx_Info_load(&info, PMIX_IMMEDIATE, &now, PMIX_BOOL);
+  int ok = 1;
+  for (int r = 0; r < w->size && ok; r++) {
+    pmix_proc_t p;
+    pmix_value_t *v = NULL;
+    PMIX_LOAD_PROCID(&p, g_me.nspace, (pmix_rank_t)r);
+    ok = PMIx_Get(&p, PMIX_HOSTNAME, &info, 1, &v) == PMIX_SUCCESS && v && v->type == PMIX_STRING && v->data.string;
+    if (ok) {
+      snprintf(all[r].host, sizeof all[r].host, "%s", v->data.string);
+      all[r].node_id = -1; /* nodes keyed by host */
+      all[r].local_rank = -1;
+    }
+    if (v) PMIX_VALUE_RELEASE(v);
+  }
+  PMIX_INFO_DESTRUCT(&info);
+  if (!ok) MNT_DBG("PMIx gives no host of every rank: the identities are exchanged");
+  return ok;
+}
+
+/* Local ranks numbered in rank order on each node, as Slurm numbers them (SLURM_LOCALID). Should a
+ * server number them otherwise, this rank's own is taken from the map (every rank must agree on
+ * it: the rings are built from the map), with a warning. */
+static void local_ranks_by_order(mnt_world *w) {
+  int *next = calloc((size_t)w->nnodes, sizeof *next);
+  if (!next) return; /* local_of stays as the exchange would have left it: -1, caught below */
+  for (int r = 0; r < w->size; r++) w->local_of[r] = next[w->node_of[r]]++;
+  int mine = w->local_of[w->rank], count = next[w->node_of[w->rank]];
+  free(next);
+  if (mine != w->local_rank || count != w->local_size)
+    MNT_WARN("PMIx's local rank %d of %d differs from rank order on %s (%d of %d): using rank order",
+             w->local_rank, w->local_size, w->hostname, mine, count);
+  w->local_rank = mine;
+  w->local_size = count;
+}
+
 /* mnt_now() at this process's start: /proc/self/stat's starttime (clock ticks since boot) against
  * CLOCK_BOOTTIME now; now itself when it cannot be read */
 static double process_start(void) {
@@ -149,23 +191,28 @@ void mnt_world_phase(mnt_world *w, int phase) {
 int mnt_world_phases(mnt_world *w, char *out, size_t n) {
   static const char *const NAME[MNT_NPHASES] = {"PMIx init", "identities", "preparation", "secret",
                                                 "shared memory", "TCP", "first step"};
-  double *all = malloc((size_t)w->size * MNT_NPHASES * sizeof *all);
+  enum { K = MNT_NPHASES + 1 }; /* each rank's phases, then the records it has read */
+  double mine[K], *all = malloc((size_t)w->size * K * sizeof *all);
   if (!all) return MNT_ENOMEM;
-  int st = mnt_world_allgather(w, w->phase_s, sizeof w->phase_s, all);
+  memcpy(mine, w->phase_s, sizeof w->phase_s);
+  mine[MNT_NPHASES] = (double)__atomic_load_n(&w->records_read, __ATOMIC_RELAXED);
+  int st = mnt_world_allgather(w, mine, sizeof mine, all);
   size_t len = 0;
   out[0] = '\0';
-  double slowest = 0; /* the largest sum of one rank's phases */
+  double slowest = 0, most = 0; /* the largest sum of one rank's phases, the most records one read */
   for (int r = 0; r < w->size && st == MNT_OK; r++) {
     double sum = 0;
-    for (int p = 0; p < MNT_NPHASES; p++) sum += all[(size_t)r * MNT_NPHASES + p];
+    for (int p = 0; p < MNT_NPHASES; p++) sum += all[(size_t)r * K + p];
     slowest = sum > slowest ? sum : slowest;
+    most = all[(size_t)r * K + MNT_NPHASES] > most ? all[(size_t)r * K + MNT_NPHASES] : most;
   }
   for (int p = 0; p < MNT_NPHASES && st == MNT_OK; p++) {
     double mx = 0;
-    for (int r = 0; r < w->size; r++) mx = all[(size_t)r * MNT_NPHASES + p] > mx ? all[(size_t)r * MNT_NPHASES + p] : mx;
+    for (int r = 0; r < w->size; r++) mx = all[(size_t)r * K + p] > mx ? all[(size_t)r * K + p] : mx;
     if (mx > 0 && len < n) len += (size_t)snprintf(out + len, n - len, "%s %.2f s, ", NAME[p], mx);
   }
-  if (st == MNT_OK && len < n) snprintf(out + len, n - len, "total %.2f s since the process started", slowest);
+  if (st == MNT_OK && len < n)
+    snprintf(out + len, n - len, "total %.2f s since the process started, %.0f PMIx records read", slowest, most);
   free(all);
   return st;
 }
@@ -234,7 +281,8 @@ int mnt_world_init(mnt_world *w) {
   }
   mnt_log_set_identity(w->rank, w->hostname);
 
-  /* One exchange gives every rank the node and local rank of all others. */
+  /* Every rank's node and local rank: from the job's PMIx information when the server gives every
+   * rank's host (Slurm's does, at launch: no exchange), else one exchange. */
   w->node_of = calloc((size_t)w->size, sizeof *w->node_of);
   w->local_of = calloc((size_t)w->size, sizeof *w->local_of);
   w->node_name = calloc((size_t)w->size, sizeof *w->node_name);
@@ -243,10 +291,12 @@ int mnt_world_init(mnt_world *w) {
   memcpy(me.host, w->hostname, sizeof me.host);
   int st = MNT_ENOMEM;
   if (!w->node_of || !w->local_of || !w->node_name || !all) goto out;
-  MNT_CHECK_GOTO(mnt_world_allgather(w, &me, sizeof me, all), st, out);
+  int from_info = hosts_from_job_info(w, all);
+  if (!from_info) MNT_CHECK_GOTO(mnt_world_allgather(w, &me, sizeof me, all), st, out);
   /* The key is PMIx's node id; only when a server does not give one do we fall back to the host
    * name. */
   MNT_CHECK_GOTO(number_nodes(w, all), st, out);
+  if (from_info) local_ranks_by_order(w);
   mnt_world_phase(w, MNT_PHASE_IDENT);
   w->node_rank = w->node_of[w->rank];
   st = MNT_OK;
@@ -275,7 +325,8 @@ static int put_commit(const char *key, const void *mine, size_t bytes) {
 }
 
 /* what rank r put under key (exactly bytes), after a fence that collected it */
-static int get_one(const char *key, int r, void *out, size_t bytes) {
+static int get_one(mnt_world *w, const char *key, int r, void *out, size_t bytes) {
+  __atomic_fetch_add(&w->records_read, 1, __ATOMIC_RELAXED);
   pmix_proc_t p;
   pmix_value_t *v = NULL;
   PMIX_LOAD_PROCID(&p, g_me.nspace, (pmix_rank_t)r);
@@ -294,16 +345,36 @@ static int get_one(const char *key, int r, void *out, size_t bytes) {
   return MNT_OK;
 }
 
+int mnt_world_publish(mnt_world *w, const void *mine, size_t bytes, unsigned *key) {
+  if (!w->have_pmix) {
+    MNT_ERR("nothing to publish to: no PMIx server (a job of one process)");
+    return MNT_EARG;
+  }
+  char name[64];
+  *key = w->seq++;
+  snprintf(name, sizeof name, "mnt.x.%u", *key);
+  MNT_CHECK(put_commit(name, mine, bytes));
+  return fence(w, 1);
+}
+
+int mnt_world_lookup(mnt_world *w, unsigned key, int rank, void *out, size_t bytes) {
+  char name[64];
+  if (!w->have_pmix || rank < 0 || rank >= w->size) {
+    MNT_ERR("no record of rank %d to look up (%d ranks%s)", rank, w->size, w->have_pmix ? "" : ", no PMIx");
+    return MNT_EARG;
+  }
+  snprintf(name, sizeof name, "mnt.x.%u", key);
+  return get_one(w, name, rank, out, bytes);
+}
+
 int mnt_world_allgather(mnt_world *w, const void *mine, size_t bytes, void *all) {
   if (!w->have_pmix) {
     memcpy(all, mine, bytes);
     return MNT_OK;
   }
-  char key[64];
-  snprintf(key, sizeof key, "mnt.x.%u", w->seq++);
-  MNT_CHECK(put_commit(key, mine, bytes));
-  MNT_CHECK(fence(w, 1));
-  for (int r = 0; r < w->size; r++) MNT_CHECK(get_one(key, r, (char *)all + (size_t)r * bytes, bytes));
+  unsigned key;
+  MNT_CHECK(mnt_world_publish(w, mine, bytes, &key));
+  for (int r = 0; r < w->size; r++) MNT_CHECK(mnt_world_lookup(w, key, r, (char *)all + (size_t)r * bytes, bytes));
   return MNT_OK;
 }
 
@@ -319,7 +390,7 @@ int mnt_world_bcast(mnt_world *w, void *buf, size_t bytes, int root) {
   snprintf(key, sizeof key, "mnt.b.%u", w->seq++);
   if (w->rank == root) MNT_CHECK(put_commit(key, buf, bytes));
   MNT_CHECK(fence(w, 1));
-  return w->rank == root ? MNT_OK : get_one(key, root, buf, bytes);
+  return w->rank == root ? MNT_OK : get_one(w, key, root, buf, bytes);
 }
 
 int mnt_world_agree(mnt_world *w, int status) {

@@ -42,6 +42,7 @@ typedef struct mnt_world {
   int *node_of, *local_of;
   char (*node_name)[MNT_NODENAME_MAX];
   unsigned seq;               /* exchange counter: keys are unique per call */
+  unsigned long records_read; /* PMIx records this rank has read, atomically (the set-up report) */
   double timeout_s;           /* deadline of every exchange (MNT_COMM_TIMEOUT) */
   int up;                     /* mnt_world_init got far enough that finalize (and abort) apply */
   int failed_together;        /* the failure every rank agreed on (mnt_world_agree), 0 if none */
@@ -56,14 +57,25 @@ int mnt_world_init(mnt_world *w);
 void mnt_world_phase(mnt_world *w, int phase);
 /* Collective (a PMIx exchange): every rank's phases; out gets, on every rank, the slowest rank's
  * time in each phase that took any and the largest total of one rank: "PMIx init 0.41 s,
- * identities 0.12 s, ..., total 2.93 s since the process started". */
+ * identities 0.12 s, ..., total 2.93 s since the process started, 5 PMIx records read" (the most
+ * any rank read). */
 int mnt_world_phases(mnt_world *w, char *out, size_t n);
 /* Every rank passes its status; every rank gets the first failure by rank order (MNT_OK when
  * none), which is also recorded in w->failed_together: a failure all ranks know about ends the
  * job normally instead of aborting it. */
 int mnt_world_agree(mnt_world *w, int status);
-/* all[r*bytes .. ] = what rank r passed; every rank calls with the same bytes. */
+/* all[r*bytes .. ] = what rank r passed; every rank calls with the same bytes. O(N) per rank: for
+ * what every rank needs from every other (identities, agreement); a rank that needs a few ranks'
+ * records publishes and looks up instead. */
 int mnt_world_allgather(mnt_world *w, const void *mine, size_t bytes, void *all);
+/* Collective: every rank publishes `mine` (bytes, the same on all) under a fresh key, returned in
+ * *key, and waits until all have (a fence that collects). Then any rank's record is read with
+ * mnt_world_lookup where it is needed, from the node's PMIx store: a ring's neighbours are O(1)
+ * records per rank, where an allgather reads N (N² in all). Needs PMIx (a job of one process has
+ * no one to look up: MNT_EARG). */
+int mnt_world_publish(mnt_world *w, const void *mine, size_t bytes, unsigned *key);
+/* rank's record under key (exactly bytes); thread-safe (the watchdog's thread looks up too) */
+int mnt_world_lookup(mnt_world *w, unsigned key, int rank, void *out, size_t bytes);
 /* buf on every rank = buf of root. */
 int mnt_world_bcast(mnt_world *w, void *buf, size_t bytes, int root);
 int mnt_world_barrier(mnt_world *w);

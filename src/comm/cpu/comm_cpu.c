@@ -80,6 +80,7 @@ typedef struct cpu_comm {
   mnt_comm pub;
   mnt_world *w;
   uint32_t id;
+  unsigned addr_key; /* the set-up exchange's key: peers' addresses are looked up under it */
   uint8_t secret[MNT_SECRET_BYTES];
   mnt_shm shm;
   int have_shm;
@@ -614,7 +615,7 @@ typedef struct peer_addr { mnt_tcp_addr setup, wd; } peer_addr;
 
 /* Connect to the ranks in out and accept those in in. Hellos are read concurrently (an inbox), a
  * silent or slow connection is dropped after 10 s and cannot delay the real peers. */
-static int setup_tcp(cpu_comm *c, int lfd, const peer_addr *addrs, want *out, int nout, want *in, int nin) {
+static int setup_tcp(cpu_comm *c, int lfd, const mnt_tcp_addr *to, want *out, int nout, want *in, int nin) {
   mnt_world *w = c->w;
   int st = MNT_OK;
   int *fds = NULL;
@@ -627,12 +628,12 @@ static int setup_tcp(cpu_comm *c, int lfd, const peer_addr *addrs, want *out, in
   for (int i = 0; i < nout; i++) {
     mnt_tcp_hello h;
     mnt_tcp_hello_init(&h, c->secret, c->id, w->rank, out[i].tag);
-    if (addrs[out[i].peer].setup.port == 0) {
+    if (to[i].port == 0) {
       MNT_ERR("rank %d published no address to connect to", out[i].peer);
       st = MNT_EPEER;
       goto out;
     }
-    MNT_CHECK_GOTO(mnt_tcp_start_connect(&addrs[out[i].peer].setup, &h, &fds[i], deadline, out[i].peer), st, out);
+    MNT_CHECK_GOTO(mnt_tcp_start_connect(&to[i], &h, &fds[i], deadline, out[i].peer), st, out);
   }
   double t0 = mnt_now(), warn_at = t0 + (c->timeout_s / 2 < 30 ? c->timeout_s / 2 : 30);
   for (int got = 0; got < nin;) {
@@ -693,26 +694,38 @@ out:
   return st;
 }
 
-/* the set-up exchange: every rank's watchdog and set-up listener over PMIx; then the TCP links */
+/* the watchdog asks rank r only when a collective stalls: its address is looked up then */
+static int watchdog_addr(void *ctx, int r, mnt_tcp_addr *out) {
+  cpu_comm *c = ctx;
+  peer_addr a;
+  MNT_CHECK(mnt_world_lookup(c->w, c->addr_key, r, &a, sizeof a));
+  *out = a.wd;
+  return MNT_OK;
+}
+
+/* The set-up exchange: every rank publishes its watchdog and set-up listener over PMIx and looks up
+ * only the ranks it connects to (O(1) per rank: its ring neighbours), then the TCP links. */
 static int setup_addresses(cpu_comm *c, want *outw, int nout, want *inw, int nin) {
   mnt_world *w = c->w;
-  peer_addr me, *all = calloc((size_t)w->size, sizeof *all);
+  peer_addr me;
+  mnt_tcp_addr *to = calloc((size_t)(nout > 0 ? nout : 1), sizeof *to);
   int lfd = -1;
   memset(&me, 0, sizeof me);
-  if (!all) return MNT_ENOMEM;
+  if (!to) return MNT_ENOMEM;
   int st = mnt_watchdog_start(&c->wd, w, c->iface, c->secret, c->id, &me.wd);
   if (st == MNT_OK && nin > 0) st = mnt_tcp_listen(c->iface, &lfd, &me.setup);
   /* everyone takes part in the exchange, even with nothing to publish or after a failure */
-  int rc = mnt_world_allgather(w, &me, sizeof me, all);
+  int rc = mnt_world_publish(w, &me, sizeof me, &c->addr_key);
   if (st == MNT_OK) st = rc;
-  mnt_tcp_addr *wds = st == MNT_OK ? malloc((size_t)w->size * sizeof *wds) : NULL;
-  if (st == MNT_OK && !wds) st = MNT_ENOMEM;
-  for (int r = 0; st == MNT_OK && r < w->size; r++) wds[r] = all[r].wd;
-  if (st == MNT_OK) st = mnt_watchdog_run(c->wd, wds);
-  if (st == MNT_OK && w->nnodes > 1) st = setup_tcp(c, lfd, all, outw, nout, inw, nin);
+  for (int i = 0; st == MNT_OK && i < nout; i++) {
+    peer_addr a;
+    st = mnt_world_lookup(w, c->addr_key, outw[i].peer, &a, sizeof a);
+    to[i] = a.setup;
+  }
+  if (st == MNT_OK) st = mnt_watchdog_run(c->wd, watchdog_addr, c);
+  if (st == MNT_OK && w->nnodes > 1) st = setup_tcp(c, lfd, to, outw, nout, inw, nin);
   if (lfd >= 0) close(lfd);
-  free(wds);
-  free(all);
+  free(to);
   return st;
 }
 

@@ -39,7 +39,8 @@ struct mnt_watchdog {
   uint32_t id;
   int lfd, wake;
   mnt_tcp_inbox *ib;
-  mnt_tcp_addr *addrs;
+  int (*addr_of)(void *ctx, int rank, mnt_tcp_addr *addr); /* a rank's watchdog, looked up when asked */
+  void *addr_ctx;
   pthread_t thr;
   int started;
   _Atomic int stop;
@@ -94,10 +95,9 @@ static void *serve(void *arg) {
   return NULL;
 }
 
-int mnt_watchdog_run(mnt_watchdog *wd, const mnt_tcp_addr *all) {
-  wd->addrs = malloc((size_t)wd->w->size * sizeof *wd->addrs);
-  if (!wd->addrs) return MNT_ENOMEM;
-  memcpy(wd->addrs, all, (size_t)wd->w->size * sizeof *wd->addrs);
+int mnt_watchdog_run(mnt_watchdog *wd, int (*addr_of)(void *ctx, int rank, mnt_tcp_addr *addr), void *ctx) {
+  wd->addr_of = addr_of;
+  wd->addr_ctx = ctx;
   if (pthread_create(&wd->thr, NULL, serve, wd) != 0) {
     MNT_ERR("could not start the communicator's watchdog thread");
     return MNT_ESYS;
@@ -125,8 +125,13 @@ static int ask(mnt_watchdog *wd, int r, double probe_s, reply *rep, char *why, s
   memcpy(q.secret, wd->secret, MNT_SECRET_BYTES);
   double deadline = mnt_now() + probe_s;
   int fd;
-  if (!wd->addrs) return -1;
-  int dst = mnt_tcp_dial(&wd->addrs[r], &q, sizeof q, deadline, &fd, why, why_n);
+  mnt_tcp_addr a;
+  if (!wd->addr_of) return -1;
+  if (wd->addr_of(wd->addr_ctx, r, &a) != MNT_OK) {
+    snprintf(why, why_n, "its address could not be looked up over PMIx");
+    return -2;
+  }
+  int dst = mnt_tcp_dial(&a, &q, sizeof q, deadline, &fd, why, why_n);
   if (dst == MNT_ESYS) return -2; /* our own failure, not the peer's */
   if (dst != MNT_OK) return -1;
   int st = mnt_tcp_xfer(fd, rep, sizeof *rep, 0, deadline);
@@ -198,6 +203,5 @@ void mnt_watchdog_stop(mnt_watchdog *wd) {
   if (wd->lfd >= 0) close(wd->lfd);
   if (wd->wake >= 0) close(wd->wake);
   pthread_mutex_destroy(&wd->mu);
-  free(wd->addrs);
   free(wd);
 }

@@ -20,8 +20,9 @@ typedef struct mnt_watchdog mnt_watchdog;
 /* listen (on iface's address) and describe it in *addr; the thread starts with mnt_watchdog_run */
 int mnt_watchdog_start(mnt_watchdog **out, mnt_world *w, const char *iface, const uint8_t *secret, uint32_t comm_id,
                        mnt_tcp_addr *addr);
-/* every rank's watchdog address (from the set-up exchange), then answer requests */
-int mnt_watchdog_run(mnt_watchdog *wd, const mnt_tcp_addr *all);
+/* answer requests from now on; addr_of(ctx, r, &a) gives rank r's watchdog address when this rank
+ * has to ask it (looked up then, not held for every rank) */
+int mnt_watchdog_run(mnt_watchdog *wd, int (*addr_of)(void *ctx, int rank, mnt_tcp_addr *addr), void *ctx);
 /* this rank now waits for rank peer, without progress since `since` (mnt_now), in `what`;
  * peer -1: it is not waiting */
 void mnt_watchdog_waiting(mnt_watchdog *wd, int peer, double since, const char *what);
