@@ -6,8 +6,8 @@
 #   benchmarks/scale.sh [path/to/mntrain] [work dir] [RANKS, default "2 8 32 64 128"]
 # For each rank count N (on min(N, 16) nodes, N/nodes ranks per node) it runs
 #  - `train --arch resnet8` for a few steps: the set-up's phases (the slowest rank's: PMIx init,
-#    identities' fence, the communicator's secret, shared memory, addresses + TCP, the first step;
-#    train prints them), and, sampled from /proc while the job runs (the nodes share this machine's
+#    identities (from PMIx's job information, or a fence), the communicator's secret, shared memory, addresses + TCP, the first step;
+#    train prints them, with the most PMIx records one rank read), and, sampled from /proc while the job runs (the nodes share this machine's
 #    process table): file descriptors, sockets and established TCP connections per rank, resident
 #    memory per rank, and the shared-memory segments mapped on each node with their bytes;
 #  - `bench allreduce` at 8 B (latency: time in us) and 64 MiB (bus bandwidth, GB/s).
@@ -50,8 +50,8 @@ sample() {
 }
 
 printf '# scale.sh: %s, %s, %s\n' "$(date -u +%FT%TZ)" "$(nproc) cores" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-printf '# %5s %5s | %-66s | %5s %5s %5s %7s | %4s %8s | %9s %9s\n' ranks nodes \
-  "set-up, slowest rank (s): init ident secret shm tcp first total" "fds" "socks" "tcp" "rss MB" "shm" "shm MiB" "8B us" "64M GB/s"
+printf '# %5s %5s | %-66s | %7s | %5s %5s %5s %7s | %4s %8s | %9s %9s\n' ranks nodes \
+  "set-up, slowest rank (s): init ident secret shm tcp first total" "records" "fds" "socks" "tcp" "rss MB" "shm" "shm MiB" "8B us" "64M GB/s"
 for n in $ranks; do
   nodes=$((n < maxnodes ? n : maxnodes))
   out="$work/r$n"
@@ -76,14 +76,15 @@ for n in $ranks; do
     awk '/Avg bus bandwidth/ { print $NF }')
   awk -v n="$n" -v nodes="$nodes" -v init="$(ph 'PMIx init')" -v ident="$(ph identities)" -v secret="$(ph secret)" \
     -v shm="$(ph 'shared memory')" -v tcp="$(ph TCP)" -v first="$(ph 'first step')" \
-    -v total="$(echo "$phases" | grep -oE 'total [0-9.]+' | grep -oE '[0-9.]+' || echo 0)" -v lat="${lat:-nan}" -v bw="${bw:-nan}" '
+    -v total="$(echo "$phases" | grep -oE 'total [0-9.]+' | grep -oE '[0-9.]+' || echo 0)" -v lat="${lat:-nan}" -v bw="${bw:-nan}" \
+    -v rec="$(echo "$phases" | grep -oE '[0-9]+ PMIx records' | grep -oE '^[0-9]+' || echo nan)" '
     $1 == "rank" { k++; fd += $2; so += $3; tc += $4; rs += $5; if ($5 > rmax) rmax = $5 }
     $1 == "shm" { seg[$2 " " $3] = $4; }
     END {
       for (s in seg) { split(s, a, " "); nseg[a[1]]++; bytes[a[1]] += seg[s] }
       for (x in nseg) { if (nseg[x] > smax) smax = nseg[x]; if (bytes[x] > bmax) bmax = bytes[x] }
-      printf "  %5d %5d | %5.2f %5.2f %6.2f %5.2f %5.2f %5.2f %5.2f %24s | %5.1f %5.1f %5.1f %7.1f | %4d %8.1f | %9s %9s\n",
-        n, nodes, init, ident, secret, shm, tcp, first, total, "", fd / k, so / k, tc / k, rs / k, smax, bmax / 1048576, lat, bw
+      printf "  %5d %5d | %5.2f %5.2f %6.2f %5.2f %5.2f %5.2f %5.2f %24s | %7s | %5.1f %5.1f %5.1f %7.1f | %4d %8.1f | %9s %9s\n",
+        n, nodes, init, ident, secret, shm, tcp, first, total, "", rec, fd / k, so / k, tc / k, rs / k, smax, bmax / 1048576, lat, bw
     }' "$work/r$n.sample"
 done
 echo "# per rank: mean over ranks (rss: resident set mid-run); shm: segments and MiB mapped on the busiest node"
