@@ -15,7 +15,7 @@
  * int(L * short / long)) except that nothing is enlarged: an image whose shorter side is S or less
  * keeps its size (unless its longer side exceeds L). Shrinking uses the area filter; an image kept
  * at its size is its decoded pixels. The record is those pixels (raw) or them coded as a JPEG by
- * libjpeg-turbo (4:2:0, the --quality given).
+ * libjpeg-turbo (the --quality given, chroma not subsampled: JPEG_SUBSAMP).
  * Decoding (and coding) runs on all cores (OpenMP) a chunk ahead of the writer; an unreadable file is
  * reported by path and reason and skipped. */
 #include <dirent.h>
@@ -45,6 +45,12 @@
 #define MAX_SIDE 32768
 #define MAX_PIXELS (64.0 * 1024 * 1024)
 #define MAX_DEPTH 64 /* folder nesting followed below a class folder (links may loop) */
+
+/* Format 3's JPEG chroma: 4:4:4. Measured on 192 photographs cropped to 500x375 (Debian's
+ * backgrounds), stored at 256 px, quality 90, PSNR against the raw records: 4:2:0 mean 41.1 dB but
+ * 34.5 dB on the worst image (33.4 dB on the worst of 768 random crops); 4:4:4 mean 43.6 dB, worst
+ * 36.8 dB, for 27% more bytes (21.3 KiB per image instead of 16.8; raw 256 KiB). */
+#define JPEG_SUBSAMP TJSAMP_444
 
 typedef struct jfile { char *path; int32_t label; } jfile;
 
@@ -547,9 +553,9 @@ static int decode_record(tjhandle tjd, tjhandle tjc, const char *path, const fit
   *r = (rec_slot){.data = px, .len = (size_t)ow * oh * 3, .w = ow, .h = oh};
   pixel_sums(px, (size_t)ow * oh, r->sum, r->sum2);
   if (f->codec == MNT_CODEC_RAW) return 0;
-  unsigned long cap = tjBufSize(ow, oh, TJSAMP_420), len = cap;
+  unsigned long cap = tjBufSize(ow, oh, JPEG_SUBSAMP), len = cap;
   uint8_t *jpg = malloc(cap);
-  if (!jpg || tjCompress2(tjc, px, ow, 0, oh, TJPF_RGB, &jpg, &len, TJSAMP_420, f->quality,
+  if (!jpg || tjCompress2(tjc, px, ow, 0, oh, TJPF_RGB, &jpg, &len, JPEG_SUBSAMP, f->quality,
                           TJFLAG_NOREALLOC | TJFLAG_ACCURATEDCT) != 0) {
     snprintf(why, n, "JPEG coding of %dx%d pixels failed (%s)", ow, oh, jpg ? tjGetErrorStr2(tjc) : "out of memory");
     free(jpg);

@@ -112,8 +112,11 @@ int mnt_inspect(const char *path, int verify) {
   mnt_dataset d;
   MNT_CHECK(mnt_dataset_open(dir, &d));
   int st = MNT_OK;
-  printf("dataset %s: %lld samples, %d classes, %dx%dx%d uint8, %d shards, seed %lld, format %d, fingerprint %s\n",
-         dir, (long long)d.total, d.nclasses, d.size, d.size, d.channels, d.nshards, d.seed, d.version, d.fingerprint);
+  char shape[64];
+  if (d.version >= MNT_FORMAT_RECORDS) snprintf(shape, sizeof shape, "%d-channel images of their own sizes,", d.channels);
+  else snprintf(shape, sizeof shape, "%dx%dx%d", d.size, d.size, d.channels);
+  printf("dataset %s: %lld samples, %d classes, %s uint8, %d shards, seed %lld, format %d, fingerprint %s\n", dir,
+         (long long)d.total, d.nclasses, shape, d.nshards, d.seed, d.version, d.fingerprint);
   describe(&d);
   printf("mean");
   for (int c = 0; c < d.channels; c++) printf(" %.4f", (double)d.mean[c]);
