@@ -489,6 +489,15 @@ int mnt_dataset_open(const char *dir, mnt_dataset *d) {
   }
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
   for (int i = 0; i < d->nshards; i++) MNT_CHECK_GOTO(open_shard(d, i, path), st, out);
+  int64_t bytes = 0;
+  for (int i = 0; i < d->nshards && d->version >= MNT_FORMAT_RECORDS; i++)
+    bytes += d->rec_off[d->shard_start[i] + d->shard_count[i] + i];
+  if (d->version >= MNT_FORMAT_RECORDS && bytes != d->record_bytes) {
+    MNT_ERR("%s: \"record_bytes\" is %lld, its shards hold %lld bytes of records", path, (long long)d->record_bytes,
+            (long long)bytes);
+    st = MNT_EDATA;
+    goto out;
+  }
   if (d->total == 0) {
     MNT_ERR("%s: the dataset has no samples", dir);
     st = MNT_EARG;

@@ -2,7 +2,8 @@
  * defines: mnt_dataset (index.json + shard files), mnt_dataset_open / close / read, mnt_dataset_dims,
  *          mnt_dataset_read_record, mnt_dataset_read_run, MNT_CODEC_RAW / MNT_CODEC_JPEG, mnt_h5_init,
  *          mnt_shard_writer (create a format 2 shard, append samples, close or abort),
- *          mnt_rec_writer (the same for format 3 records, io/record.c), mnt_shard_fingerprint,
+ *          mnt_rec_writer and mnt_rec_settings (the same for format 3 records, io/record.c),
+ *          mnt_codec_name / mnt_codec_of, mnt_shard_fingerprint,
  *          mnt_index_info (what index.json records), mnt_index_write,
  *          mnt_permutation (the seeded shuffles used by converters and the loader).
  * A directory holds index.json (classes, shard list, sample counts, image size, channels,
