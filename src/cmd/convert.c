@@ -43,7 +43,7 @@ static const char *const ABOUT =
 int mnt_convert_main(mnt_world *w, int argc, char **argv) {
   static const char *usage_idx = "mntrain convert idx IMAGES LABELS OUT [--shards N] [--seed S] [--force]";
   static const char *usage_inet =
-      "mntrain convert imagenet SRC OUT [--resize S] [--max-side L] [--codec raw|jpeg] [--quality Q]\n"
+      "mntrain convert imagenet SRC OUT [--resize S] [--max-side L] [--codec jpeg|raw] [--quality Q]\n"
       "                                         [--shards N] [--val --labels FILE] [--seed S] [--force]\n"
       "       mntrain convert imagenet SRC OUT --size S [--shards N] [--val --labels FILE] [--seed S] [--force]";
   static const char *usage_synth =
