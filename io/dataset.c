@@ -1,5 +1,6 @@
 /* dataset.c — HDF5 shards and index.json; see dataset.h. */
 #include "io/dataset.h"
+#include "io/dataset_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,7 +44,7 @@ void mnt_shard_name(char *out, size_t n, int shard, int nshards) {
   snprintf(out, n, "shard-%05d-of-%05d.h5", shard, nshards);
 }
 
-static int attr_int(hid_t obj, const char *name, long long v) {
+int mnt_h5_attr_int(hid_t obj, const char *name, long long v) {
   hid_t sp = H5Screate(H5S_SCALAR);
   hid_t a = H5Acreate2(obj, name, H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
   herr_t e = a < 0 ? -1 : H5Awrite(a, H5T_NATIVE_LLONG, &v);
@@ -52,7 +53,7 @@ static int attr_int(hid_t obj, const char *name, long long v) {
   return e < 0 ? -1 : 0;
 }
 
-static int attr_get_int(hid_t obj, const char *name, long long *v) {
+int mnt_h5_attr_get_int(hid_t obj, const char *name, long long *v) {
   if (H5Aexists(obj, name) <= 0) return -1;
   hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
   herr_t e = a < 0 ? -1 : H5Aread(a, H5T_NATIVE_LLONG, v);
@@ -68,7 +69,7 @@ void mnt_h5_init(void) {
   H5dont_atexit();
 }
 
-static int attr_str(hid_t obj, const char *name, const char *v) {
+int mnt_h5_attr_str(hid_t obj, const char *name, const char *v) {
   hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR);
   H5Tset_size(t, strlen(v) + 1);
   hid_t a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
@@ -79,7 +80,7 @@ static int attr_str(hid_t obj, const char *name, const char *v) {
   return e < 0 ? -1 : 0;
 }
 
-static int attr_get_str(hid_t obj, const char *name, char *out, size_t n) {
+int mnt_h5_attr_get_str(hid_t obj, const char *name, char *out, size_t n) {
   if (H5Aexists(obj, name) <= 0) return -1;
   hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
   hid_t ft = a < 0 ? -1 : H5Aget_type(a);
@@ -96,16 +97,40 @@ static int attr_get_str(hid_t obj, const char *name, char *out, size_t n) {
   return ok;
 }
 
-/* a chunked dataset whose every chunk carries a Fletcher-32 checksum, checked on every read */
-static hid_t checked_dataset(hid_t file, const char *name, hid_t type, int rank, const hsize_t *dims,
-                             const hsize_t *chunk) {
-  hid_t sp = H5Screate_simple(rank, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+hid_t mnt_h5_checked_dataset(hid_t file, const char *name, hid_t type, int rank, const hsize_t *dims,
+                             const hsize_t *max, const hsize_t *chunk) {
+  hid_t sp = H5Screate_simple(rank, dims, max), dcpl = H5Pcreate(H5P_DATASET_CREATE);
   hid_t ds = -1;
   if (sp >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, rank, chunk) >= 0 && H5Pset_fletcher32(dcpl) >= 0)
     ds = H5Dcreate2(file, name, type, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
   if (dcpl >= 0) H5Pclose(dcpl);
   if (sp >= 0) H5Sclose(sp);
   return ds;
+}
+
+hid_t mnt_h5_create_shard(const char *path, hid_t fapl) {
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported here, with the file named */
+  /* exclusively (O_EXCL: never through a symlink, never into another writer's file); the caller
+   * removes what an interrupted run left (io/shard_write.c removes stale *.partial before writing) */
+  errno = 0;
+  hid_t f = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
+  if (f >= 0) return f;
+  int err = errno, fd_err = mnt_fd_exhausted(err) ? err : mnt_fd_probe(NULL);
+  struct stat sb;
+  if (fd_err) {
+    char why[300];
+    mnt_fd_advice(fd_err, why, sizeof why);
+    MNT_ERR("out of file descriptors creating %s: %s", path, why);
+  } else if (lstat(path, &sb) == 0) {
+    MNT_ERR("%s: cannot create the shard file: it exists (another mntrain convert writing into this directory?)",
+            path);
+  } else if (err) {
+    errno = err;
+    MNT_SYSERR("%s: cannot create the shard file", path);
+  } else {
+    MNT_ERR("%s: cannot create the shard file (HDF5 refused)", path);
+  }
+  return -1;
 }
 
 int mnt_shard_create(mnt_shard_writer *w, const char *path, int64_t n, int size, int channels, int nclasses,
@@ -120,28 +145,8 @@ int mnt_shard_create(mnt_shard_writer *w, const char *path, int64_t n, int size,
   w->n = n;
   w->size = size;
   w->channels = channels;
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported here, with the file named */
-  /* exclusively (O_EXCL: never through a symlink, never into another writer's file); the caller
-   * removes what an interrupted run left (io/shard_write.c removes stale *.partial before writing) */
-  errno = 0;
-  w->file = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
-  if (w->file < 0) {
-    int err = errno, fd_err = mnt_fd_exhausted(err) ? err : mnt_fd_probe(NULL);
-    struct stat sb;
+  if ((w->file = mnt_h5_create_shard(path, H5P_DEFAULT)) < 0) {
     w->path[0] = '\0'; /* not ours: mnt_shard_abort must not remove it */
-    if (fd_err) {
-      char why[300];
-      mnt_fd_advice(fd_err, why, sizeof why);
-      MNT_ERR("out of file descriptors creating %s: %s", path, why);
-    } else if (lstat(path, &sb) == 0) {
-      MNT_ERR("%s: cannot create the shard file: it exists (another mntrain convert writing into this directory?)",
-              path);
-    } else if (err) {
-      errno = err;
-      MNT_SYSERR("%s: cannot create the shard file", path);
-    } else {
-      MNT_ERR("%s: cannot create the shard file (HDF5 refused)", path);
-    }
     return MNT_ESYS;
   }
   /* one image per chunk, so that a shard that skipped unreadable inputs can be shrunk and every
@@ -149,14 +154,14 @@ int mnt_shard_create(mnt_shard_writer *w, const char *path, int64_t n, int size,
   hsize_t dims[4] = {(hsize_t)n, (hsize_t)size, (hsize_t)size, (hsize_t)channels};
   hsize_t chunk[4] = {1, (hsize_t)size, (hsize_t)size, (hsize_t)channels};
   hsize_t d1 = (hsize_t)n, c1 = n > 4096 ? 4096 : (hsize_t)(n > 0 ? n : 1);
-  w->images = checked_dataset(w->file, "images", H5T_STD_U8LE, 4, dims, chunk);
-  w->labels = checked_dataset(w->file, "labels", H5T_STD_I32LE, 1, &d1, &c1);
-  w->source = checked_dataset(w->file, "source_index", H5T_STD_I64LE, 1, &d1, &c1);
-  if (w->images < 0 || w->labels < 0 || w->source < 0 || attr_int(w->file, "samples", n) ||
-      attr_int(w->file, "image_size", size) || attr_int(w->file, "channels", channels) ||
-      attr_int(w->file, "num_classes", nclasses) || attr_int(w->file, "shard", shard) ||
-      attr_int(w->file, "num_shards", nshards) || attr_int(w->file, "seed", seed) ||
-      attr_int(w->file, "version", MNT_DATASET_VERSION) || attr_str(w->file, "fingerprint", fingerprint)) {
+  w->images = mnt_h5_checked_dataset(w->file, "images", H5T_STD_U8LE, 4, dims, NULL, chunk);
+  w->labels = mnt_h5_checked_dataset(w->file, "labels", H5T_STD_I32LE, 1, &d1, NULL, &c1);
+  w->source = mnt_h5_checked_dataset(w->file, "source_index", H5T_STD_I64LE, 1, &d1, NULL, &c1);
+  if (w->images < 0 || w->labels < 0 || w->source < 0 || mnt_h5_attr_int(w->file, "samples", n) ||
+      mnt_h5_attr_int(w->file, "image_size", size) || mnt_h5_attr_int(w->file, "channels", channels) ||
+      mnt_h5_attr_int(w->file, "num_classes", nclasses) || mnt_h5_attr_int(w->file, "shard", shard) ||
+      mnt_h5_attr_int(w->file, "num_shards", nshards) || mnt_h5_attr_int(w->file, "seed", seed) ||
+      mnt_h5_attr_int(w->file, "version", MNT_FORMAT_SQUARE) || mnt_h5_attr_str(w->file, "fingerprint", fingerprint)) {
     MNT_ERR("%s: cannot create the datasets of a shard (disk full?)", path);
     mnt_shard_abort(w);
     return MNT_ESYS;
@@ -236,9 +241,7 @@ void mnt_shard_abort(mnt_shard_writer *w) {
   if (w->path[0]) unlink(w->path);
 }
 
-/* when opening path failed: log and return 1 if it was for want of a file descriptor (the file may
- * be fine), else 0 */
-static int fd_short(const char *path, const char *hint) {
+int mnt_h5_fd_short(const char *path, const char *hint) {
   int err = mnt_fd_probe(path);
   if (!err) return 0;
   char why[300];
@@ -250,8 +253,8 @@ static int fd_short(const char *path, const char *hint) {
 int mnt_shard_fingerprint(const char *path, char *out, size_t n) {
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) return fd_short(path, NULL) ? -2 : -1;
-  int r = attr_get_str(f, "fingerprint", out, n);
+  if (f < 0) return mnt_h5_fd_short(path, NULL) ? -2 : -1;
+  int r = mnt_h5_attr_get_str(f, "fingerprint", out, n);
   if (r) snprintf(out, n, "none");
   H5Fclose(f);
   return 0;
@@ -272,7 +275,8 @@ int mnt_index_write(const char *dir, const mnt_index_info *ix) {
     json_array_append_new(s, json_real(ix->std[c]));
   }
   json_object_set_new(o, "format", json_string(MNT_DATASET_FORMAT));
-  json_object_set_new(o, "version", json_integer(MNT_DATASET_VERSION));
+  int v3 = ix->version == MNT_FORMAT_RECORDS;
+  json_object_set_new(o, "version", json_integer(v3 ? MNT_FORMAT_RECORDS : MNT_FORMAT_SQUARE));
   json_object_set_new(o, "num_classes", json_integer(ix->nclasses));
   json_object_set_new(o, "classes", cl);
   json_object_set_new(o, "image_size", json_integer(ix->size));
@@ -284,6 +288,13 @@ int mnt_index_write(const char *dir, const mnt_index_info *ix) {
   json_object_set_new(o, "shards", sh);
   json_object_set_new(o, "fingerprint", json_string(ix->fingerprint));
   json_object_set_new(o, "source", json_string(ix->source));
+  if (v3) { /* image_size is the resize: the stored shorter side, at most */
+    json_object_set_new(o, "codec", json_string(mnt_codec_name(ix->codec)));
+    json_object_set_new(o, "quality", json_integer(ix->codec == MNT_CODEC_JPEG ? ix->quality : 0));
+    json_object_set_new(o, "resize", json_integer(ix->resize));
+    json_object_set_new(o, "max_side", json_integer(ix->max_side));
+    json_object_set_new(o, "record_bytes", json_integer(ix->record_bytes));
+  }
   int st = mnt_json_save(dir, "index.json", o);
   json_decref(o);
   return st;
@@ -294,29 +305,22 @@ static int bad_index(const char *path, const char *what) {
   return MNT_EDATA;
 }
 
-/* shard i (its entry e of index.json at path): opened and kept open, checked against the index
- * (uint8 images and int32 labels, the counts and shapes, the classes); MNT_EDATA naming it, or
- * MNT_ESYS when this process ran out of file descriptors */
-static int open_shard(mnt_dataset *d, int i, json_t *e, const char *dir, const char *path) {
+/* shard i's entry e of index.json at path: its file and count */
+static int shard_entry(mnt_dataset *d, int i, json_t *e, const char *dir, const char *path) {
   const char *file = json_string_value(json_object_get(e, "file"));
   d->shard_count[i] = (int64_t)json_integer_value(json_object_get(e, "samples"));
-  if (!file || d->shard_count[i] < 0) { bad_index(path, "a shard entry lacks \"file\" or \"samples\""); return MNT_EDATA; }
+  if (!file || d->shard_count[i] < 0) return bad_index(path, "a shard entry lacks \"file\" or \"samples\"");
   char sp[MNT_PATH_MAX];
   MNT_CHECK(mnt_path_join(sp, dir, file));
-  d->shard_path[i] = strdup(sp);
+  if (!(d->shard_path[i] = strdup(sp))) return MNT_ENOMEM;
   d->shard_start[i] = d->total;
   d->total += d->shard_count[i];
-  if (access(sp, R_OK) != 0) {
-    MNT_SYSERR("%s: missing shard (listed in %s)", sp, path);
-    return MNT_EDATA;
-  }
-  hid_t f = H5Fopen(sp, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) {
-    if (fd_short(sp, ", or convert the data into fewer shards (--shards)")) return MNT_ESYS;
-    MNT_ERR("%s: not a readable HDF5 file (truncated or corrupt?)", sp);
-    return MNT_EDATA;
-  }
-  d->hids[3 * i] = f;
+  return MNT_OK;
+}
+
+/* format 1/2: the images and labels datasets of shard i (file f) opened and kept, checked against
+ * the index (uint8 images and int32 labels, the counts and shapes) */
+static int open_square(mnt_dataset *d, int i, const char *sp, hid_t f) {
   hid_t im = H5Dopen2(f, "images", H5P_DEFAULT), lb = H5Dopen2(f, "labels", H5P_DEFAULT);
   d->hids[3 * i + 1] = im;
   d->hids[3 * i + 2] = lb;
@@ -338,11 +342,110 @@ static int open_shard(mnt_dataset *d, int i, json_t *e, const char *dir, const c
             d->channels);
     return MNT_EDATA;
   }
-  long long nc = -1;
-  if (attr_get_int(f, "num_classes", &nc) == 0 && nc != d->nclasses) {
+  return MNT_OK;
+}
+
+/* shard i: opened, checked against the index (format, fingerprint, classes, then its datasets);
+ * format 1/2 keep it open in HDF5, format 3 as a plain descriptor. MNT_EDATA naming it, or
+ * MNT_ESYS when this process ran out of file descriptors */
+static int open_shard(mnt_dataset *d, int i, const char *path) {
+  const char *sp = d->shard_path[i];
+  if (access(sp, R_OK) != 0) {
+    MNT_SYSERR("%s: missing shard (listed in %s)", sp, path);
+    return MNT_EDATA;
+  }
+  hid_t f = H5Fopen(sp, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) {
+    if (mnt_h5_fd_short(sp, ", or convert the data into fewer shards (--shards)")) return MNT_ESYS;
+    MNT_ERR("%s: not a readable HDF5 file (truncated or corrupt?)", sp);
+    return MNT_EDATA;
+  }
+  d->hids[3 * i] = f;
+  long long nc = -1, v = -1;
+  char fp[40];
+  if (mnt_h5_attr_get_int(f, "num_classes", &nc) == 0 && nc != d->nclasses) {
     MNT_ERR("%s: made for %lld classes, the index has %d", sp, nc, d->nclasses);
     return MNT_EDATA;
   }
+  if (d->version >= MNT_FORMAT_SQUARE && (mnt_h5_attr_get_int(f, "version", &v) || v != d->version ||
+                                          mnt_h5_attr_get_str(f, "fingerprint", fp, sizeof fp) ||
+                                          strcmp(fp, d->fingerprint))) {
+    MNT_ERR("%s: a shard of another conversion (format %lld, fingerprint %s; the index says format %d, %s): "
+            "shards of different conversions mixed in one directory; convert again",
+            sp, v, v >= MNT_FORMAT_SQUARE ? fp : "none", d->version, d->fingerprint);
+    return MNT_EDATA;
+  }
+  if (d->version < MNT_FORMAT_RECORDS) return open_square(d, i, sp, f);
+  d->hids[3 * i] = -1; /* closed by mnt_rec_open_shard, whatever happens */
+  return mnt_rec_open_shard(d, i, sp, f);
+}
+
+/* format 3's settings in the index: codec, quality, resize, max_side, record_bytes */
+static int index_records(mnt_dataset *d, json_t *o, const char *path) {
+  const char *codec = json_string_value(json_object_get(o, "codec"));
+  d->codec = codec ? mnt_codec_of(codec) : -1;
+  d->quality = (int)json_integer_value(json_object_get(o, "quality"));
+  d->resize = (int)json_integer_value(json_object_get(o, "resize"));
+  d->max_side = (int)json_integer_value(json_object_get(o, "max_side"));
+  d->record_bytes = (int64_t)json_integer_value(json_object_get(o, "record_bytes"));
+  if (d->codec < 0) return bad_index(path, "format 3 needs a \"codec\" (raw or jpeg)");
+  if (d->resize != d->size || d->max_side < 0 || d->record_bytes < 0)
+    return bad_index(path, "format 3 needs \"resize\" (= \"image_size\"), \"max_side\" and \"record_bytes\"");
+  return MNT_OK;
+}
+
+/* what index.json (o, at path) says besides the shards: version, classes, size, channels, mean/std */
+static int parse_index(mnt_dataset *d, json_t *o, const char *path) {
+  d->version = (int)json_integer_value(json_object_get(o, "version"));
+  const char *fp = json_string_value(json_object_get(o, "fingerprint"));
+  snprintf(d->fingerprint, sizeof d->fingerprint, "%s", fp ? fp : "none");
+  json_t *cl = json_object_get(o, "classes"), *sh = json_object_get(o, "shards");
+  json_t *m = json_object_get(o, "mean"), *s = json_object_get(o, "std");
+  const char *fmt = json_string_value(json_object_get(o, "format"));
+  d->nclasses = (int)json_integer_value(json_object_get(o, "num_classes"));
+  d->size = (int)json_integer_value(json_object_get(o, "image_size"));
+  d->channels = (int)json_integer_value(json_object_get(o, "channels"));
+  d->seed = (long long)json_integer_value(json_object_get(o, "seed"));
+  if (!fmt || strcmp(fmt, MNT_DATASET_FORMAT) != 0) return bad_index(path, "not an mntrain-shards index (\"format\")");
+  if (d->version < 1 || d->version > MNT_DATASET_VERSION) {
+    MNT_ERR("%s: format version %d; this mntrain reads versions 1 to %d (convert the data again)", path, d->version,
+            MNT_DATASET_VERSION);
+    return MNT_EDATA;
+  }
+  if (!json_is_array(cl) || (int)json_array_size(cl) != d->nclasses || d->nclasses < 1) return bad_index(path, "\"classes\" and \"num_classes\" disagree");
+  if (d->size < 1 || (d->channels != 1 && d->channels != 3)) return bad_index(path, "bad \"image_size\" or \"channels\" (1 or 3)");
+  if (!json_is_array(sh) || json_array_size(sh) < 1) return bad_index(path, "no \"shards\"");
+  if (!json_is_array(m) || !json_is_array(s) || (int)json_array_size(m) != d->channels || (int)json_array_size(s) != d->channels)
+    return bad_index(path, "\"mean\"/\"std\" need one value per channel");
+  for (int c = 0; c < d->channels; c++) {
+    d->mean[c] = (float)json_number_value(json_array_get(m, (size_t)c));
+    d->std[c] = (float)json_number_value(json_array_get(s, (size_t)c));
+    if (!(d->std[c] > 0)) return bad_index(path, "\"std\" must be positive");
+  }
+  if (d->version >= MNT_FORMAT_RECORDS) MNT_CHECK(index_records(d, o, path));
+  d->class_names = calloc((size_t)d->nclasses, sizeof *d->class_names);
+  if (!d->class_names) return MNT_ENOMEM;
+  for (int i = 0; i < d->nclasses; i++) {
+    const char *name = json_string_value(json_array_get(cl, (size_t)i));
+    if (!(d->class_names[i] = strdup(name ? name : ""))) return MNT_ENOMEM;
+  }
+  return MNT_OK;
+}
+
+/* format 3's tables for d->total samples (filled shard by shard) */
+static int alloc_tables(mnt_dataset *d) {
+  size_t n = (size_t)d->total;
+  d->rec_off = calloc(n + (size_t)d->nshards, sizeof *d->rec_off);
+  d->rec_base = calloc((size_t)d->nshards, sizeof *d->rec_base);
+  d->rec_wh = calloc(2 * n + 1, sizeof *d->rec_wh);
+  d->rec_label = calloc(n + 1, sizeof *d->rec_label);
+  d->rec_sum = calloc(n + 1, sizeof *d->rec_sum);
+  d->fds = malloc((size_t)d->nshards * sizeof *d->fds);
+  if (!d->rec_off || !d->rec_base || !d->rec_wh || !d->rec_label || !d->rec_sum || !d->fds) {
+    MNT_ERR("%s: out of memory for the tables of %lld samples", d->dir, (long long)d->total);
+    return MNT_ENOMEM;
+  }
+  for (int i = 0; i < d->nshards; i++) d->fds[i] = -1;
   return MNT_OK;
 }
 
@@ -358,47 +461,26 @@ int mnt_dataset_open(const char *dir, mnt_dataset *d) {
       MNT_SYSERR("is %s a dataset made by mntrain convert? %s", dir, path);
       return MNT_EARG;
     }
-    if (fd_short(path, NULL)) return MNT_ESYS;
+    if (mnt_h5_fd_short(path, NULL)) return MNT_ESYS;
     MNT_ERR("%s:%d: not valid JSON: %s", path, jerr.line, jerr.text);
     return MNT_EDATA;
   }
-  int st = MNT_EDATA;
-  d->version = (int)json_integer_value(json_object_get(o, "version"));
-  snprintf(d->fingerprint, sizeof d->fingerprint, "%s",
-           json_string_value(json_object_get(o, "fingerprint")) ? json_string_value(json_object_get(o, "fingerprint"))
-                                                                 : "none");
-  json_t *cl = json_object_get(o, "classes"), *sh = json_object_get(o, "shards");
-  json_t *m = json_object_get(o, "mean"), *s = json_object_get(o, "std");
-  const char *fmt = json_string_value(json_object_get(o, "format"));
-  d->nclasses = (int)json_integer_value(json_object_get(o, "num_classes"));
-  d->size = (int)json_integer_value(json_object_get(o, "image_size"));
-  d->channels = (int)json_integer_value(json_object_get(o, "channels"));
-  d->seed = (long long)json_integer_value(json_object_get(o, "seed"));
-  if (!fmt || strcmp(fmt, MNT_DATASET_FORMAT) != 0) { bad_index(path, "not an mntrain-shards index (\"format\")"); goto out; }
-  if (d->version < 1 || d->version > MNT_DATASET_VERSION) {
-    MNT_ERR("%s: format version %d; this mntrain reads versions 1 to %d (convert the data again)", path, d->version,
-            MNT_DATASET_VERSION);
-    goto out;
-  }
-  if (!json_is_array(cl) || (int)json_array_size(cl) != d->nclasses || d->nclasses < 1) { bad_index(path, "\"classes\" and \"num_classes\" disagree"); goto out; }
-  if (d->size < 1 || (d->channels != 1 && d->channels != 3)) { bad_index(path, "bad \"image_size\" or \"channels\" (1 or 3)"); goto out; }
-  if (!json_is_array(sh) || json_array_size(sh) < 1) { bad_index(path, "no \"shards\""); goto out; }
-  if (!json_is_array(m) || !json_is_array(s) || (int)json_array_size(m) != d->channels || (int)json_array_size(s) != d->channels) {
-    bad_index(path, "\"mean\"/\"std\" need one value per channel");
-    goto out;
-  }
-  for (int c = 0; c < d->channels; c++) {
-    d->mean[c] = (float)json_number_value(json_array_get(m, (size_t)c));
-    d->std[c] = (float)json_number_value(json_array_get(s, (size_t)c));
-    if (!(d->std[c] > 0)) { bad_index(path, "\"std\" must be positive"); goto out; }
-  }
-  d->class_names = calloc((size_t)d->nclasses, sizeof *d->class_names);
-  for (int i = 0; i < d->nclasses; i++) d->class_names[i] = strdup(json_string_value(json_array_get(cl, (size_t)i)) ? json_string_value(json_array_get(cl, (size_t)i)) : "");
+  int st = MNT_OK;
+  json_t *sh = json_object_get(o, "shards");
+  MNT_CHECK_GOTO(parse_index(d, o, path), st, out);
   d->nshards = (int)json_array_size(sh);
   d->shard_path = calloc((size_t)d->nshards, sizeof *d->shard_path);
   d->shard_count = calloc((size_t)d->nshards, sizeof *d->shard_count);
   d->shard_start = calloc((size_t)d->nshards, sizeof *d->shard_start);
   d->hids = calloc((size_t)d->nshards * 3, sizeof *d->hids);
+  if (!d->shard_path || !d->shard_count || !d->shard_start || !d->hids) {
+    st = MNT_ENOMEM;
+    goto out;
+  }
+  for (int i = 0; i < d->nshards; i++)
+    MNT_CHECK_GOTO(shard_entry(d, i, json_array_get(sh, (size_t)i), dir, path), st, out);
+  if (d->version < MNT_FORMAT_RECORDS) d->record_bytes = d->total * d->size * d->size * d->channels;
+  else MNT_CHECK_GOTO(alloc_tables(d), st, out);
   char what[1200];
   snprintf(what, sizeof what, "opening %s (%d shards kept open, %d for other files)", dir, d->nshards, FD_RESERVE);
   if (mnt_fd_check(d->nshards + FD_RESERVE, what, "convert the data into fewer shards (--shards)")) {
@@ -406,9 +488,7 @@ int mnt_dataset_open(const char *dir, mnt_dataset *d) {
     goto out;
   }
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-  for (int i = 0; i < d->nshards; i++)
-    MNT_CHECK_GOTO(open_shard(d, i, json_array_get(sh, (size_t)i), dir, path), st, out);
-  st = MNT_EDATA;
+  for (int i = 0; i < d->nshards; i++) MNT_CHECK_GOTO(open_shard(d, i, path), st, out);
   if (d->total == 0) {
     MNT_ERR("%s: the dataset has no samples", dir);
     st = MNT_EARG;
@@ -417,7 +497,6 @@ int mnt_dataset_open(const char *dir, mnt_dataset *d) {
   if (d->version == 1)
     MNT_WARN("%s: format version 1 has no checksums, so corrupt images would go unnoticed; convert it again "
              "(mntrain convert ... --force) to get a Fletcher-32 checksum on every image", dir);
-  st = MNT_OK;
 out:
   json_decref(o);
   if (st != MNT_OK) mnt_dataset_close(d);
@@ -432,20 +511,36 @@ void mnt_dataset_close(mnt_dataset *d) {
   }
   for (int i = 0; i < d->nclasses && d->class_names; i++) free(d->class_names[i]);
   for (int i = 0; i < d->nshards && d->shard_path; i++) free(d->shard_path[i]);
+  mnt_rec_close_all(d);
   free(d->class_names); free(d->shard_path); free(d->shard_count); free(d->shard_start); free(d->hids);
   memset(d, 0, sizeof *d);
 }
 
-int mnt_dataset_read(mnt_dataset *d, int64_t g, uint8_t *pixels, int32_t *label) {
+int mnt_dataset_shard_of(const mnt_dataset *d, int64_t g) {
   if (g < 0 || g >= d->total) {
     MNT_ERR("%s: sample %lld is outside the dataset (%lld samples)", d->dir, (long long)g, (long long)d->total);
-    return MNT_EARG;
+    return -1;
   }
-  int lo = 0, hi = d->nshards - 1; /* the shard holding g */
+  int lo = 0, hi = d->nshards - 1;
   while (lo < hi) {
     int mid = (lo + hi + 1) / 2;
     if (d->shard_start[mid] <= g) lo = mid;
     else hi = mid - 1;
+  }
+  return lo;
+}
+
+int mnt_dataset_read(mnt_dataset *d, int64_t g, uint8_t *pixels, int32_t *label) {
+  int lo = mnt_dataset_shard_of(d, g);
+  if (lo < 0) return MNT_EARG;
+  if (d->version >= MNT_FORMAT_RECORDS) {
+    if (pixels) {
+      MNT_ERR("%s: format 3 records have their own sizes: use mnt_dataset_read_record (sample %lld)", d->dir,
+              (long long)g);
+      return MNT_EARG;
+    }
+    *label = d->rec_label[g]; /* checked against the classes at open */
+    return MNT_OK;
   }
   int64_t i = g - d->shard_start[lo];
   hid_t im = d->hids[3 * lo + 1], lb = d->hids[3 * lo + 2];
@@ -472,5 +567,39 @@ int mnt_dataset_read(mnt_dataset *d, int64_t g, uint8_t *pixels, int32_t *label)
     MNT_ERR("%s: sample %lld has label %d, outside 0..%d", d->shard_path[lo], (long long)i, *label, d->nclasses - 1);
     return MNT_EDATA;
   }
+  return MNT_OK;
+}
+
+int mnt_dataset_dims(const mnt_dataset *d, int64_t g, int *w, int *h) {
+  if (mnt_dataset_shard_of(d, g) < 0) return MNT_EARG;
+  if (d->version >= MNT_FORMAT_RECORDS) {
+    *w = d->rec_wh[2 * g];
+    *h = d->rec_wh[2 * g + 1];
+  } else {
+    *w = *h = d->size;
+  }
+  return MNT_OK;
+}
+
+int mnt_dataset_read_record(mnt_dataset *d, int64_t g, uint8_t **buf, size_t *cap, size_t *len, int32_t *label) {
+  if (d->version >= MNT_FORMAT_RECORDS) {
+    int64_t n = 1;
+    size_t off[2];
+    MNT_CHECK(mnt_dataset_read_run(d, g, &n, buf, cap, off, label));
+    *len = off[1];
+    return MNT_OK;
+  }
+  size_t px = (size_t)d->size * d->size * d->channels;
+  if (*cap < px || !*buf) {
+    uint8_t *nb = realloc(*buf, px);
+    if (!nb) {
+      MNT_ERR("out of memory for a sample of %zu bytes", px);
+      return MNT_ENOMEM;
+    }
+    *buf = nb;
+    *cap = px;
+  }
+  MNT_CHECK(mnt_dataset_read(d, g, *buf, label));
+  *len = px;
   return MNT_OK;
 }

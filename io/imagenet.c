@@ -6,10 +6,18 @@
  * Decoding goes by content: JPEG with libjpeg-turbo (grayscale and CMYK too; large images are
  * decoded at 1/2, 1/4 or 1/8 scale by the DCT, to the smallest size still >= the target), PNG with
  * libpng, BMP/PPM/PGM with libjpeg-turbo's loader; TIFF and WebP are refused by name. Headers are
- * read first: absurd dimensions are refused before any memory is taken. The shorter side is
- * resized to S with an area filter (bilinear when enlarging) and the centre S×S kept. Decoding runs
- * on all cores (OpenMP) a chunk ahead of the writer; an unreadable file is reported by path and
- * reason and skipped. */
+ * read first: absurd dimensions are refused before any memory is taken. Every image is stored as
+ * RGB (grey, CMYK, palette and alpha sources too, as PIL's convert("RGB")).
+ * Format 2 (--size S): the shorter side is resized to S with an area filter (bilinear when
+ * enlarging) and the centre S×S kept, raw.
+ * Format 3: the whole image at its aspect ratio, sized as torchvision's Resize(S, max_size=L) sizes
+ * it (shorter side S, longer int(S * long / short); a longer side above L becomes L and the shorter
+ * int(L * short / long)) except that nothing is enlarged: an image whose shorter side is S or less
+ * keeps its size (unless its longer side exceeds L). Shrinking uses the area filter; an image kept
+ * at its size is its decoded pixels. The record is those pixels (raw) or them coded as a JPEG by
+ * libjpeg-turbo (4:2:0, the --quality given).
+ * Decoding (and coding) runs on all cores (OpenMP) a chunk ahead of the writer; an unreadable file is
+ * reported by path and reason and skipped. */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -25,6 +33,7 @@
 #include <xxhash.h>
 
 #include "io/convert.h"
+#include "io/dataset.h"
 #include "io/shard_write.h"
 #include "check.h"
 #include "log.h"
@@ -39,15 +48,24 @@
 
 typedef struct jfile { char *path; int32_t label; } jfile;
 
+/* what an image becomes: format 2 (records 0) the centre S×S; format 3 its whole at shorter side S
+ * (never enlarged), longer side at most L (0: no cap), coded as codec at quality */
+typedef struct fit { int records, S, L, codec, quality; } fit;
+
+/* a format 3 image ready for the writer: its record and what mnt_convert_record says of it */
+typedef struct rec_slot { uint8_t *data; size_t len; int w, h; double sum[3], sum2[3]; } rec_slot;
+
 typedef struct inet {
   jfile *files;
   int64_t n, cap;
   int size;
+  fit fit;
   int64_t ignored;      /* files below SRC that are not images by ImageFolder's extensions */
   XXH3_state_t *h;      /* the inputs: names, sizes, times and labels of every file */
   /* the chunk decoded ahead: ids and results */
   int64_t *ids;
-  uint8_t *pix;
+  uint8_t *pix;         /* format 2: the chunk's pixels */
+  rec_slot *recs;       /* format 3: the chunk's records */
   char (*why)[120];     /* "" when decoded, else the reason */
   int nids;
 } inet;
@@ -223,7 +241,7 @@ static int class_files(inet *s, const char *cdir, int32_t label) {
 }
 
 /* ---- decoding ------------------------------------------------------------------------------ */
-typedef struct image { uint8_t *rgb; int w, h; } image;
+typedef struct image { uint8_t *rgb; int w, h, w0, h0; } image; /* w0 × h0: before DCT scaling */
 
 static int too_big(int w, int h, char *why, size_t n) {
   if (w < 1 || h < 1 || w > MAX_SIDE || h > MAX_SIDE || (double)w * h > MAX_PIXELS) {
@@ -234,22 +252,47 @@ static int too_big(int w, int h, char *why, size_t n) {
   return 0;
 }
 
-/* JPEG: the header first, then decoding at the smallest of 1/8, 1/4, 1/2, 1 that keeps the
- * shorter side >= S (the DCT does the first reduction nearly for free) */
-static int decode_jpeg(tjhandle tj, const unsigned char *buf, unsigned long len, int S, image *im, char *why,
+/* format 3's stored size of a w × h image (see the top of the file) */
+static void fit_dims(const fit *f, int w, int h, int *ow, int *oh) {
+  int wide = w >= h, sh = wide ? h : w, lg = wide ? w : h;
+  if (sh > f->S) {
+    lg = (int)((double)f->S * lg / sh);
+    sh = f->S;
+  }
+  if (f->L > 0 && lg > f->L) {
+    sh = (int)((double)f->L * sh / lg);
+    lg = f->L;
+  }
+  sh = sh < 1 ? 1 : sh;
+  *ow = wide ? lg : sh;
+  *oh = wide ? sh : lg;
+}
+
+/* the least size a w × h image must be decoded at: format 2 S × S (its shorter side >= S), format
+ * 3 its stored size */
+static void need_dims(const fit *f, int w, int h, int *nw, int *nh) {
+  if (f->records) fit_dims(f, w, h, nw, nh);
+  else *nw = *nh = f->S;
+}
+
+/* JPEG: the header first, then decoding at the smallest of 1/8, 1/4, 1/2, 1 that keeps both sides
+ * at least need_dims (the DCT does the first reduction nearly for free) */
+static int decode_jpeg(tjhandle tj, const unsigned char *buf, unsigned long len, const fit *f, image *im, char *why,
                        size_t n) {
-  int w, h, sub, cs;
-  if (tjDecompressHeader3(tj, buf, len, &w, &h, &sub, &cs) != 0) {
-    snprintf(why, n, "not a readable JPEG (%s)", tjGetErrorStr2(tj));
+  int w = 0, h = 0, sub = -1, cs = -1; /* a header of tables only "succeeds" without setting them */
+  int r = tjDecompressHeader3(tj, buf, len, &w, &h, &sub, &cs);
+  if (r != 0 || w < 1 || h < 1) {
+    snprintf(why, n, "not a readable JPEG (%s)", r != 0 ? tjGetErrorStr2(tj) : "no image in its header");
     return -1;
   }
   if (w < 1 || h < 1 || w > MAX_SIDE || h > MAX_SIDE) return too_big(w, h, why, n), -1;
-  int nf, best_w = w, best_h = h;
+  int nf, best_w = w, best_h = h, nw, nh;
+  need_dims(f, w, h, &nw, &nh);
   tjscalingfactor *sf = tjGetScalingFactors(&nf);
   for (int i = 0; sf && i < nf; i++) {
     if (sf[i].num != 1 || (sf[i].denom != 2 && sf[i].denom != 4 && sf[i].denom != 8)) continue;
     int sw = TJSCALED(w, sf[i]), sh = TJSCALED(h, sf[i]);
-    if ((sw < sh ? sw : sh) >= S && sw < best_w) best_w = sw, best_h = sh;
+    if (sw >= nw && sh >= nh && sw < best_w) best_w = sw, best_h = sh;
   }
   if (too_big(best_w, best_h, why, n)) return -1;
   int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
@@ -273,7 +316,7 @@ static int decode_jpeg(tjhandle tj, const unsigned char *buf, unsigned long len,
       img[3 * i + 1] = (uint8_t)(img[4 * i + 1] * k / 255);
       img[3 * i + 2] = (uint8_t)(img[4 * i + 2] * k / 255);
     }
-  *im = (image){img, best_w, best_h};
+  *im = (image){img, best_w, best_h, w, h};
   return 0;
 }
 
@@ -301,7 +344,7 @@ static int decode_png(const unsigned char *buf, size_t len, image *im, char *why
   }
   size_t px = (size_t)p.width * p.height;
   for (size_t i = 0; i < px; i++) memmove(rgba + 3 * i, rgba + 4 * i, 3);
-  *im = (image){rgba, (int)p.width, (int)p.height};
+  *im = (image){rgba, (int)p.width, (int)p.height, (int)p.width, (int)p.height};
   return 0;
 }
 
@@ -324,7 +367,7 @@ static int decode_netpbm_bmp(const char *path, image *im, char *why, size_t n) {
     snprintf(why, n, "out of memory for %dx%d pixels", w, h);
     return -1;
   }
-  *im = (image){rgb, w, h};
+  *im = (image){rgb, w, h, w, h};
   return 0;
 }
 
@@ -333,7 +376,7 @@ static int ends_with(const char *s, const char *e) {
   return a >= b && !strcasecmp(s + a - b, e);
 }
 
-static int load(tjhandle tj, const char *path, int S, image *im, char *why, size_t n) {
+static int load(tjhandle tj, const char *path, const fit *fi, image *im, char *why, size_t n) {
   if (ends_with(path, ".bmp") || ends_with(path, ".ppm") || ends_with(path, ".pgm"))
     return decode_netpbm_bmp(path, im, why, n);
   FILE *f = fopen(path, "rb");
@@ -350,7 +393,7 @@ static int load(tjhandle tj, const char *path, int S, image *im, char *why, size
   int r = -1;
   if (!ok) snprintf(why, n, len > 0 ? "cannot read the file" : "empty file");
   else if (len >= 3 && buf[0] == 0xff && buf[1] == 0xd8 && buf[2] == 0xff) /* JPEG, whatever its name says */
-    r = decode_jpeg(tj, buf, (unsigned long)len, S, im, why, n);
+    r = decode_jpeg(tj, buf, (unsigned long)len, fi, im, why, n);
   else if (len >= 8 && !memcmp(buf, "\x89PNG\r\n\x1a\n", 8))
     r = decode_png(buf, (size_t)len, im, why, n);
   else if (len >= 4 && (!memcmp(buf, "II*\0", 4) || !memcmp(buf, "MM\0*", 4)))
@@ -395,20 +438,22 @@ static void taps_free(taps *t) {
   free(t->wsum);
 }
 
-/* shrinking: the box average of the source under each output pixel, partial pixels weighted by
+/* shrinking to ow × oh (source box from (ox, oy), scales sx, sy): the box average of the source under
+ * each output pixel, partial pixels weighted by
  * coverage, computed separably (rows, then columns): the same sums as the 2-D box, about a tenth
  * of the work */
-static int shrink(const uint8_t *img, int w, int h, int S, double s, double ox, double oy, uint8_t *out) {
+static int shrink(const uint8_t *img, int w, int h, int ow, int oh, double sx, double sy, double ox, double oy,
+                  uint8_t *out) {
   taps tx = {0}, ty = {0};
-  int y0 = (int)floor(oy), y1 = (int)ceil(oy + S / s);
+  int y0 = (int)floor(oy), y1 = (int)ceil(oy + oh / sy);
   if (y0 < 0) y0 = 0;
   if (y1 > h) y1 = h;
-  float *rows = malloc((size_t)(y1 - y0 > 0 ? y1 - y0 : 1) * S * 3 * sizeof *rows);
-  int st = rows && area_taps(&tx, S, s, ox, w) == 0 && area_taps(&ty, S, s, oy, h) == 0 ? 0 : -1;
+  float *rows = malloc((size_t)(y1 - y0 > 0 ? y1 - y0 : 1) * ow * 3 * sizeof *rows);
+  int st = rows && area_taps(&tx, ow, sx, ox, w) == 0 && area_taps(&ty, oh, sy, oy, h) == 0 ? 0 : -1;
   for (int yy = y0; yy < y1 && !st; yy++) { /* horizontal pass over the rows the box touches */
     const uint8_t *src = img + (size_t)yy * w * 3;
-    float *dst = rows + (size_t)(yy - y0) * S * 3;
-    for (int x = 0; x < S; x++) {
+    float *dst = rows + (size_t)(yy - y0) * ow * 3;
+    for (int x = 0; x < ow; x++) {
       float a0 = 0, a1 = 0, a2 = 0;
       const float *wt = tx.w + (size_t)x * tx.k;
       for (int j = 0; j < tx.k; j++) {
@@ -419,13 +464,13 @@ static int shrink(const uint8_t *img, int w, int h, int S, double s, double ox, 
       dst[3 * x] = a0, dst[3 * x + 1] = a1, dst[3 * x + 2] = a2;
     }
   }
-  for (int y = 0; y < S && !st; y++) { /* vertical pass */
+  for (int y = 0; y < oh && !st; y++) { /* vertical pass */
     const float *wt = ty.w + (size_t)y * ty.k;
-    uint8_t *o = out + (size_t)y * S * 3;
-    for (int x = 0; x < 3 * S; x++) {
+    uint8_t *o = out + (size_t)y * ow * 3;
+    for (int x = 0; x < 3 * ow; x++) {
       float acc = 0;
       for (int j = 0; j < ty.k; j++)
-        if (wt[j] != 0) acc += wt[j] * rows[(size_t)(ty.first[y] + j - y0) * S * 3 + x];
+        if (wt[j] != 0) acc += wt[j] * rows[(size_t)(ty.first[y] + j - y0) * ow * 3 + x];
       float v = acc / (tx.wsum[x / 3] * ty.wsum[y]) + 0.5f;
       o[x] = (uint8_t)(v > 255 ? 255 : v);
     }
@@ -439,7 +484,8 @@ static int shrink(const uint8_t *img, int w, int h, int S, double s, double ox, 
 /* decode, resize the shorter side to S, keep the centre S×S, RGB */
 static int decode(tjhandle tj, const char *path, int S, uint8_t *out, char *why, size_t n) {
   image im;
-  if (load(tj, path, S, &im, why, n) != 0) return -1;
+  fit f2 = {.S = S};
+  if (load(tj, path, &f2, &im, why, n) != 0) return -1;
   const uint8_t *img = im.rgb;
   int w = im.w, h = im.h;
   /* the shorter side becomes S: scale s; the centre S×S of the scaled image is the source box
@@ -447,7 +493,7 @@ static int decode(tjhandle tj, const char *path, int S, uint8_t *out, char *why,
   double s = (double)S / (w < h ? w : h);
   double box = S / s, ox = (w - box) / 2, oy = (h - box) / 2;
   if (s < 1) {
-    int st = shrink(img, w, h, S, s, ox, oy, out);
+    int st = shrink(img, w, h, S, S, s, s, ox, oy, out);
     free(im.rgb);
     if (st) snprintf(why, n, "out of memory resizing %dx%d pixels", w, h);
     return st;
@@ -469,39 +515,110 @@ static int decode(tjhandle tj, const char *path, int S, uint8_t *out, char *why,
   return 0;
 }
 
+/* sums of the pixels / 255 and of their squares, per channel (for the index's mean and std) */
+static void pixel_sums(const uint8_t *px, size_t n, double sum[3], double sum2[3]) {
+  for (int c = 0; c < 3; c++) {
+    uint64_t s1 = 0, s2 = 0;
+    for (size_t p = (size_t)c; p < 3 * n; p += 3) s1 += px[p], s2 += (uint64_t)px[p] * px[p];
+    sum[c] = s1 / 255.0;
+    sum2[c] = s2 / (255.0 * 255.0);
+  }
+}
+
+/* format 3: decode, size as fit_dims says (area filter; an image kept at its size is its decoded
+ * pixels), then the record: those pixels, or their JPEG */
+static int decode_record(tjhandle tjd, tjhandle tjc, const char *path, const fit *f, rec_slot *r, char *why,
+                         size_t n) {
+  image im;
+  if (load(tjd, path, f, &im, why, n) != 0) return -1;
+  int ow, oh;
+  fit_dims(f, im.w0, im.h0, &ow, &oh);
+  uint8_t *px = im.rgb;
+  if (ow != im.w || oh != im.h) { /* the DCT may have done part of it: what is left, from the decoded size */
+    px = malloc((size_t)ow * oh * 3);
+    if (!px || shrink(im.rgb, im.w, im.h, ow, oh, (double)ow / im.w, (double)oh / im.h, 0, 0, px)) {
+      snprintf(why, n, "out of memory resizing %dx%d pixels", im.w, im.h);
+      free(px);
+      free(im.rgb);
+      return -1;
+    }
+    free(im.rgb);
+  }
+  *r = (rec_slot){.data = px, .len = (size_t)ow * oh * 3, .w = ow, .h = oh};
+  pixel_sums(px, (size_t)ow * oh, r->sum, r->sum2);
+  if (f->codec == MNT_CODEC_RAW) return 0;
+  unsigned long cap = tjBufSize(ow, oh, TJSAMP_420), len = cap;
+  uint8_t *jpg = malloc(cap);
+  if (!jpg || tjCompress2(tjc, px, ow, 0, oh, TJPF_RGB, &jpg, &len, TJSAMP_420, f->quality,
+                          TJFLAG_NOREALLOC | TJFLAG_ACCURATEDCT) != 0) {
+    snprintf(why, n, "JPEG coding of %dx%d pixels failed (%s)", ow, oh, jpg ? tjGetErrorStr2(tjc) : "out of memory");
+    free(jpg);
+    free(px);
+    r->data = NULL;
+    return -1;
+  }
+  free(px);
+  r->data = jpg;
+  r->len = len;
+  return 0;
+}
+
 static void inet_prefetch(void *ctx, const int64_t *ids, int n) {
   inet *s = ctx;
   size_t px = (size_t)s->size * s->size * 3;
   memcpy(s->ids, ids, (size_t)n * sizeof *ids);
+  for (int i = 0; s->recs && i < s->nids; i++) {
+    free(s->recs[i].data);
+    s->recs[i].data = NULL;
+  }
   s->nids = n;
 #pragma omp parallel
   {
-    tjhandle tj = tjInitDecompress();
+    tjhandle tj = tjInitDecompress(), tjc = s->fit.records ? tjInitCompress() : NULL;
 #pragma omp for schedule(dynamic, 4)
     for (int i = 0; i < n; i++) {
+      const char *path = s->files[ids[i]].path;
       s->why[i][0] = '\0';
-      if (!tj) snprintf(s->why[i], sizeof s->why[i], "libjpeg-turbo could not start");
-      else decode(tj, s->files[ids[i]].path, s->size, s->pix + (size_t)i * px, s->why[i], sizeof s->why[i]);
+      if (!tj || (s->fit.records && !tjc)) snprintf(s->why[i], sizeof s->why[i], "libjpeg-turbo could not start");
+      else if (s->fit.records) decode_record(tj, tjc, path, &s->fit, &s->recs[i], s->why[i], sizeof s->why[i]);
+      else decode(tj, path, s->size, s->pix + (size_t)i * px, s->why[i], sizeof s->why[i]);
     }
     if (tj) tjDestroy(tj);
+    if (tjc) tjDestroy(tjc);
   }
+}
+
+/* the slot of sample id in the chunk decoded ahead; -1 (logged) when it is not there */
+static int slot_of(inet *s, int64_t id) {
+  for (int i = 0; i < s->nids; i++)
+    if (s->ids[i] == id) {
+      if (!s->why[i][0]) return i;
+      MNT_WARN("%s: %s; skipped", s->files[id].path, s->why[i]);
+      return -2;
+    }
+  MNT_ERR("internal: sample %lld was not prefetched", (long long)id);
+  return -1;
+}
+
+static int inet_get_record(void *ctx, int64_t id, mnt_convert_record *r) {
+  inet *s = ctx;
+  int i = slot_of(s, id);
+  if (i < 0) return i == -2 ? MNT_SKIP_SAMPLE : MNT_ESYS;
+  const rec_slot *q = &s->recs[i];
+  *r = (mnt_convert_record){.data = q->data, .len = q->len, .w = q->w, .h = q->h, .label = s->files[id].label};
+  memcpy(r->sum, q->sum, sizeof r->sum);
+  memcpy(r->sum2, q->sum2, sizeof r->sum2);
+  return MNT_OK;
 }
 
 static int inet_get(void *ctx, int64_t id, uint8_t *pixels, int32_t *label) {
   inet *s = ctx;
   size_t px = (size_t)s->size * s->size * 3;
-  for (int i = 0; i < s->nids; i++)
-    if (s->ids[i] == id) {
-      if (s->why[i][0]) {
-        MNT_WARN("%s: %s; skipped", s->files[id].path, s->why[i]);
-        return MNT_SKIP_SAMPLE;
-      }
-      memcpy(pixels, s->pix + (size_t)i * px, px);
-      *label = s->files[id].label;
-      return MNT_OK;
-    }
-  MNT_ERR("internal: sample %lld was not prefetched", (long long)id);
-  return MNT_ESYS;
+  int i = slot_of(s, id);
+  if (i < 0) return i == -2 ? MNT_SKIP_SAMPLE : MNT_ESYS;
+  memcpy(pixels, s->pix + (size_t)i * px, px);
+  *label = s->files[id].label;
+  return MNT_OK;
 }
 
 /* classes = the sorted folder names of src; every class must hold at least one image */
@@ -594,14 +711,23 @@ static int scan_flat(inet *s, const char *src, const char *val_labels, strlist *
   return st;
 }
 
-int mnt_convert_imagenet(const char *src, const char *out, int nshards, int size, const char *val_labels,
-                         long long seed, int force) {
-  inet s = {.size = size, .h = XXH3_createState()};
+int mnt_convert_imagenet(const char *src, const char *out, int nshards, const mnt_imagenet_cfg *cfg,
+                         const char *val_labels, long long seed, int force) {
+  int records = cfg->size <= 0, size = records ? cfg->resize : cfg->size;
+  if (size < 1 || (records && (cfg->max_side < 0 || (cfg->max_side > 0 && cfg->max_side < cfg->resize) ||
+                               (cfg->codec == MNT_CODEC_JPEG && (cfg->quality < 1 || cfg->quality > 100))))) {
+    MNT_ERR("convert imagenet: need a size, or a resize >= 1, a max side of 0 or >= the resize, a quality of 1..100");
+    return MNT_EARG;
+  }
+  inet s = {.size = size, .h = XXH3_createState(),
+            .fit = {.records = records, .S = size, .L = records ? cfg->max_side : 0, .codec = cfg->codec,
+                    .quality = cfg->quality}};
   strlist classes = {0};
   int st = s.h ? MNT_OK : MNT_ENOMEM;
   if (st == MNT_OK) {
     XXH3_64bits_reset(s.h);
-    XXH3_64bits_update(s.h, "imagenet 2", 11); /* decoder version: a change of decoding is a new input */
+    /* decoder version: a change of decoding is a new input */
+    XXH3_64bits_update(s.h, records ? "imagenet 3" : "imagenet 2", 11);
     st = val_labels ? scan_flat(&s, src, val_labels, &classes) : scan_folders(&s, src, &classes);
   }
   if (st == MNT_OK && s.n == 0) {
@@ -610,8 +736,9 @@ int mnt_convert_imagenet(const char *src, const char *out, int nshards, int size
   }
   s.ids = malloc(MNT_CONVERT_PREFETCH * sizeof *s.ids);
   s.why = malloc(MNT_CONVERT_PREFETCH * sizeof *s.why);
-  s.pix = malloc((size_t)MNT_CONVERT_PREFETCH * size * size * 3);
-  if (st == MNT_OK && (!s.ids || !s.why || !s.pix)) st = MNT_ENOMEM;
+  if (records) s.recs = calloc(MNT_CONVERT_PREFETCH, sizeof *s.recs);
+  else s.pix = malloc((size_t)MNT_CONVERT_PREFETCH * size * size * 3);
+  if (st == MNT_OK && (!s.ids || !s.why || (!s.pix && !s.recs))) st = MNT_ENOMEM;
   if (st == MNT_OK) {
     printf("convert imagenet: %lld image files in %d classes from %s (%lld other files ignored), %d threads\n",
            (long long)s.n, classes.n, src, (long long)s.ignored, omp_get_max_threads());
@@ -619,15 +746,20 @@ int mnt_convert_imagenet(const char *src, const char *out, int nshards, int size
     snprintf(desc, sizeof desc, "imagenet %s%s%s", src, val_labels ? " --labels " : "", val_labels ? val_labels : "");
     mnt_convert_source so = {.n = s.n, .size = size, .channels = 3, .nclasses = classes.n, .class_names = classes.v,
                              .ctx = &s, .get = inet_get, .prefetch = inet_prefetch, .inputs = XXH3_64bits_digest(s.h),
-                             .description = desc, .ignored = s.ignored};
+                             .description = desc, .ignored = s.ignored,
+                             .version = records ? MNT_FORMAT_RECORDS : MNT_FORMAT_SQUARE, .codec = cfg->codec,
+                             .quality = cfg->quality, .max_side = records ? cfg->max_side : 0,
+                             .get_record = inet_get_record};
     st = mnt_convert_write(&so, out, nshards, seed, force);
   }
   for (int64_t i = 0; i < s.n; i++) free(s.files[i].path);
+  for (int i = 0; s.recs && i < MNT_CONVERT_PREFETCH; i++) free(s.recs[i].data);
   strlist_free(&classes);
   XXH3_freeState(s.h);
   free(s.files);
   free(s.ids);
   free(s.why);
   free(s.pix);
+  free(s.recs);
   return st;
 }

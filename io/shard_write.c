@@ -5,8 +5,11 @@
  * name and renamed when complete, so an interrupted run restarted with the same arguments skips
  * the shards it finished. Whether they are "the same arguments" is not guessed from file names:
  * every shard and the index carry the conversion's fingerprint (XXH3 of the format version, the
- * inputs, the image size, the classes, the shard count and the seed), and a file with another
- * fingerprint stops the conversion before anything is written. */
+ * inputs, the image size, the classes, the shard count and the seed; format 3 adds the codec, the
+ * quality and the cap on the longer side), and a file with another fingerprint stops the conversion
+ * before anything is written: a directory never mixes formats or settings.
+ * Format 3 shards (io/record.c) take records of any size; the index then says how they are coded
+ * and how many bytes they take. */
 #include "io/shard_write.h"
 
 #include <dirent.h>
@@ -22,6 +25,7 @@
 #include <xxhash.h>
 
 #include "io/dataset.h"
+#include "io/dataset_internal.h"
 #include "check.h"
 #include "log.h"
 #include "path.h"
@@ -46,17 +50,20 @@ static int stats_attr(hid_t f, const char *name, double *v, int channels, int wr
   return e < 0 ? -1 : 0;
 }
 
-/* samples and pixel sums of a finished shard; -1 if it is not one */
-static long long shard_done(const char *path, double *sum, double *sum2, int channels) {
+/* what a finished shard holds: samples (the return; -1 if it is not a finished shard), pixel sums,
+ * and for format 3 its pixel count and record bytes */
+typedef struct shard_sums { double sum[3], sum2[3], pixels; int64_t bytes; } shard_sums;
+
+static long long shard_done(const char *path, shard_sums *ss, int channels, int records) {
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  long long v = -1;
+  long long v = -1, px = -1, bytes = -1;
   if (f < 0) return -1;
-  if (H5Aexists(f, "samples") > 0) {
-    hid_t a = H5Aopen(f, "samples", H5P_DEFAULT);
-    if (a < 0 || H5Aread(a, H5T_NATIVE_LLONG, &v) < 0) v = -1;
-    if (a >= 0) H5Aclose(a);
-  }
-  if (stats_attr(f, "pixel_sum", sum, channels, 0) || stats_attr(f, "pixel_sum2", sum2, channels, 0)) v = -1;
+  if (mnt_h5_attr_get_int(f, "samples", &v)) v = -1;
+  if (stats_attr(f, "pixel_sum", ss->sum, channels, 0) || stats_attr(f, "pixel_sum2", ss->sum2, channels, 0)) v = -1;
+  if (records && (mnt_h5_attr_get_int(f, "pixel_count", &px) || mnt_h5_attr_get_int(f, "record_bytes", &bytes)))
+    v = -1;
+  ss->pixels = (double)px;
+  ss->bytes = bytes;
   H5Fclose(f);
   return v;
 }
@@ -64,9 +71,13 @@ static long long shard_done(const char *path, double *sum, double *sum2, int cha
 static void fingerprint(const mnt_convert_source *src, int nshards, long long seed, char out[17]) {
   XXH3_state_t *h = XXH3_createState();
   XXH3_64bits_reset(h);
-  long long v[8] = {MNT_DATASET_VERSION, (long long)src->inputs, src->n, src->size, src->channels,
-                    src->nclasses, nshards, seed};
+  long long v[8] = {src->version == MNT_FORMAT_RECORDS ? MNT_FORMAT_RECORDS : MNT_FORMAT_SQUARE,
+                    (long long)src->inputs, src->n, src->size, src->channels, src->nclasses, nshards, seed};
   XXH3_64bits_update(h, v, sizeof v);
+  if (src->version == MNT_FORMAT_RECORDS) { /* format 2's fingerprints stay what they were */
+    long long v3[3] = {src->codec, src->codec == MNT_CODEC_JPEG ? src->quality : 0, src->max_side};
+    XXH3_64bits_update(h, v3, sizeof v3);
+  }
   for (int c = 0; c < src->nclasses; c++) XXH3_64bits_update(h, src->class_names[c], strlen(src->class_names[c]) + 1);
   snprintf(out, 17, "%016llx", (unsigned long long)XXH3_64bits_digest(h));
   XXH3_freeState(h);
@@ -167,12 +178,25 @@ typedef struct conv_run {
   mnt_progress prog;
   int64_t done_samples, bad_inputs;
   double sum[3], sum2[3]; /* pixel sums (in [0, 1]) for the mean and std, over every sample */
+  double pixels;          /* format 3: pixels stored per channel, over every sample */
+  int64_t bytes;          /* format 3: bytes of every record */
 } conv_run;
 
-/* enough room for what is still to be written (about: pixels, labels, source ids, checksums) */
+/* bytes a sample takes, about: format 2 exactly its pixels; format 3 a 4:3 image at the resize (its
+ * longer side capped), raw, or a tenth of that for JPEG (a photo at quality 90 takes 1/8 to 1/12) */
+static double sample_bytes(const mnt_convert_source *src) {
+  if (src->version != MNT_FORMAT_RECORDS) return (double)src->size * src->size * src->channels;
+  double lng = src->size * 4.0 / 3, cap = src->max_side > 0 && src->max_side < lng ? src->max_side : lng;
+  double raw = (double)src->size * cap * src->channels;
+  return src->codec == MNT_CODEC_JPEG ? raw / 10 : raw;
+}
+
+/* enough room for what is still to be written (about: records, labels, source ids, checksums; format
+ * 3 also one shard's records twice while its spool file is copied in) */
 static int check_space(const conv_run *r, int64_t present) {
-  double need = (double)(r->px + 32) * (double)r->src->n * (double)(r->nshards - present) / r->nshards +
-                65536.0 * r->nshards;
+  double per = sample_bytes(r->src) + 32, left = (double)(r->nshards - present) / r->nshards;
+  double need = per * (double)r->src->n * left + 65536.0 * r->nshards;
+  if (r->src->version == MNT_FORMAT_RECORDS && present < r->nshards) need += per * (double)r->src->n / r->nshards;
   struct statvfs vfs;
   if (statvfs(r->out, &vfs) == 0 && (double)vfs.f_bavail * vfs.f_frsize < need) {
     char a[32], b[32];
@@ -185,16 +209,68 @@ static int check_space(const conv_run *r, int64_t present) {
 }
 
 /* a shard finished by an earlier run of this conversion (the fingerprint said so): its count and
- * pixel sums are taken from it */
+ * pixel sums (format 3: pixel count and record bytes) are taken from it */
 static int reuse_shard(conv_run *r, const char *path, int64_t *count) {
-  double ssum[3] = {0}, ssum2[3] = {0};
-  long long cnt = shard_done(path, ssum, ssum2, r->src->channels);
+  shard_sums ss;
+  memset(&ss, 0, sizeof ss);
+  int records = r->src->version == MNT_FORMAT_RECORDS;
+  long long cnt = shard_done(path, &ss, r->src->channels, records);
   if (cnt < 0) {
     MNT_ERR("%s exists but is not a finished shard; remove it and run again", path);
     return MNT_EDATA;
   }
   *count = cnt;
-  for (int c = 0; c < r->src->channels; c++) r->sum[c] += ssum[c], r->sum2[c] += ssum2[c];
+  for (int c = 0; c < r->src->channels; c++) r->sum[c] += ss.sum[c], r->sum2[c] += ss.sum2[c];
+  r->pixels += records ? ss.pixels : (double)cnt * r->src->size * r->src->size;
+  r->bytes += records ? ss.bytes : 0;
+  return MNT_OK;
+}
+
+/* format 3's shard k: positions [a, b) of the order as records, written as TMP and renamed to PATH
+ * when complete; nothing of it stays on failure */
+static int write_records(conv_run *r, int k, const char *tmp, const char *path, int64_t a, int64_t b,
+                         int64_t *count) {
+  const mnt_convert_source *src = r->src;
+  char where[48];
+  snprintf(where, sizeof where, "shard %d/%d", k + 1, r->nshards);
+  mnt_rec_settings set = {.channels = src->channels, .nclasses = src->nclasses, .shard = k, .nshards = r->nshards,
+                          .codec = src->codec, .quality = src->quality, .resize = src->size,
+                          .max_side = src->max_side, .seed = r->seed, .fingerprint = r->fp};
+  mnt_rec_writer w;
+  MNT_CHECK(mnt_rec_create(&w, tmp, b - a, &set));
+  double ssum[3] = {0}, ssum2[3] = {0}, pixels = 0;
+  int st = MNT_OK;
+  for (int64_t j = a; j < b && st == MNT_OK; j++) {
+    mnt_convert_record rec;
+    if (src->prefetch && (j - a) % MNT_CONVERT_PREFETCH == 0)
+      src->prefetch(src->ctx, r->perm + j, (int)(b - j < MNT_CONVERT_PREFETCH ? b - j : MNT_CONVERT_PREFETCH));
+    st = src->get_record(src->ctx, r->perm[j], &rec);
+    if (st == MNT_SKIP_SAMPLE) {
+      st = MNT_OK;
+      r->bad_inputs++;
+      continue;
+    }
+    if (st != MNT_OK) break;
+    if ((st = mnt_rec_append(&w, rec.data, rec.len, rec.h, rec.w, rec.label, r->perm[j])) != MNT_OK) break;
+    for (int c = 0; c < src->channels; c++) ssum[c] += rec.sum[c], ssum2[c] += rec.sum2[c];
+    pixels += (double)rec.w * rec.h;
+    mnt_progress_update(&r->prog, ++r->done_samples, where);
+  }
+  *count = w.written;
+  int64_t bytes = w.bytes;
+  if (st != MNT_OK) {
+    mnt_rec_abort(&w);
+    return st;
+  }
+  MNT_CHECK(mnt_rec_close(&w, ssum, ssum2, pixels)); /* removes the file on failure */
+  if (rename(tmp, path) != 0) {
+    st = MNT_SYSERR("rename %s -> %s", tmp, path);
+    unlink(tmp);
+    return st;
+  }
+  for (int c = 0; c < src->channels; c++) r->sum[c] += ssum[c], r->sum2[c] += ssum2[c];
+  r->pixels += pixels;
+  r->bytes += bytes;
   return MNT_OK;
 }
 
@@ -206,6 +282,7 @@ static int write_shard(conv_run *r, int k, const char *path, int64_t a, int64_t 
   mnt_shard_name(partial, sizeof partial, k, r->nshards);
   strcat(partial, ".partial");
   MNT_CHECK(mnt_path_join(tmp, r->out, partial));
+  if (src->version == MNT_FORMAT_RECORDS) return write_records(r, k, tmp, path, a, b, count);
   snprintf(where, sizeof where, "shard %d/%d", k + 1, r->nshards);
   double ssum[3] = {0}, ssum2[3] = {0};
   mnt_shard_writer w;
@@ -244,6 +321,7 @@ static int write_shard(conv_run *r, int k, const char *path, int64_t a, int64_t 
     return st;
   }
   for (int c = 0; c < src->channels; c++) r->sum[c] += ssum[c], r->sum2[c] += ssum2[c];
+  r->pixels += (double)w.written * src->size * src->size;
   st = mnt_shard_close(&w);
   if (st == MNT_OK && rename(tmp, path) != 0) st = MNT_SYSERR("rename %s -> %s", tmp, path);
   if (st != MNT_OK) unlink(tmp);
@@ -260,7 +338,7 @@ static int write_index(const conv_run *r, const int64_t *counts, int skipped, do
     MNT_ERR("%s: none of the %lld inputs could be read; no dataset was written", src->description, (long long)src->n);
     return MNT_EARG;
   }
-  double m = (double)written * src->size * src->size;
+  double m = r->pixels; /* format 2: written * size * size */
   for (int c = 0; c < src->channels; c++) {
     mean[c] = (float)(r->sum[c] / m);
     double var = r->sum2[c] / m - (r->sum[c] / m) * (r->sum[c] / m);
@@ -268,13 +346,28 @@ static int write_index(const conv_run *r, const int64_t *counts, int skipped, do
   }
   mnt_index_info ix = {.nclasses = src->nclasses, .class_names = src->class_names, .size = src->size,
                        .channels = src->channels, .mean = mean, .std = std, .seed = r->seed, .nshards = r->nshards,
-                       .shard_count = counts, .fingerprint = r->fp, .source = src->description};
+                       .shard_count = counts, .fingerprint = r->fp, .source = src->description,
+                       .version = src->version == MNT_FORMAT_RECORDS ? MNT_FORMAT_RECORDS : MNT_FORMAT_SQUARE,
+                       .codec = src->codec, .quality = src->quality, .resize = src->size, .max_side = src->max_side,
+                       .record_bytes = r->bytes};
   int st = mnt_index_write(r->out, &ix);
-  if (st == MNT_OK)
+  if (st == MNT_OK && ix.version == MNT_FORMAT_RECORDS) {
+    char tot[32], per[32], q[24] = "", cap[32] = "not capped";
+    if (src->max_side) snprintf(cap, sizeof cap, "at most %d", src->max_side);
+    mnt_format_bytes((double)r->bytes, tot, sizeof tot);
+    mnt_format_bytes((double)r->bytes / (double)written, per, sizeof per);
+    if (src->codec == MNT_CODEC_JPEG) snprintf(q, sizeof q, " quality %d", src->quality);
+    printf("convert: %lld samples in format 3 (%s%s, shorter side %d or less, longer side %s), %s of records "
+           "(%s per image), %d classes, into %d shards in %s (%d already there), %lld unreadable inputs skipped, "
+           "%lld other files ignored, %.1f s\n",
+           (long long)written, mnt_codec_name(src->codec), q, src->size, cap, tot, per, src->nclasses, r->nshards, r->out, skipped,
+           (long long)r->bad_inputs, (long long)src->ignored, mnt_now() - t0);
+  } else if (st == MNT_OK) {
     printf("convert: %lld samples of %dx%dx%d, %d classes, into %d shards in %s (%d already there), "
            "%lld unreadable inputs skipped, %lld other files ignored, %.1f s\n",
            (long long)written, src->size, src->size, src->channels, src->nclasses, r->nshards, r->out, skipped,
            (long long)r->bad_inputs, (long long)src->ignored, mnt_now() - t0);
+  }
   return st;
 }
 

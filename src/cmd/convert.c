@@ -8,29 +8,44 @@
 #include "io/ckpt.h"
 #include "cmd/cmd.h"
 #include "io/convert.h"
+#include "io/dataset.h"
 #include "check.h"
 #include "log.h"
 #include "world.h"
 
 static const char *const ABOUT =
     "Write a sharded HDF5 dataset (index.json + shard-KKKKK-of-NNNNN.h5) in a seeded random order; every\n"
-    "image carries a Fletcher-32 checksum that every read verifies.\n"
+    "image carries a checksum that every read verifies.\n"
     "  imagenet  class folders SRC/<class>/... as torchvision's ImageFolder reads them (sorted class\n"
     "            names, files in subfolders too, extensions .jpg .jpeg .png .ppm .pgm .bmp .tif .tiff\n"
     "            .webp; JPEG, PNG, PPM/PGM and BMP are decoded, TIFF and WebP refused by name), or with\n"
-    "            --val --labels FILE a flat folder and \"FILE WNID\" lines; shorter side resized to S\n"
-    "            (area filter), centre S×S kept; unreadable files are reported and skipped, other files\n"
-    "            are reported and ignored\n"
+    "            --val --labels FILE a flat folder and \"FILE WNID\" lines; every image is stored as RGB\n"
+    "            (grey and CMYK too, as PIL's convert(\"RGB\")); unreadable files are reported and\n"
+    "            skipped, other files are reported and ignored.\n"
+    "            Format 3 (the default): each image whole, at its aspect ratio, as a record of its own\n"
+    "            size: the shorter side scaled to --resize S (area filter), the longer side then capped\n"
+    "            at --max-side L (the shorter one shrinking with it), the sizes rounded down as\n"
+    "            torchvision's Resize(S, max_size=L) rounds them; an image whose shorter side is S or\n"
+    "            less is never enlarged: it keeps its size (its longer side still capped at L). Records\n"
+    "            are JPEG (--codec jpeg, --quality Q: 4:2:0, about a tenth of raw) or raw pixels\n"
+    "            (--codec raw); an XXH3-64 checksum on each.\n"
+    "            Format 2 (--size S): the centre S×S square of the image resized so that its shorter\n"
+    "            side is S, raw, a Fletcher-32 checksum on each (what mntrain before format 3 wrote).\n"
     "  idx       MNIST / Fashion-MNIST IDX files, gzip or plain (Debian: dataset-fashion-mnist,\n"
     "            /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ...)\n"
     "  synth     a learnable synthetic set (class-dependent stripes and colours, noise), any size\n"
+    "idx and synth write format 2 (raw squares): small grey or synthetic sets gain nothing from JPEG\n"
+    "(at 28 px its blocks would be most of the image).\n"
     "A run restarted with the same inputs and options keeps the shards it finished; an OUT that holds\n"
-    "another conversion (other inputs, size, shard count or seed) is refused unless --force.";
+    "another conversion (other inputs, format, size, codec, quality, shard count or seed) is refused\n"
+    "unless --force.";
 
 int mnt_convert_main(mnt_world *w, int argc, char **argv) {
   static const char *usage_idx = "mntrain convert idx IMAGES LABELS OUT [--shards N] [--seed S] [--force]";
   static const char *usage_inet =
-      "mntrain convert imagenet SRC OUT --size S [--shards N] [--val --labels FILE] [--seed S] [--force]";
+      "mntrain convert imagenet SRC OUT [--resize S] [--max-side L] [--codec raw|jpeg] [--quality Q]\n"
+      "                                         [--shards N] [--val --labels FILE] [--seed S] [--force]\n"
+      "       mntrain convert imagenet SRC OUT --size S [--shards N] [--val --labels FILE] [--seed S] [--force]";
   static const char *usage_synth =
       "mntrain convert synth OUT --classes C --images N --size S [--shards K] [--seed S] [--force]";
   const char *kind = argc > 0 ? argv[0] : "";
@@ -44,7 +59,8 @@ int mnt_convert_main(mnt_world *w, int argc, char **argv) {
     return help ? MNT_OK : MNT_EARG;
   }
   int shards = 4, classes = 0, images = 0, size = 0, help = 0, val = 0, seed = 1, force = 0;
-  const char *labels = NULL, *a = NULL, *b = NULL, *out = NULL;
+  int resize = 0, max_side = -1, quality = 0; /* 0, -1: not given */
+  const char *labels = NULL, *a = NULL, *b = NULL, *out = NULL, *codec = NULL;
   mnt_opt idx[] = {{"IMAGES", 0, MNT_OPT_ARG, &a, NULL, "IDX file of images (train-images-idx3-ubyte[.gz])", 0, 0},
                    {"LABELS", 0, MNT_OPT_ARG, &b, NULL, "IDX file of labels", 0, 0},
                    {"OUT", 0, MNT_OPT_ARG, &out, NULL, "output directory", 0, 0},
@@ -54,8 +70,16 @@ int mnt_convert_main(mnt_world *w, int argc, char **argv) {
                    {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
   mnt_opt inet[] = {{"SRC", 0, MNT_OPT_ARG, &a, NULL, "class folders (or, with --val, a flat folder)", 0, 0},
                     {"OUT", 0, MNT_OPT_ARG, &out, NULL, "output directory", 0, 0},
-                    {"size", 0, MNT_OPT_INT, &size, "S", "stored image side in pixels (256 is usual), required",
-                     MNT_RANGE(1, 4096)},
+                    {"resize", 0, MNT_OPT_INT, &resize, "S",
+                     "format 3: the stored shorter side, never enlarged (default 256)", MNT_RANGE(1, 8192)},
+                    {"max-side", 0, MNT_OPT_INT, &max_side, "L",
+                     "format 3: cap on the stored longer side, 0 or >= S (default 2 S; 0: no cap)", MNT_RANGE(0, 32768)},
+                    {"codec", 0, MNT_OPT_CHOICE, &codec, "jpeg|raw", "format 3: how records are stored (default jpeg)",
+                     0, 0},
+                    {"quality", 0, MNT_OPT_INT, &quality, "Q", "format 3 JPEG: the encoder's quality (default 90)",
+                     MNT_RANGE(1, 100)},
+                    {"size", 0, MNT_OPT_INT, &size, "S",
+                     "format 2 instead: the centre S×S square, raw (256 is usual)", MNT_RANGE(1, 4096)},
                     {"shards", 0, MNT_OPT_INT, &shards, "N", "number of shard files (default 4)", MNT_RANGE(1, 99999)},
                     {"val", 0, MNT_OPT_FLAG, &val, NULL, "the validation split: a flat folder and --labels", 0, 0},
                     {"labels", 0, MNT_OPT_PATH, &labels, "FILE", "with --val: \"FILE WNID\" lines", 0, 0},
@@ -79,13 +103,25 @@ int mnt_convert_main(mnt_world *w, int argc, char **argv) {
     mnt_print_help(stdout, usage, ABOUT, opts);
     return MNT_OK;
   }
-  const char *missing = is_inet && !size ? "--size" : is_synth && !classes ? "--classes" : is_synth && !images ? "--images"
+  const char *missing = is_synth && !classes ? "--classes" : is_synth && !images ? "--images"
                         : is_synth && !size ? "--size" : NULL;
   if (missing) return mnt_usage_error(cmd, "%s is required (usage: %s)", missing, usage);
   if (is_inet && (labels != NULL) != (val != 0))
     return mnt_usage_error(cmd, "--val and --labels FILE go together (the flat validation layout)");
   if (is_idx) return mnt_convert_idx(a, b, out, shards, seed, force);
-  if (is_inet) return mnt_convert_imagenet(a, out, shards, size, labels, seed, force);
+  if (is_inet) {
+    if (size && (resize || max_side >= 0 || codec || quality))
+      return mnt_usage_error(cmd, "--size S writes format 2 (raw squares): --resize, --max-side, --codec and "
+                                  "--quality are format 3's");
+    mnt_imagenet_cfg cfg = {.size = size, .resize = resize ? resize : 256, .quality = quality ? quality : 90,
+                            .codec = codec && !strcmp(codec, "raw") ? MNT_CODEC_RAW : MNT_CODEC_JPEG};
+    cfg.max_side = max_side >= 0 ? max_side : 2 * cfg.resize;
+    if (quality && cfg.codec == MNT_CODEC_RAW) return mnt_usage_error(cmd, "--quality is for --codec jpeg");
+    if (cfg.max_side && cfg.max_side < cfg.resize)
+      return mnt_usage_error(cmd, "--max-side %d is below --resize %d: give 0 (no cap) or at least %d", cfg.max_side,
+                             cfg.resize, cfg.resize);
+    return mnt_convert_imagenet(a, out, shards, &cfg, labels, seed, force);
+  }
   return mnt_convert_synth(out, classes, images, size, shards, seed, force);
 }
 

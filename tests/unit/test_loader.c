@@ -434,15 +434,15 @@ int main(void) {
     mnt_dataset_close(&d);
     if (failures > before) fprintf(stderr, "(flipped byte at %llu + 40 of %s)\n", (unsigned long long)addr, shard1);
 
-    /* the index's format version: 1 still opens (no checksums: a warning), 3 does not */
+    /* the index's format version: 1 still opens (no checksums: a warning), 4 does not */
     char idx[700], cmd2[2000];
     snprintf(idx, sizeof idx, "%s/index.json", cs);
     snprintf(cmd2, sizeof cmd2, "sed -i 's/\"version\": 2/\"version\": 1/' %s", idx);
     EXPECT(system(cmd2) == 0 && mnt_dataset_open(cs, &d) == MNT_OK && d.version == 1, "format 1 opens");
     if (d.version == 1) mnt_dataset_close(&d);
-    snprintf(cmd2, sizeof cmd2, "sed -i 's/\"version\": 1/\"version\": 3/' %s", idx);
-    EXPECT(system(cmd2) == 0 && mnt_dataset_open(cs, &d) == MNT_EDATA && strstr(mnt_last_error(), "format version 3"),
-           "format 3 is refused: %s", mnt_last_error());
+    snprintf(cmd2, sizeof cmd2, "sed -i 's/\"version\": 1/\"version\": 4/' %s", idx);
+    EXPECT(system(cmd2) == 0 && mnt_dataset_open(cs, &d) == MNT_EDATA && strstr(mnt_last_error(), "format version 4"),
+           "format 4 is refused: %s", mnt_last_error());
     /* an index without samples is refused at open */
     char ed[600];
     snprintf(ed, sizeof ed, "%s/empty", dir);
