@@ -160,10 +160,11 @@ MNT_SIMD_BODY void vrow(float *restrict o, const float *restrict a, const float 
 
 /* one resampling: the box (x0, y0, w, h) of the W×H×C uint8 HWC image src (rows `stride` bytes apart)
  * to out×out, flipped, into dst (outC×out×out floats, normalised with mean/std) or, when dst8 is
- * set, into dst8 (out×out×outC uint8 HWC, the interpolated value rounded: no normalisation) */
+ * set, into dst8 (out×out×outC uint8 HWC, the interpolated value rounded: no normalisation); the
+ * sampling positions clamped to the pixels lo[0]..hi[0] (x) and lo[1]..hi[1] (y) */
 typedef struct job {
   const uint8_t *src;
-  int W, H, C;
+  int W, H, C, lo[2], hi[2];
   size_t stride;
   double x0, y0, w, h;
   int flip, pad, out, outC;
@@ -181,11 +182,11 @@ MNT_SIMD_BODY void col_taps(const job *j, int fast, cols *t) {
     double fx = j->x0 + (ox + 0.5) * sx - 0.5;
     int d = j->flip ? out - 1 - ox : ox;
     t->inx[d] = !j->pad || (fx > -0.5 && fx < W - 0.5);
-    if (fx < 0) fx = 0;
-    if (fx > W - 1) fx = W - 1;
+    if (fx < j->lo[0]) fx = j->lo[0];
+    if (fx > j->hi[0]) fx = j->hi[0];
     int x1 = (int)fx;
     t->xa[d] = x1 * C;
-    t->xb[d] = (x1 + 1 < W ? x1 + 1 : x1) * C;
+    t->xb[d] = (x1 + 1 <= j->hi[0] ? x1 + 1 : x1) * C;
     t->wx[d] = (float)(fx - x1);
     if (t->xb[d] < t->xbmin) t->xbmin = t->xb[d];
   }
@@ -241,9 +242,9 @@ MNT_SIMD_BODY void resample_body(const job *j, int fast) {
   for (int oy = 0; oy < out; oy++) {
     double fy = j->y0 + (oy + 0.5) * sy - 0.5;
     float iny = !j->pad || (fy > -0.5 && fy < H - 0.5);
-    if (fy < 0) fy = 0;
-    if (fy > H - 1) fy = H - 1;
-    int y1 = (int)fy, y2 = y1 + 1 < H ? y1 + 1 : y1;
+    if (fy < j->lo[1]) fy = j->lo[1];
+    if (fy > j->hi[1]) fy = j->hi[1];
+    int y1 = (int)fy, y2 = y1 + 1 <= j->hi[1] ? y1 + 1 : y1;
     float wy = (float)(fy - y1);
     int yy[2] = {y1, y2}, at[2];
     for (int k = 0; k < 2; k++) {
@@ -273,8 +274,22 @@ static void resample_sse2(const job *j) { resample_body(j, 0); }
 MNT_TARGET_AVX2 static void resample_avx2(const job *j) { resample_body(j, 1); }
 MNT_TARGET_AVX512 static void resample_avx512(const job *j) { resample_body(j, 1); }
 
-static void run(const job *j) {
+/* the clamp window: the whole image, or (to_box) the pixels whose centres lie in the box (torchvision's
+ * crop, then resize: a sample beyond the crop's outer pixel centres repeats them) */
+static void window(job *j, int to_box) {
+  j->lo[0] = j->lo[1] = 0, j->hi[0] = j->W - 1, j->hi[1] = j->H - 1;
+  if (!to_box) return;
+  double b0[2] = {j->x0, j->y0}, b1[2] = {j->x0 + j->w, j->y0 + j->h};
+  for (int k = 0; k < 2; k++) {
+    double lo = ceil(b0[k] - 0.5), hi = floor(b1[k] - 0.5);
+    if (lo > j->lo[k]) j->lo[k] = lo > j->hi[k] ? j->hi[k] : (int)lo;
+    if (hi < j->hi[k]) j->hi[k] = hi < j->lo[k] ? j->lo[k] : (int)hi;
+  }
+}
+
+static void run(job *j, int to_box) {
   if (j->out < 1 || j->out > MAX_OUT || j->outC < 1 || j->outC > MAX_C || j->W < 1 || j->H < 1) return;
+  window(j, to_box);
   MNT_SIMD_PICK(resample)(j); /* (out, outC refused before: see loader.h) */
 }
 
@@ -282,7 +297,7 @@ static void crop_resize(const uint8_t *src, int S, int C, double x0, double y0, 
                         int out, int outC, const float *mean, const float *std, float *dst) {
   job j = {.src = src, .W = S, .H = S, .C = C, .stride = (size_t)S * C, .x0 = x0, .y0 = y0, .w = w, .h = h,
            .flip = flip, .pad = pad, .out = out, .outC = outC, .mean = mean, .std = std, .dst = dst};
-  run(&j);
+  run(&j, 0);
 }
 
 /* the validation box: centred, `crop` × the side of an S×S image (0: 0.875), at (o, o) */
@@ -304,17 +319,17 @@ void mnt_crop_resize(const uint8_t *src, int S, int C, const float box[MNT_BOX_F
 }
 
 void mnt_crop_resize_wh(const uint8_t *src, int W, int H, size_t stride, int C, const float box[MNT_BOX_FLOATS],
-                        int out, int outC, const float *mean, const float *std, float *dst) {
+                        int to_box, int out, int outC, const float *mean, const float *std, float *dst) {
   job j = {.src = src, .W = W, .H = H, .C = C, .stride = stride, .x0 = box[0], .y0 = box[1], .w = box[2],
            .h = box[3], .flip = box[4] != 0, .out = out, .outC = outC, .mean = mean, .std = std, .dst = dst};
-  run(&j);
+  run(&j, to_box);
 }
 
 void mnt_crop_resize_u8(const uint8_t *src, int W, int H, size_t stride, int C, const float box[MNT_BOX_FLOATS],
-                        int out, int outC, uint8_t *dst) {
+                        int to_box, int out, int outC, uint8_t *dst) {
   job j = {.src = src, .W = W, .H = H, .C = C, .stride = stride, .x0 = box[0], .y0 = box[1], .w = box[2],
            .h = box[3], .flip = box[4] != 0, .out = out, .outC = outC, .dst8 = dst};
-  run(&j);
+  run(&j, to_box);
 }
 
 /* Python's round(): halves to the even neighbour, whatever the FPU's rounding mode */

@@ -56,14 +56,18 @@ void mnt_val_box(int W, int H, int out, double crop, float box[MNT_BOX_FLOATS]);
 void mnt_crop_resize(const uint8_t *src, int S, int C, const float box[MNT_BOX_FLOATS], int pad, int out, int outC,
                      const float *mean, const float *std, float *dst);
 /* mnt_crop_resize of a W×H×C image whose rows are `stride` bytes apart (a decoded JPEG region),
- * never padded: the edge repeated */
+ * never padded. to_box 0: positions beyond the image repeat its edge (Resize of the whole image,
+ * then a crop: the validation transform, and mnt_crop_resize); to_box 1: the box is cut out first,
+ * as torchvision's resized_crop does: positions beyond the outer centres of the pixels in the box
+ * repeat those pixels (it matters when the box is upscaled: its edge pixels are not blended with
+ * the image's next ones). */
 void mnt_crop_resize_wh(const uint8_t *src, int W, int H, size_t stride, int C, const float box[MNT_BOX_FLOATS],
-                        int out, int outC, const float *mean, const float *std, float *dst);
+                        int to_box, int out, int outC, const float *mean, const float *std, float *dst);
 /* The same interpolation (flipped when box[4] != 0), unnormalised, each value rounded to the nearest
  * whole number (halves up) into out×out×outC uint8 HWC at dst: what the loader hands the GPU for
  * format 3 (io/loader.h). Resampling that image with the box (0, 0, out, out) gives it back exactly. */
 void mnt_crop_resize_u8(const uint8_t *src, int W, int H, size_t stride, int C, const float box[MNT_BOX_FLOATS],
-                        int out, int outC, uint8_t *dst);
+                        int to_box, int out, int outC, uint8_t *dst);
 /* the validation transform: the centred box of `crop` × S (0: 0.875) resampled to out × out */
 void mnt_centre_crop(const uint8_t *src, int S, int C, double crop, int out, int outC, const float *mean,
                      const float *std, float *dst);

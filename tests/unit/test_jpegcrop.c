@@ -210,8 +210,8 @@ typedef struct stats {
 } stats;
 
 /* one box of one image (scaled: TurboJPEG's decodes at M/8, M = 1, 2, 4) */
-static void check_box(mnt_jpegcrop *j, const img *m, uint8_t *const scaled[9], const float *box, int out, float *a,
-                      float *b, stats *s) {
+static void check_box(mnt_jpegcrop *j, const img *m, uint8_t *const scaled[9], const float *box, int tb, int out,
+                      float *a, float *b, stats *s) {
   mnt_jpeg_region r;
   if (mnt_jpegcrop_decode(j, m->jpg, m->len, m->W, m->H, box, out, 0, "test", 0, &r) != MNT_OK) {
     EXPECT(0, "%dx%d: decode of box (%g %g %g %g) to %d failed", m->W, m->H, box[0], box[1], box[2], box[3], out);
@@ -227,13 +227,13 @@ static void check_box(mnt_jpegcrop *j, const img *m, uint8_t *const scaled[9], c
   const uint8_t *ref = M == 8 ? m->rgb : scaled[M];
   double k = M / 8.0, pr = region_psnr(&r, ref, sw, sh);
   float sbox[MNT_BOX_FLOATS] = {(float)(box[0] * k), (float)(box[1] * k), (float)(box[2] * k), (float)(box[3] * k), box[4]};
-  mnt_crop_resize_wh(r.pix, r.w, r.h, r.stride, 3, r.box, out, 3, ZERO, ONE, a);
-  mnt_crop_resize_wh(ref, sw, sh, (size_t)sw * 3, 3, sbox, out, 3, ZERO, ONE, b);
+  mnt_crop_resize_wh(r.pix, r.w, r.h, r.stride, 3, r.box, tb, out, 3, ZERO, ONE, a);
+  mnt_crop_resize_wh(ref, sw, sh, (size_t)sw * 3, 3, sbox, tb, out, 3, ZERO, ONE, b);
   double pb = psnr(a, b, (size_t)3 * out * out);
   EXPECT(pr == 999 && pb >= 100, "%dx%d box (%g %g %g %g) to %d at %d/8: region PSNR %.1f (not the pixels of the whole "
          "image decoded at that scale) or resampled PSNR %.1f < 100", m->W, m->H, box[0], box[1], box[2], box[3], out,
          M, pr, pb);
-  mnt_crop_resize_wh(m->rgb, m->W, m->H, (size_t)m->W * 3, 3, box, out, 3, ZERO, ONE, b);
+  mnt_crop_resize_wh(m->rgb, m->W, m->H, (size_t)m->W * 3, 3, box, tb, out, 3, ZERO, ONE, b);
   double se = 0, pp;
   for (int i = 0; i < 3 * out * out; i++) se += (double)(a[i] - b[i]) * (a[i] - b[i]);
   pp = se == 0 ? 999 : 10 * log10(3.0 * out * out / se);
@@ -256,7 +256,7 @@ static void check_image(mnt_jpegcrop *j, const img *m, stats *s) {
       float box[MNT_BOX_FLOATS];
       if (id < 0) mnt_val_box(m->W, m->H, OUTS[oi], 0.875, box);
       else mnt_aug_box_wh(&ac, m->W, m->H, oi, id, box);
-      check_box(j, m, scaled, box, OUTS[oi], a, b, s);
+      check_box(j, m, scaled, box, id >= 0, OUTS[oi], a, b, s); /* training boxes: cut out first */
     }
   for (int M = 1; M < 8; M *= 2) free(scaled[M]);
   free(a);
@@ -280,7 +280,7 @@ static void check_damage(mnt_jpegcrop *j, const img *m) {
   mnt_jpeg_region r;
   float before[3 * 16 * 16];
   EXPECT(mnt_jpegcrop_decode(j, m->jpg, m->len, m->W, m->H, whole, out, 0, "good", 5, &r) == MNT_OK, "good record");
-  mnt_crop_resize_wh(r.pix, r.w, r.h, r.stride, 3, r.box, out, 3, ZERO, ONE, before);
+  mnt_crop_resize_wh(r.pix, r.w, r.h, r.stride, 3, r.box, 0, out, 3, ZERO, ONE, before);
   uint8_t *bad = malloc(m->len);
   memcpy(bad, m->jpg, m->len);
   EXPECT(mnt_jpegcrop_decode(j, bad, m->len / 2, m->W, m->H, whole, out, 0, "truncated", 1, &r) == MNT_EDATA,
@@ -304,7 +304,7 @@ static void check_damage(mnt_jpegcrop *j, const img *m) {
          "MNT_EDATA, %d decoded (entropy data), 0 crashes\n", m->W, m->H, edata, ok);
   float after[3 * 16 * 16];
   EXPECT(mnt_jpegcrop_decode(j, m->jpg, m->len, m->W, m->H, whole, out, 0, "good", 5, &r) == MNT_OK, "good record");
-  mnt_crop_resize_wh(r.pix, r.w, r.h, r.stride, 3, r.box, out, 3, ZERO, ONE, after);
+  mnt_crop_resize_wh(r.pix, r.w, r.h, r.stride, 3, r.box, 0, out, 3, ZERO, ONE, after);
   EXPECT(!memcmp(before, after, sizeof before), "after damaged records the decoder decodes another image");
   free(bad);
 }
@@ -335,19 +335,19 @@ static double bench_mode(bset *b, mnt_jpegcrop *j, tjhandle td, int mode, double
       const img *m = &b->st[i];
       mnt_jpeg_region r;
       if (mode == 0) { /* raw: the stored pixels resampled */
-        mnt_crop_resize_wh(m->rgb, m->W, m->H, (size_t)m->W * 3, 3, b->box[i], BOUT, 3, mean, std, b->dst);
+        mnt_crop_resize_wh(m->rgb, m->W, m->H, (size_t)m->W * 3, 3, b->box[i], 1, BOUT, 3, mean, std, b->dst);
       } else if (mode <= 3) { /* crop-aware: the chosen scale, 8/8, or the smallest of 1/8, 2/8, 4/8, 8/8 */
         int sc = mode == 1 ? 0 : mode == 2 ? 8 : 1;
         while (mode == 3 && sc < 8 && fmin(b->box[i][2], b->box[i][3]) * sc < 8.0 * BOUT) sc *= 2;
         if (mnt_jpegcrop_decode(j, m->jpg, m->len, m->W, m->H, b->box[i], BOUT, sc, "bench", i, &r)) return -1;
-        mnt_crop_resize_wh(r.pix, r.w, r.h, r.stride, 3, r.box, BOUT, 3, mean, std, b->dst);
+        mnt_crop_resize_wh(r.pix, r.w, r.h, r.stride, 3, r.box, 1, BOUT, 3, mean, std, b->dst);
       } else { /* the whole image decoded (TurboJPEG), stored or original */
         const img *o = mode == 4 ? m : &b->src[i];
         float ob[MNT_BOX_FLOATS];
         memcpy(ob, b->box[i], sizeof ob);
         for (int k = 0; k < 4 && mode == 5; k++) ob[k] *= (float)o->W / m->W;
         if (tjDecompress2(td, o->jpg, o->len, full, o->W, 0, o->H, TJPF_RGB, 0)) return -1;
-        mnt_crop_resize_wh(full, o->W, o->H, (size_t)o->W * 3, 3, ob, BOUT, 3, mean, std, b->dst);
+        mnt_crop_resize_wh(full, o->W, o->H, (size_t)o->W * 3, 3, ob, 1, BOUT, 3, mean, std, b->dst);
       }
     }
     t = cpu_now() - t0;
