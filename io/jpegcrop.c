@@ -100,14 +100,14 @@ int mnt_jpegcrop_decode(mnt_jpegcrop *j, const uint8_t *data, size_t len, int W,
                         int out, int scale, const char *what, int64_t index, mnt_jpeg_region *r) {
   struct jpeg_decompress_struct *ci = &j->ci;
   if (out < 1 || !(box[2] > 0) || !(box[3] > 0) || scale < 0 || scale > 8) {
-    MNT_ERR("jpegcrop: %s sample %lld: box %gx%g to %d pixels", what, (long long)index, (double)box[2],
+    MNT_ERR("jpegcrop: %s: sample %lld: box %gx%g to %d pixels", what, (long long)index, (double)box[2],
             (double)box[3], out);
     return MNT_EARG;
   }
   int st = MNT_OK;
   if (setjmp(j->err.jb)) {
     jpeg_abort_decompress(ci);
-    MNT_ERR("%s sample %lld: corrupt JPEG record: %s", what, (long long)index, j->err.msg);
+    MNT_ERR("%s: sample %lld: corrupt JPEG record: %s", what, (long long)index, j->err.msg);
     return MNT_EDATA;
   }
   jpeg_mem_src(ci, data, (unsigned long)len);
@@ -134,7 +134,7 @@ int mnt_jpegcrop_decode(mnt_jpegcrop *j, const uint8_t *data, size_t len, int W,
     uint8_t *p = realloc(j->buf, need);
     if (!p) {
       jpeg_abort_decompress(ci);
-      return MNT_SYSERR("jpegcrop: %s sample %lld: %zu bytes for a region", what, (long long)index, need);
+      return MNT_SYSERR("jpegcrop: %s: sample %lld: %zu bytes for a region", what, (long long)index, need);
     }
     j->buf = p;
     j->cap = need;

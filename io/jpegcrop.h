@@ -45,7 +45,7 @@ int mnt_jpeg_scale_for(const float box[MNT_BOX_FLOATS], int out);
 /* Decode the part of the JPEG data[0..len) that resampling box to out × out reads (with two
  * pixels to spare each way) at the scale mnt_jpeg_scale_for(box, out), or at scale/8 when scale is
  * 1..8 (tests and benchmarks; 0: the chosen one); the image must be W × H
- * (anything else is a damaged record). MNT_EDATA, logged as "WHAT sample INDEX: corrupt JPEG
+ * (anything else is a damaged record). MNT_EDATA, logged as "WHAT: sample INDEX: corrupt JPEG
  * record: REASON", for anything libjpeg rejects or warns about; MNT_ENOMEM when the buffer cannot
  * grow; MNT_EARG for an empty box, out < 1 or a scale outside 0..8. Parts of the box outside the
  * image read its edge, as the resampler does. */
