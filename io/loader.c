@@ -118,8 +118,12 @@ static int f3_region(mnt_dataset *d, mnt_sample_ws *w, int64_t g, const mnt_aug_
   MNT_CHECK(mnt_dataset_read_record(d, g, &w->rec, &w->cap, &len, label));
   if (a->train) mnt_aug_box_wh(a, W, H, epoch, g, box);
   else mnt_val_box(W, H, out, a->val_crop, box);
-  int k = 0; /* the shard, for messages */
-  while (k + 1 < d->nshards && d->shard_start[k + 1] <= g) k++;
+  int k = 0, hi = d->nshards - 1; /* the shard, for messages: the last one starting at or before g */
+  while (k < hi) {
+    int mid = (k + hi + 1) / 2;
+    if (d->shard_start[mid] <= g) k = mid;
+    else hi = mid - 1;
+  }
   if (d->codec == MNT_CODEC_JPEG)
     return mnt_jpegcrop_decode(w->jpeg, w->rec, len, W, H, box, out, 0, d->shard_path[k], g - d->shard_start[k], r);
   if (len != (size_t)W * H * d->channels) {
@@ -147,7 +151,8 @@ static int f3_sample(mnt_loader *l, mnt_sample_ws *w, int64_t epoch, int64_t id,
   }
   float flip = r.box[4], *box = b->boxes + (size_t)i * MNT_BOX_FLOATS;
   r.box[4] = 0;
-  mnt_crop_resize_u8(r.pix, r.w, r.h, r.stride, C, r.box, a.train, out, b->channels, b->raw + (size_t)i * b->channels * out * out);
+  mnt_crop_resize_u8(r.pix, r.w, r.h, r.stride, C, r.box, a.train, out, b->channels,
+                     b->raw + (size_t)i * b->channels * out * out);
   box[0] = box[1] = 0, box[2] = box[3] = (float)out, box[4] = flip;
   return MNT_OK;
 }
