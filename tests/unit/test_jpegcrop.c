@@ -336,9 +336,9 @@ static double bench_mode(bset *b, mnt_jpegcrop *j, tjhandle td, int mode, double
       mnt_jpeg_region r;
       if (mode == 0) { /* raw: the stored pixels resampled */
         mnt_crop_resize_wh(m->rgb, m->W, m->H, (size_t)m->W * 3, 3, b->box[i], 1, BOUT, 3, mean, std, b->dst);
-      } else if (mode <= 3) { /* crop-aware: the chosen scale, 8/8, or the smallest of 1/8, 2/8, 4/8, 8/8 */
+      } else if (mode <= 3) { /* crop-aware: the chosen scale, 8/8, or the smallest of all M/8 (M = 1..8) */
         int sc = mode == 1 ? 0 : mode == 2 ? 8 : 1;
-        while (mode == 3 && sc < 8 && fmin(b->box[i][2], b->box[i][3]) * sc < 8.0 * BOUT) sc *= 2;
+        while (mode == 3 && sc < 8 && fmin(b->box[i][2], b->box[i][3]) * sc < 8.0 * BOUT) sc++;
         if (mnt_jpegcrop_decode(j, m->jpg, m->len, m->W, m->H, b->box[i], BOUT, sc, "bench", i, &r)) return -1;
         mnt_crop_resize_wh(r.pix, r.w, r.h, r.stride, 3, r.box, 1, BOUT, 3, mean, std, b->dst);
       } else { /* the whole image decoded (TurboJPEG), stored or original */
@@ -387,12 +387,12 @@ static int bench(void) {
          "each on average), stored at a 256 px short side, Q90 4:2:0 (%zu bytes); RandomResizedCrop boxes to %d px, "
          "float32 normalised; images per CPU second of one thread (simd %s)\n", NB, np, NB - np, srcbytes / NB, bytes / NB, BOUT,
          mnt_simd_variant());
-  static const char *const NAMES[] = {"raw stored pixels", "jpeg crop-aware, scale 1..8/8 (the loader's)",
-                                      "jpeg crop-aware, always 8/8", "jpeg crop-aware, scale 1/8 2/8 4/8 8/8",
+  static const char *const NAMES[] = {"raw stored pixels", "jpeg crop-aware, 1/8 2/8 4/8 8/8 (the loader's)",
+                                      "jpeg crop-aware, always 8/8", "jpeg crop-aware, any M/8, M = 1..8",
                                       "jpeg whole stored image (TurboJPEG)", "jpeg whole ~500x375 original (TurboJPEG)"};
   for (int mode = 0; mode < 6; mode++) {
     double r = bench_mode(&b, j, td, mode, 1.5);
-    printf("%-45s %8.0f img/s per thread-CPU-second\n", NAMES[mode], r);
+    printf("%-50s %6.0f img/s per thread-CPU-second\n", NAMES[mode], r);
   }
   printf("# the whole ~500x375 original decoded at each DCT scale (no resampling)\n");
   for (int sc = 1; sc <= 8; sc++) {
