@@ -158,74 +158,110 @@ MNT_SIMD_BODY void vrow(float *restrict o, const float *restrict a, const float 
   for (int d = 0; d < out; d++) o[d] = (a[d] + wy * (e[d] - a[d])) * (inx[d] * iny) * k + b;
 }
 
+/* one resampling: the box (x0, y0, w, h) of the W×H×C uint8 HWC image src (rows `stride` bytes apart)
+ * to out×out, flipped, into dst (outC×out×out floats, normalised with mean/std) or, when dst8 is
+ * set, into dst8 (out×out×outC uint8 HWC, the interpolated value rounded: no normalisation); the
+ * sampling positions clamped to the pixels lo[0]..hi[0] (x) and lo[1]..hi[1] (y) */
+typedef struct job {
+  const uint8_t *src;
+  int W, H, C, lo[2], hi[2];
+  size_t stride;
+  double x0, y0, w, h;
+  int flip, pad, out, outC;
+  const float *mean, *std;
+  float *dst;
+  uint8_t *dst8;
+} job;
+
+/* the column taps of a job (see cols); with fast, the AVX2 row's blocks too */
+MNT_SIMD_BODY void col_taps(const job *j, int fast, cols *t) {
+  int W = j->W, C = j->C, out = j->out;
+  double sx = j->w / out;
+  t->xbmin = W * C;
+  for (int ox = 0; ox < out; ox++) {
+    double fx = j->x0 + (ox + 0.5) * sx - 0.5;
+    int d = j->flip ? out - 1 - ox : ox;
+    t->inx[d] = !j->pad || (fx > -0.5 && fx < W - 0.5);
+    if (fx < j->lo[0]) fx = j->lo[0];
+    if (fx > j->hi[0]) fx = j->hi[0];
+    int x1 = (int)fx;
+    t->xa[d] = x1 * C;
+    t->xb[d] = (x1 + 1 <= j->hi[0] ? x1 + 1 : x1) * C;
+    t->wx[d] = (float)(fx - x1);
+    if (t->xb[d] < t->xbmin) t->xbmin = t->xb[d];
+  }
+  if (!fast) return;
+  t->plo = W; /* blocks of 8 columns for the permutes; pixels plo..phi (a row's floats) */
+  t->phi = 0;
+  for (int k = 0; k < out / 8; k++) {
+    int lo = W, hi = 0;
+    for (int d = 8 * k; d < 8 * k + 8; d++) {
+      lo = t->xa[d] / C < lo ? t->xa[d] / C : lo;
+      hi = t->xb[d] / C > hi ? t->xb[d] / C : hi;
+    }
+    t->blo[k] = lo;
+    t->bok[k] = hi - lo <= 15;
+    for (int d = 8 * k; d < 8 * k + 8 && t->bok[k]; d++) {
+      t->ia[d] = (uint8_t)(t->xa[d] / C - lo);
+      t->ib[d] = (uint8_t)(t->xb[d] / C - lo);
+    }
+    t->plo = lo < t->plo ? lo : t->plo;
+    t->phi = hi > t->phi ? hi : t->phi;
+  }
+}
+
+/* one output row of dst8: the two rows mixed along y, rounded, channels interleaved */
+static void vrow_u8(uint8_t *restrict o, const float *restrict r1, const float *restrict r2, float wy, int out,
+                    int outC) {
+  for (int c = 0; c < outC; c++) {
+    const float *a = r1 + (size_t)c * out, *e = r2 + (size_t)c * out;
+    for (int d = 0; d < out; d++) {
+      float v = a[d] + wy * (e[d] - a[d]);
+      o[(size_t)d * outC + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : (int)(v + 0.5f));
+    }
+  }
+}
+
 /* fast: 1 in the AVX2 and AVX-512 variants (hrow_avx2, vrow_avx2), 0: the plain C rows */
-MNT_SIMD_BODY void resample_body(const uint8_t *src, int S, int C, double x0, double y0, double w, double h,
-                                 int flip, int pad, int out, int outC, const float *mean, const float *std,
-                                 float *dst, int fast) {
+MNT_SIMD_BODY void resample_body(const job *j, int fast) {
   cols t;
   float rows[2][MAX_C * MAX_OUT], planes[MAX_C][PLANE];
-  double sx = w / out, sy = h / out;
-  t.xbmin = S * C;
-  for (int ox = 0; ox < out; ox++) {
-    double fx = x0 + (ox + 0.5) * sx - 0.5;
-    int d = flip ? out - 1 - ox : ox;
-    t.inx[d] = !pad || (fx > -0.5 && fx < S - 0.5);
-    if (fx < 0) fx = 0;
-    if (fx > S - 1) fx = S - 1;
-    int x1 = (int)fx;
-    t.xa[d] = x1 * C;
-    t.xb[d] = (x1 + 1 < S ? x1 + 1 : x1) * C;
-    t.wx[d] = (float)(fx - x1);
-    if (t.xb[d] < t.xbmin) t.xbmin = t.xb[d];
-  }
-  if (fast) { /* blocks of 8 columns for the permutes; pixels plo..phi (a row's floats) */
-    t.plo = S;
-    t.phi = 0;
-    for (int k = 0; k < out / 8; k++) {
-      int lo = S, hi = 0;
-      for (int d = 8 * k; d < 8 * k + 8; d++) {
-        lo = t.xa[d] / C < lo ? t.xa[d] / C : lo;
-        hi = t.xb[d] / C > hi ? t.xb[d] / C : hi;
-      }
-      t.blo[k] = lo;
-      t.bok[k] = hi - lo <= 15;
-      for (int d = 8 * k; d < 8 * k + 8 && t.bok[k]; d++) {
-        t.ia[d] = (uint8_t)(t.xa[d] / C - lo);
-        t.ib[d] = (uint8_t)(t.xb[d] / C - lo);
-      }
-      t.plo = lo < t.plo ? lo : t.plo;
-      t.phi = hi > t.phi ? hi : t.phi;
-    }
-    if (t.phi + 16 <= PLANE)
-      for (int c = 0; c < MAX_C; c++) memset(planes[c] + t.phi + 1, 0, 15 * sizeof(float)); /* read, never used */
-  }
+  int H = j->H, C = j->C, out = j->out, outC = j->outC;
+  double sy = j->h / out;
+  col_taps(j, fast, &t);
+  if (fast && t.phi + 16 <= PLANE)
+    for (int c = 0; c < MAX_C; c++) memset(planes[c] + t.phi + 1, 0, 15 * sizeof(float)); /* read, never used */
   float scale[MAX_C], bias[MAX_C];
-  for (int c = 0; c < outC; c++) {
+  for (int c = 0; c < outC && !j->dst8; c++) {
     int sc = C == 1 ? 0 : c;
-    scale[c] = 1.0f / (255.0f * std[sc]);
-    bias[c] = -mean[sc] / std[sc];
+    scale[c] = 1.0f / (255.0f * j->std[sc]);
+    bias[c] = -j->mean[sc] / j->std[sc];
   }
   int held[2] = {-1, -1}; /* the source row in rows[i] */
-  int stream = fast && (size_t)outC * out * out * sizeof(float) >= STREAM_MIN;
+  int stream = fast && !j->dst8 && (size_t)outC * out * out * sizeof(float) >= STREAM_MIN;
   for (int oy = 0; oy < out; oy++) {
-    double fy = y0 + (oy + 0.5) * sy - 0.5;
-    float iny = !pad || (fy > -0.5 && fy < S - 0.5);
-    if (fy < 0) fy = 0;
-    if (fy > S - 1) fy = S - 1;
-    int y1 = (int)fy, y2 = y1 + 1 < S ? y1 + 1 : y1;
+    double fy = j->y0 + (oy + 0.5) * sy - 0.5;
+    float iny = !j->pad || (fy > -0.5 && fy < H - 0.5);
+    if (fy < j->lo[1]) fy = j->lo[1];
+    if (fy > j->hi[1]) fy = j->hi[1];
+    int y1 = (int)fy, y2 = y1 + 1 <= j->hi[1] ? y1 + 1 : y1;
     float wy = (float)(fy - y1);
     int yy[2] = {y1, y2}, at[2];
-    for (int j = 0; j < 2; j++) {
-      at[j] = held[0] == yy[j] ? 0 : held[1] == yy[j] ? 1 : -1;
-      if (at[j] >= 0) continue;
-      at[j] = j ? 1 - at[0] : held[0] == y2; /* not the slot of the other row needed */
-      size_t off = (size_t)yy[j] * S * C;
-      if (fast) HROW_FAST(src + off, off, C, outC, out, &t, planes, rows[at[j]]);
-      else hrow_c(src + off, C, outC, out, &t, rows[at[j]]);
-      held[at[j]] = yy[j];
+    for (int k = 0; k < 2; k++) {
+      at[k] = held[0] == yy[k] ? 0 : held[1] == yy[k] ? 1 : -1;
+      if (at[k] >= 0) continue;
+      at[k] = k ? 1 - at[0] : held[0] == y2; /* not the slot of the other row needed */
+      size_t off = (size_t)yy[k] * j->stride;
+      if (fast) HROW_FAST(j->src + off, off, C, outC, out, &t, planes, rows[at[k]]);
+      else hrow_c(j->src + off, C, outC, out, &t, rows[at[k]]);
+      held[at[k]] = yy[k];
+    }
+    if (j->dst8) {
+      vrow_u8(j->dst8 + (size_t)oy * out * outC, rows[at[0]], rows[at[1]], wy, out, outC);
+      continue;
     }
     for (int c = 0; c < outC; c++) {
-      float *o = dst + ((size_t)c * out + oy) * out;
+      float *o = j->dst + ((size_t)c * out + oy) * out;
       const float *a = rows[at[0]] + (size_t)c * out, *e = rows[at[1]] + (size_t)c * out;
       if (fast) VROW_FAST(o, a, e, t.inx, wy, iny, scale[c], bias[c], out, stream);
       else vrow(o, a, e, t.inx, wy, iny, scale[c], bias[c], out);
@@ -234,25 +270,34 @@ MNT_SIMD_BODY void resample_body(const uint8_t *src, int S, int C, double x0, do
   if (stream) STREAM_FENCE(); /* the streamed stores are visible before the batch is handed on */
 }
 
-static void resample_sse2(const uint8_t *src, int S, int C, double x0, double y0, double w, double h, int flip,
-                          int pad, int out, int outC, const float *mean, const float *std, float *dst) {
-  resample_body(src, S, C, x0, y0, w, h, flip, pad, out, outC, mean, std, dst, 0);
+static void resample_sse2(const job *j) { resample_body(j, 0); }
+MNT_TARGET_AVX2 static void resample_avx2(const job *j) { resample_body(j, 1); }
+MNT_TARGET_AVX512 static void resample_avx512(const job *j) { resample_body(j, 1); }
+
+/* the clamp window: the whole image, or (to_box) the pixels whose centres lie in the box (torchvision's
+ * crop, then resize: a sample beyond the crop's outer pixel centres repeats them) */
+static void window(job *j, int to_box) {
+  j->lo[0] = j->lo[1] = 0, j->hi[0] = j->W - 1, j->hi[1] = j->H - 1;
+  if (!to_box) return;
+  double b0[2] = {j->x0, j->y0}, b1[2] = {j->x0 + j->w, j->y0 + j->h};
+  for (int k = 0; k < 2; k++) {
+    double lo = ceil(b0[k] - 0.5), hi = floor(b1[k] - 0.5);
+    if (lo > j->lo[k]) j->lo[k] = lo > j->hi[k] ? j->hi[k] : (int)lo;
+    if (hi < j->hi[k]) j->hi[k] = hi < j->lo[k] ? j->lo[k] : (int)hi;
+  }
 }
-MNT_TARGET_AVX2 static void resample_avx2(const uint8_t *src, int S, int C, double x0, double y0, double w, double h,
-                                          int flip, int pad, int out, int outC, const float *mean, const float *std,
-                                          float *dst) {
-  resample_body(src, S, C, x0, y0, w, h, flip, pad, out, outC, mean, std, dst, 1);
-}
-MNT_TARGET_AVX512 static void resample_avx512(const uint8_t *src, int S, int C, double x0, double y0, double w,
-                                              double h, int flip, int pad, int out, int outC, const float *mean,
-                                              const float *std, float *dst) {
-  resample_body(src, S, C, x0, y0, w, h, flip, pad, out, outC, mean, std, dst, 1);
+
+static void run(job *j, int to_box) {
+  if (j->out < 1 || j->out > MAX_OUT || j->outC < 1 || j->outC > MAX_C || j->W < 1 || j->H < 1) return;
+  window(j, to_box);
+  MNT_SIMD_PICK(resample)(j); /* (out, outC refused before: see loader.h) */
 }
 
 static void crop_resize(const uint8_t *src, int S, int C, double x0, double y0, double w, double h, int flip, int pad,
                         int out, int outC, const float *mean, const float *std, float *dst) {
-  if (out < 1 || out > MAX_OUT || outC < 1 || outC > MAX_C) return; /* refused before (see loader.h) */
-  MNT_SIMD_PICK(resample)(src, S, C, x0, y0, w, h, flip, pad, out, outC, mean, std, dst);
+  job j = {.src = src, .W = S, .H = S, .C = C, .stride = (size_t)S * C, .x0 = x0, .y0 = y0, .w = w, .h = h,
+           .flip = flip, .pad = pad, .out = out, .outC = outC, .mean = mean, .std = std, .dst = dst};
+  run(&j, 0);
 }
 
 /* the validation box: centred, `crop` × the side of an S×S image (0: 0.875), at (o, o) */
@@ -273,38 +318,85 @@ void mnt_crop_resize(const uint8_t *src, int S, int C, const float box[MNT_BOX_F
   crop_resize(src, S, C, box[0], box[1], box[2], box[3], box[4] != 0, pad, out, outC, mean, std, dst);
 }
 
+void mnt_crop_resize_wh(const uint8_t *src, int W, int H, size_t stride, int C, const float box[MNT_BOX_FLOATS],
+                        int to_box, int out, int outC, const float *mean, const float *std, float *dst) {
+  job j = {.src = src, .W = W, .H = H, .C = C, .stride = stride, .x0 = box[0], .y0 = box[1], .w = box[2],
+           .h = box[3], .flip = box[4] != 0, .out = out, .outC = outC, .mean = mean, .std = std, .dst = dst};
+  run(&j, to_box);
+}
+
+void mnt_crop_resize_u8(const uint8_t *src, int W, int H, size_t stride, int C, const float box[MNT_BOX_FLOATS],
+                        int to_box, int out, int outC, uint8_t *dst) {
+  job j = {.src = src, .W = W, .H = H, .C = C, .stride = stride, .x0 = box[0], .y0 = box[1], .w = box[2],
+           .h = box[3], .flip = box[4] != 0, .out = out, .outC = outC, .dst8 = dst};
+  run(&j, to_box);
+}
+
+/* Python's round(): halves to the even neighbour, whatever the FPU's rounding mode */
+static double round_even(double v) {
+  double f = floor(v), d = v - f;
+  return d > 0.5 || (d == 0.5 && fmod(f, 2.0) != 0) ? f + 1 : f;
+}
+
+/* torchvision 0.14's RandomResizedCrop.get_params on a W×H image, scale (lo, 1), ratio (3/4, 4/3),
+ * its draws from r: 10 tries of an area and a log-uniform aspect ratio, the box's size rounded and
+ * accepted when it fits, placed uniformly (x drawn before y); else its fallback, the centred box of
+ * the whole image with the ratio clamped into the range */
+static void rrc_box(rng *r, int W, int H, double lo, double b[4]) {
+  double area = (double)W * H;
+  for (int t = 0; t < 10; t++) {
+    double ta = area * (lo + (1.0 - lo) * uni(r));
+    double ar = exp(log(3.0 / 4.0) + (log(4.0 / 3.0) - log(3.0 / 4.0)) * uni(r));
+    double cw = round_even(sqrt(ta * ar)), ch = round_even(sqrt(ta / ar));
+    if (cw > 0 && ch > 0 && cw <= W && ch <= H) {
+      b[0] = floor(uni(r) * (W - cw + 1));
+      b[1] = floor(uni(r) * (H - ch + 1));
+      b[2] = cw;
+      b[3] = ch;
+      return;
+    }
+  }
+  double in_ratio = (double)W / H, w = W, h = H;
+  if (in_ratio < 3.0 / 4.0) h = round_even(W / (3.0 / 4.0));
+  else if (in_ratio > 4.0 / 3.0) w = round_even(H * (4.0 / 3.0));
+  b[0] = (double)((W - (int)w) / 2); /* Python's // on non-negative numbers */
+  b[1] = (double)((H - (int)h) / 2);
+  b[2] = w;
+  b[3] = h;
+}
+
+void mnt_aug_box_wh(const mnt_aug_cfg *a, int W, int H, int64_t epoch, int64_t id, float box[MNT_BOX_FLOATS]) {
+  rng r = {mnt_mix(mnt_mix((uint64_t)a->seed, (uint64_t)epoch), (uint64_t)id)};
+  double b[4] = {0, 0, W, H};
+  if (a->pad_crop > 0) { /* torchvision's RandomCrop(S, padding=P): the image shifted by -P..P pixels, zeros around */
+    int P = a->pad_crop;
+    b[0] = floor(uni(&r) * (2 * P + 1)) - P;
+    b[1] = floor(uni(&r) * (2 * P + 1)) - P;
+  } else {
+    rrc_box(&r, W, H, a->min_scale > 0 ? a->min_scale : 0.08, b);
+  }
+  int flip = uni(&r) < 0.5;
+  box[0] = (float)b[0], box[1] = (float)b[1], box[2] = (float)b[2], box[3] = (float)b[3], box[4] = (float)flip;
+}
+
 void mnt_aug_box(const mnt_aug_cfg *a, int64_t epoch, int64_t id, float box[MNT_BOX_FLOATS]) {
-  int S = a->S;
   if (!a->train) {
     double o, side;
-    centre_box(S, a->val_crop, &o, &side);
+    centre_box(a->S, a->val_crop, &o, &side);
     box[0] = box[1] = (float)o;
     box[2] = box[3] = (float)side;
     box[4] = 0;
     return;
   }
-  rng r = {mnt_mix(mnt_mix((uint64_t)a->seed, (uint64_t)epoch), (uint64_t)id)};
-  double area = (double)S * S, x0 = 0, y0 = 0, w = S, h = S;
-  int found = a->pad_crop > 0;
-  if (found) { /* torchvision's RandomCrop(S, padding=P): the image shifted by -P..P pixels, zeros around */
-    int P = a->pad_crop;
-    x0 = floor(uni(&r) * (2 * P + 1)) - P;
-    y0 = floor(uni(&r) * (2 * P + 1)) - P;
-  }
-  for (int t = 0; t < 10 && !found; t++) { /* torchvision's RandomResizedCrop */
-    double lo = a->min_scale > 0 ? a->min_scale : 0.08;
-    double ta = area * (lo + (1.0 - lo) * uni(&r));
-    double ar = exp(log(3.0 / 4.0) + (log(4.0 / 3.0) - log(3.0 / 4.0)) * uni(&r));
-    double cw = round(sqrt(ta * ar)), ch = round(sqrt(ta / ar));
-    if (cw > 0 && ch > 0 && cw <= S && ch <= S) {
-      x0 = floor(uni(&r) * (S - cw + 1));
-      y0 = floor(uni(&r) * (S - ch + 1));
-      w = cw;
-      h = ch;
-      found = 1;
-    }
-  }
-  int flip = uni(&r) < 0.5; /* the fallback is the whole (square) image, centred */
-  box[0] = (float)x0, box[1] = (float)y0, box[2] = (float)w, box[3] = (float)h, box[4] = (float)flip;
+  mnt_aug_box_wh(a, a->S, a->S, epoch, id, box);
 }
 
+void mnt_val_box(int W, int H, int out, double crop, float box[MNT_BOX_FLOATS]) {
+  int R = (int)floor(out / (crop > 0 ? crop : 0.875) + 1e-9), rw = R, rh = R;
+  if (W <= H) rh = (int)((double)((long long)R * H) / W); /* int(R * long / short) */
+  else rw = (int)((double)((long long)R * W) / H);
+  double top = round_even((rh - out) / 2.0), left = round_even((rw - out) / 2.0);
+  double kx = (double)W / rw, ky = (double)H / rh;
+  box[0] = (float)(left * kx), box[1] = (float)(top * ky), box[2] = (float)(out * kx), box[3] = (float)(out * ky);
+  box[4] = 0;
+}

@@ -1,8 +1,10 @@
 /* loader.c — see loader.h. Worker threads produce whole batches: batch k goes to slot k mod depth;
- * a worker takes the next k only while fewer than `depth` batches are unconsumed. HDF5 (built
- * thread-safe on Debian) serialises the reads; decoding-free uint8 shards make them cheap, and the
- * augmentation (io/augment.c: the boxes and the resampler) runs in parallel. The loader only
- * schedules: which samples, which thread, which slot. */
+ * a worker takes the next k only while fewer than `depth` batches are unconsumed. Format 2: HDF5
+ * (built thread-safe on Debian) serialises the reads; decoding-free uint8 shards make them cheap,
+ * and the augmentation (io/augment.c: the boxes and the resampler) runs in parallel. Format 3:
+ * each record is one pread (no lock, io/record.c), decoded (io/jpegcrop.c: only the box's part of
+ * a JPEG) and resampled in the worker, with the worker's own buffers (sample_ws: no allocation per
+ * sample once they have grown). The loader only schedules: which samples, which thread, which slot. */
 #include "io/loader.h"
 
 #include <math.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "io/augment.h"
+#include "io/jpegcrop.h"
 #include "check.h"
 #include "log.h"
 
@@ -76,6 +79,84 @@ static void augment(const mnt_loader *l, const uint8_t *src, int64_t epoch, int6
                   l->d->mean, l->d->std, dst);
 }
 
+/* ---- format 3: records of their own sizes ----------------------------------------------------- */
+struct mnt_sample_ws {
+  uint8_t *rec;      /* the record read */
+  size_t cap;
+  mnt_jpegcrop *jpeg; /* its decoder and the region it decodes into */
+};
+
+int mnt_sample_ws_create(mnt_sample_ws **out) {
+  *out = NULL;
+  mnt_sample_ws *w = calloc(1, sizeof *w);
+  if (!w) return MNT_SYSERR("loader: a sample workspace");
+  int st = mnt_jpegcrop_create(&w->jpeg);
+  if (st != MNT_OK) {
+    free(w);
+    return st;
+  }
+  *out = w;
+  return MNT_OK;
+}
+
+void mnt_sample_ws_destroy(mnt_sample_ws *w) {
+  if (!w) return;
+  mnt_jpegcrop_destroy(w->jpeg);
+  free(w->rec);
+  free(w);
+}
+
+/* sample g of a format 3 dataset with its box (train: drawn for epoch; else the validation box,
+ * crop: its fraction): the record read (one pread, no lock), a JPEG decoded where the box reads;
+ * the source region in *r, the box in its pixels. */
+static int f3_region(mnt_dataset *d, mnt_sample_ws *w, int64_t g, const mnt_aug_cfg *a, int64_t epoch, int out,
+                     mnt_jpeg_region *r, int32_t *label) {
+  int W, H;
+  size_t len;
+  float box[MNT_BOX_FLOATS];
+  MNT_CHECK(mnt_dataset_dims(d, g, &W, &H));
+  MNT_CHECK(mnt_dataset_read_record(d, g, &w->rec, &w->cap, &len, label));
+  if (a->train) mnt_aug_box_wh(a, W, H, epoch, g, box);
+  else mnt_val_box(W, H, out, a->val_crop, box);
+  int k = 0, hi = d->nshards - 1; /* the shard, for messages: the last one starting at or before g */
+  while (k < hi) {
+    int mid = (k + hi + 1) / 2;
+    if (d->shard_start[mid] <= g) k = mid;
+    else hi = mid - 1;
+  }
+  if (d->codec == MNT_CODEC_JPEG)
+    return mnt_jpegcrop_decode(w->jpeg, w->rec, len, W, H, box, out, 0, d->shard_path[k], g - d->shard_start[k], r);
+  if (len != (size_t)W * H * d->channels) {
+    MNT_ERR("%s: sample %lld: a raw record of %zu bytes for %dx%dx%d pixels", d->shard_path[k],
+            (long long)(g - d->shard_start[k]), len, W, H, d->channels);
+    return MNT_EDATA;
+  }
+  *r = (mnt_jpeg_region){.pix = w->rec, .w = W, .h = H, .stride = (size_t)W * d->channels, .scale = 8};
+  memcpy(r->box, box, sizeof box);
+  return MNT_OK;
+}
+
+/* one format 3 sample into slot i of batch b: augmented floats, or (cfg.raw) the box resampled to
+ * out × out uint8 RGB, unflipped, with the box (0, 0, out, out, flip) for the device */
+static int f3_sample(mnt_loader *l, mnt_sample_ws *w, int64_t epoch, int64_t id, mnt_batch *b, int i) {
+  mnt_jpeg_region r;
+  mnt_aug_cfg a = aug_cfg(l);
+  int out = l->cfg.out_size, C = l->d->channels;
+  MNT_CHECK(f3_region(l->d, w, id, &a, epoch, out, &r, &b->labels[i]));
+  if (l->d->codec == MNT_CODEC_JPEG) C = 3;
+  if (!l->cfg.raw) {
+    mnt_crop_resize_wh(r.pix, r.w, r.h, r.stride, C, r.box, a.train, out, l->C, l->d->mean, l->d->std,
+                       b->images + (size_t)i * l->C * out * out);
+    return MNT_OK;
+  }
+  float flip = r.box[4], *box = b->boxes + (size_t)i * MNT_BOX_FLOATS;
+  r.box[4] = 0;
+  mnt_crop_resize_u8(r.pix, r.w, r.h, r.stride, C, r.box, a.train, out, b->channels,
+                     b->raw + (size_t)i * b->channels * out * out);
+  box[0] = box[1] = 0, box[2] = box[3] = (float)out, box[4] = flip;
+  return MNT_OK;
+}
+
 /* HDF5's thread-safe build lets one thread in at a time behind a global lock that sleeps at once
  * when taken; with small images the workers meet there all the time, each meeting a futex sleep
  * and wake-up (Fashion-MNIST, 2 workers: 146,000 context switches for 96,000 images, 18% slower
@@ -89,11 +170,35 @@ static int read_sample(mnt_loader *l, int64_t id, uint8_t *pix, int32_t *label) 
   return st;
 }
 
+/* the samples of batch slot s (its global batch at epoch e, cursor c, in the permutation perm) */
+static int fill_batch(mnt_loader *l, mnt_sample_ws *w, slot *s, const int64_t *perm, int64_t e, int64_t c) {
+  size_t px = (size_t)l->d->size * l->d->size * l->d->channels;
+  size_t img = (size_t)l->C * l->cfg.out_size * l->cfg.out_size;
+  int st = MNT_OK, f3 = l->d->version >= MNT_FORMAT_RECORDS;
+  s->b.epoch = e;
+  s->b.cursor = c;
+  for (int i = 0; i < l->per_rank && st == MNT_OK; i++) {
+    int64_t id = perm[c + (int64_t)l->cfg.rank * l->per_rank + i];
+    s->b.ids[i] = id;
+    if (f3) {
+      st = f3_sample(l, w, e, id, &s->b, i);
+    } else if (l->cfg.raw) {
+      st = read_sample(l, id, s->b.raw + (size_t)i * px, &s->b.labels[i]);
+      mnt_aug_cfg a = aug_cfg(l);
+      mnt_aug_box(&a, e, id, s->b.boxes + (size_t)i * MNT_BOX_FLOATS);
+    } else if ((st = read_sample(l, id, w->rec, &s->b.labels[i])) == MNT_OK) {
+      augment(l, w->rec, e, id, s->b.images + (size_t)i * img);
+    }
+  }
+  return st;
+}
+
 static void *worker(void *arg) {
   mnt_loader *l = arg;
   size_t px = (size_t)l->d->size * l->d->size * l->d->channels;
-  size_t img = (size_t)l->C * l->cfg.out_size * l->cfg.out_size;
-  uint8_t *pix = malloc(px);
+  mnt_sample_ws *w = NULL;
+  int st0 = mnt_sample_ws_create(&w);
+  if (st0 == MNT_OK && l->d->version < MNT_FORMAT_RECORDS && !(w->rec = malloc(px))) st0 = MNT_ENOMEM;
   pthread_mutex_lock(&l->mu);
   while (!l->stop && !l->error) {
     if (l->next_k >= l->consumed + l->cfg.depth) {
@@ -112,20 +217,7 @@ static void *worker(void *arg) {
     l->perm_users[pi]++;
     slot *s = &l->slots[k % l->cfg.depth];
     pthread_mutex_unlock(&l->mu);
-    int st = pix ? MNT_OK : MNT_ENOMEM;
-    s->b.epoch = e;
-    s->b.cursor = c;
-    for (int i = 0; i < l->per_rank && st == MNT_OK; i++) {
-      int64_t id = perm[c + (int64_t)l->cfg.rank * l->per_rank + i];
-      s->b.ids[i] = id;
-      if (l->cfg.raw) {
-        st = read_sample(l, id, s->b.raw + (size_t)i * px, &s->b.labels[i]);
-        mnt_aug_cfg a = aug_cfg(l);
-        mnt_aug_box(&a, e, id, s->b.boxes + (size_t)i * MNT_BOX_FLOATS);
-      }
-      else if ((st = read_sample(l, id, pix, &s->b.labels[i])) == MNT_OK)
-        augment(l, pix, e, id, s->b.images + (size_t)i * img);
-    }
+    int st = st0 != MNT_OK ? st0 : fill_batch(l, w, s, perm, e, c);
     pthread_mutex_lock(&l->mu);
     l->perm_users[pi]--;
     if (st != MNT_OK) l->error = st;
@@ -134,8 +226,43 @@ static void *worker(void *arg) {
     pthread_cond_broadcast(&l->cv);
   }
   pthread_mutex_unlock(&l->mu);
-  free(pix);
+  mnt_sample_ws_destroy(w);
   return NULL;
+}
+
+/* the raw batch's images (cfg.raw): format 1/2 the stored S×S×C squares, format 3 out×out RGB */
+void mnt_loader_raw_shape(const mnt_dataset *d, int out_size, int *side, int *channels) {
+  int f3 = d->version >= MNT_FORMAT_RECORDS;
+  *side = f3 ? out_size : d->size;
+  *channels = f3 && d->codec == MNT_CODEC_JPEG ? 3 : d->channels;
+}
+
+/* what mnt_loader_open refuses (MNT_EARG, logged) */
+static int check_cfg(const mnt_dataset *d, const mnt_loader_cfg *c) {
+  if (c->nranks < 1 || c->rank < 0 || c->rank >= c->nranks || c->global_batch < c->nranks || c->global_batch % c->nranks) {
+    MNT_ERR("global batch %d cannot be split evenly over %d ranks (rank %d)", c->global_batch, c->nranks, c->rank);
+    return MNT_EARG;
+  }
+  int dc = d->version >= MNT_FORMAT_RECORDS && d->codec == MNT_CODEC_JPEG ? 3 : d->channels;
+  if (c->out_size < 1 || c->out_size > MNT_AUG_MAX_OUT ||
+      (c->out_channels != 0 && c->out_channels != dc && !(dc == 1 && c->out_channels == 3))) {
+    MNT_ERR("loader: bad output size %d or channels %d for a %d-channel dataset", c->out_size, c->out_channels, dc);
+    return MNT_EARG;
+  }
+  if (d->version >= MNT_FORMAT_RECORDS && c->train && c->pad_crop > 0) {
+    MNT_ERR("%s: images of their own sizes (format 3): the padded-crop augmentation (--pad-crop) is for small square "
+            "images (format 2)", d->dir);
+    return MNT_EARG;
+  }
+  if (!c->train && !(c->val_crop >= 0 && c->val_crop <= 1)) {
+    MNT_ERR("loader: the validation crop %g is not a fraction of the image in (0, 1]", c->val_crop);
+    return MNT_EARG;
+  }
+  if (d->total < c->global_batch) {
+    MNT_ERR("%s: %lld samples, fewer than one global batch of %d", d->dir, (long long)d->total, c->global_batch);
+    return MNT_EARG;
+  }
+  return MNT_OK;
 }
 
 int mnt_loader_open(mnt_loader **out, mnt_dataset *d, const mnt_loader_cfg *cfg, int64_t epoch, int64_t cursor) {
@@ -143,18 +270,7 @@ int mnt_loader_open(mnt_loader **out, mnt_dataset *d, const mnt_loader_cfg *cfg,
   mnt_loader_cfg c = *cfg;
   if (c.threads <= 0) c.threads = 2;
   if (c.depth <= 0) c.depth = 2 * c.threads;
-  if (c.nranks < 1 || c.rank < 0 || c.rank >= c.nranks || c.global_batch < c.nranks || c.global_batch % c.nranks) {
-    MNT_ERR("global batch %d cannot be split evenly over %d ranks (rank %d)", c.global_batch, c.nranks, c.rank);
-    return MNT_EARG;
-  }
-  if (c.out_size < 1 || c.out_size > MNT_AUG_MAX_OUT || (c.out_channels != 0 && c.out_channels != d->channels && !(d->channels == 1 && c.out_channels == 3))) {
-    MNT_ERR("loader: bad output size %d or channels %d for a %d-channel dataset", c.out_size, c.out_channels, d->channels);
-    return MNT_EARG;
-  }
-  if (d->total < c.global_batch) {
-    MNT_ERR("%s: %lld samples, fewer than one global batch of %d", d->dir, (long long)d->total, c.global_batch);
-    return MNT_EARG;
-  }
+  MNT_CHECK(check_cfg(d, &c));
   int64_t per_epoch = d->total / c.global_batch * c.global_batch;
   if (epoch < 0 || cursor < 0 || cursor % c.global_batch || cursor > per_epoch) {
     MNT_ERR("loader position (epoch %lld, cursor %lld) is not a global-batch boundary of this dataset", (long long)epoch,
@@ -170,7 +286,9 @@ int mnt_loader_open(mnt_loader **out, mnt_dataset *d, const mnt_loader_cfg *cfg,
   l->d = d;
   l->cfg = c;
   l->per_rank = c.global_batch / c.nranks;
-  l->C = c.out_channels ? c.out_channels : d->channels;
+  int side, rawC;
+  mnt_loader_raw_shape(d, c.out_size, &side, &rawC);
+  l->C = c.out_channels ? c.out_channels : rawC;
   l->per_epoch = per_epoch;
   l->epoch0 = epoch;
   l->cursor0 = cursor;
@@ -194,15 +312,15 @@ int mnt_loader_open(mnt_loader **out, mnt_dataset *d, const mnt_loader_cfg *cfg,
     b->n = l->per_rank;
     b->channels = l->C;
     b->size = c.out_size;
-    size_t px = (size_t)d->size * d->size * d->channels;
+    size_t px = (size_t)side * side * rawC;
     if (c.raw) {
       size_t bytes = ((size_t)l->per_rank * px + 63) / 64 * 64;
       void *p = NULL;
       if (c.host_alloc ? c.host_alloc(c.alloc_ctx, bytes, &p) == MNT_OK : (p = aligned_alloc(64, bytes)) != NULL)
         b->raw = p;
       b->boxes = malloc((size_t)l->per_rank * MNT_BOX_FLOATS * sizeof(float));
-      b->size = d->size;
-      b->channels = d->channels;
+      b->size = side;
+      b->channels = rawC;
     } else {
       b->images = aligned_alloc(64, ((size_t)l->per_rank * img * sizeof(float) + 63) / 64 * 64);
     }
@@ -244,19 +362,36 @@ int mnt_loader_next(mnt_loader *l, const mnt_batch **b) {
   return MNT_OK;
 }
 
-int mnt_loader_val_sample(mnt_dataset *d, int64_t g, int out_size, int out_channels, double crop, float *dst,
-                          int32_t *label) {
-  int outC = out_channels ? out_channels : d->channels;
-  if (out_size < 1 || out_size > MNT_AUG_MAX_OUT || outC > MNT_AUG_MAX_C) {
-    MNT_ERR("loader: bad validation size %d or channels %d", out_size, outC);
+int mnt_loader_val_sample_ws(mnt_dataset *d, int64_t g, int out_size, int out_channels, double crop,
+                             mnt_sample_ws *w, float *dst, int32_t *label) {
+  int f3 = d->version >= MNT_FORMAT_RECORDS, C = f3 && d->codec == MNT_CODEC_JPEG ? 3 : d->channels;
+  int outC = out_channels ? out_channels : C;
+  if (out_size < 1 || out_size > MNT_AUG_MAX_OUT || outC > MNT_AUG_MAX_C || !(crop >= 0 && crop <= 1)) {
+    MNT_ERR("loader: bad validation size %d, channels %d or crop %g", out_size, outC, crop);
     return MNT_EARG;
   }
-  uint8_t *pix = malloc((size_t)d->size * d->size * d->channels);
-  if (!pix) return MNT_ENOMEM;
-  int st = mnt_dataset_read(d, g, pix, label);
-  if (st == MNT_OK) mnt_centre_crop(pix, d->size, d->channels, crop, out_size, outC, d->mean, d->std, dst);
-  free(pix);
+  mnt_sample_ws *tmp = NULL;
+  if (!w) MNT_CHECK(mnt_sample_ws_create(&tmp));
+  mnt_sample_ws *ws = w ? w : tmp;
+  int st = MNT_OK;
+  if (f3) {
+    mnt_aug_cfg a = {.train = 0, .val_crop = crop};
+    mnt_jpeg_region r;
+    MNT_CHECK_GOTO(f3_region(d, ws, g, &a, 0, out_size, &r, label), st, out);
+    mnt_crop_resize_wh(r.pix, r.w, r.h, r.stride, C, r.box, 0, out_size, outC, d->mean, d->std, dst);
+  } else {
+    size_t len;
+    MNT_CHECK_GOTO(mnt_dataset_read_record(d, g, &ws->rec, &ws->cap, &len, label), st, out);
+    mnt_centre_crop(ws->rec, d->size, d->channels, crop, out_size, outC, d->mean, d->std, dst);
+  }
+out:
+  mnt_sample_ws_destroy(tmp);
   return st;
+}
+
+int mnt_loader_val_sample(mnt_dataset *d, int64_t g, int out_size, int out_channels, double crop, float *dst,
+                          int32_t *label) {
+  return mnt_loader_val_sample_ws(d, g, out_size, out_channels, crop, NULL, dst, label);
 }
 
 void mnt_loader_position(const mnt_loader *l, int64_t *epoch, int64_t *cursor) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # install-deps.sh — install what mntrain needs to build, test and run on Debian 12, as root.
 #   job_templates/install-deps.sh [--no-update]
-# Build: cmake, a C compiler, pkg-config, PMIx, HDF5, oneDNN, OpenBLAS, libjpeg-turbo, libpng, xxHash,
-# jansson, zlib.
+# Build: cmake, a C compiler, pkg-config, PMIx, HDF5, oneDNN, OpenBLAS, libjpeg-turbo (its TurboJPEG and
+# libjpeg APIs: libturbojpeg0-dev, libjpeg62-turbo-dev), libpng, xxHash, jansson, zlib.
 # Cluster: Slurm (slurm-wlm, with the PMIx plugin) and munge; iproute2/util-linux for the
 # local cluster's network and mount namespaces (mount: the bind mounts; "required" on a Debian
 # install, but not in a minimal root); GlusterFS (glusterfs-server, glusterfs-client) for the
@@ -18,7 +18,7 @@ set -euo pipefail
 [ "$(id -u)" -eq 0 ] || { echo "install-deps: run as root (apt-get install)" >&2; exit 1; }
 packages=(
   build-essential cmake pkg-config
-  libpmix-dev libhdf5-dev hdf5-tools libdnnl-dev libopenblas-dev libturbojpeg0-dev libpng-dev libxxhash-dev libjansson-dev zlib1g-dev
+  libpmix-dev libhdf5-dev hdf5-tools libdnnl-dev libopenblas-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libxxhash-dev libjansson-dev zlib1g-dev
   slurm-wlm munge iproute2 util-linux mount procps glusterfs-server glusterfs-client
   python3-torch python3-torchvision python3-h5py python3-numpy dataset-fashion-mnist
   shellcheck gdb mmdebstrap lmod tcl

@@ -124,7 +124,9 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
     lc.host_alloc = loader_host_alloc;
     lc.host_free = loader_host_free;
     lc.alloc_ctx = t->be;
-    size_t px = (size_t)t->train.size * t->train.size * t->train.channels;
+    int side, ch; /* format 1/2: the stored squares; format 3: the CPU's crops at the output size */
+    mnt_loader_raw_shape(&t->train, o->size, &side, &ch);
+    size_t px = (size_t)side * side * ch;
     st = mnt_be_alloc(t->be, (size_t)o->batch * px, (void **)&t->raw_dev);
     if (st == MNT_OK) st = mnt_be_alloc(t->be, (size_t)o->batch * MNT_BOX_FLOATS * sizeof(float), (void **)&t->box_dev);
   }
@@ -296,11 +298,13 @@ int mnt_trainer_evaluate(mnt_trainer *t, double *loss, double *top1, double *top
   float *x = calloc((size_t)B * per, sizeof(float));
   int32_t *y = calloc((size_t)B, sizeof *y);
   double sums[4] = {0, 0, 0, 0}; /* loss sum, top-1, top-5, count */
-  int st = x && y ? MNT_OK : MNT_ENOMEM;
+  mnt_sample_ws *ws = NULL; /* the read and decode buffers, kept across samples */
+  int st = x && y ? mnt_sample_ws_create(&ws) : MNT_ENOMEM;
   for (int64_t g0 = w->rank; g0 < val->total && st == MNT_OK; g0 += (int64_t)B * w->size) {
     int n = 0;
     for (int64_t g = g0; g < val->total && n < B; g += w->size, n++)
-      if ((st = mnt_loader_val_sample(val, g, size, 3, t->cfg.val_crop, x + (size_t)n * per, &y[n])) != MNT_OK) break;
+      if ((st = mnt_loader_val_sample_ws(val, g, size, 3, t->cfg.val_crop, ws, x + (size_t)n * per, &y[n])) != MNT_OK)
+        break;
     if (st) break;
     for (int i = n; i < B; i++) { /* pad the last batch; padded samples are not counted */
       memcpy(x + (size_t)i * per, x, per * sizeof(float));
@@ -319,6 +323,7 @@ int mnt_trainer_evaluate(mnt_trainer *t, double *loss, double *top1, double *top
   if (st == MNT_OK) st = mnt_allreduce(t->c, f, 4, MNT_FP32, MNT_SUM);
   free(x);
   free(y);
+  mnt_sample_ws_destroy(ws);
   if (st == MNT_OK) {
     *loss = f[0] / f[3];
     *top1 = f[1] / f[3];
