@@ -10,7 +10,7 @@
 #     --codec jpeg (--quality 90), and to format 2 (--size 256, centre square) for reference;
 #  3. prints bytes per image and the set's size for the sources and each conversion, extrapolated
 #     to ImageNet-1k's 1,281,167 training images, the filesystem bandwidth each needs at 128 and
-#     1,024 GPUs x 3,000 img/s, and whether ImageNet-1k in it fits a node's page cache (--page-cache-gib);
+#     1,024 GPUs x 3,000 img/s, and whether all of ImageNet-1k in it fits a node's memory (--page-cache-gib);
 #  4. measures img/s per loader thread at 224 px: `mntrain bench loader` on each conversion and
 #     torchvision's ImageFolder pipeline on the source JPEGs (benchmarks/tv_loader.py: PIL decode,
 #     RandomResizedCrop, flip, ToTensor, Normalize, DataLoader with as many worker processes), with 1
@@ -174,7 +174,8 @@ done
 {
   echo "#"
   echo "# sizes: $images images in $classes classes; ImageNet-1k = $imagenet training images; bandwidth = bytes/img x GPUs x $img_per_gpu img/s"
-  echo "# page cache: does ImageNet-1k in this form fit in $page_cache_gib GiB of a node's memory (every node reads a different random slice each epoch)"
+  echo "# cache: does ImageNet-1k in this form fit in $page_cache_gib GiB of a node's memory (the global order sends every node a different"
+  echo "# random slice each epoch, so only a node holding the whole set, staged into memory or local NVMe, stops reading the filesystem)"
   printf '%-36s %10s %9s %11s %8s %11s %11s %7s\n' "# data" "bytes/img" "set MB" "ImageNet GB" "x source" "128 GPUs" "1024 GPUs" "cache"
   printf '%-36s %10s %9s %11s %8s %11s %11s %7s\n' "#" "" "" "" "" "GB/s" "GB/s" ""
   for k in src "${kinds[@]}"; do
