@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu_bundle.sh — make a relocatable tree of the Debian 12 libraries mntrain builds and links
-# against that the GPU machine's image lacks (PMIx, HDF5, oneDNN 2, jansson, turbojpeg, libpng,
+# against that the GPU machine's image lacks (PMIx, HDF5, oneDNN 2, jansson, turbojpeg and libjpeg, libpng,
 # xxHash, zlib, pkgconf), runtime and headers, for benchmarks/gpu_check.sh to build with there.
 set -euo pipefail
 
@@ -65,10 +65,10 @@ codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
 # closure, and the -dev packages whose headers, .so links and .pc files the build needs (their
 # own dependencies are not followed: libhdf5-dev alone would pull in Fortran, C++ and libcurl's
 # headers).
-roots_rt=(libpmix2 libhdf5-103-1 libdnnl2 libjansson4 libturbojpeg0 libpng16-16 libxxhash0 zlib1g
-  pkgconf-bin libpkgconf3)
-roots_dev=(libpmix-dev libhdf5-dev libdnnl-dev libjansson-dev libturbojpeg0-dev libpng-dev libxxhash-dev
-  zlib1g-dev)
+roots_rt=(libpmix2 libhdf5-103-1 libdnnl2 libjansson4 libturbojpeg0 libjpeg62-turbo libpng16-16 libxxhash0
+  zlib1g pkgconf-bin libpkgconf3)
+roots_dev=(libpmix-dev libhdf5-dev libdnnl-dev libjansson-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev
+  libxxhash-dev zlib1g-dev)
 # Never bundled: every glibc-based image with a C/C++ compiler has these (nvcc needs gcc, and
 # gcc brings libgomp); a second copy first on LD_LIBRARY_PATH would shadow the image's newer one.
 never_pkg=" libc6 libgcc-s1 libstdc++6 gcc-12-base libgomp1 libcrypt1 debconf "

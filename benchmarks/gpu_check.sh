@@ -262,7 +262,7 @@ if [[ $st == ok ]]; then
   say "---- the bundle's libraries, as resolved:"
   for v in DNNL_LIBRARY DNNL_INCLUDE_DIR PMIX_LIBRARY PMIX_INCLUDE_DIR HDF5_hdf5_LIBRARY_RELEASE HDF5_C_INCLUDE_DIR \
     ZLIB_LIBRARY_RELEASE ZLIB_INCLUDE_DIR pkgcfg_lib_JANSSON_jansson pkgcfg_lib_TURBOJPEG_turbojpeg \
-    pkgcfg_lib_PNG_png16 pkgcfg_lib_XXHASH_xxhash; do
+    pkgcfg_lib_JPEG_jpeg pkgcfg_lib_PNG_png16 pkgcfg_lib_XXHASH_xxhash; do
     val=$(cache "$v")
     if [[ -z $val ]]; then
       printf '  %-30s (not in the cache)\n' "$v"
@@ -330,7 +330,7 @@ st=ok
 ldd_out=$(ldd "$build/mntrain" 2>&1) || true
 say "$ldd_out"
 if grep -q 'not found' <<<"$ldd_out"; then say "gpu_check: unresolved libraries (above)"; st=FAIL; fi
-for so in libdnnl.so.2 libpmix.so.2 libhdf5_serial.so.103 libjansson.so.4 libturbojpeg.so.0 libpng16.so.16 \
+for so in libdnnl.so.2 libpmix.so.2 libhdf5_serial.so.103 libjansson.so.4 libturbojpeg.so.0 libjpeg.so.62 libpng16.so.16 \
   libxxhash.so.0 libcurl.so.4 libhwloc.so.15; do
   p=$(awk -v s="$so" '$1 == s { print $3 }' <<<"$ldd_out")
   if [[ -z $p ]] || ! inb "$p"; then say "gpu_check: $so -> '${p:-nothing}', not the bundle's"; st=FAIL; fi
