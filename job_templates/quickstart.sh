@@ -21,7 +21,7 @@ fm=/usr/share/datasets/fashion-mnist
 
 missing=0
 for c in cmake cc srun slurmctld munged pkg-config; do command -v "$c" >/dev/null || missing=1; done
-pkg-config --exists pmix jansson libturbojpeg 2>/dev/null || missing=1
+pkg-config --exists pmix jansson libturbojpeg libjpeg 2>/dev/null || missing=1
 [ -f "$fm/train-images-idx3-ubyte.gz" ] || missing=1
 if [ $missing -eq 1 ]; then
   echo "== installing packages (job_templates/install-deps.sh)"
