@@ -6,8 +6,9 @@
 #   benchmarks/scale.sh [path/to/mntrain] [work dir] [RANKS, default "2 8 32 64 128"]
 # For each rank count N (on min(N, 16) nodes, N/nodes ranks per node) it runs
 #  - `train --arch resnet8` for a few steps: the set-up's phases (the slowest rank's: PMIx init,
-#    identities (from PMIx's job information, or a fence), the communicator's secret, shared memory, addresses + TCP, the first step;
-#    train prints them, with the most PMIx records one rank read), and, sampled from /proc while the job runs (the nodes share this machine's
+#    identities (from PMIx's job information, or a fence), the communicator's secret, shared
+#    memory, addresses + TCP, the first step; train prints them, with the most PMIx records one
+#    rank read), and, sampled from /proc while the job runs (the nodes share this machine's
 #    process table): file descriptors, sockets and established TCP connections per rank, resident
 #    memory per rank, and the shared-memory segments mapped on each node with their bytes;
 #  - `bench allreduce` at 8 B (latency: time in us) and 64 MiB (bus bandwidth, GB/s).
@@ -90,5 +91,5 @@ done
 echo "# per rank: mean over ranks (rss: resident set mid-run); shm: segments and MiB mapped on the busiest node"
 if [ "${MNT_SCALE_TESTS:-1}" = 1 ] && [ -d "$here/../build-cpu" ]; then
   echo "# the scale tests at 128 ranks on $maxnodes nodes:"
-  MNT_SCALE_RANKS=128 MNT_SCALE_NODES=$maxnodes ctest --test-dir "$here/../build-cpu" -L scale --output-on-failure | tail -n 25
+  MNT_SCALE_RANKS=128 MNT_SCALE_NODES=$maxnodes MNT_SCALE_AR_TIMEOUT=${MNT_SCALE_AR_TIMEOUT:-850} ctest --test-dir "$here/../build-cpu" -L scale --output-on-failure | tail -n 25
 fi
