@@ -224,6 +224,13 @@ while IFS= read -r -d '' pc; do
     die "$pc still names absolute paths (above)"
   fi
 done < <(find "$dir" -name '*.pc' -print0)
+# libjpeg62-turbo-dev puts jconfig.h (which jpeglib.h includes) in the multiarch directory, which the
+# compiler searches by itself only under /usr: the bundle's libjpeg.pc names it, so that the build
+# reads the bundle's copy
+if [[ -f $pcd/libjpeg.pc && -f $dir/usr/include/x86_64-linux-gnu/jconfig.h ]]; then
+  # shellcheck disable=SC2016 # ${includedir} is pkg-config's
+  sed -i -E 's#^(Cflags:.*)$#\1 -I${includedir}/x86_64-linux-gnu#' "$pcd/libjpeg.pc"
+fi
 # CMake package files: those that name /usr (libjpeg-turbo's, which also wants libjpeg and the
 # static library) are dropped; mntrain finds these libraries with pkg-config and cmake/Find*.cmake.
 # Those left compute their prefix from their own location.
