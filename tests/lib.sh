@@ -13,6 +13,15 @@
 #                       a check failed (STATUS != 0); else exit 77 naming every case left out ("SKIP: NAME: ... left
 #                       out"), since a test that did not run all its cases has not passed; else prints
 #                       "NAME: ok" and exits 0
+#   train_set [--val VALDIR] KIND MNTRAIN DIR SYNTH_ARGS...
+#                       the training set of a test that trains, by KIND: synth (format 2: convert synth DIR
+#                       SYNTH_ARGS, the test's own set), jpeg or raw (format 3: tests/imagefolder.py's 120
+#                       non-square JPEGs in 10 classes, kept in DIR.src, converted with convert imagenet
+#                       --resize 32 --codec KIND --shards 2; --val: also VALDIR, a format 3 validation set
+#                       of 3 pictures per class, by convert imagenet --val --labels). Sets train_size, the
+#                       --size to train at: SYNTH_ARGS' --size for synth, 24 for format 3. Returns 77
+#                       ("SKIP: ..." on stderr) without numpy or PIL, 2 for another KIND or --val with
+#                       synth, 1 when converting fails (its output shown; else it is in DIR.log)
 
 ok() { echo "ok: $*"; }
 
@@ -51,4 +60,42 @@ finish() {
   fi
   echo "$1: ok"
   exit 0
+}
+
+# shellcheck disable=SC2034 # train_size: read by the script that sources this file
+train_set() {
+  local val=""
+  if [ "$1" = --val ]; then val=$2; shift 2; fi
+  local kind=$1 m=$2 dir=$3
+  shift 3
+  case $kind in
+    synth)
+      [ -z "$val" ] || { echo "train_set: --val is for the format 3 sets" >&2; return 2; }
+      train_size=16
+      local prev="" a
+      for a in "$@"; do
+        [ "$prev" = --size ] && train_size=$a
+        prev=$a
+      done
+      "$m" convert synth "$dir" "$@" >"$dir.log" 2>&1 || { cat "$dir.log"; return 1; }
+      ;;
+    jpeg | raw)
+      train_size=24
+      local src=$dir.src more=()
+      [ -n "$val" ] && more=(--val 3)
+      /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/imagefolder.py" "$src" "${more[@]}" >"$dir.log" 2>&1
+      case $? in
+        0) ;;
+        77) echo "SKIP: no format 3 training set: $(sed -n 's/^SKIP: //p' "$dir.log")" >&2; return 77 ;;
+        *) cat "$dir.log"; return 1 ;;
+      esac
+      "$m" convert imagenet "$src/train" "$dir" --resize 32 --codec "$kind" --shards 2 >>"$dir.log" 2>&1 ||
+        { cat "$dir.log"; return 1; }
+      if [ -n "$val" ]; then
+        "$m" convert imagenet "$src/val" "$val" --val --labels "$src/val_labels.txt" --resize 32 --codec "$kind" \
+          --shards 1 >>"$dir.log" 2>&1 || { cat "$dir.log"; return 1; }
+      fi
+      ;;
+    *) echo "train_set: unknown kind '$kind' (synth, jpeg or raw)" >&2; return 2 ;;
+  esac
 }

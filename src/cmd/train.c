@@ -693,6 +693,9 @@ static int train_loop(run *r) {
   r->last_ckpt_time = mnt_now();
   t->comm_span = 0;
   mnt_world_phase(w, MNT_PHASE_PREP); /* model, data, the start's sync and the outputs */
+  if (t->s.eval_due && t->have_val && t->s.step < t->total) /* the validation the stop left out */
+    st = evaluate(r, &l, t->s.step, (double)t->s.step / t->per_epoch);
+  t->s.eval_due = 0;
   while (t->s.step < t->total && st == MNT_OK) {
     mnt_step_out so;
     if ((st = mnt_trainer_step(t, &so)) != MNT_OK) break;
@@ -708,7 +711,8 @@ static int train_loop(run *r) {
       break;
     if (ckpt_on && o->stop_after && l.done >= o->stop_after) stop = 1;
     if (stop && step < t->total) { /* every rank knows: a checkpoint now (before any evaluation: a
-                                    * preempted job has seconds), synchronously, then out */
+                                    * preempted job has seconds; the resumed one does it), synchronously, then out */
+      t->s.eval_due = t->have_val && end_epoch;
       if ((st = checkpoint_begin(r)) == MNT_OK && (st = checkpoint_finish(r)) == MNT_OK) l.stopped = 1;
       break;
     }

@@ -18,19 +18,20 @@
 
 /* ---- state -------------------------------------------------------------------------------- */
 json_t *mnt_train_state_json(const mnt_train_state *s) {
-  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f}", "step", (json_int_t)s->step, "epoch",
+  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:b}", "step", (json_int_t)s->step, "epoch",
                    (json_int_t)s->epoch, "cursor", (json_int_t)s->cursor, "skipped_steps", (json_int_t)s->skipped,
                    "global_batch", (json_int_t)s->global_batch, "bn_group", (json_int_t)s->bn_group, "interval_loss_sum",
-                   s->iv_loss, "interval_top1_sum", s->iv_top1, "interval_images", s->iv_n);
+                   s->iv_loss, "interval_top1_sum", s->iv_top1, "interval_images", s->iv_n, "eval_due", s->eval_due);
 }
 
 int mnt_train_state_parse(json_t *o, mnt_train_state *s, const char *what) {
   json_error_t e;
   json_int_t st, ep, cu, sk, gb, bg;
-  if (!o || json_unpack_ex(o, &e, 0, "{s:I, s:I, s:I, s:I, s:I, s:I, s:F, s:F, s:F}", "step", &st, "epoch", &ep,
+  int due = 0; /* absent from checkpoints written before it was kept */
+  if (!o || json_unpack_ex(o, &e, 0, "{s:I, s:I, s:I, s:I, s:I, s:I, s:F, s:F, s:F, s?b}", "step", &st, "epoch", &ep,
                            "cursor", &cu, "skipped_steps", &sk, "global_batch", &gb, "bn_group", &bg,
                            "interval_loss_sum", &s->iv_loss, "interval_top1_sum", &s->iv_top1, "interval_images",
-                           &s->iv_n) != 0) {
+                           &s->iv_n, "eval_due", &due) != 0) {
     MNT_ERR("%s: the training state is incomplete: %s", what, o ? e.text : "missing");
     return MNT_EDATA;
   }
@@ -40,7 +41,7 @@ int mnt_train_state_parse(json_t *o, mnt_train_state *s, const char *what) {
     return MNT_EDATA;
   }
   *s = (mnt_train_state){.step = st, .epoch = ep, .cursor = cu, .skipped = sk, .global_batch = gb, .bn_group = bg,
-                         .iv_loss = s->iv_loss, .iv_top1 = s->iv_top1, .iv_n = s->iv_n};
+                         .iv_loss = s->iv_loss, .iv_top1 = s->iv_top1, .iv_n = s->iv_n, .eval_due = due};
   return MNT_OK;
 }
 

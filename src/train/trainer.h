@@ -36,6 +36,8 @@ typedef struct mnt_train_state {
   int64_t global_batch, bn_group;  /* the run's invariants (a resume on other rank counts keeps them) */
   double iv_loss, iv_top1, iv_n;   /* sums over the log interval in progress: this rank's while it trains,
                                     * all ranks' in a checkpoint (restored to rank 0 alone) */
+  int eval_due;                    /* 1: saved at an epoch's end before its validation (a stop: a preempted
+                                    * job has seconds); the resumed run evaluates first */
 } mnt_train_state;
 
 /* what one step did (this rank) */

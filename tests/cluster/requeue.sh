@@ -5,6 +5,10 @@
 # same run directory and completes, and its final weights equal an uninterrupted run's bit for bit
 # (its BN running statistics to float rounding: see the comparison below).
 #   requeue.sh MNTRAIN [local|gluster]
+# The data: CKPT_DATA=synth (default: convert synth, format 2, trained at --size 16), or jpeg / raw:
+# format 3 (tests/lib.sh: train_set: 120 non-square pictures converted with --resize 32, trained at
+# --size 24) with a format 3 validation set after every epoch: both runs then end with the same
+# validation top-1.
 set -u
 m=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 fs=${2:-local}
@@ -28,8 +32,11 @@ cleanup() {
 }
 trap cleanup EXIT
 on_fail() { [ -f "$w/job.out" ] && cat "$w/job.out"; } # fail (tests/lib.sh) shows the job's output
-"$m" convert synth "$w/data" --classes 10 --images 512 --size 16 --shards 2 >/dev/null || exit 1
-args=(--data "$w/data" --arch resnet8 --size 16 --seed 9 --lr 0.4 --log-every 5 --batch-per-rank 8 --steps 120
+data=${CKPT_DATA:-synth}
+val=()
+[ "$data" = synth ] || val=(--val "$w/val")
+train_set "${val[@]}" "$data" "$m" "$w/data" --classes 10 --images 512 --size 16 --shards 2 || exit $?
+args=(--data "$w/data" "${val[@]}" --arch resnet8 --size "$train_size" --seed 9 --lr 0.4 --log-every 5 --batch-per-rank 8 --steps 120
   --ckpt-every-steps 10)
 # the uninterrupted run, with the same checkpoints (they average the BN statistics) and threads
 "$here/srun_test.sh" 300 -N2 -n2 -- "$m" train "${args[@]}" --threads 1 --out "$w/ref" --ckpt-dir "$w/ref-ckpt" \
@@ -86,4 +93,12 @@ print(f"{len(bad)} tensors differ from the uninterrupted run (weights bit for bi
       f"1e-5 relative, worst {worst:.1e})" + (": " + ", ".join(bad[:5]) if bad else ""))
 sys.exit(1 if bad else 0)
 PY
-echo "ok: SIGUSR1 -> checkpoint -> requeue -> resume -> done, weights bit-identical to an uninterrupted run"
+if [ ${#val[@]} -gt 0 ]; then
+  /usr/bin/python3 - "$w/ref/summary.json" "$w/run/summary.json" <<'PY' || fail "the validation top-1 differs"
+import json, sys
+a, b = (json.load(open(p)).get("val_top1") for p in sys.argv[1:])
+print(f"validation top-1: uninterrupted {a}, preempted and resumed {b}")
+sys.exit(0 if a is not None and a == b else 1)
+PY
+fi
+echo "ok: SIGUSR1 -> checkpoint -> requeue -> resume -> done, weights bit-identical to an uninterrupted run ($data data)"

@@ -16,7 +16,10 @@
 # The shape comes from the environment (the scale tests, tests/scale/scale.sh, set it; the defaults
 # are the test above): EQ_RANKS ranks (4) on EQ_NODES nodes (2) × EQ_BATCH images (4) against
 # 1 rank × EQ_RANKS·EQ_BATCH images in BN groups of EQ_BATCH, EQ_STEPS steps (5) at --lr EQ_LR
-# (0.4), each run within EQ_TIMEOUT seconds (120).
+# (0.4), each run within EQ_TIMEOUT seconds (120). The data: EQ_DATA=synth (default: convert synth,
+# format 2, 512 images of 16 px, trained at --size 16), or jpeg / raw: format 3 (tests/lib.sh:
+# train_set: 120 non-square pictures converted with --resize 32, trained at --size 24), where each
+# image's box is drawn from its own width and height, the same on every rank.
 set -u
 m=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,8 +27,10 @@ ranks=${EQ_RANKS:-4} nodes=${EQ_NODES:-2} batch=${EQ_BATCH:-4} steps=${EQ_STEPS:
 global=$((ranks * batch))
 w=$(mktemp -d)
 trap 'rm -rf "$w"' EXIT
-"$m" convert synth "$w/data" --classes 10 --images 512 --size 16 --shards 2 >/dev/null || exit 1
-common=(train --data "$w/data" --arch resnet8 --size 16 --seed 3 --lr "$lr")
+# shellcheck source=/dev/null
+. "$here/lib.sh"
+train_set "${EQ_DATA:-synth}" "$m" "$w/data" --classes 10 --images 512 --size 16 --shards 2 || exit $?
+common=(train --data "$w/data" --arch resnet8 --size "$train_size" --seed 3 --lr "$lr")
 run() { # run NAME SRUN_ARGS... -- TRAIN_ARGS...
   local name=$1
   shift
