@@ -127,7 +127,7 @@ convert() { # convert NAME ARGS...: mntrain convert imagenet SRC WORK/NAME ARGS
   fi
   t1=$(date +%s.%N)
   echo "$cmd" >"$dir.cmd"
-  say "$name: $(awk -v n="$images" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s, %.0f img/s", b - a, n / (b - a) }')"
+  say "$name: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s", b - a }'): $(tail -1 "$dir.log")"
 }
 f3opts=(--resize "$resize")
 [ -n "$max_side" ] && f3opts+=(--max-side "$max_side")
