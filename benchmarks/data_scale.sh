@@ -127,7 +127,7 @@ convert() { # convert NAME ARGS...: mntrain convert imagenet SRC WORK/NAME ARGS
   fi
   t1=$(date +%s.%N)
   echo "$cmd" >"$dir.cmd"
-  say "$name: $(awk -v n="$images" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s, %.0f img/s", b - a, n / (b - a) }')"
+  say "$name: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s", b - a }'): $(tail -1 "$dir.log")"
 }
 f3opts=(--resize "$resize")
 [ -n "$max_side" ] && f3opts+=(--max-side "$max_side")
@@ -238,7 +238,7 @@ for ((r = 1; r <= rounds; r++)); do
     done
   done
 done
-med() { tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+med() { tr ' ' '\n' | awk '/^[0-9.]+$/' | sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 {
   echo "#"
   echo "# loader -> $size px training crops (RandomResizedCrop, flip, normalise to float32 NCHW), batch 64, $seconds s per figure,"
