@@ -147,9 +147,9 @@ static int hosts_from_job_info(mnt_world *w, ident *all) {
 /* Local ranks numbered in rank order on each node, as Slurm numbers them (SLURM_LOCALID). Should a
  * server number them otherwise, this rank's own is taken from the map (every rank must agree on
  * it: the rings are built from the map), with a warning. */
-static void local_ranks_by_order(mnt_world *w) {
+static int local_ranks_by_order(mnt_world *w) {
   int *next = calloc((size_t)w->nnodes, sizeof *next);
-  if (!next) return; /* local_of stays as the exchange would have left it: -1, caught below */
+  if (!next) return MNT_ENOMEM;
   for (int r = 0; r < w->size; r++) w->local_of[r] = next[w->node_of[r]]++;
   int mine = w->local_of[w->rank], count = next[w->node_of[w->rank]];
   free(next);
@@ -158,6 +158,7 @@ static void local_ranks_by_order(mnt_world *w) {
              w->local_rank, w->local_size, w->hostname, mine, count);
   w->local_rank = mine;
   w->local_size = count;
+  return MNT_OK;
 }
 
 /* mnt_now() at this process's start: /proc/self/stat's starttime (clock ticks since boot) against
@@ -192,30 +193,30 @@ int mnt_world_phases(mnt_world *w, char *out, size_t n) {
   static const char *const NAME[MNT_NPHASES] = {"PMIx init", "identities", "preparation", "secret",
                                                 "shared memory", "TCP", "first step"};
   enum { K = MNT_NPHASES + 1 }; /* each rank's phases, then the records it has read */
-  double mine[K], *all = malloc((size_t)w->size * K * sizeof *all);
-  if (!all) return MNT_ENOMEM;
+  double mine[K], one[K], mx[K] = {0}, slowest = 0; /* the largest sum of one rank's phases */
   memcpy(mine, w->phase_s, sizeof w->phase_s);
   mine[MNT_NPHASES] = (double)__atomic_load_n(&w->records_read, __ATOMIC_RELAXED);
-  int st = mnt_world_allgather(w, mine, sizeof mine, all);
-  size_t len = 0;
   out[0] = '\0';
-  double slowest = 0, most = 0; /* the largest sum of one rank's phases, the most records one read */
-  for (int r = 0; r < w->size && st == MNT_OK; r++) {
+  unsigned key = 0;
+  if (w->have_pmix) MNT_CHECK(mnt_world_publish(w, mine, sizeof mine, &key));
+  if (w->rank != 0) return MNT_OK; /* only rank 0 reads them all: O(1) for the others */
+  for (int r = 0; r < w->size; r++) {
+    if (r == w->rank) memcpy(one, mine, sizeof one);
+    else MNT_CHECK(mnt_world_lookup(w, key, r, one, sizeof one));
     double sum = 0;
-    for (int p = 0; p < MNT_NPHASES; p++) sum += all[(size_t)r * K + p];
+    for (int p = 0; p < K; p++) mx[p] = one[p] > mx[p] ? one[p] : mx[p];
+    for (int p = 0; p < MNT_NPHASES; p++) sum += one[p];
     slowest = sum > slowest ? sum : slowest;
-    most = all[(size_t)r * K + MNT_NPHASES] > most ? all[(size_t)r * K + MNT_NPHASES] : most;
   }
-  for (int p = 0; p < MNT_NPHASES && st == MNT_OK; p++) {
-    double mx = 0;
-    for (int r = 0; r < w->size; r++) mx = all[(size_t)r * K + p] > mx ? all[(size_t)r * K + p] : mx;
-    if (mx > 0 && len < n) len += (size_t)snprintf(out + len, n - len, "%s %.2f s, ", NAME[p], mx);
-  }
-  if (st == MNT_OK && len < n)
-    snprintf(out + len, n - len, "total %.2f s since the process started, %.0f PMIx records read", slowest, most);
-  free(all);
-  return st;
+  size_t len = 0;
+  for (int p = 0; p < MNT_NPHASES; p++)
+    if (mx[p] > 0 && len < n) len += (size_t)snprintf(out + len, n - len, "%s %.2f s, ", NAME[p], mx[p]);
+  if (len < n)
+    snprintf(out + len, n - len, "total %.2f s since the process started, %.0f PMIx records read", slowest,
+             mx[MNT_NPHASES]);
+  return MNT_OK;
 }
+
 
 int mnt_world_init(mnt_world *w) {
   memset(w, 0, sizeof *w);
@@ -296,7 +297,7 @@ int mnt_world_init(mnt_world *w) {
   /* The key is PMIx's node id; only when a server does not give one do we fall back to the host
    * name. */
   MNT_CHECK_GOTO(number_nodes(w, all), st, out);
-  if (from_info) local_ranks_by_order(w);
+  if (from_info) MNT_CHECK_GOTO(local_ranks_by_order(w), st, out);
   mnt_world_phase(w, MNT_PHASE_IDENT);
   w->node_rank = w->node_of[w->rank];
   st = MNT_OK;

@@ -55,8 +55,8 @@ typedef struct mnt_world {
 int mnt_world_init(mnt_world *w);
 /* The time since the last phase ended (the process's start, for the first) was spent in phase. */
 void mnt_world_phase(mnt_world *w, int phase);
-/* Collective (a PMIx exchange): every rank's phases; out gets, on every rank, the slowest rank's
- * time in each phase that took any and the largest total of one rank: "PMIx init 0.41 s,
+/* Collective (every rank publishes its phases; rank 0 alone reads them all): out gets, on rank 0
+ * (empty on the others), the slowest rank's time in each phase that took any and the largest total of one rank: "PMIx init 0.41 s,
  * identities 0.12 s, ..., total 2.93 s since the process started, 5 PMIx records read" (the most
  * any rank read). */
 int mnt_world_phases(mnt_world *w, char *out, size_t n);
