@@ -61,6 +61,21 @@ int mnt_h5_attr_get_int(hid_t obj, const char *name, long long *v) {
   return e < 0 ? -1 : 0;
 }
 
+int mnt_h5_attr_f64s(hid_t f, const char *name, double *v, int channels, int write) {
+  hsize_t d = (hsize_t)channels;
+  hid_t a;
+  if (write) {
+    hid_t sp = H5Screate_simple(1, &d, NULL);
+    a = H5Acreate2(f, name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    H5Sclose(sp);
+  } else {
+    a = H5Aexists(f, name) > 0 ? H5Aopen(f, name, H5P_DEFAULT) : -1;
+  }
+  herr_t e = a < 0 ? -1 : write ? H5Awrite(a, H5T_NATIVE_DOUBLE, v) : H5Aread(a, H5T_NATIVE_DOUBLE, v);
+  if (a >= 0) H5Aclose(a);
+  return e < 0 ? -1 : 0;
+}
+
 void mnt_h5_init(void) {
   /* No clean-up at exit: after a write failed (disk full) HDF5 1.10 cannot close the file, and its
    * exit-time clean-up would then crash (SIGSEGV in H5F__close_cb) instead of letting mntrain exit

@@ -1,5 +1,5 @@
 /* dataset.h — the sharded HDF5 image dataset (DESIGN "Dataset").
- * defines: mnt_dataset (index.json + shard files), mnt_dataset_open / close / read, mnt_dataset_dims,
+ * defines: mnt_dataset (index.json + shard files), mnt_dataset_open / close / read, mnt_dataset_dims, mnt_dataset_shard_of,
  *          mnt_dataset_read_record, mnt_dataset_read_run, MNT_CODEC_RAW / MNT_CODEC_JPEG, mnt_h5_init,
  *          mnt_shard_writer (create a format 2 shard, append samples, close or abort),
  *          mnt_rec_writer and mnt_rec_settings (the same for format 3 records, io/record.c),
@@ -82,6 +82,9 @@ int mnt_dataset_read(mnt_dataset *d, int64_t g, uint8_t *pixels, int32_t *label)
 
 /* sample g's stored width and height (format 1/2: size x size). Cheap: from tables loaded at open. */
 int mnt_dataset_dims(const mnt_dataset *d, int64_t g, int *w, int *h);
+/* the shard holding sample g (for messages: d->shard_path[k], sample g - d->shard_start[k]); -1
+ * (logged) when g is outside the dataset */
+int mnt_dataset_shard_of(const mnt_dataset *d, int64_t g);
 /* sample g's stored record, checksum verified: format 3 the coded bytes (JPEG) or the raw h*w*c HWC
  * pixels; format 1/2 the size*size*channels pixels. *buf grows with realloc when *cap is short (the
  * caller owns it and frees it). MNT_EDATA naming the shard file and the sample when damaged.

@@ -1,8 +1,8 @@
 /* dataset_internal.h — what the dataset's own files share (io/dataset.c, io/record.c,
  * io/shard_write.c); nothing else includes it. The public API is io/dataset.h.
- * defines: mnt_h5_attr_int / _get_int / _str / _get_str (scalar attributes), mnt_h5_checked_dataset
+ * defines: mnt_h5_attr_int / _get_int / _str / _get_str (scalar attributes), mnt_h5_attr_f64s, mnt_h5_checked_dataset
  *          (chunked, Fletcher-32), mnt_h5_create_shard, mnt_h5_fd_short (was a failed open for want of a descriptor?),
- *          mnt_dataset_shard_of, mnt_rec_open_shard and mnt_rec_close_all (format 3's side of mnt_dataset_open / close). */
+ *          mnt_rec_open_shard and mnt_rec_close_all (format 3's side of mnt_dataset_open / close). */
 #ifndef MNT_DATASET_INTERNAL_H
 #define MNT_DATASET_INTERNAL_H
 
@@ -14,6 +14,8 @@
 /* 0, or -1 (nothing logged) */
 int mnt_h5_attr_int(hid_t obj, const char *name, long long v);
 int mnt_h5_attr_get_int(hid_t obj, const char *name, long long *v);
+/* the float64 array attribute name of `channels` values: written from v (write = 1) or read into v */
+int mnt_h5_attr_f64s(hid_t f, const char *name, double *v, int channels, int write);
 int mnt_h5_attr_str(hid_t obj, const char *name, const char *v);
 int mnt_h5_attr_get_str(hid_t obj, const char *name, char *out, size_t n);
 /* a chunked dataset of maxdims max (NULL: dims) whose every chunk carries a Fletcher-32 checksum,
@@ -25,8 +27,6 @@ hid_t mnt_h5_checked_dataset(hid_t file, const char *name, hid_t type, int rank,
 hid_t mnt_h5_create_shard(const char *path, hid_t fapl);
 /* after opening path failed: 1 (logged, with hint) if it was for want of a file descriptor, else 0 */
 int mnt_h5_fd_short(const char *path, const char *hint);
-/* the shard holding sample g; -1 (logged) when g is outside the dataset */
-int mnt_dataset_shard_of(const mnt_dataset *d, int64_t g);
 /* format 3: shard i (file sp, HDF5 handle f, which this closes) checked against the index and its
  * tables loaded into d (d->rec_* allocated for d->total samples by the caller, shard_start and
  * shard_count set); the file then stays open as d->fds[i] for pread. MNT_EDATA naming sp. */

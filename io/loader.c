@@ -118,12 +118,7 @@ static int f3_region(mnt_dataset *d, mnt_sample_ws *w, int64_t g, const mnt_aug_
   MNT_CHECK(mnt_dataset_read_record(d, g, &w->rec, &w->cap, &len, label));
   if (a->train) mnt_aug_box_wh(a, W, H, epoch, g, box);
   else mnt_val_box(W, H, out, a->val_crop, box);
-  int k = 0, hi = d->nshards - 1; /* the shard, for messages: the last one starting at or before g */
-  while (k < hi) {
-    int mid = (k + hi + 1) / 2;
-    if (d->shard_start[mid] <= g) k = mid;
-    else hi = mid - 1;
-  }
+  int k = mnt_dataset_shard_of(d, g); /* for messages; g was read above, so it is in the dataset */
   if (d->codec == MNT_CODEC_JPEG)
     return mnt_jpegcrop_decode(w->jpeg, w->rec, len, W, H, box, out, 0, d->shard_path[k], g - d->shard_start[k], r);
   if (len != (size_t)W * H * d->channels) {

@@ -153,16 +153,6 @@ static int table(hid_t f, const char *name, hid_t ftype, hid_t mtype, int64_t ro
   return e < 0 ? -1 : 0;
 }
 
-static int attr_f64(hid_t f, const char *name, const double *v, int n) {
-  hsize_t d = (hsize_t)n;
-  hid_t sp = H5Screate_simple(1, &d, NULL);
-  hid_t a = H5Acreate2(f, name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
-  herr_t e = a < 0 ? -1 : H5Awrite(a, H5T_NATIVE_DOUBLE, v);
-  if (a >= 0) H5Aclose(a);
-  H5Sclose(sp);
-  return e < 0 ? -1 : 0;
-}
-
 /* the spool's bytes into `records`, a contiguous dataset of exactly that size */
 static int copy_records(mnt_rec_writer *w) {
   hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
@@ -216,8 +206,8 @@ int mnt_rec_close(mnt_rec_writer *w, const double *sum, const double *sum2, doub
       table(w->file, "source_index", H5T_STD_I64LE, H5T_NATIVE_INT64, n, 1, w->source) ||
       table(w->file, "checksums", H5T_STD_U64LE, H5T_NATIVE_UINT64, n, 1, w->sums) ||
       mnt_h5_attr_int(w->file, "samples", n) || mnt_h5_attr_int(w->file, "record_bytes", w->bytes) ||
-      mnt_h5_attr_int(w->file, "pixel_count", (long long)pixels) || attr_f64(w->file, "pixel_sum", sum, c) ||
-      attr_f64(w->file, "pixel_sum2", sum2, c)) {
+      mnt_h5_attr_int(w->file, "pixel_count", (long long)pixels) || mnt_h5_attr_f64s(w->file, "pixel_sum", (double *)sum, c, 1) ||
+      mnt_h5_attr_f64s(w->file, "pixel_sum2", (double *)sum2, c, 1)) {
     MNT_ERR("%s: cannot write the tables of its %lld samples (disk full?)", w->path, (long long)n);
     st = MNT_ESYS;
   }

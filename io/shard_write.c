@@ -35,21 +35,6 @@
 
 /* Each shard keeps the sums of its pixels (/255) and of their squares per channel, so that the
  * index's mean/std cover every shard, also when a resumed run wrote only some of them. */
-static int stats_attr(hid_t f, const char *name, double *v, int channels, int write) {
-  hsize_t d = (hsize_t)channels;
-  hid_t a;
-  if (write) {
-    hid_t sp = H5Screate_simple(1, &d, NULL);
-    a = H5Acreate2(f, name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
-    H5Sclose(sp);
-  } else {
-    a = H5Aexists(f, name) > 0 ? H5Aopen(f, name, H5P_DEFAULT) : -1;
-  }
-  herr_t e = a < 0 ? -1 : write ? H5Awrite(a, H5T_NATIVE_DOUBLE, v) : H5Aread(a, H5T_NATIVE_DOUBLE, v);
-  if (a >= 0) H5Aclose(a);
-  return e < 0 ? -1 : 0;
-}
-
 /* what a finished shard holds: samples (the return; -1 if it is not a finished shard), pixel sums,
  * and for format 3 its pixel count and record bytes */
 typedef struct shard_sums { double sum[3], sum2[3], pixels; int64_t bytes; } shard_sums;
@@ -59,7 +44,7 @@ static long long shard_done(const char *path, shard_sums *ss, int channels, int 
   long long v = -1, px = -1, bytes = -1;
   if (f < 0) return -1;
   if (mnt_h5_attr_get_int(f, "samples", &v)) v = -1;
-  if (stats_attr(f, "pixel_sum", ss->sum, channels, 0) || stats_attr(f, "pixel_sum2", ss->sum2, channels, 0)) v = -1;
+  if (mnt_h5_attr_f64s(f, "pixel_sum", ss->sum, channels, 0) || mnt_h5_attr_f64s(f, "pixel_sum2", ss->sum2, channels, 0)) v = -1;
   if (records && (mnt_h5_attr_get_int(f, "pixel_count", &px) || mnt_h5_attr_get_int(f, "record_bytes", &bytes)))
     v = -1;
   ss->pixels = (double)px;
@@ -311,8 +296,8 @@ static int write_shard(conv_run *r, int k, const char *path, int64_t a, int64_t 
     mnt_progress_update(&r->prog, ++r->done_samples, where);
   }
   *count = w.written;
-  if (st == MNT_OK && (stats_attr(w.file, "pixel_sum", ssum, src->channels, 1) ||
-                       stats_attr(w.file, "pixel_sum2", ssum2, src->channels, 1))) {
+  if (st == MNT_OK && (mnt_h5_attr_f64s(w.file, "pixel_sum", ssum, src->channels, 1) ||
+                       mnt_h5_attr_f64s(w.file, "pixel_sum2", ssum2, src->channels, 1))) {
     MNT_ERR("%s: cannot write the pixel statistics (disk full?)", tmp);
     st = MNT_ESYS;
   }
