@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "backend/profile.h"
 #include "cmd/cmd.h"
 #include "check.h"
 #include "log.h"
@@ -49,7 +50,7 @@ static void fill_batch(float *x, size_t nx, int32_t *y, int batch, int classes, 
 
 typedef struct step_args {
   const char *arch, *device, *precision;
-  int size, batch, steps, threads, classes, warmup, seed;
+  int size, batch, steps, threads, classes, warmup, seed, profile;
   double seconds;
 } step_args;
 
@@ -67,11 +68,12 @@ static int parse_options(step_args *a, int argc, char **argv, int *help) {
       {"device", 0, MNT_OPT_CHOICE, &a->device, "cpu|cuda|auto", "where to compute (default cpu; auto: cuda when a GPU is there)", 0, 0},
       {"precision", 0, MNT_OPT_CHOICE, &a->precision, "fp32|bf16", "activations and convolutions (bf16: cuda)", 0, 0},
       {"seconds", 0, MNT_OPT_DOUBLE, &a->seconds, "S", "time steps for about S seconds instead of --steps", MNT_RANGE(0, 1e6)},
+      {"profile", 0, MNT_OPT_FLAG, &a->profile, NULL, "time each op alone (a device wait before and after it) and print where the step's time goes, per layer and per op kind (the step runs slower)", 0, 0},
       {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
   MNT_CHECK(mnt_parse_opts("bench step", opts, argc, argv, help, 0));
   if (*help)
     mnt_print_help(stdout, "mntrain bench step [--arch A] [--size S] [--batch B] [--steps N | --seconds S] [--threads T] "
-                   "[--device cpu|cuda|auto] [--precision fp32|bf16]",
+                   "[--device cpu|cuda|auto] [--precision fp32|bf16] [--profile]",
                    "Training-step throughput on synthetic input: forward, softmax cross-entropy, backward\n"
                    "and SGD update of one process; prints img/s, GFLOP/s (the forward and backward\n"
                    "convolutions and fully connected layer), the peak memory per image, and what the\n"
@@ -90,6 +92,7 @@ static int time_steps(mnt_resnet *r, const step_args *a, const int32_t *y, doubl
   *total = 0;
   *timed = 0;
   for (int k = 0; k < a->warmup + a->steps || (a->seconds > 0 && *total < a->seconds); k++) {
+    if (a->profile && k == a->warmup) mnt_backend_profile_reset(); /* the timed steps only */
     double t0 = mnt_now();
     float l3[3];
     MNT_CHECK(mnt_resnet_forward(r, NULL, 1));
@@ -126,6 +129,10 @@ int mnt_bench_step_main(mnt_world *w, int argc, char **argv) {
   MNT_CHECK(mnt_resnet_plan_bytes(a.arch, a.classes, a.size, a.batch, a.batch, &need));
   if (!strcmp(a.device, "cpu")) MNT_CHECK(mnt_mem_check(need + nx * sizeof(float), what, 1));
   MNT_CHECK(mnt_backend_create(a.device, &bo, &be));
+  if (a.profile && (st = mnt_backend_profile_start(be)) != MNT_OK) { /* before the layers: they are named */
+    mnt_backend_destroy(be);
+    return st;
+  }
   if ((st = mnt_resnet_create(be, a.arch, a.classes, a.size, a.batch, (uint64_t)a.seed, 0, &r)) != MNT_OK) {
     mnt_backend_destroy(be);
     return st; /* the message names the problem; MNT_EARG for bad shapes */
@@ -153,6 +160,7 @@ int mnt_bench_step_main(mnt_world *w, int argc, char **argv) {
          a.arch, a.size, a.batch, threads, a.batch * timed / total, timed, (ffwd + fbwd) * timed / total / 1e9,
          peak_rss_mb() / a.batch, (double)need / 1048576.0 / a.batch);
   print_impls(r); /* after the steps: a backend may fall back to another algorithm while it runs */
+  if (a.profile) mnt_backend_profile_print(stdout, timed, total / timed);
 out:
   free(x);
   free(y);
