@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "kernels/bf16x8.cuh"
 #include "kernels/ops.h"
 
 namespace {
@@ -44,6 +45,24 @@ template <typename T> __global__ void add_k(const T *x1, const T *x2, T *y, size
 }
 template <typename T> __global__ void acc_k(T *y, const T *x, size_t n) {
   MNT_GRID_STRIDE(i, n) { y[i] = st<T>(ld(y[i]) + ld(x[i])); }
+}
+
+// bf16, 8 elements per thread (16-byte accesses; mnt_bf16x8_ok): the same results as the kernels
+// above, at full memory bandwidth (the one-element kernels reached about a third of it)
+enum { EW_RELU_FWD, EW_RELU_BWD, EW_ADD, EW_ACC };
+template <int OP> __global__ void ew8_k(const __nv_bfloat16 *a, const __nv_bfloat16 *b, __nv_bfloat16 *y, size_t n8) {
+  MNT_GRID_STRIDE(i, n8) {
+    float u[8], v[8];
+    mnt_ld8(a + 8 * i, u);
+    if (OP != EW_RELU_FWD) mnt_ld8(b + 8 * i, v);
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      if (OP == EW_RELU_FWD) u[k] = u[k] > 0.0f ? u[k] : 0.0f;
+      else if (OP == EW_RELU_BWD) u[k] = u[k] > 0.0f ? v[k] : 0.0f;  // y > 0 ? dy : 0 (a bf16 value: exact)
+      else u[k] = u[k] + v[k];
+    }
+    mnt_st8(y + 8 * i, u);
+  }
 }
 
 // ---- reductions -----------------------------------------------------------------------------
@@ -225,14 +244,21 @@ typedef __nv_bfloat16 bf;
 // ---- launchers ------------------------------------------------------------------------------
 extern "C" int mnt_k_relu_fwd(int bf16, const void *x, void *y, size_t n, void *stream) {
   if (n == 0) return 0;
-  if (bf16) relu_fwd_k<<<grid_for(n), kThreads, 0, S(stream)>>>(static_cast<const bf *>(x), static_cast<bf *>(y), n);
+  if (bf16 && mnt_bf16x8_ok(n, x, y, y))
+    ew8_k<EW_RELU_FWD><<<grid_for(n / 8), kThreads, 0, S(stream)>>>(static_cast<const bf *>(x), nullptr,
+                                                                      static_cast<bf *>(y), n / 8);
+  else if (bf16) relu_fwd_k<<<grid_for(n), kThreads, 0, S(stream)>>>(static_cast<const bf *>(x), static_cast<bf *>(y), n);
   else relu_fwd_k<<<grid_for(n), kThreads, 0, S(stream)>>>(static_cast<const float *>(x), static_cast<float *>(y), n);
   return launched();
 }
 
 extern "C" int mnt_k_relu_bwd(int bf16, const void *y, const void *dy, void *dx, size_t n, void *stream) {
   if (n == 0) return 0;
-  if (bf16)
+  if (bf16 && mnt_bf16x8_ok(n, y, dy, dx))
+    ew8_k<EW_RELU_BWD><<<grid_for(n / 8), kThreads, 0, S(stream)>>>(static_cast<const bf *>(y),
+                                                                      static_cast<const bf *>(dy), static_cast<bf *>(dx),
+                                                                      n / 8);
+  else if (bf16)
     relu_bwd_k<<<grid_for(n), kThreads, 0, S(stream)>>>(static_cast<const bf *>(y), static_cast<const bf *>(dy),
                                                          static_cast<bf *>(dx), n);
   else
@@ -243,7 +269,10 @@ extern "C" int mnt_k_relu_bwd(int bf16, const void *y, const void *dy, void *dx,
 
 extern "C" int mnt_k_add(int bf16, const void *x1, const void *x2, void *y, size_t n, void *stream) {
   if (n == 0) return 0;
-  if (bf16)
+  if (bf16 && mnt_bf16x8_ok(n, x1, x2, y))
+    ew8_k<EW_ADD><<<grid_for(n / 8), kThreads, 0, S(stream)>>>(static_cast<const bf *>(x1), static_cast<const bf *>(x2),
+                                                                 static_cast<bf *>(y), n / 8);
+  else if (bf16)
     add_k<<<grid_for(n), kThreads, 0, S(stream)>>>(static_cast<const bf *>(x1), static_cast<const bf *>(x2),
                                                     static_cast<bf *>(y), n);
   else
@@ -254,7 +283,10 @@ extern "C" int mnt_k_add(int bf16, const void *x1, const void *x2, void *y, size
 
 extern "C" int mnt_k_acc(int bf16, void *y, const void *x, size_t n, void *stream) {
   if (n == 0) return 0;
-  if (bf16) acc_k<<<grid_for(n), kThreads, 0, S(stream)>>>(static_cast<bf *>(y), static_cast<const bf *>(x), n);
+  if (bf16 && mnt_bf16x8_ok(n, y, x, x))
+    ew8_k<EW_ACC><<<grid_for(n / 8), kThreads, 0, S(stream)>>>(static_cast<const bf *>(y), static_cast<const bf *>(x),
+                                                                 static_cast<bf *>(y), n / 8);
+  else if (bf16) acc_k<<<grid_for(n), kThreads, 0, S(stream)>>>(static_cast<bf *>(y), static_cast<const bf *>(x), n);
   else acc_k<<<grid_for(n), kThreads, 0, S(stream)>>>(static_cast<float *>(y), static_cast<const float *>(x), n);
   return launched();
 }

@@ -7,7 +7,9 @@
  *          mnt_k_gap_bwd, mnt_k_bias_rows, mnt_k_col_sum, mnt_k_nchw_to_act, mnt_k_act_to_nchw,
  *          mnt_k_xent_rows, mnt_k_xent_reduce;
  *          (weights) mnt_k_oihw_to_krsc_bf16, mnt_k_krsc_bf16_to_oihw;
- *          (fp32 vectors) mnt_k_f32_acc, mnt_k_f32_scale, mnt_k_sgd, mnt_k_nonfinite. */
+ *          (fp32 vectors) mnt_k_f32_acc, mnt_k_f32_scale, mnt_k_sgd, mnt_k_nonfinite;
+ *          (batch norm, bf16 NHWC, bn.cu) mnt_k_bn_ws_floats, mnt_k_bn_fwd_train, mnt_k_bn_fwd_infer,
+ *          mnt_k_bn_bwd. */
 #ifndef MNT_KERNELS_OPS_H
 #define MNT_KERNELS_OPS_H
 
@@ -54,6 +56,27 @@ int mnt_k_f32_scale(float *y, float a, size_t n, void *stream);        /* y *= a
 int mnt_k_sgd(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first, void *stream);
 /* *flag = 1 when x[0..n) holds a NaN or an infinity, else 0 (flag is device memory) */
 int mnt_k_nonfinite(const float *x, size_t n, int32_t *flag, void *stream);
+
+/* ---- batch normalization over bf16 NHWC activations (bn.cu) ----
+ * Per channel c of C over the M = N*H*W rows; gamma, beta, statistics fp32 [C]; relu: a ReLU fused
+ * after the forward (the backward then takes the ReLU output's gradient and masks it by y > 0).
+ * ws: device scratch of mnt_k_bn_ws_floats(M, C, sms) floats, used by one call at a time; sms: the
+ * device's multiprocessor count (sizes the reductions). Deterministic (no atomics). */
+size_t mnt_k_bn_ws_floats(int M, int C, int sms);
+/* training: y = relu?(gamma (x - mean) invstd + beta) with the batch's mean and biased variance;
+ * save_mean, save_invstd = 1/sqrt(var + eps) written; running = (1 - momentum) running + momentum
+ * batch (the variance unbiased), as PyTorch */
+int mnt_k_bn_fwd_train(const void *x, const float *gamma, const float *beta, void *y, float *save_mean,
+                       float *save_invstd, float *run_mean, float *run_var, float momentum, float eps, int M, int C,
+                       int relu, float *ws, int sms, void *stream);
+/* inference: the running statistics */
+int mnt_k_bn_fwd_infer(const void *x, const float *gamma, const float *beta, void *y, const float *run_mean,
+                       const float *run_var, float eps, int M, int C, int relu, float *ws, int sms, void *stream);
+/* backward of a training forward: dx (may be dy: in place), dgamma and dbeta overwritten; y (the
+ * forward's output) is read only when relu */
+int mnt_k_bn_bwd(const void *x, const void *y, const void *dy, const float *gamma, const float *save_mean,
+                 const float *save_invstd, void *dx, float *dgamma, float *dbeta, int M, int C, int relu, float *ws,
+                 int sms, void *stream);
 
 #ifdef __cplusplus
 }

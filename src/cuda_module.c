@@ -195,17 +195,17 @@ static int driver_visible(void) {
 
 const mnt_cuda_module *mnt_cuda_module_probe(void) {
   static int said;
-  char why[sizeof S.err + 64];
+  char why[sizeof S.err + 320], reason[256] = "";
   why[0] = 0;
   const mnt_cuda_module *m = NULL;
   if (!driver_visible() && !dlsym(RTLD_DEFAULT, MNT_CUDA_MODULE_ENTRY)) {
     say(why, sizeof why, "no NVIDIA GPU driver here (no /dev/nvidiactl)");
   } else if (ensure_loaded() != MNT_OK) {
     say(why, sizeof why, "%s", S.err);
-  } else if (S.mod->device_count() <= 0) {
+  } else if (S.mod->device_count(reason, sizeof reason) <= 0) {
     const char *v = getenv("CUDA_VISIBLE_DEVICES");
-    say(why, sizeof why, "the CUDA module sees no GPU%s%s%s", v ? " (CUDA_VISIBLE_DEVICES=" : "", v ? v : "",
-             v ? ")" : "");
+    say(why, sizeof why, "the CUDA module sees no GPU%s%s%s%s%s", v ? " (CUDA_VISIBLE_DEVICES=" : "", v ? v : "",
+        v ? ")" : "", reason[0] ? ": " : "", reason);
   } else {
     m = S.mod;
   }

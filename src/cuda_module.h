@@ -31,7 +31,7 @@ typedef struct mnt_comm mnt_comm;
 /* Raised when the table or the meaning of an entry changes. The host also compares MNT_CUDA_IFACE
  * (a hash of the headers both sides compile against, generated at build time): a module must come
  * from the same build as the binary. */
-#define MNT_CUDA_MODULE_ABI 1
+#define MNT_CUDA_MODULE_ABI 2
 #define MNT_CUDA_MODULE_ENTRY "mnt_cuda_module_entry"
 
 typedef struct mnt_cuda_module {
@@ -42,14 +42,17 @@ typedef struct mnt_cuda_module {
   const char *built;   /* what it was compiled against: "CUDA 13.0.88, cuDNN 9.19.0, NCCL 2.28.9" */
   /* what runs: "CUDA runtime 13.0, driver 12.8, cuDNN 9.19.0, NCCL 2.28.9" (driver "none" without one) */
   void (*runtime)(char *buf, size_t n);
-  int (*device_count)(void); /* GPUs this process sees; 0 without a GPU or driver (no CUDA error left) */
+  /* GPUs this process sees; 0 without a GPU or driver (no CUDA error left), why (len bytes) then
+   * holds the runtime's reason when there was one ("" when it counted 0) */
+  int (*device_count)(char *why, size_t len);
   /* NULL when the build had no cuDNN/cuBLAS, or no NCCL */
   int (*backend_create)(const mnt_backend_opts *o, mnt_backend **out);
   int (*comm_create)(mnt_world *w, int topo, mnt_comm **out); /* topo: an mnt_topology */
   /* GPU memory on the current device, for buffers outside a backend (bench allreduce's) */
   int (*mem_alloc)(size_t bytes, void **p);
   void (*mem_free)(void *p);
-  /* synchronous: returns when the copy is complete (D2D: the device synchronised) */
+  /* synchronous: returns when the copy is complete (the device waited for where cudaMemcpy alone
+   * does not promise it: mnt_copy_waits_after) */
   int (*mem_copy)(void *dst, const void *src, size_t bytes, int kind); /* kind: an mnt_copy_kind */
   /* the current device: its index, PCI domain/bus/device and name */
   int (*device_info)(int *device, unsigned pci[3], char *name, size_t n);

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "backend/backend.h"     /* mnt_backend_cuda_create, mnt_copy_kind */
-#include "backend/cuda/device.h" /* mnt_cuda_device_count */
+#include "backend/cuda/device.h" /* mnt_cuda_device_count_why */
 #include "comm/comm.h"           /* mnt_comm_nccl_create */
 #include "cuda_module.h"
 #include "log.h"
@@ -87,7 +87,7 @@ static int mem_copy(void *dst, const void *src, size_t bytes, int kind) { /* kin
     return MNT_EARG;
   }
   cudaError_t e = cudaMemcpy(dst, src, bytes, K[kind]);
-  if (e == cudaSuccess && kind == MNT_COPY_D2D) e = cudaDeviceSynchronize();
+  if (e == cudaSuccess && mnt_copy_waits_after((mnt_copy_kind)kind)) e = cudaDeviceSynchronize();
   return e == cudaSuccess ? MNT_OK : cuda_fail(e, "cudaMemcpy");
 }
 
@@ -116,7 +116,7 @@ static const mnt_cuda_module table = {
     .version = MNT_VERSION,
     .built = MNT_BUILT,
     .runtime = runtime,
-    .device_count = mnt_cuda_device_count,
+    .device_count = mnt_cuda_device_count_why,
 #if MNT_HAVE_CUDA_BACKEND
     .backend_create = mnt_backend_cuda_create,
 #endif

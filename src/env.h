@@ -37,7 +37,12 @@
     "beside the binary's bin/, or lib/mntrain/ in its build directory)")                                        \
   X(simd, "MNT_SIMD", CHOICE, "auto", 0, 0, 0, "auto|sse2|avx2|avx512",                                                                    \
     "vector instructions of mntrain's own loops (loader, casts, optimizer): sse2, avx2 or avx512, at most "     \
-    "what the CPU runs; auto: the best it runs")
+    "what the CPU runs; auto: the best it runs")                                                                       \
+  X(cudnn_algo, "MNT_CUDNN_ALGO", CHOICE, "deterministic", 0, 0, 0, "deterministic|heuristic|timed",               \
+    "how --device cuda picks each convolution's algorithms: deterministic (cuDNN's heuristic ranking, "         \
+    "deterministic ones first: every rerun runs the same ones), heuristic (cuDNN's first choice, "              \
+    "deterministic or not) or timed (each run once on the layer's shapes at start-up, the fastest "             \
+    "deterministic one; all ranks run rank 0's choice; a rerun may choose otherwise)")
 
 /* the typed getters: SECONDS and BYTES return MNT_OK or MNT_EARG (logged, naming the variable);
  * STRING and CHOICE return the value or NULL when unset or empty. What a CHOICE's word means is

@@ -148,5 +148,10 @@ static const char *impl_of(const char *(*op)(void *, int *), void *h, int *slow)
   return t ? t : "";
 }
 const char *mnt_conv_impl(const mnt_conv *c, int *slow) { return impl_of(c->be->ops->conv_impl, c->h, slow); }
+int mnt_conv_algos(mnt_conv *c, int algos[3], int set) {
+  if (c->be->ops->conv_algos) return c->be->ops->conv_algos(c->h, algos, set);
+  if (!set) algos[0] = algos[1] = algos[2] = -1;
+  return MNT_OK;
+}
 const char *mnt_bn_impl(const mnt_bn *bn, int *slow) { return impl_of(bn->be->ops->bn_impl, bn->h, slow); }
 const char *mnt_pool_impl(const mnt_pool *pl, int *slow) { return impl_of(pl->be->ops->pool_impl, pl->h, slow); }

@@ -38,6 +38,11 @@ int mnt_precision_parse(const char *s, mnt_precision *p); /* "fp32", "bf16"; -1 
 static inline const char *mnt_precision_name(mnt_precision p) { return p == MNT_PREC_BF16 ? "bf16" : "fp32"; }
 
 typedef enum { MNT_COPY_H2D = 0, MNT_COPY_D2H = 1, MNT_COPY_D2D = 2 } mnt_copy_kind;
+/* A copy that must be complete when it returns (the CUDA module's mem_copy) waits for the device
+ * after cudaMemcpy for these kinds: from pageable host memory cudaMemcpy returns once the bytes are
+ * staged, possibly before they land (CUDA Runtime API, "API synchronization behavior"), and a
+ * device-to-device copy is asynchronous to the host; device-to-host returns complete. */
+static inline int mnt_copy_waits_after(mnt_copy_kind k) { return k != MNT_COPY_D2H; }
 
 /* Creation options. device -1: the current CUDA device (the NCCL communicator's choice).
  * plan_only (cpu): layers only choose their implementations (for *_impl: what would run), nothing
@@ -85,6 +90,11 @@ typedef struct mnt_backend_ops {
   const char *(*conv_impl)(void *h, int *slow);
   const char *(*bn_impl)(void *h, int *slow);
   const char *(*pool_impl)(void *h, int *slow);
+  /* the algorithms a convolution runs, as the implementation numbers them (cuda: cuDNN's forward,
+   * backward-data, backward-filter algorithm; -1 where a pass has none), read (set 0) or set (set 1:
+   * one the layer cannot run is kept as it is, with a warning), so that every rank of a job runs
+   * rank 0's. NULL op: nothing to choose. */
+  int (*conv_algos)(void *h, int algos[3], int set);
   /* activations (act_bytes per element) */
   int (*relu_forward)(mnt_backend *b, const void *x, void *y, size_t n);
   int (*relu_backward)(mnt_backend *b, const void *y, const void *dy, void *dx, size_t n);
@@ -174,7 +184,8 @@ int mnt_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, in
 void mnt_conv_out_hw(const mnt_conv *c, int *OH, int *OW);
 int mnt_conv_forward(mnt_conv *c, const void *x, const float *w, void *y);
 /* dx and dw from dy; both are overwritten. dx NULL: not needed (it must be NULL when the layer was
- * created with need_dx 0). */
+ * created with need_dx 0). w must hold the values the layer's last forward was given, when that
+ * forward had the same w (the cuda backend reuses the bf16 copy of the weights that forward made). */
 int mnt_conv_backward(mnt_conv *c, const void *x, const float *w, const void *dy, void *dx, float *dw);
 void mnt_conv_destroy(mnt_conv *c);
 
@@ -206,6 +217,8 @@ void mnt_pool_destroy(mnt_pool *pl);
 /* What a layer runs (see mnt_backend_ops.conv_impl): a text owned by the handle, "" when the backend
  * does not say; *slow (may be NULL) = 1 when part of it is a reference implementation. */
 const char *mnt_conv_impl(const mnt_conv *c, int *slow);
+/* see mnt_backend_ops.conv_algos: read fills -1s on a backend without the op, set does nothing there */
+int mnt_conv_algos(mnt_conv *c, int algos[3], int set);
 const char *mnt_bn_impl(const mnt_bn *bn, int *slow);
 const char *mnt_pool_impl(const mnt_pool *pl, int *slow);
 

@@ -438,7 +438,8 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
   if (st != MNT_OK) goto out;
   qsort(runs, (size_t)ndirs, sizeof *runs, cmp_run);
   strong = calloc((size_t)ndirs, sizeof *strong);
-  start = calloc((size_t)ndirs + 1, sizeof *start);
+  /* ndirs > 0 here; said again so that gcc 13 at -O3 can bound the size (-Walloc-size-larger-than) */
+  start = calloc(ndirs > 0 ? (size_t)ndirs + 1 : 1, sizeof *start);
   if (!strong || !start) {
     MNT_ERR("out of memory");
     st = MNT_ENOMEM;

@@ -671,10 +671,16 @@ static void *acquire(mnt_resnet *r, size_t n) {
   return r->pool[best].p;
 }
 
+static struct mnt_gradbuf *pooled(mnt_resnet *r, const void *p) {
+  for (int i = 0; i < r->npool; i++)
+    if (r->pool[i].p == p) return &r->pool[i];
+  return NULL;
+}
+
 static void release(mnt_resnet *r, int a) {
   if (a == r->nact - 1 || !r->dact[a]) return; /* dlogits stays */
-  for (int i = 0; i < r->npool; i++)
-    if (r->pool[i].p == r->dact[a]) r->pool[i].used = 0;
+  struct mnt_gradbuf *b = pooled(r, r->dact[a]);
+  if (b && b->used > 0) b->used--;
   r->dact[a] = NULL;
 }
 
@@ -686,10 +692,55 @@ static void *dx_target(mnt_resnet *r, int in) {
   if (!r->dact[in]) r->dact[in] = acquire(r, r->act_n[in]);
   return r->dact[in];
 }
+/* dact[in] += t; a buffer that also holds another activation's gradient (shared by a residual add)
+ * is left as it is: the sum goes to a buffer of in's own */
+static int acc_dx(mnt_resnet *r, int in, const void *t) {
+  struct mnt_gradbuf *b = pooled(r, r->dact[in]);
+  if (b && b->used > 1) {
+    void *own = acquire(r, r->act_n[in]);
+    if (!own) {
+      MNT_ERR("out of memory for a gradient of %zu elements", r->act_n[in]);
+      return MNT_ENOMEM;
+    }
+    MNT_CHECK(mnt_add_forward(r->be, r->dact[in], t, own, r->act_n[in]));
+    b = pooled(r, r->dact[in]); /* acquire may have moved the pool */
+    b->used--;
+    r->dact[in] = own;
+    return MNT_OK;
+  }
+  return mnt_act_acc(r->be, r->dact[in], t, r->act_n[in]);
+}
+
 static int finish_dx(mnt_resnet *r, int in, void *t) {
   if (!t) return MNT_OK;
-  if (t == r->scratch) MNT_CHECK(mnt_act_acc(r->be, r->dact[in], t, r->act_n[in]));
+  if (t == r->scratch) MNT_CHECK(acc_dx(r, in, t));
   r->written[in] = 1;
+  return MNT_OK;
+}
+
+/* A residual add's backward: its output's gradient, unchanged, is each input's. An input with no
+ * gradient yet takes dy's buffer as its own (no copy; the buffer counts one more holder); one with
+ * a gradient adds dy to it. */
+static int add_backward(mnt_resnet *r, const mnt_layer *l) {
+  void *dy = r->dact[l->out];
+  for (int k = 0; k < 2; k++) {
+    int a = k ? l->in2 : l->in;
+    if (a == 0) continue; /* the input image needs no gradient */
+    if (!r->written[a] && !r->dact[a]) {
+      struct mnt_gradbuf *b = pooled(r, dy);
+      if (!b) { /* dlogits, which is not pooled: a copy */
+        if (!(r->dact[a] = acquire(r, r->act_n[a]))) return MNT_ENOMEM;
+        MNT_CHECK(mnt_be_copy(r->be, r->dact[a], dy, r->act_n[a] * r->be->act_bytes, MNT_COPY_D2D));
+      } else {
+        b->used++;
+        r->dact[a] = dy;
+      }
+    } else {
+      MNT_CHECK(acc_dx(r, a, dy));
+    }
+    r->written[a] = 1;
+  }
+  release(r, l->out);
   return MNT_OK;
 }
 
@@ -704,6 +755,10 @@ int mnt_resnet_backward(mnt_resnet *r) {
   r->written[r->nact - 1] = 1;
   for (int i = r->nlayers - 1; i >= 0; i--) {
     mnt_layer *l = &r->layers[i];
+    if (l->kind == OP_ADD) {
+      MNT_CHECK(add_backward(r, l));
+      continue;
+    }
     const void *dy = r->dact[l->out];
     void *dx = dx_target(r, l->in);
     if (l->in != 0 && !dx) {
@@ -737,16 +792,7 @@ int mnt_resnet_backward(mnt_resnet *r) {
       case OP_RELU:
         if (dx) MNT_CHECK(mnt_relu_backward(be, r->act[l->out], dy, dx, r->act_n[l->out]));
         break;
-      case OP_ADD: {
-        size_t bytes = r->act_n[l->out] * be->act_bytes;
-        if (dx) MNT_CHECK(mnt_be_copy(be, dx, dy, bytes, MNT_COPY_D2D));
-        MNT_CHECK(finish_dx(r, l->in, dx));
-        void *dx2 = dx_target(r, l->in2);
-        if (dx2) MNT_CHECK(mnt_be_copy(be, dx2, dy, bytes, MNT_COPY_D2D));
-        MNT_CHECK(finish_dx(r, l->in2, dx2));
-        release(r, l->out);
-        continue;
-      }
+      case OP_ADD: break; /* add_backward, above */
       case OP_MAXPOOL:
         if (dx) MNT_CHECK(mnt_pool_backward(l->pool, dy, dx));
         break;
@@ -762,6 +808,16 @@ int mnt_resnet_backward(mnt_resnet *r) {
     }
     MNT_CHECK(finish_dx(r, l->in, dx));
     release(r, l->out); /* every consumer of this output came later in forward: all done */
+  }
+  return MNT_OK;
+}
+
+int mnt_resnet_conv_algos(mnt_resnet *r, int *algos, int *n, int set) {
+  *n = 0;
+  for (int i = 0; i < r->nlayers; i++) {
+    if (r->layers[i].kind != OP_CONV) continue;
+    if (algos) MNT_CHECK(mnt_conv_algos(r->layers[i].conv, algos + 3 * *n, set));
+    (*n)++;
   }
   return MNT_OK;
 }

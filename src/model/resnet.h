@@ -47,7 +47,9 @@ typedef struct mnt_resnet {
   size_t *act_n;
   int *written;        /* per backward pass: has dact[i] been written yet */
   /* gradient buffers live only from their first writer to their producer's backward; they
-   * come from this pool, kept across steps (no page faults after the first) */
+   * come from this pool, kept across steps (no page faults after the first). used: how many
+   * activations' gradients the buffer holds now (a residual add hands its output's gradient to its
+   * inputs without a copy: two holders until one is released or changed) */
   struct mnt_gradbuf { void *p; size_t n; int used; } *pool;
   int npool, cap_pool;
   void *scratch;
@@ -126,6 +128,9 @@ int mnt_resnet_slow_layers(const mnt_resnet *r, char *buf, size_t n);
  * "fwd bnorm_jit:avx2, infer bnorm_jit:avx2, bwd bnorm_jit:avx2 x20" ("; " between); the number of texts. */
 int mnt_resnet_impls(const mnt_resnet *r, mnt_layer_kind kind, char *buf, size_t n);
 
+/* The convolutions' algorithms in layer order, 3 ints each (mnt_conv_algos): read into algos (set 0)
+ * or set from it (set 1). The number of convolutions into *n; algos NULL: only count them. */
+int mnt_resnet_conv_algos(mnt_resnet *r, int *algos, int *n, int set);
 /* the parameter (or BN statistic) of that name, NULL if none */
 const mnt_param *mnt_resnet_find(const mnt_resnet *r, const char *name, int *is_stat);
 

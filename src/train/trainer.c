@@ -11,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "check.h"
+#include "env.h"
 #include "log.h"
 #include "sysmem.h"
 
@@ -58,6 +60,23 @@ static int check_memory(const mnt_train_cfg *o, const mnt_dataset *train, int ha
   return mnt_mem_check(need > 1e19 ? SIZE_MAX : (size_t)need, what, local_size);
 }
 /* the loader's raw buffers from the backend (page-locked on cuda) */
+/* MNT_CUDNN_ALGO=timed: each rank timed the convolutions' algorithms on its own GPU, and timings
+ * differ; every rank runs rank 0's choice (one PMIx broadcast of 3 ints per convolution), so that
+ * the ranks' gradients come from the same arithmetic. The other choices need no exchange. */
+static int same_algorithms(mnt_world *w, mnt_resnet *m) {
+  const char *policy = mnt_env_cudnn_algo();
+  if (w->size < 2 || !policy || strcasecmp(policy, "timed")) return MNT_OK;
+  int n = 0;
+  MNT_CHECK(mnt_resnet_conv_algos(m, NULL, &n, 0));
+  int *a = malloc(((size_t)n * 3 + 1) * sizeof *a);
+  if (!a) return MNT_ENOMEM;
+  int st = mnt_resnet_conv_algos(m, a, &n, 0);
+  if (st == MNT_OK) st = mnt_world_bcast(w, a, (size_t)n * 3 * sizeof *a, 0);
+  if (st == MNT_OK && w->rank != 0) st = mnt_resnet_conv_algos(m, a, &n, 1);
+  free(a);
+  return st;
+}
+
 static int loader_host_alloc(void *ctx, size_t bytes, void **p) { return mnt_be_host_alloc(ctx, bytes, p); }
 static void loader_host_free(void *ctx, void *p) { mnt_be_host_free(ctx, p); }
 
@@ -139,7 +158,8 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
       (!(t->hw = malloc(t->m->nw * sizeof(float))) || !(t->hm = malloc(t->m->nw * sizeof(float))) ||
        !(t->hbn = malloc((t->m->nbn + 1) * sizeof(float)))))
     st = MNT_ENOMEM;
-  if ((st = mnt_world_agree(w, st)) != MNT_OK) {
+  if ((st = mnt_world_agree(w, st)) == MNT_OK) st = same_algorithms(w, t->m);
+  if (st != MNT_OK) {
     mnt_trainer_destroy(t);
     return st;
   }

@@ -5,12 +5,14 @@
  * act_download and sync (and alloc, once, so that fresh memory is zero on every stream). */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kernels/augment.h"
 #include "kernels/cast.h"
 #include "backend/cuda/cuda_impl.h"
 #include "backend/cuda/device.h"
 #include "check.h"
+#include "env.h"
 #include "kernels/ops.h"
 
 /* ---- scratch ------------------------------------------------------------------------------- */
@@ -367,6 +369,7 @@ static const mnt_backend_ops mnt_cuda_ops = {
     .pool_backward = mnt_cuda_pool_backward,
     .pool_destroy = mnt_cuda_pool_destroy,
     .conv_impl = mnt_cuda_conv_impl,
+    .conv_algos = mnt_cuda_conv_algos,
     .bn_impl = mnt_cuda_bn_impl,
     .pool_impl = mnt_cuda_pool_impl,
     .relu_forward = cu_relu_forward,
@@ -395,7 +398,7 @@ static void cu_destroy(mnt_backend *b) {
     if (c->stream) {
       mnt_cuda_release(c, &c->ws, &c->ws_bytes);
       mnt_cuda_release(c, &c->bn_dy, &c->bn_dy_bytes);
-      mnt_cuda_release(c, &c->bn32, &c->bn32_bytes);
+      mnt_cuda_release(c, &c->bn_ws, &c->bn_ws_bytes);
       mnt_cuda_release(c, &c->stage, &c->stage_bytes);
       mnt_cuda_release(c, &c->fc_w, &c->fc_w_bytes);
       mnt_cuda_release(c, &c->xent, &c->xent_bytes);
@@ -428,8 +431,9 @@ int mnt_backend_cuda_create(const mnt_backend_opts *o, mnt_backend **out) {
   }
   int dev = -1;
   MNT_CHECK(mnt_cuda_use_device(o->device, &dev)); /* o->device, or the one the communicator chose */
-  int major = 0, pools = 0;
+  int major = 0, pools = 0, sms = 0;
   MNT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  MNT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   MNT_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, dev));
   if (o->precision == MNT_PREC_BF16 && major < 8) {
     MNT_ERR("--precision bf16 needs a GPU of compute capability 8.0 or newer; device %d is %d.x", dev, major);
@@ -447,6 +451,11 @@ int mnt_backend_cuda_create(const mnt_backend_opts *o, mnt_backend **out) {
   c->device = dev;
   c->bf16 = o->precision == MNT_PREC_BF16;
   c->pools = pools != 0;
+  c->sms = sms;
+  const char *policy = mnt_env_cudnn_algo(); /* a word of the table's (env.c checked it), any case */
+  c->algo_policy = !policy || !strcasecmp(policy, "deterministic") ? MNT_CUDA_ALGO_DETERMINISTIC
+                   : !strcasecmp(policy, "heuristic")             ? MNT_CUDA_ALGO_HEURISTIC
+                                                                  : MNT_CUDA_ALGO_TIMED;
   *b = (mnt_backend){.ops = &mnt_cuda_ops,
                      .name = "cuda",
                      .host_visible = 0,

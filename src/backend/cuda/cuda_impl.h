@@ -15,21 +15,26 @@
 /* a convolution algorithm needing more workspace than this is passed over */
 #define MNT_CUDA_WS_CAP ((size_t)1 << 30)
 
+/* how convolution algorithms are chosen (MNT_CUDNN_ALGO, env.h) */
+enum { MNT_CUDA_ALGO_DETERMINISTIC = 0, MNT_CUDA_ALGO_HEURISTIC = 1, MNT_CUDA_ALGO_TIMED = 2 };
+
 typedef struct mnt_cuda {
   mnt_backend *be;
   int device;
   int bf16;             /* activations bf16 NHWC (else fp32 NCHW) */
   int pools;            /* cudaMallocAsync available */
+  int sms;              /* multiprocessors (sizes kernels/bn.cu's reductions) */
+  int algo_policy;      /* MNT_CUDA_ALGO_*: how convolutions choose their algorithms */
   cudaStream_t stream;  /* be->stream */
   cudnnHandle_t dnn;
   cublasHandle_t blas;
   /* scratch, each used by one op at a time on the stream; grown, never shrunk */
   void *ws;             /* convolution workspace, sized at conv_create (max over layers) */
   size_t ws_bytes;
-  void *bn_dy;          /* fused BN+ReLU backward: dy masked by y > 0, sized at bn_create */
+  void *bn_dy;          /* fp32 BN+ReLU backward: dy masked by y > 0, sized at bn_create */
   size_t bn_dy_bytes;
-  void *bn32;           /* batch normalization on fp32 copies, where cuDNN refuses bf16 (3 tensors) */
-  size_t bn32_bytes;
+  void *bn_ws;          /* bf16 batch norm (kernels/bn.cu): partial sums and per-channel factors */
+  size_t bn_ws_bytes;
   void *stage;          /* act_upload / act_download: fp32 NCHW */
   size_t stage_bytes;
   void *fc_w;           /* bf16 copy of a fully-connected weight */
@@ -54,6 +59,8 @@ int mnt_cuda_conv_backward(void *h, const void *x, const float *w, const void *d
 void mnt_cuda_conv_destroy(void *h);
 /* "fwd A, bwd-data B, bwd-weights C" (cuDNN's algorithm names; no bwd-data when need_dx was 0) */
 const char *mnt_cuda_conv_impl(void *h, int *slow);
+/* the algorithms in use (forward, backward data, backward filter; -1: none), or set them (backend.h) */
+int mnt_cuda_conv_algos(void *h, int algos[3], int set);
 int mnt_cuda_bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, int fuse_relu, void **h);
 int mnt_cuda_bn_forward_train(void *h, const void *x, const float *gamma, const float *beta, void *y,
                               float *save_mean, float *save_var, float *run_mean, float *run_var, float momentum);
@@ -62,7 +69,7 @@ int mnt_cuda_bn_forward_infer(void *h, const void *x, const float *gamma, const 
 int mnt_cuda_bn_backward(void *h, const void *x, const void *dy, const float *gamma, const float *save_mean,
                          const float *save_var, void *dx, float *dgamma, float *dbeta);
 void mnt_cuda_bn_destroy(void *h);
-/* the training mode: "spatial_persistent", "spatial", or "spatial+fp32-copies" (*slow = 1) */
+/* what runs: "cudnn-spatial" (fp32) or "nhwc-kernels" (bf16, kernels/bn.cu) */
 const char *mnt_cuda_bn_impl(void *h, int *slow);
 int mnt_cuda_pool_create(mnt_backend *b, int N, int C, int H, int W, int R, int s, int p, void **h);
 int mnt_cuda_pool_forward(void *h, const void *x, void *y);

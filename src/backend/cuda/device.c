@@ -1,6 +1,7 @@
 /* device.c — which GPU this process runs on (see device.h): the count of visible GPUs, a rank's
  * GPU for the NCCL communicator, and the CUDA backend's device. */
 #include <cuda_runtime.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "backend/cuda/device.h"
@@ -17,9 +18,17 @@ static cudaError_t count_devices(int *n) {
   return e;
 }
 
-int mnt_cuda_device_count(void) {
+int mnt_cuda_device_count(void) { return mnt_cuda_device_count_why(NULL, 0); }
+
+int mnt_cuda_device_count_why(char *why, size_t len) {
   int n = 0;
-  (void)count_devices(&n);
+  cudaError_t e = count_devices(&n);
+  if (why && len) {
+    if (e != cudaSuccess) /* e.g. a driver older than this runtime: say so, not "no GPU" */
+      snprintf(why, len, "cudaGetDeviceCount: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+    else
+      why[0] = '\0';
+  }
   return n;
 }
 

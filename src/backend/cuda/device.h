@@ -3,7 +3,8 @@
  * (comm/nccl/comm_nccl.c) and the module's table (cuda_module_entry.c: device_count). Built into
  * the CUDA module (lib/mntrain/mntrain-cuda.so) whatever else it holds; not in the executable.
  * defines: mnt_cuda_device_count (the GPUs this process sees: 0 without a GPU or driver, and no
- *          CUDA error left behind),
+ *          CUDA error left behind), mnt_cuda_device_count_why (the same, and why it could not count:
+ *          the runtime's reason, e.g. a driver older than the runtime),
  *          mnt_cuda_select_device (a rank's GPU: its PMIx local rank modulo the GPUs it sees, made
  *          current; MNT_EARG naming CUDA_VISIBLE_DEVICES when it sees none),
  *          mnt_cuda_use_device (the backend's: the device asked for, or the current one).
@@ -15,9 +16,14 @@
 #ifndef MNT_CUDA_DEVICE_H
 #define MNT_CUDA_DEVICE_H
 
+#include <stddef.h>
+
 #include "world.h"
 
 int mnt_cuda_device_count(void);
+/* the count; why (len bytes, may be NULL): "" when the GPUs were counted (0 or more), else the
+ * runtime's error ("cudaGetDeviceCount: CUDA driver version is insufficient ...") */
+int mnt_cuda_device_count_why(char *why, size_t len);
 /* cudaSetDevice(w->local_rank % the GPUs seen) into *device; rank 0 of a node warns when more
  * ranks than GPUs share it (NCCL refuses two ranks on one GPU). */
 int mnt_cuda_select_device(const mnt_world *w, int *device);

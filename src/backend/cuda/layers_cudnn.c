@@ -1,7 +1,7 @@
 /* layers_cudnn.c — the CUDA backend's layers on cuDNN's legacy API: convolution (algorithms
  * chosen once per layer at create time, one workspace shared by all layers; backward-data only
- * for layers that compute dx), batch normalization (with the fused ReLU done by kernels/act.cu)
- * and max pooling, and what each runs (mnt_cuda_*_impl: the algorithms and modes in use, after any
+ * for layers that compute dx), batch normalization (fp32: cuDNN, the fused ReLU by kernels/act.cu;
+ * bf16: kernels/bn.cu) and max pooling, and what each runs (mnt_cuda_*_impl: the algorithms and modes in use, after any
  * fallback at run time). See backend.h for the contract.
  *
  * fp32: NCHW tensors, OIHW filters, FMA math only (no TF32: results agree with the CPU backend to
@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cast.h"
 #include "backend/cuda/cuda_impl.h"
 #include "check.h"
 #include "kernels/ops.h"
@@ -62,6 +61,7 @@ typedef struct mnt_cuda_conv {
   mnt_conv_choice choice[3][MNT_CONV_MAX_CANDS]; /* per direction: the usable algorithms, best first */
   int nchoice[3], cur[3];                         /* how many; the one in use */
   void *w16, *dw16;                               /* bf16 only: KRSC weights and their gradient */
+  const float *w16_of;                            /* the fp32 weights the last forward cast into w16 */
   char impl[128];                                 /* mnt_cuda_conv_impl's text */
 } mnt_cuda_conv;
 
@@ -116,21 +116,70 @@ static int conv_candidates(mnt_cuda_conv *cv, int dir, mnt_conv_cand *out, int *
   return MNT_OK;
 }
 
+/* Buffers of a layer's shapes for timing its algorithms (contents do not matter: zeros) */
+typedef struct mnt_conv_bufs {
+  void *x, *y, *w, *w2, *ws;
+  size_t ws_bytes;
+} mnt_conv_bufs;
+
+/* workspace offered to the timed algorithms: ones that need more are passed over by cuDNN */
+#define MNT_CUDA_TIMING_WS ((size_t)256 << 20)
+
+/* cuDNN's measured ranking (fastest first, cudnnFind*AlgorithmEx: each algorithm run on the layer's
+ * shapes) of the algorithms of one direction */
+static int conv_timed(mnt_cuda_conv *cv, int dir, const mnt_conv_bufs *b, mnt_conv_cand *out, int *n) {
+  cudnnHandle_t h = cv->c->dnn;
+  int got = 0;
+  *n = 0;
+  /* the math type the layer allows (fp32: no tensor ops) for every algorithm tried */
+  MNT_CUDNN_CHECK(cudnnSetConvolutionMathType(cv->cd[dir], cv->c->bf16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  if (dir == MNT_CONV_FWD) {
+    cudnnConvolutionFwdAlgoPerf_t perf[MNT_CONV_MAX_CANDS];
+    MNT_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, cv->xd, b->x, cv->wd, b->w, cv->cd[dir], cv->yd, b->y,
+                                                           MNT_CONV_MAX_CANDS, &got, perf, b->ws, b->ws_bytes));
+    for (int i = 0; i < got && i < MNT_CONV_MAX_CANDS; i++)
+      out[i] = (mnt_conv_cand){(int)perf[i].algo, perf[i].status, perf[i].memory, perf[i].determinism,
+                               perf[i].mathType};
+  } else if (dir == MNT_CONV_BWD_DATA) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[MNT_CONV_MAX_CANDS];
+    MNT_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, cv->wd, b->w, cv->yd, b->y, cv->cd[dir], cv->xd,
+                                                                b->x, MNT_CONV_MAX_CANDS, &got, perf, b->ws,
+                                                                b->ws_bytes));
+    for (int i = 0; i < got && i < MNT_CONV_MAX_CANDS; i++)
+      out[i] = (mnt_conv_cand){(int)perf[i].algo, perf[i].status, perf[i].memory, perf[i].determinism,
+                               perf[i].mathType};
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[MNT_CONV_MAX_CANDS];
+    MNT_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, cv->xd, b->x, cv->yd, b->y, cv->cd[dir], cv->wd,
+                                                                  b->w2, MNT_CONV_MAX_CANDS, &got, perf, b->ws,
+                                                                  b->ws_bytes));
+    for (int i = 0; i < got && i < MNT_CONV_MAX_CANDS; i++)
+      out[i] = (mnt_conv_cand){(int)perf[i].algo, perf[i].status, perf[i].memory, perf[i].determinism,
+                               perf[i].mathType};
+  }
+  *n = got < MNT_CONV_MAX_CANDS ? got : MNT_CONV_MAX_CANDS;
+  return MNT_OK;
+}
+
 /* The usable algorithms of one direction in cuDNN's heuristic order, deterministic ones first
  * (reruns are bit-identical), each supported and within MNT_CUDA_WS_CAP; the first is used.
- * Chosen once, without timing, so every rank and every rerun of a shape runs the same algorithm.
- * fp32 keeps FMA math (no TF32: tensor-op candidates are passed over); bf16 runs each algorithm
- * in the math type cuDNN ranked it with. */
-static int conv_rank(mnt_cuda_conv *cv, int dir) {
+ * MNT_CUDNN_ALGO (env.h, c->algo_policy): "deterministic" (the default) and "heuristic" rank without
+ * timing, so every rank and every rerun of a shape runs the same algorithm; "timed" ranks by cuDNN's
+ * measurement of each algorithm on the layer's shapes (timing: the buffers), deterministic ones
+ * first, and a multi-rank job runs rank 0's choice (mnt_conv_algos). fp32 keeps FMA math (no TF32:
+ * tensor-op candidates are passed over); bf16 runs each algorithm in the math type cuDNN gave it. */
+static int conv_rank(mnt_cuda_conv *cv, int dir, const mnt_conv_bufs *timing) {
   mnt_conv_cand cand[MNT_CONV_MAX_CANDS];
   int n = 0;
-  MNT_CHECK(conv_candidates(cv, dir, cand, &n));
+  if (timing) MNT_CHECK(conv_timed(cv, dir, timing, cand, &n));
+  else MNT_CHECK(conv_candidates(cv, dir, cand, &n));
   cv->nchoice[dir] = 0;
   cv->cur[dir] = 0;
-  for (int pass = 0; pass < 2; pass++) {
+  int det_first = cv->c->algo_policy != MNT_CUDA_ALGO_HEURISTIC; /* heuristic: cuDNN's first, whatever it is */
+  for (int pass = 0; pass < (det_first ? 2 : 1); pass++) {
     for (int i = 0; i < n; i++) {
       if (cand[i].status != CUDNN_STATUS_SUCCESS) continue;
-      if ((cand[i].det == CUDNN_DETERMINISTIC) != (pass == 0)) continue;
+      if (det_first && (cand[i].det == CUDNN_DETERMINISTIC) != (pass == 0)) continue;
       if (cand[i].memory > MNT_CUDA_WS_CAP) continue;
       cudnnMathType_t m = cand[i].math;
       if (!cv->c->bf16) {
@@ -144,7 +193,7 @@ static int conv_rank(mnt_cuda_conv *cv, int dir) {
         continue;
       }
       if (bytes > MNT_CUDA_WS_CAP) continue;
-      cv->choice[dir][cv->nchoice[dir]++] = (mnt_conv_choice){cand[i].algo, m, bytes, pass == 0};
+      cv->choice[dir][cv->nchoice[dir]++] = (mnt_conv_choice){cand[i].algo, m, bytes, cand[i].det == CUDNN_DETERMINISTIC};
     }
   }
   if (cv->nchoice[dir] == 0) {
@@ -219,11 +268,31 @@ static int conv_setup(mnt_cuda_conv *cv) {
   /* backward-data only where dx is computed: the stem's (3 channels, in bf16 NHWC cuDNN's least
    * supported case) would otherwise be searched, and its workspace counted, for nothing */
   size_t need = 0;
-  for (int d = 0; d < 3; d++) {
-    if (d == MNT_CONV_BWD_DATA && !cv->need_dx) continue;
-    MNT_CHECK(conv_rank(cv, d));
-    if (cv->choice[d][0].ws > need) need = cv->choice[d][0].ws;
+  mnt_conv_bufs tb = {0}, *timing = NULL;
+  int st = MNT_OK;
+  if (c->algo_policy == MNT_CUDA_ALGO_TIMED) {
+    size_t ab = c->be->act_bytes, wb = (size_t)cv->K * cv->C * cv->R * cv->R * ab;
+    size_t xb = (size_t)cv->N * cv->C * cv->H * cv->W * ab, yb = (size_t)cv->N * cv->K * cv->OH * cv->OW * ab;
+    tb.ws_bytes = MNT_CUDA_TIMING_WS;
+    void **bufs[] = {&tb.x, &tb.y, &tb.w, &tb.w2, &tb.ws};
+    size_t sizes[] = {xb, yb, wb, wb, tb.ws_bytes};
+    for (int i = 0; i < 5 && st == MNT_OK; i++) {
+      st = MNT_CUDA_OK(cudaMalloc(bufs[i], sizes[i]));
+      if (st == MNT_OK) st = MNT_CUDA_OK(cudaMemsetAsync(*bufs[i], 0, sizes[i], c->stream));
+    }
+    timing = &tb;
   }
+  for (int d = 0; d < 3 && st == MNT_OK; d++) {
+    if (d == MNT_CONV_BWD_DATA && !cv->need_dx) continue;
+    st = conv_rank(cv, d, timing);
+    if (st == MNT_OK && cv->choice[d][0].ws > need) need = cv->choice[d][0].ws;
+  }
+  if (timing) { /* cudaFree waits for the timing runs */
+    void *bufs[] = {tb.x, tb.y, tb.w, tb.w2, tb.ws};
+    for (int i = 0; i < 5; i++)
+      if (bufs[i]) MNT_CUDA_WARN(cudaFree(bufs[i]));
+  }
+  MNT_CHECK(st);
   MNT_CHECK(mnt_cuda_reserve(c, &c->ws, &c->ws_bytes, need));
   if (c->bf16) {
     size_t bytes = (size_t)cv->K * cv->C * cv->R * cv->R * 2;
@@ -267,8 +336,9 @@ int mnt_cuda_conv_forward(void *h, const void *x, const float *w, void *y) {
   mnt_cuda_conv *cv = h;
   mnt_cuda *c = cv->c;
   const void *wk = w;
-  if (c->bf16) {
+  if (c->bf16) { /* once per step: backward reuses this copy (backend.h: w unchanged until then) */
     MNT_KERNEL_CHECK(mnt_k_oihw_to_krsc_bf16(w, cv->w16, cv->K, cv->C, cv->R, c->stream));
+    cv->w16_of = w;
     wk = cv->w16;
   }
   const int d = MNT_CONV_FWD;
@@ -303,7 +373,9 @@ int mnt_cuda_conv_backward(void *h, const void *x, const float *w, const void *d
   if (!dx) return MNT_OK;
   const void *wk = w;
   if (c->bf16) {
-    MNT_KERNEL_CHECK(mnt_k_oihw_to_krsc_bf16(w, cv->w16, cv->K, cv->C, cv->R, c->stream));
+    if (cv->w16_of != w) /* no forward of these weights before: cast them here */
+      MNT_KERNEL_CHECK(mnt_k_oihw_to_krsc_bf16(w, cv->w16, cv->K, cv->C, cv->R, c->stream));
+    cv->w16_of = w;
     wk = cv->w16;
   }
   d = MNT_CONV_BWD_DATA;
@@ -348,46 +420,65 @@ const char *mnt_cuda_conv_impl(void *h, int *slow) {
   return cv->impl;
 }
 
+int mnt_cuda_conv_algos(void *h, int algos[3], int set) {
+  mnt_cuda_conv *cv = h;
+  for (int d = 0; d < 3; d++) {
+    if (!set) {
+      algos[d] = cv->nchoice[d] ? cv->choice[d][cv->cur[d]].algo : -1;
+      continue;
+    }
+    if (algos[d] < 0 || !cv->nchoice[d] || cv->choice[d][cv->cur[d]].algo == algos[d]) continue;
+    int j = 0;
+    while (j < cv->nchoice[d] && cv->choice[d][j].algo != algos[d]) j++;
+    if (j == cv->nchoice[d]) { /* not usable here (another cuDNN, or over the workspace cap) */
+      MNT_WARN("conv %dx%d s%d p%d %d->%d: %s algorithm %d asked for is not usable here; keeping %d", cv->R, cv->R,
+               cv->s, cv->p, cv->C, cv->K, mnt_conv_dir_name[d], algos[d], cv->choice[d][cv->cur[d]].algo);
+      continue;
+    }
+    MNT_CUDNN_CHECK(cudnnSetConvolutionMathType(cv->cd[d], cv->choice[d][j].math));
+    MNT_CHECK(mnt_cuda_reserve(cv->c, &cv->c->ws, &cv->c->ws_bytes, cv->choice[d][j].ws));
+    cv->cur[d] = j;
+  }
+  return MNT_OK;
+}
+
 /* ---- batch normalization ------------------------------------------------------------------ */
-/* bf16 runs cuDNN on the bf16 NHWC tensors in SPATIAL_PERSISTENT mode (as TensorFlow does). Should
- * cuDNN refuse that for a shape, the layer falls back for good to SPATIAL, then to "staged": fp32
- * NHWC copies of the tensors in the shared c->bn32 scratch (slower, but the fp32 path is cuDNN's
- * oldest). Each fallback is logged once, as a warning, and the mode the layer runs in is what
- * mnt_cuda_bn_impl reports ("spatial_persistent", "spatial", "spatial+fp32-copies"), so that a
- * throughput figure says what it measured. */
+/* fp32 (NCHW) runs cuDNN's SPATIAL mode, its fused ReLU as kernels/act.cu's passes. bf16 (NHWC)
+ * runs kernels/bn.cu: cuDNN's legacy bf16 batch norm (SPATIAL_PERSISTENT) took 647 of a 700 ms
+ * ResNet-50 step at batch 256 on an H200 (2026-12-04), where a memory-bound pass should take a few
+ * ms; the kernels read each tensor in 16-byte rows, fuse the ReLU both ways and sum in a fixed order
+ * (bit-identical reruns). mnt_cuda_bn_impl says which ran: "cudnn-spatial" or "nhwc-kernels". */
 typedef struct mnt_cuda_bn {
   mnt_cuda *c;
   int N, C, H, W, relu;
-  size_t n;                  /* N*C*H*W */
+  size_t n;                 /* N*C*H*W */
   double eps;
-  cudnnBatchNormMode_t mode; /* training and backward: SPATIAL_PERSISTENT for bf16 NHWC, else SPATIAL */
-  int staged;                /* bf16 only: cuDNN runs on fp32 copies */
-  cudnnTensorDescriptor_t xd, xd32, pd; /* activations (and fp32 NHWC for staged); per-channel fp32 */
-  const void *y;                        /* output of the last training forward (the fused ReLU's mask) */
+  cudnnTensorDescriptor_t xd, pd; /* fp32: activations, per-channel fp32 */
+  const void *y;            /* output of the last training forward (the fused ReLU's mask) */
 } mnt_cuda_bn;
 
 void mnt_cuda_bn_destroy(void *h) {
   mnt_cuda_bn *bn = h;
   if (!bn) return;
   if (bn->xd) MNT_CUDNN_WARN(cudnnDestroyTensorDescriptor(bn->xd));
-  if (bn->xd32) MNT_CUDNN_WARN(cudnnDestroyTensorDescriptor(bn->xd32));
   if (bn->pd) MNT_CUDNN_WARN(cudnnDestroyTensorDescriptor(bn->pd));
   free(bn);
 }
 
 static int bn_setup(mnt_cuda_bn *bn) {
   mnt_cuda *c = bn->c;
+  if (c->bf16) {
+    size_t M = (size_t)bn->N * bn->H * bn->W;
+    if (M > (size_t)1 << 30) {
+      MNT_ERR("batch normalization over %zu rows per channel: at most 2^30", M);
+      return MNT_EARG;
+    }
+    return mnt_cuda_reserve(c, &c->bn_ws, &c->bn_ws_bytes, mnt_k_bn_ws_floats((int)M, bn->C, c->sms) * sizeof(float));
+  }
   MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bn->xd));
   MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bn->pd));
-  MNT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bn->xd, act_format(c), act_dtype(c), bn->N, bn->C, bn->H, bn->W));
-  /* gamma, beta and the statistics are fp32 for every input type (bf16 and the staged fp32 path):
-   * set explicitly rather than derived from the bf16 descriptor */
+  MNT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bn->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, bn->N, bn->C, bn->H, bn->W));
   MNT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bn->pd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, bn->C, 1, 1));
-  if (c->bf16) {
-    MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bn->xd32));
-    MNT_CUDNN_CHECK(
-        cudnnSetTensor4dDescriptor(bn->xd32, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, bn->N, bn->C, bn->H, bn->W));
-  }
   if (bn->relu) MNT_CHECK(mnt_cuda_reserve(c, &c->bn_dy, &c->bn_dy_bytes, bn->n * c->be->act_bytes));
   return MNT_OK;
 }
@@ -409,8 +500,7 @@ int mnt_cuda_bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, in
   }
   mnt_cuda *c = mnt_cuda_of(b);
   *bn = (mnt_cuda_bn){.c = c, .N = N, .C = C, .H = H, .W = W, .relu = fuse_relu ? 1 : 0,
-                      .n = (size_t)N * C * H * W, .eps = (double)eps,
-                      .mode = c->bf16 ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL};
+                      .n = (size_t)N * C * H * W, .eps = (double)eps};
   int rc = bn_setup(bn);
   if (rc != MNT_OK) {
     MNT_ERR("could not set up batch normalization over %d channels of %dx%dx%dx%d", C, N, C, H, W);
@@ -421,74 +511,24 @@ int mnt_cuda_bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, in
   return MNT_OK;
 }
 
-/* after cuDNN refused a call (not supported, or a parameter it does not take for this
- * configuration): the next fallback, 1 when there is one to try */
-static int bn_fallback(mnt_cuda_bn *bn, cudnnStatus_t st, int training, const char *what) {
-  if (!cudnn_unsupported(st) && CUDNN_STATUS_CATEGORY(st) != CUDNN_STATUS_BAD_PARAM) return 0;
-  if (training && bn->mode == CUDNN_BATCHNORM_SPATIAL_PERSISTENT) {
-    (void)cudaGetLastError(); /* tolerated: whatever CUDA call of cuDNN's failed with the refusal */
-    MNT_WARN("%s refused SPATIAL_PERSISTENT over %d channels of %dx%dx%dx%d (%s); using SPATIAL", what, bn->C, bn->N,
-             bn->C, bn->H, bn->W, cudnnGetErrorString(st));
-    bn->mode = CUDNN_BATCHNORM_SPATIAL;
-    return 1;
-  }
-  if (bn->c->bf16 && !bn->staged) {
-    (void)cudaGetLastError(); /* tolerated, as above */
-    MNT_WARN("%s refused bf16 NHWC over %d channels of %dx%dx%dx%d (%s); running it on fp32 copies", what, bn->C,
-             bn->N, bn->C, bn->H, bn->W, cudnnGetErrorString(st));
-    bn->mode = CUDNN_BATCHNORM_SPATIAL;
-    bn->staged = 1;
-    return 1;
-  }
-  return 0;
-}
-
-/* staged: element casts between the bf16 activations and the fp32 copies (same NHWC order) */
-static int bn_cast(mnt_cuda_bn *bn, int from, int to, const void *in, void *out) {
-  int r = mnt_cuda_cast(from, to, in, out, bn->n, bn->c->stream);
-  if (r != 0) {
-    MNT_ERR("mnt_cuda_cast(%d -> %d, %zu elements) for batch normalization failed: %s", from, to, bn->n,
-            cudaGetErrorString(cudaGetLastError()));
-    return MNT_ESYS;
-  }
-  return MNT_OK;
-}
-
-/* staged: the three fp32 copies a, b, d of n elements each */
-static int bn_stage(mnt_cuda_bn *bn, float **a, float **b, float **d) {
-  mnt_cuda *c = bn->c;
-  MNT_CHECK(mnt_cuda_reserve(c, &c->bn32, &c->bn32_bytes, 3 * bn->n * sizeof(float)));
-  *a = c->bn32;
-  *b = *a + bn->n;
-  *d = *b + bn->n;
-  return MNT_OK;
-}
+static int bn_rows(const mnt_cuda_bn *bn) { return bn->N * bn->H * bn->W; }
 
 int mnt_cuda_bn_forward_train(void *h, const void *x, const float *gamma, const float *beta, void *y,
                               float *save_mean, float *save_var, float *run_mean, float *run_var, float momentum) {
   mnt_cuda_bn *bn = h;
   mnt_cuda *c = bn->c;
-  /* cuDNN: running = (1 - factor) running + factor batch, running variance unbiased (as PyTorch);
+  /* running = (1 - momentum) running + momentum batch, the running variance unbiased (as PyTorch);
    * save_var receives 1/sqrt(var + eps) */
-  cudnnStatus_t st;
-  for (;;) {
-    if (bn->staged) {
-      float *a, *b, *d;
-      MNT_CHECK(bn_stage(bn, &a, &b, &d));
-      MNT_CHECK(bn_cast(bn, MNT_BF16, MNT_FP32, x, a));
-      st = cudnnBatchNormalizationForwardTraining(c->dnn, bn->mode, &mnt_one, &mnt_zero, bn->xd32, a, bn->xd32, b,
-                                                  bn->pd, gamma, beta, (double)momentum, run_mean, run_var, bn->eps,
-                                                  save_mean, save_var);
-      if (st == CUDNN_STATUS_SUCCESS) MNT_CHECK(bn_cast(bn, MNT_FP32, MNT_BF16, b, y));
-    } else {
-      st = cudnnBatchNormalizationForwardTraining(c->dnn, bn->mode, &mnt_one, &mnt_zero, bn->xd, x, bn->xd, y, bn->pd,
-                                                  gamma, beta, (double)momentum, run_mean, run_var, bn->eps, save_mean,
-                                                  save_var);
-    }
-    if (st == CUDNN_STATUS_SUCCESS || !bn_fallback(bn, st, 1, "cudnnBatchNormalizationForwardTraining")) break;
+  if (c->bf16) {
+    MNT_KERNEL_CHECK(mnt_k_bn_fwd_train(x, gamma, beta, y, save_mean, save_var, run_mean, run_var, momentum,
+                                        (float)bn->eps, bn_rows(bn), bn->C, bn->relu, c->bn_ws, c->sms, c->stream));
+  } else {
+    MNT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(c->dnn, CUDNN_BATCHNORM_SPATIAL, &mnt_one, &mnt_zero,
+                                                           bn->xd, x, bn->xd, y, bn->pd, gamma, beta,
+                                                           (double)momentum, run_mean, run_var, bn->eps, save_mean,
+                                                           save_var));
+    if (bn->relu) MNT_KERNEL_CHECK(mnt_k_relu_fwd(0, y, y, bn->n, c->stream));
   }
-  MNT_CHECK(mnt_cudnn_ok_at(st, "cudnnBatchNormalizationForwardTraining", __FILE__, __LINE__));
-  if (bn->relu) MNT_KERNEL_CHECK(mnt_k_relu_fwd(c->bf16, y, y, bn->n, c->stream));
   bn->y = y;
   return MNT_OK;
 }
@@ -497,23 +537,15 @@ int mnt_cuda_bn_forward_infer(void *h, const void *x, const float *gamma, const 
                               const float *run_mean, const float *run_var) {
   mnt_cuda_bn *bn = h;
   mnt_cuda *c = bn->c;
-  cudnnStatus_t st;
-  for (;;) {
-    if (bn->staged) {
-      float *a, *b, *d;
-      MNT_CHECK(bn_stage(bn, &a, &b, &d));
-      MNT_CHECK(bn_cast(bn, MNT_BF16, MNT_FP32, x, a));
-      st = cudnnBatchNormalizationForwardInference(c->dnn, CUDNN_BATCHNORM_SPATIAL, &mnt_one, &mnt_zero, bn->xd32, a,
-                                                   bn->xd32, b, bn->pd, gamma, beta, run_mean, run_var, bn->eps);
-      if (st == CUDNN_STATUS_SUCCESS) MNT_CHECK(bn_cast(bn, MNT_FP32, MNT_BF16, b, y));
-    } else {
-      st = cudnnBatchNormalizationForwardInference(c->dnn, CUDNN_BATCHNORM_SPATIAL, &mnt_one, &mnt_zero, bn->xd, x,
-                                                   bn->xd, y, bn->pd, gamma, beta, run_mean, run_var, bn->eps);
-    }
-    if (st == CUDNN_STATUS_SUCCESS || !bn_fallback(bn, st, 0, "cudnnBatchNormalizationForwardInference")) break;
+  if (c->bf16) {
+    MNT_KERNEL_CHECK(mnt_k_bn_fwd_infer(x, gamma, beta, y, run_mean, run_var, (float)bn->eps, bn_rows(bn), bn->C,
+                                        bn->relu, c->bn_ws, c->sms, c->stream));
+    return MNT_OK;
   }
-  MNT_CHECK(mnt_cudnn_ok_at(st, "cudnnBatchNormalizationForwardInference", __FILE__, __LINE__));
-  if (bn->relu) MNT_KERNEL_CHECK(mnt_k_relu_fwd(c->bf16, y, y, bn->n, c->stream));
+  MNT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(c->dnn, CUDNN_BATCHNORM_SPATIAL, &mnt_one, &mnt_zero, bn->xd,
+                                                          x, bn->xd, y, bn->pd, gamma, beta, run_mean, run_var,
+                                                          bn->eps));
+  if (bn->relu) MNT_KERNEL_CHECK(mnt_k_relu_fwd(0, y, y, bn->n, c->stream));
   return MNT_OK;
 }
 
@@ -521,44 +553,31 @@ int mnt_cuda_bn_backward(void *h, const void *x, const void *dy, const float *ga
                          const float *save_var, void *dx, float *dgamma, float *dbeta) {
   mnt_cuda_bn *bn = h;
   mnt_cuda *c = bn->c;
+  if (bn->relu && !bn->y) {
+    MNT_ERR("batch normalization backward with a fused ReLU before any training forward");
+    return MNT_EARG;
+  }
+  /* dx, dgamma and dbeta overwritten */
+  if (c->bf16) {
+    MNT_KERNEL_CHECK(mnt_k_bn_bwd(x, bn->y, dy, gamma, save_mean, save_var, dx, dgamma, dbeta, bn_rows(bn), bn->C,
+                                  bn->relu, c->bn_ws, c->sms, c->stream));
+    return MNT_OK;
+  }
   const void *g = dy;
   if (bn->relu) {
-    if (!bn->y) {
-      MNT_ERR("batch normalization backward with a fused ReLU before any training forward");
-      return MNT_EARG;
-    }
-    MNT_KERNEL_CHECK(mnt_k_relu_bwd(c->bf16, bn->y, dy, c->bn_dy, bn->n, c->stream));
+    MNT_KERNEL_CHECK(mnt_k_relu_bwd(0, bn->y, dy, c->bn_dy, bn->n, c->stream));
     g = c->bn_dy;
   }
-  /* dx, dgamma and dbeta overwritten (all betas 0) */
-  cudnnStatus_t st;
-  for (;;) {
-    if (bn->staged) {
-      float *a, *b, *d;
-      MNT_CHECK(bn_stage(bn, &a, &b, &d));
-      MNT_CHECK(bn_cast(bn, MNT_BF16, MNT_FP32, x, a));
-      MNT_CHECK(bn_cast(bn, MNT_BF16, MNT_FP32, g, b));
-      st = cudnnBatchNormalizationBackward(c->dnn, bn->mode, &mnt_one, &mnt_zero, &mnt_one, &mnt_zero, bn->xd32, a,
-                                           bn->xd32, b, bn->xd32, d, bn->pd, gamma, dgamma, dbeta, bn->eps, save_mean,
-                                           save_var);
-      if (st == CUDNN_STATUS_SUCCESS) MNT_CHECK(bn_cast(bn, MNT_FP32, MNT_BF16, d, dx));
-    } else {
-      st = cudnnBatchNormalizationBackward(c->dnn, bn->mode, &mnt_one, &mnt_zero, &mnt_one, &mnt_zero, bn->xd, x,
-                                           bn->xd, g, bn->xd, dx, bn->pd, gamma, dgamma, dbeta, bn->eps, save_mean,
-                                           save_var);
-    }
-    if (st == CUDNN_STATUS_SUCCESS || !bn_fallback(bn, st, 1, "cudnnBatchNormalizationBackward")) break;
-  }
-  MNT_CHECK(mnt_cudnn_ok_at(st, "cudnnBatchNormalizationBackward", __FILE__, __LINE__));
+  MNT_CUDNN_CHECK(cudnnBatchNormalizationBackward(c->dnn, CUDNN_BATCHNORM_SPATIAL, &mnt_one, &mnt_zero, &mnt_one,
+                                                  &mnt_zero, bn->xd, x, bn->xd, g, bn->xd, dx, bn->pd, gamma, dgamma,
+                                                  dbeta, bn->eps, save_mean, save_var));
   return MNT_OK;
 }
 
-/* the mode of the training passes now (inference always runs SPATIAL) */
 const char *mnt_cuda_bn_impl(void *h, int *slow) {
   mnt_cuda_bn *bn = h;
-  if (slow) *slow = bn->staged; /* three extra full-tensor casts each way: the generic fallback */
-  if (bn->staged) return "spatial+fp32-copies";
-  return bn->mode == CUDNN_BATCHNORM_SPATIAL_PERSISTENT ? "spatial_persistent" : "spatial";
+  if (slow) *slow = 0;
+  return bn->c->bf16 ? "nhwc-kernels" : "cudnn-spatial";
 }
 
 /* ---- max pooling ----------------------------------------------------------------------------- */
@@ -655,8 +674,21 @@ int mnt_cuda_pool_backward(void *h, const void *dy, void *dx) {
     MNT_ERR("max pooling backward before any forward");
     return MNT_EARG;
   }
-  MNT_CUDNN_CHECK(cudnnPoolingBackward(c->dnn, pl->pd, &mnt_one, pl->yd, pl->y, pl->yd, dy, pl->xd, pl->x, &mnt_zero,
-                                       pl->xd, dx));
+  cudnnStatus_t st =
+      cudnnPoolingBackward(c->dnn, pl->pd, &mnt_one, pl->yd, pl->y, pl->yd, dy, pl->xd, pl->x, &mnt_zero, pl->xd, dx);
+  if (cudnn_unsupported(st) && !pl->plain_max) {
+    /* as the forward: the plain max mode for good (its forward output is the same, so the y kept
+     * from the deterministic forward serves its backward) */
+    (void)cudaGetLastError(); /* tolerated: whatever CUDA call of cuDNN's failed with the refusal */
+    pl->plain_max = 1;
+    MNT_WARN("cuDNN refuses deterministic max pooling backward here (%s); using CUDNN_POOLING_MAX",
+             cudnnGetErrorString(st));
+    MNT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pl->pd, CUDNN_POOLING_MAX, CUDNN_PROPAGATE_NAN, pl->R, pl->R, pl->p,
+                                                pl->p, pl->s, pl->s));
+    st = cudnnPoolingBackward(c->dnn, pl->pd, &mnt_one, pl->yd, pl->y, pl->yd, dy, pl->xd, pl->x, &mnt_zero, pl->xd,
+                              dx);
+  }
+  MNT_CHECK(mnt_cudnn_ok_at(st, "cudnnPoolingBackward", __FILE__, __LINE__));
   return MNT_OK;
 }
 

@@ -8,11 +8,16 @@
  * (MNT_COMM_TIMEOUT): a rank that never arrives makes the others abort the communicator and fail
  * naming the wait, not hang.
  *
- * Non-blocking communicators: every NCCL call on them (init, split, each collective, finalize)
- * may return ncclInProgress and finish its work, the enqueueing of kernels included, on an NCCL
- * thread; until ncclCommGetAsyncError leaves ncclInProgress the communicator must not be used
- * and nothing that depends on the enqueued kernels (an event record) may be queued. So every
- * call is followed by a poll of that state against the deadline before the next one.
+ * Blocking and non-blocking. Set-up and teardown run on a non-blocking communicator (flat): each
+ * call (init, split, finalize) may return ncclInProgress and finish on an NCCL thread, polled
+ * against the deadline until ncclCommGetAsyncError leaves ncclInProgress. The collectives run on
+ * blocking communicators split from it (coll, and hier's intra and inter): on a non-blocking one
+ * NCCL starts a thread for every group, every collective included, and returns ncclInProgress
+ * (group.cc, ncclGroupEndInternal: groupLaunchNonBlocking on a new thread), a thread start, join
+ * and poll per call, 3-4 calls per bucket in hier. A blocking split runs on a thread of ours,
+ * polled against the same deadline. NCCL_RUNTIME_CONNECT=0 (unless the user set it) makes every
+ * connection at set-up, so a blocking collective never waits on the host for a peer; what the
+ * kernels wait for is polled as before (below).
  *
  * Topology. flat: one NCCL communicator over all ranks (NCCL builds its own rings and trees over
  * NVLink and the network). hier (--topology hier, ChainerMN's two-dimensional allreduce): two
@@ -52,6 +57,8 @@
  * ncclCommDestroy. A communicator is used by one thread at a time. */
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,8 +105,9 @@ struct mnt_comm_req {
 };
 
 typedef struct nccl_impl {
-  ncclComm_t flat;          /* all ranks */
-  ncclComm_t intra, inter;  /* hier: the ranks of this node; the ranks of this local rank */
+  ncclComm_t flat;          /* all ranks; non-blocking: set-up, splits, finalize under the deadline */
+  ncclComm_t coll;          /* all ranks again, blocking: the flat collectives (NULL: they run on flat) */
+  ncclComm_t intra, inter;  /* hier: the ranks of this node; the ranks of this local rank (blocking) */
   int intra_rank, intra_size, inter_size;
   cudaStream_t stream;      /* every collective runs here */
   cudaEvent_t ready;        /* recorded on the caller's stream; the stream above waits for it */
@@ -135,15 +143,19 @@ static ncclDataType_t nccl_type(mnt_dtype t) {
 static ncclRedOp_t nccl_op(mnt_redop op) { return op == MNT_AVG ? ncclAvg : ncclSum; }
 
 static const char *comm_name(const nccl_impl *n, ncclComm_t x) {
-  return x == n->flat ? "flat" : x == n->intra ? "intra-node" : x == n->inter ? "inter-node" : "new";
+  return x == n->flat ? "flat" : x == n->coll ? "flat (blocking)" : x == n->intra ? "intra-node"
+         : x == n->inter ? "inter-node" : "new";
 }
+
+/* the communicator of the flat collectives */
+static ncclComm_t flat_coll(const nccl_impl *n) { return n->coll ? n->coll : n->flat; }
 
 /* Abort every NCCL communicator (the flat one first: aborting it also ends a split still under
  * way, which may then leave a child to abort). Safe to call twice. */
 static void abort_all(nccl_impl *n) {
-  ncclComm_t *all[3] = {&n->flat, &n->intra, &n->inter};
-  static const char *const names[3] = {"flat", "intra-node", "inter-node"};
-  for (int i = 0; i < 3; i++) {
+  ncclComm_t *all[4] = {&n->flat, &n->coll, &n->intra, &n->inter};
+  static const char *const names[4] = {"flat", "flat (blocking)", "intra-node", "inter-node"};
+  for (int i = 0; i < 4; i++) {
     if (!*all[i]) continue;
     ncclResult_t r = ncclCommAbort(*all[i]);
     if (r != ncclSuccess) MNT_WARN("ncclCommAbort of the %s communicator failed: %s", names[i], ncclGetErrorString(r));
@@ -175,9 +187,11 @@ static int watch_once(void *arg, int *done) {
     }
     *done = e == cudaSuccess;
   }
-  ncclComm_t comms[4] = {n->flat, n->intra, n->inter, NULL};
-  if (w->pending && w->pending != n->flat && w->pending != n->intra && w->pending != n->inter) comms[3] = w->pending;
-  for (int i = 0; i < 4; i++) {
+  ncclComm_t comms[5] = {n->flat, n->coll, n->intra, n->inter, NULL};
+  if (w->pending && w->pending != n->flat && w->pending != n->coll && w->pending != n->intra &&
+      w->pending != n->inter)
+    comms[4] = w->pending;
+  for (int i = 0; i < 5; i++) {
     if (!comms[i]) continue;
     ncclResult_t ae = ncclSuccess, r = ncclCommGetAsyncError(comms[i], &ae);
     if (r != ncclSuccess) {
@@ -253,7 +267,7 @@ static int enqueue_allreduce(mnt_comm *c, void *buf, size_t count, mnt_dtype t, 
   }
   if (count > head) {
     char *tail = (char *)buf + head * es;
-    MNT_NCCL_CHECK_GOTO(c, n->flat, ncclAllReduce(tail, tail, count - head, dt, rop, n->flat, n->stream), what, st,
+    MNT_NCCL_CHECK_GOTO(c, flat_coll(n), ncclAllReduce(tail, tail, count - head, dt, rop, flat_coll(n), n->stream), what, st,
                         out);
   }
 out:
@@ -404,8 +418,8 @@ static int n_broadcast(mnt_comm *c, void *buf, size_t bytes, int root, mnt_strea
     MNT_CHECK(stage_in(c, c->world->rank == root ? buf : NULL, bytes, bytes, "broadcast"));
     buf = n->stage;
   }
-  MNT_NCCL_CHECK_GOTO(c, n->flat, ncclBroadcast(buf, buf, bytes, ncclUint8, root, n->flat, n->stream), "broadcast",
-                      st, out);
+  MNT_NCCL_CHECK_GOTO(c, flat_coll(n), ncclBroadcast(buf, buf, bytes, ncclUint8, root, flat_coll(n), n->stream),
+                      "broadcast", st, out);
   MNT_CHECK_GOTO(finish(c, n->done, "broadcast"), st, out);
   if (host) st = stage_out(c, host, bytes, "broadcast");
 out:
@@ -433,8 +447,8 @@ static int n_allgather(mnt_comm *c, const void *send, void *recv, size_t bytes, 
     send = (char *)n->stage + (size_t)c->world->rank * bytes;
     recv = n->stage;
   }
-  MNT_NCCL_CHECK_GOTO(c, n->flat, ncclAllGather(send, recv, bytes, ncclUint8, n->flat, n->stream), "allgather", st,
-                      out);
+  MNT_NCCL_CHECK_GOTO(c, flat_coll(n), ncclAllGather(send, recv, bytes, ncclUint8, flat_coll(n), n->stream),
+                      "allgather", st, out);
   MNT_CHECK_GOTO(finish(c, n->done, "allgather"), st, out);
   if (host) st = stage_out(c, host, all, "allgather");
 out:
@@ -446,8 +460,9 @@ static int n_barrier(mnt_comm *c) {
   nccl_impl *n = c->impl;
   int st = MNT_OK;
   MNT_CHECK(refuse_aborted(n, "barrier"));
-  MNT_NCCL_CHECK_GOTO(c, n->flat, ncclAllReduce(n->one, n->one, 1, ncclFloat32, ncclSum, n->flat, n->stream),
-                      "barrier", st, out);
+  MNT_NCCL_CHECK_GOTO(c, flat_coll(n),
+                      ncclAllReduce(n->one, n->one, 1, ncclFloat32, ncclSum, flat_coll(n), n->stream), "barrier", st,
+                      out);
   st = finish(c, n->done, "barrier"); /* on failure it has aborted the communicators (again below: harmless) */
 out:
   if (st != MNT_OK) abort_all(n);
@@ -459,12 +474,12 @@ out:
 static void close_comms(mnt_comm *c) {
   nccl_impl *n = c->impl;
   int st = MNT_OK;
-  ncclComm_t *all[3] = {&n->inter, &n->intra, &n->flat};
-  for (int i = 0; i < 3 && !n->aborted; i++) {
+  ncclComm_t *all[4] = {&n->inter, &n->intra, &n->coll, &n->flat};
+  for (int i = 0; i < 4 && !n->aborted; i++) {
     if (!*all[i]) continue;
     MNT_NCCL_CHECK_GOTO(c, *all[i], ncclCommFinalize(*all[i]), "finalize (ncclCommFinalize)", st, out);
   }
-  for (int i = 0; i < 3 && !n->aborted; i++) {
+  for (int i = 0; i < 4 && !n->aborted; i++) {
     if (!*all[i]) continue;
     ncclResult_t r = ncclCommDestroy(*all[i]);
     if (r != ncclSuccess && r != ncclInProgress)
@@ -529,29 +544,98 @@ static const char *hier_refusal(const mnt_world *w) {
   return NULL;
 }
 
-/* One ncclCommSplit of the flat communicator, polled until the child is ready. */
-static int split(mnt_comm *c, int color, int key, const char *name, ncclComm_t *made, int *rank, int *size,
-                 const char *what) {
+/* A blocking ncclCommSplit runs its whole job in the calling thread, without a deadline; it runs
+ * here on a thread of its own while the caller polls (split_poll) against the deadline. */
+typedef struct split_job {
+  ncclComm_t parent, child;
+  int color, key, device;
+  ncclConfig_t cfg;
+  ncclResult_t r;
+  _Atomic int done;
+} split_job;
+
+static void *split_thread(void *arg) {
+  split_job *j = arg;
+  if (mnt_cuda_clear(cudaSetDevice(j->device)) != cudaSuccess) j->r = ncclUnhandledCudaError;
+  else j->r = ncclCommSplit(j->parent, j->color, j->key, &j->child, &j->cfg);
+  atomic_store(&j->done, 1);
+  return NULL;
+}
+
+typedef struct split_poll_arg {
+  split_job *job;
+  watch_poll parent; /* the parent's (and every other communicator's) asynchronous error */
+} split_poll_arg;
+
+static int split_poll(void *arg, int *done) {
+  split_poll_arg *a = arg;
+  int ignored;
+  MNT_CHECK(watch_once(&a->parent, &ignored));
+  *done = atomic_load(&a->job->done);
+  return MNT_OK;
+}
+
+/* One ncclCommSplit of the flat communicator into *made, ready when this returns. blocking 0: the
+ * child is non-blocking and the split is polled as any call; blocking 1: the child's calls run in
+ * the caller's thread (no NCCL thread per collective, see mnt_comm_nccl_create), and the split
+ * runs on a thread of its own, polled against the same deadline; at the deadline the communicators
+ * are aborted, which ends the split (NCCL passes the parent's abort to a child being made). */
+static int split(mnt_comm *c, int color, int key, int blocking, const char *name, ncclComm_t *made, int *rank,
+                 int *size, const char *what) {
   nccl_impl *n = c->impl;
   int st = MNT_OK;
   ncclComm_t child = NULL; /* written by an NCCL thread until the flat communicator is ready again */
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-  cfg.blocking = 0; /* its collectives, like the flat one's, are polled against the deadline */
+  cfg.blocking = blocking;
   cfg.commName = name; /* in NCCL_DEBUG's lines; a literal, since NCCL keeps the pointer */
-  ncclResult_t r = ncclCommSplit(n->flat, color, key, &child, &cfg);
-  if (r != ncclSuccess && r != ncclInProgress) {
-    MNT_ERR("NCCL %s: ncclCommSplit(color %d, key %d) failed: %s (%s)", what, color, key, ncclGetErrorString(r),
-            ncclGetLastError(n->flat));
-    st = MNT_EPEER;
-    goto out;
+  if (blocking) {
+    split_job *j = calloc(1, sizeof *j); /* a thread that outlives a failed join keeps it: not freed then */
+    if (!j) return MNT_ENOMEM;
+    *j = (split_job){.parent = n->flat, .color = color, .key = key, .device = n->device, .cfg = cfg};
+    pthread_t th;
+    if (pthread_create(&th, NULL, split_thread, j) != 0) {
+      MNT_ERR("NCCL %s: pthread_create failed", what);
+      free(j);
+      st = MNT_ESYS;
+      goto out;
+    }
+    split_poll_arg pa = {j, {n, what, NULL, NULL}};
+    st = mnt_nccl_wait_loop(split_poll, &pa, c->timeout_s, what, NULL);
+    if (st != MNT_OK) abort_all(n); /* ends the split in its thread */
+    struct timespec grace;
+    clock_gettime(CLOCK_REALTIME, &grace);
+    grace.tv_sec += 30;
+    if (pthread_timedjoin_np(th, NULL, &grace) != 0) { /* NCCL did not return: leave it, fail */
+      MNT_ERR("NCCL %s: ncclCommSplit did not return after the abort", what);
+      pthread_detach(th);
+      return st != MNT_OK ? st : MNT_EPEER;
+    }
+    child = j->child;
+    ncclResult_t r = j->r;
+    free(j);
+    if (st != MNT_OK) goto out;
+    if (r != ncclSuccess) {
+      MNT_ERR("NCCL %s: ncclCommSplit(color %d, key %d, blocking) failed: %s (%s)", what, color, key,
+              ncclGetErrorString(r), ncclGetLastError(n->flat));
+      st = MNT_EPEER;
+      goto out;
+    }
+  } else {
+    ncclResult_t r = ncclCommSplit(n->flat, color, key, &child, &cfg);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      MNT_ERR("NCCL %s: ncclCommSplit(color %d, key %d) failed: %s (%s)", what, color, key, ncclGetErrorString(r),
+              ncclGetLastError(n->flat));
+      st = MNT_EPEER;
+      goto out;
+    }
+    MNT_CHECK_GOTO(watch(c, what, NULL, n->flat), st, out); /* the split job runs on the parent */
   }
-  MNT_CHECK_GOTO(watch(c, what, NULL, n->flat), st, out); /* the split job runs on the parent */
   if (!child) {
     MNT_ERR("NCCL %s: ncclCommSplit(color %d, key %d) completed without a communicator", what, color, key);
     st = MNT_EPEER;
     goto out;
   }
-  MNT_CHECK_GOTO(watch(c, what, NULL, child), st, out);
+  if (!blocking) MNT_CHECK_GOTO(watch(c, what, NULL, child), st, out);
   *made = child; /* from here on abort_all owns it */
   child = NULL;
   MNT_NCCL_CHECK_GOTO(c, *made, ncclCommUserRank(*made, rank), what, st, out);
@@ -575,6 +659,10 @@ int mnt_comm_nccl_create(mnt_world *w, mnt_topology topo, mnt_comm **made) {
     return MNT_ENOMEM;
   }
   *c = (mnt_comm){.ops = &NCCL_OPS, .world = w, .topology = MNT_TOPO_FLAT, .timeout_s = w->timeout_s, .impl = n};
+  /* every connection made while the communicators are set up, under the deadline, and none at a
+   * collective's first use (NCCL's default since 2.22), where a blocking communicator would wait for
+   * a peer on the host without one; a value the user set is kept */
+  if (setenv("NCCL_RUNTIME_CONNECT", "0", 0) != 0) MNT_WARN("setenv NCCL_RUNTIME_CONNECT failed");
   const char *no_hier = topo == MNT_TOPO_HIER ? hier_refusal(w) : NULL;
   if (topo == MNT_TOPO_HIER && no_hier && w->rank == 0)
     MNT_INFO("--topology hier with nccl runs flat here: %s", no_hier);
@@ -617,11 +705,11 @@ int mnt_comm_nccl_create(mnt_world *w, mnt_topology topo, mnt_comm **made) {
 
   if (topo == MNT_TOPO_HIER && !no_hier) {
     int inter_rank = -1;
-    MNT_CHECK_GOTO(split(c, w->node_rank, w->local_rank, "mntrain intra-node", &n->intra, &n->intra_rank,
+    MNT_CHECK_GOTO(split(c, w->node_rank, w->local_rank, 1, "mntrain intra-node", &n->intra, &n->intra_rank,
                          &n->intra_size, "intra-node communicator (ncclCommSplit)"),
                    st, out);
-    MNT_CHECK_GOTO(split(c, w->local_rank, w->node_rank, "mntrain inter-node", &n->inter, &inter_rank, &n->inter_size,
-                         "inter-node communicator (ncclCommSplit)"),
+    MNT_CHECK_GOTO(split(c, w->local_rank, w->node_rank, 1, "mntrain inter-node", &n->inter, &inter_rank,
+                         &n->inter_size, "inter-node communicator (ncclCommSplit)"),
                    st, out);
     if (n->intra_rank != w->local_rank || n->intra_size != w->local_size || inter_rank != w->node_rank ||
         n->inter_size != w->nnodes) {
@@ -634,16 +722,28 @@ int mnt_comm_nccl_create(mnt_world *w, mnt_topology topo, mnt_comm **made) {
     }
     c->topology = MNT_TOPO_HIER;
   }
+  { /* the flat collectives' communicator: blocking (see the file's comment) */
+    int cr = -1, cs = 0;
+    MNT_CHECK_GOTO(split(c, 0, w->rank, 1, "mntrain flat collectives", &n->coll, &cr, &cs,
+                         "collective communicator (ncclCommSplit)"),
+                   st, out);
+    if (cr != w->rank || cs != w->size) {
+      MNT_ERR("NCCL set-up: the collective communicator has rank %d of %d, the world %d of %d", cr, cs, w->rank,
+              w->size);
+      st = MNT_EPEER;
+      goto out;
+    }
+  }
   if (w->rank == 0) {
     int v = 0;
     if (ncclGetVersion(&v) != ncclSuccess) v = 0;
     if (c->topology == MNT_TOPO_HIER)
       MNT_INFO("NCCL %d.%d.%d: %d ranks, hier: %d nodes x %d ranks (intra-node reduce-scatter, inter-node allreduce, "
-               "intra-node allgather), rank 0 on GPU %d",
+               "intra-node allgather), rank 0 on GPU %d, collectives on blocking communicators",
                v / 10000, v / 100 % 100, v % 100, w->size, n->inter_size, n->intra_size, n->device);
     else
-      MNT_INFO("NCCL %d.%d.%d: %d ranks, flat, rank 0 on GPU %d", v / 10000, v / 100 % 100, v % 100, w->size,
-               n->device);
+      MNT_INFO("NCCL %d.%d.%d: %d ranks, flat, rank 0 on GPU %d, collectives on a blocking communicator", v / 10000,
+               v / 100 % 100, v % 100, w->size, n->device);
   }
 out:
   if (st != MNT_OK) {
