@@ -20,7 +20,7 @@
 #                                                      two short training runs)
 #   5 mntrain      ~45 s, cap --mnt-seconds + 45 s    (model set-up, 5 warm-up steps, 30 s timed)
 #   6 pytorch      ~55 s, cap --torch-seconds + 60 s  (import, cudnn.benchmark's warm-up, 25 s timed)
-# about 190 s when nothing goes wrong, 330 s at most (--budget: each step gets at most what is
+# about 240 s when nothing goes wrong, 330 s at most (--budget: each step gets at most what is
 # left of it after the later steps' caps).
 set -euo pipefail
 
@@ -42,12 +42,16 @@ Steps, each under `timeout` and inside one overall budget, each with a header an
   5 mntrain    mntrain bench step --device cuda --arch resnet50 --size 224 --precision bf16
                --batch 256, about --mnt-seconds (default 30) of timed steps; the batch-norm mode
                the layers ran in from its "# batch norm: ..." line
+  5b variants  the same step with MNT_CUDNN_ALGO=timed (half the seconds), one --profile run of 5
+               steps (where the step's time goes, per layer), and bench allreduce --comm nccl on
+               this GPU (4K-4M bf16: the per-call cost; its set-up line names the communicator)
   6 pytorch    benchmarks/peer_step_torch_gpu.py, same problem, --torch-seconds (default 25)
 A failed test does not stop the benchmarks; the script exits non-zero if any step failed, after
 printing one final line:
   gpu_check: mntrain NNNN img/s, pytorch NNNN img/s, ratio X.XX, bn MODE
-(MODE: e.g. "spatial_persistent x53"; "unknown" when mntrain did not say; a count of the layers
-that cuDNN refused SPATIAL_PERSISTENT at run time is added when there were any).
+(MODE: e.g. "nhwc-kernels x53"; "unknown" when mntrain did not say), after a table of the step's
+settings in this run (batch norm, convolution algorithms by ranking and timed, whether NCCL's
+collectives run on a blocking communicator, the stem's input channels, the bf16 weight copies).
 Logs and results.txt go to $OUT when set (the device tool brings $OUT back), else to --out.
 
 Options:
@@ -167,6 +171,18 @@ finish() {
   if [[ $mnt != n/a && $pt != n/a ]]; then ratio=$(awk -v a="$mnt" -v b="$pt" 'BEGIN { printf "%.2f", a / b }'); fi
   printf '\n==== gpu_check: %ds in all; logs and results.txt in %s\n' "$(($(now) - t_start))" "$out"
   cat "$results"
+  if [[ $build_only != 1 ]]; then
+    # what this run's step ran, each against what it replaced
+    {
+      printf '\n%-26s %s\n' "the step's settings" "in this run"
+      printf '%-26s %s\n' "batch norm (bf16)" "${bn_mode:-unknown}"
+      printf '%-26s %s\n' "convolution algorithms" "cuDNN's ranking: ${mnt:-n/a} img/s; timed at start-up: ${timed_ips:-n/a} img/s${timed_algos:+ ($timed_algos)}"
+      printf '%-26s %s\n' "NCCL collectives" "${nccl_mode:-unknown}"
+      printf '%-26s %s\n' "stem input channels" "3 (not padded to 4)"
+      printf '%-26s %s\n' "bf16 weight copies" "cast once per step in forward, reused by backward-data"
+      printf '%-26s %s\n' "batch upload (train)" "on the compute stream (no copy overlap)"
+    } | tee -a "$results"
+  fi
   if [[ $build_only == 1 ]]; then
     line="gpu_check: build-only dry run $( ((${#failed[@]} == 0)) && echo passed || echo "FAILED: ${failed[*]}")"
   else
@@ -239,12 +255,14 @@ log=$out/build.log
 : >"$log"
 header 1 "configure ($build)"
 cfg=(-S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMNT_CUDA=ON -DMNT_WERROR=ON
-  -DCMAKE_CUDA_ARCHITECTURES=90 "-DPKG_CONFIG_EXECUTABLE=$PKG_CONFIG")
+  -DCMAKE_CUDA_ARCHITECTURES=90 "-DPKG_CONFIG_EXECUTABLE=$PKG_CONFIG"
+  # FindHDF5 asks an h5cc on PATH first, and the GPU image has one (/usr/bin/h5cc, naming the
+  # image's own HDF5 1.10): a wrapper that fails sends it to its own search, which finds the
+  # bundle's copy through CMAKE_LIBRARY_PATH/CMAKE_INCLUDE_PATH (env.sh)
+  -DHDF5_C_COMPILER_EXECUTABLE=/bin/false)
 if [[ $strict == 1 ]]; then
   # nothing from /usr but the compiler and the C library: the bundle's libraries or nothing
-  # (programs on PATH are still found: FindHDF5 must not ask Debian's /usr/bin/h5cc, which names
-  # /usr's HDF5; a wrapper that fails sends it to its own search, as on a machine without h5cc)
-  cfg+=(-DCMAKE_IGNORE_PREFIX_PATH=/usr -DHDF5_C_COMPILER_EXECUTABLE=/bin/false)
+  cfg+=(-DCMAKE_IGNORE_PREFIX_PATH=/usr)
   export PKG_CONFIG_LIBDIR=$PKG_CONFIG_PATH
   unset PKG_CONFIG_PATH
   say "strict: CMAKE_IGNORE_PREFIX_PATH=/usr, PKG_CONFIG_LIBDIR=$PKG_CONFIG_LIBDIR"
@@ -285,23 +303,10 @@ footer configure "$st"
 
 # ---- 2: build ------------------------------------------------------------------------------------
 header 2 "build (ninja -j$jobs)"
-targets=(mntrain)
-if [[ $all_targets == 1 ]]; then
-  targets=(all)
-else
-  # the programs the gpu-labelled tests run (from CTest's files: `ctest --show-only` leaves out
-  # the commands of programs not built yet), those that are ninja targets
-  mapfile -t -O 1 targets < <(find "$build" -name CTestTestfile.cmake -print0 | xargs -0 cat | python3 -c '
-import os, re, sys
-text = sys.stdin.read()
-gpu = {m.group(1) for m in re.finditer(r"set_tests_properties\(\[=\[(.+?)\]=\] PROPERTIES .*?LABELS \"([^\"]*)\"", text)
-       if "gpu" in m.group(2).split(";")}
-names = set()
-for m in re.finditer(r"add_test\(\[=\[(.+?)\]=\] (.*)\)\s*$", text, re.M):
-    if m.group(1) in gpu:
-        names.update(os.path.basename(w) for w in re.findall(r"\"(/[^\"]+)\"", m.group(2)))
-print("\n".join(sorted(names)))' | grep -Fxf <(ninja -C "$build" -t targets all | sed -n 's/: .*//p' | sed 's#.*/##') || true)
-fi
+# the programs the gpu-labelled tests run: one target that tests/CMakeLists.txt keeps (reading
+# CTest's files for them found nothing on the GPU image's newer CMake)
+targets=(mntrain gpu_test_programs)
+[[ $all_targets == 1 ]] && targets=(all)
 say "targets: ${targets[*]}"
 st=ok
 run_logged "$log" "$(limit 150 190)" ninja -C "$build" -j "$jobs" "${targets[@]}" || st=FAIL
@@ -423,16 +428,36 @@ if [[ $st == ok ]]; then
   fi
   say "mntrain: ${mnt_ips:-n/a} img/s, mean over $nsteps timed steps of batch 256" | tee -a "$log"
 fi
-# the batch-norm mode the layers ran in: bench step's "# batch norm: spatial_persistent x53" (kinds
-# separated by "; "; the last such line), and the layers cuDNN refused SPATIAL_PERSISTENT at run
-# time (its warnings); "unknown" when mntrain did not say
+# what the batch-norm layers ran: bench step's "# batch norm: nhwc-kernels x53" (kinds separated by
+# "; "; the last such line); "unknown" when mntrain did not say
 bn_mode=$(sed -n 's/\r$//; s/^#[[:space:]]*[Bb]atch[ -]\{0,1\}[Nn]orm[a-z]*[[:space:]]*:[[:space:]]*//p' "$log" | tail -1 |
   sed 's/[[:space:]]*;[[:space:]]*/ + /g; s/[[:space:]]*,[[:space:]]*/ + /g; s/[[:space:]]\{1,\}/ /g; s/ $//')
 [[ -n $bn_mode ]] || bn_mode=unknown
-n_refused=$(grep -c 'refused SPATIAL_PERSISTENT' "$log" || true)
-((n_refused == 0)) || bn_mode+=" ($n_refused refused SPATIAL_PERSISTENT at run time)"
 say "mntrain: batch norm $bn_mode" | tee -a "$log"
 footer mntrain "$st"
+
+# ---- 5b: what the step's settings change, each next to the default run above ---------------------------
+# the convolution algorithms timed at start-up (MNT_CUDNN_ALGO=timed) against the default ranking;
+# where the step's time goes (bench step --profile: every op alone, per layer); and the NCCL
+# communicator's per-call cost on this one GPU (bench allreduce, small messages, whose set-up line
+# says whether the collectives run on a blocking communicator)
+log=$out/bench_variants.log
+: >"$log"
+header 5b "mntrain variants: timed algorithms, profile, one-GPU allreduce (~$((mnt_seconds / 2 + 30))s)"
+st=ok
+if [[ -x $build/mntrain ]]; then
+  run_logged "$log" "$(limit $((mnt_seconds / 2 + 40)) $((torch_seconds + 90)))" env MNT_CUDNN_ALGO=timed \
+    "$build/mntrain" bench step --device cuda --arch resnet50 --size 224 --precision bf16 --batch 256 --warmup 5 \
+    --seconds $((mnt_seconds / 2 > 5 ? mnt_seconds / 2 : 5)) || st=FAIL
+  timed_ips=$(sed -n 's/.*: \([0-9.]*\) img\/s (mean of \([0-9]*\) steps).*/\1/p' "$log" | tail -1)
+  timed_algos=$(sed -n 's/^# convolution: //p' "$log" | tail -1)
+  run_logged "$log" "$(limit 40 $((torch_seconds + 70)))" "$build/mntrain" bench step --device cuda --arch resnet50 \
+    --size 224 --precision bf16 --batch 256 --warmup 3 --steps 5 --profile || st=FAIL
+  run_logged "$log" "$(limit 30 $((torch_seconds + 65)))" env MNT_LOG_LEVEL=info "$build/mntrain" bench allreduce \
+    --comm nccl -b 4K -e 4M -f 8 -n 200 -w 20 -d bfloat16 || st=FAIL
+  nccl_mode=$(grep -o 'collectives on a[a-z ]*communicators\{0,1\}' "$log" | tail -1)
+fi
+footer variants "$st"
 
 # ---- 6: PyTorch's step ---------------------------------------------------------------------------------
 log=$out/bench_torch.log

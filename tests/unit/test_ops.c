@@ -262,6 +262,15 @@ static void test_sgd(void) {
   free(v);
 }
 
+/* a synchronous copy (the CUDA module's mem_copy, which bench allreduce checks results through)
+ * waits for the device after cudaMemcpy from the host and between devices: without it a check may
+ * reduce data still in flight and report a false #wrong */
+static void test_copy_waits(void) {
+  EXPECT(mnt_copy_waits_after(MNT_COPY_H2D), "a host-to-device copy must wait for the device");
+  EXPECT(mnt_copy_waits_after(MNT_COPY_D2D), "a device-to-device copy must wait for the device");
+  EXPECT(!mnt_copy_waits_after(MNT_COPY_D2H), "a device-to-host cudaMemcpy returns complete: no extra wait");
+}
+
 int main(void) {
   mnt_backend *b;
   if (mnt_backend_create("cpu", NULL, &b) != MNT_OK) return 1;
@@ -286,6 +295,7 @@ int main(void) {
   test_fc();
   test_small();
   test_sgd();
+  test_copy_waits();
   mnt_backend_destroy(b);
   if (failures) {
     fprintf(stderr, "test_ops: %d failures\n", failures);
