@@ -449,13 +449,13 @@ if [[ -x $build/mntrain ]]; then
   run_logged "$log" "$(limit $((mnt_seconds / 2 + 40)) $((torch_seconds + 90)))" env MNT_CUDNN_ALGO=timed \
     "$build/mntrain" bench step --device cuda --arch resnet50 --size 224 --precision bf16 --batch 256 --warmup 5 \
     --seconds $((mnt_seconds / 2 > 5 ? mnt_seconds / 2 : 5)) || st=FAIL
-  timed_ips=$(sed -n 's/.*: \([0-9.]*\) img\/s (mean of \([0-9]*\) steps).*/\1/p' "$log" | tail -1)
-  timed_algos=$(sed -n 's/^# convolution: //p' "$log" | tail -1)
+  timed_ips=$(sed -n 's/.*: \([0-9.]*\) img\/s (mean of \([0-9]*\) steps).*/\1/p' "$log" | head -1)
+  timed_algos=$(sed -n 's/^# convolution: //p' "$log" | head -1)
   run_logged "$log" "$(limit 40 $((torch_seconds + 70)))" "$build/mntrain" bench step --device cuda --arch resnet50 \
     --size 224 --precision bf16 --batch 256 --warmup 3 --steps 5 --profile || st=FAIL
   run_logged "$log" "$(limit 30 $((torch_seconds + 65)))" env MNT_LOG_LEVEL=info "$build/mntrain" bench allreduce \
     --comm nccl -b 4K -e 4M -f 8 -n 200 -w 20 -d bfloat16 || st=FAIL
-  nccl_mode=$(grep -o 'collectives on a[a-z ]*communicators\{0,1\}' "$log" | tail -1)
+  nccl_mode=$(grep -o 'collectives on a[a-z ]*communicators\{0,1\}' "$log" | tail -1 || true)
 fi
 footer variants "$st"
 

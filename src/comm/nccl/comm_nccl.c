@@ -14,8 +14,8 @@
  * blocking communicators split from it (coll, and hier's intra and inter): on a non-blocking one
  * NCCL starts a thread for every group, every collective included, and returns ncclInProgress
  * (group.cc, ncclGroupEndInternal: groupLaunchNonBlocking on a new thread), a thread start, join
- * and poll per call, 3-4 calls per bucket in hier. A blocking split runs on a thread of ours,
- * polled against the same deadline. NCCL_RUNTIME_CONNECT=0 (unless the user set it) makes every
+ * and poll per call, 3-4 calls per bucket in hier. The splits themselves are jobs of the
+ * non-blocking parent, polled as before. NCCL_RUNTIME_CONNECT=0 (unless the user set it) makes every
  * connection at set-up, so a blocking collective never waits on the host for a peer; what the
  * kernels wait for is polled as before (below).
  *
@@ -57,8 +57,6 @@
  * ncclCommDestroy. A communicator is used by one thread at a time. */
 #include <cuda_runtime.h>
 #include <nccl.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -544,42 +542,11 @@ static const char *hier_refusal(const mnt_world *w) {
   return NULL;
 }
 
-/* A blocking ncclCommSplit runs its whole job in the calling thread, without a deadline; it runs
- * here on a thread of its own while the caller polls (split_poll) against the deadline. */
-typedef struct split_job {
-  ncclComm_t parent, child;
-  int color, key, device;
-  ncclConfig_t cfg;
-  ncclResult_t r;
-  _Atomic int done;
-} split_job;
-
-static void *split_thread(void *arg) {
-  split_job *j = arg;
-  if (mnt_cuda_clear(cudaSetDevice(j->device)) != cudaSuccess) j->r = ncclUnhandledCudaError;
-  else j->r = ncclCommSplit(j->parent, j->color, j->key, &j->child, &j->cfg);
-  atomic_store(&j->done, 1);
-  return NULL;
-}
-
-typedef struct split_poll_arg {
-  split_job *job;
-  watch_poll parent; /* the parent's (and every other communicator's) asynchronous error */
-} split_poll_arg;
-
-static int split_poll(void *arg, int *done) {
-  split_poll_arg *a = arg;
-  int ignored;
-  MNT_CHECK(watch_once(&a->parent, &ignored));
-  *done = atomic_load(&a->job->done);
-  return MNT_OK;
-}
-
-/* One ncclCommSplit of the flat communicator into *made, ready when this returns. blocking 0: the
- * child is non-blocking and the split is polled as any call; blocking 1: the child's calls run in
- * the caller's thread (no NCCL thread per collective, see mnt_comm_nccl_create), and the split
- * runs on a thread of its own, polled against the same deadline; at the deadline the communicators
- * are aborted, which ends the split (NCCL passes the parent's abort to a child being made). */
+/* One ncclCommSplit of the flat communicator into *made, ready when this returns. The split is a job
+ * of the non-blocking parent: it returns at once and finishes on an NCCL thread (a blocking child
+ * included: on an H200 with NCCL 2.28.3 the call returned ncclSuccess with the child not yet made),
+ * so it is polled on the parent against the deadline. blocking: the child's own calls, its
+ * collectives, run in the caller's thread (no NCCL thread per call; see mnt_comm_nccl_create). */
 static int split(mnt_comm *c, int color, int key, int blocking, const char *name, ncclComm_t *made, int *rank,
                  int *size, const char *what) {
   nccl_impl *n = c->impl;
@@ -588,54 +555,20 @@ static int split(mnt_comm *c, int color, int key, int blocking, const char *name
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = blocking;
   cfg.commName = name; /* in NCCL_DEBUG's lines; a literal, since NCCL keeps the pointer */
-  if (blocking) {
-    split_job *j = calloc(1, sizeof *j); /* a thread that outlives a failed join keeps it: not freed then */
-    if (!j) return MNT_ENOMEM;
-    *j = (split_job){.parent = n->flat, .color = color, .key = key, .device = n->device, .cfg = cfg};
-    pthread_t th;
-    if (pthread_create(&th, NULL, split_thread, j) != 0) {
-      MNT_ERR("NCCL %s: pthread_create failed", what);
-      free(j);
-      st = MNT_ESYS;
-      goto out;
-    }
-    split_poll_arg pa = {j, {n, what, NULL, NULL}};
-    st = mnt_nccl_wait_loop(split_poll, &pa, c->timeout_s, what, NULL);
-    if (st != MNT_OK) abort_all(n); /* ends the split in its thread */
-    struct timespec grace;
-    clock_gettime(CLOCK_REALTIME, &grace);
-    grace.tv_sec += 30;
-    if (pthread_timedjoin_np(th, NULL, &grace) != 0) { /* NCCL did not return: leave it, fail */
-      MNT_ERR("NCCL %s: ncclCommSplit did not return after the abort", what);
-      pthread_detach(th);
-      return st != MNT_OK ? st : MNT_EPEER;
-    }
-    child = j->child;
-    ncclResult_t r = j->r;
-    free(j);
-    if (st != MNT_OK) goto out;
-    if (r != ncclSuccess) {
-      MNT_ERR("NCCL %s: ncclCommSplit(color %d, key %d, blocking) failed: %s (%s)", what, color, key,
-              ncclGetErrorString(r), ncclGetLastError(n->flat));
-      st = MNT_EPEER;
-      goto out;
-    }
-  } else {
-    ncclResult_t r = ncclCommSplit(n->flat, color, key, &child, &cfg);
-    if (r != ncclSuccess && r != ncclInProgress) {
-      MNT_ERR("NCCL %s: ncclCommSplit(color %d, key %d) failed: %s (%s)", what, color, key, ncclGetErrorString(r),
-              ncclGetLastError(n->flat));
-      st = MNT_EPEER;
-      goto out;
-    }
-    MNT_CHECK_GOTO(watch(c, what, NULL, n->flat), st, out); /* the split job runs on the parent */
+  ncclResult_t r = ncclCommSplit(n->flat, color, key, &child, &cfg);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    MNT_ERR("NCCL %s: ncclCommSplit(color %d, key %d) failed: %s (%s)", what, color, key, ncclGetErrorString(r),
+            ncclGetLastError(n->flat));
+    st = MNT_EPEER;
+    goto out;
   }
+  MNT_CHECK_GOTO(watch(c, what, NULL, n->flat), st, out); /* the split job runs on the parent */
   if (!child) {
     MNT_ERR("NCCL %s: ncclCommSplit(color %d, key %d) completed without a communicator", what, color, key);
     st = MNT_EPEER;
     goto out;
   }
-  if (!blocking) MNT_CHECK_GOTO(watch(c, what, NULL, child), st, out);
+  MNT_CHECK_GOTO(watch(c, what, NULL, child), st, out);
   *made = child; /* from here on abort_all owns it */
   child = NULL;
   MNT_NCCL_CHECK_GOTO(c, *made, ncclCommUserRank(*made, rank), what, st, out);
