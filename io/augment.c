@@ -24,7 +24,10 @@ static double uni(rng *r) {
  * value is computed as it would be directly, in the same order:
  *   a = r1[xa] + wx (r1[xb] - r1[xa]),  e = the same on r2,  o = (a + wy (e - a)) (inx iny) k + b
  * (every product and sum rounded to float, none fused), so every variant (simd.h) gives the same
- * floats, and kernels/augment.cu computes the same expression. */
+ * floats. kernels/augment.cu computes the same expression with the same roundings (__fmul_rn and
+ * __fadd_rn, which nvcc never fuses into an FMA); its scale and bias per channel are computed as
+ * k and b are here, so the remaining difference is the sampling position's arithmetic (double on
+ * both sides) and, for bf16 activations, the final rounding. */
 enum { MAX_OUT = MNT_AUG_MAX_OUT, MAX_C = MNT_AUG_MAX_C, PLANE = MAX_OUT + 16 };
 enum { STREAM_MIN = 256 << 10 /* bytes of output per image */ };
 

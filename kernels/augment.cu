@@ -32,9 +32,13 @@ __global__ void augment_kernel(const uint8_t *__restrict__ src, int S, int C, co
   const uint8_t *r1 = img + (size_t)y1 * S * C, *r2 = img + (size_t)y2 * S * C;
   for (int c = 0; c < outC; c++) {
     const int sc = C == 1 ? 0 : c;
-    const float a = r1[x1 * C + sc] + wx * (float)(r1[x2 * C + sc] - r1[x1 * C + sc]);
-    const float e = r2[x1 * C + sc] + wx * (float)(r2[x2 * C + sc] - r2[x1 * C + sc]);
-    const float v = (a + wy * (e - a)) * inside * nm.scale[c] + nm.bias[c];
+    // io/augment.c's expression, each product and sum rounded on its own: nvcc contracts a * b + c
+    // into one FMA (one rounding) unless told not to, and the CPU's -std=c11 build does not
+    // contract, so the __f*_rn intrinsics (never fused) keep the two sides' floats the same
+    const float a = __fadd_rn(r1[x1 * C + sc], __fmul_rn(wx, (float)(r1[x2 * C + sc] - r1[x1 * C + sc])));
+    const float e = __fadd_rn(r2[x1 * C + sc], __fmul_rn(wx, (float)(r2[x2 * C + sc] - r2[x1 * C + sc])));
+    const float v = __fadd_rn(__fmul_rn(__fmul_rn(__fadd_rn(a, __fmul_rn(wy, __fsub_rn(e, a))), inside), nm.scale[c]),
+                              nm.bias[c]);
     if (BF16)
       static_cast<__nv_bfloat16 *>(act)[(((size_t)i * out + oy) * out + ox) * outC + c] = __float2bfloat16(v);
     else

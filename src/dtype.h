@@ -1,7 +1,8 @@
 /* dtype.h — element types and reductions of the collectives.
  * defines: mnt_dtype, mnt_redop, mnt_dtype_size/name/parse/parse_comm, mnt_redop_name/parse,
  *          mnt_f32_to_bf16, mnt_bf16_to_f32, mnt_f32_to_f16, mnt_f16_to_f32 (round to nearest even),
- *          mnt_reduce (dst = (dst + src) / div with fp32 accumulation, fp64 for fp64), mnt_scale_div,
+ *          mnt_reduce (dst = (dst + src) / div computed in fp32, fp64 for fp64, rounded once to the
+ *          element type), mnt_scale_div,
  *          mnt_to_f32 / mnt_from_f32 (bulk conversions). The bulk loops run in the CPU's best
  *          vector variant (simd.h); every variant gives the scalar conversions' results bit for bit. */
 #ifndef MNT_DTYPE_H

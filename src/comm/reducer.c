@@ -52,7 +52,7 @@ static void flush(mnt_reducer *o) {
   bucket *k = &o->b[o->nb++];
   *k = (bucket){.off = o->lo, .n = o->hi - o->lo};
   void *buf = o->g + k->off;
-  if (o->half) { /* reduced-precision allreduce: cast, reduce (fp32 accumulation), cast back */
+  if (o->half) { /* reduced-precision allreduce: cast, reduce in that type (reducer.h), cast back */
     buf = (char *)o->half + k->off * mnt_dtype_size(o->t);
     if ((o->st = mnt_be_cast_from_f32(o->be, o->t, o->g + k->off, buf, k->n)) != MNT_OK) return;
   }
