@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "io/jpegcrop.h"
 #include "check.h"
 #include "log.h"
+#include "trace.h"
 
 typedef struct slot {
   mnt_batch b;
@@ -188,8 +190,13 @@ static int fill_batch(mnt_loader *l, mnt_sample_ws *w, slot *s, const int64_t *p
   return st;
 }
 
+static _Atomic int g_workers; /* for the timeline's thread names: "loader 1", "loader 2", ... */
+
 static void *worker(void *arg) {
   mnt_loader *l = arg;
+  char name[32];
+  snprintf(name, sizeof name, "loader %d", atomic_fetch_add(&g_workers, 1) + 1);
+  mnt_trace_thread(name);
   size_t px = (size_t)l->d->size * l->d->size * l->d->channels;
   mnt_sample_ws *w = NULL;
   int st0 = mnt_sample_ws_create(&w);
@@ -197,7 +204,9 @@ static void *worker(void *arg) {
   pthread_mutex_lock(&l->mu);
   while (!l->stop && !l->error) {
     if (l->next_k >= l->consumed + l->cfg.depth) {
+      mnt_trace_push("idle", 0); /* on the timeline: every slot full */
       pthread_cond_wait(&l->cv, &l->mu);
+      mnt_trace_pop();
       continue;
     }
     int64_t e, c;
@@ -212,7 +221,9 @@ static void *worker(void *arg) {
     l->perm_users[pi]++;
     slot *s = &l->slots[k % l->cfg.depth];
     pthread_mutex_unlock(&l->mu);
+    mnt_trace_push("batch", k);
     int st = st0 != MNT_OK ? st0 : fill_batch(l, w, s, perm, e, c);
+    mnt_trace_pop();
     pthread_mutex_lock(&l->mu);
     l->perm_users[pi]--;
     if (st != MNT_OK) l->error = st;

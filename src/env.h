@@ -38,6 +38,8 @@
   X(simd, "MNT_SIMD", CHOICE, "auto", 0, 0, 0, "auto|sse2|avx2|avx512",                                                                    \
     "vector instructions of mntrain's own loops (loader, casts, optimizer): sse2, avx2 or avx512, at most "     \
     "what the CPU runs; auto: the best it runs")                                                                       \
+  X(trace, "MNT_TRACE", STRING, "", 0, 0, 0, 0,                                                                   \
+    "directory of mntrain train's timeline when --trace is not given (each rank's spans of --trace-steps)")    \
   X(cudnn_algo, "MNT_CUDNN_ALGO", CHOICE, "deterministic", 0, 0, 0, "deterministic|heuristic|timed",               \
     "how --device cuda picks each convolution's algorithms: deterministic (cuDNN's heuristic ranking, "         \
     "deterministic ones first: every rerun runs the same ones), heuristic (cuDNN's first choice, "              \

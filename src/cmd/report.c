@@ -397,7 +397,7 @@ static int group_runs(run *runs, int ndirs, int group) {
 
 int mnt_report_main(mnt_world *w, int argc, char **argv) {
   (void)w; /* reads files: runs anywhere, no PMIx */
-  const char *out = ".";
+  const char *out = ".", *trace = NULL;
   int group = 0, help = 0;
   const mnt_opt opts[] = {
       {"out", 'o', MNT_OPT_PATH, &out, "DIR",
@@ -405,6 +405,11 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
       {"group", 0, MNT_OPT_FLAG, &group, NULL,
        "several sweeps: grouped by arch, image_size, device and precision, a table and "
        "scaling-ARCH-SIZEpx-DEVICE-PRECISION.{csv,svg} each",
+       0, 0},
+      {"trace", 0, MNT_OPT_PATH, &trace, "DIR",
+       "merge the timelines of mntrain train --trace DIR into OUT/trace.json (Chrome trace format: Perfetto, "
+       "chrome://tracing; one process per rank, one track per thread, on rank 0's clock) and OUT/trace.svg (the "
+       "slowest traced step, the critical rank marked); RUN_DIRs are then optional",
        0, 0},
       {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
   /* RUN_DIR... apart from the options (mnt_parse_opts takes one argument per row) */
@@ -421,8 +426,13 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
   split_args(argc, argv, opts, oargv, &oargc, dirs, &ndirs);
   MNT_CHECK_GOTO(mnt_parse_opts("report", opts, oargc, oargv, &help, 0), st, out);
   if (help) {
-    mnt_print_help(stdout, "mntrain report RUN_DIR... [--out DIR] [--group]", ABOUT, opts);
+    mnt_print_help(stdout, "mntrain report RUN_DIR... [--out DIR] [--group] [--trace DIR]", ABOUT, opts);
     goto out;
+  }
+  if (trace) {
+    MNT_CHECK_GOTO(mnt_report_trace(trace, out), st, out);
+    if (ndirs == 0) goto out;
+    printf("\n");
   }
   if (ndirs == 0) {
     st = mnt_usage_error("report", "missing RUN_DIR (see 'mntrain report --help')");
@@ -457,6 +467,7 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
     out_name(svg, sizeof svg, out, r, ngroups > 1, "svg");
     if (g) printf("\n");
     print_table(r, n, strong[g]);
+    mnt_report_slow_ranks(r, n);
     if ((st = write_csv(csv, r, n)) == MNT_OK && (st = mnt_report_write_svg(svg, r, n, strong[g])) == MNT_OK)
       printf("   wrote %s and %s\n", csv, svg);
   }

@@ -2,7 +2,8 @@
  * share; not an interface outside `mntrain report`.
  * defines: mnt_report_run (one run of the sweep), MNT_REPORT_NPH,
  *          mnt_report_describe, mnt_report_write_svg (files written whole or not at all through
- *          io/safefs.h's mnt_tmp_fopen / mnt_tmp_fcommit) */
+ *          io/safefs.h's mnt_tmp_fopen / mnt_tmp_fcommit), mnt_report_slow_ranks (report_ranks.c),
+ *          mnt_report_trace (report_trace.c) */
 #ifndef MNT_REPORT_INTERNAL_H
 #define MNT_REPORT_INTERNAL_H
 
@@ -29,5 +30,9 @@ typedef struct mnt_report_run {
 void mnt_report_describe(const mnt_report_run *r, int strong, char *out, size_t len);
 /* path: throughput and efficiency against ranks of the sorted sweep r[0..n), with the ideal lines */
 int mnt_report_write_svg(const char *path, const mnt_report_run *r, int n, int strong);
+/* after the table: each multi-rank run's imbalance and slowest ranks (summary.json "rank_stats") */
+void mnt_report_slow_ranks(const mnt_report_run *r, int n);
+/* --trace DIR: the ranks' timelines merged into OUT/trace.json and OUT/trace.svg */
+int mnt_report_trace(const char *dir, const char *out);
 
 #endif

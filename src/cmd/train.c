@@ -47,11 +47,15 @@
 #include "io/safefs.h"
 #include "cmd/cmd.h"
 #include "train/trainer.h"
+#include "env.h"
+#include "trace.h"
 
 /* the command line: the trainer's configuration and the command's own options */
 typedef struct opts {
   mnt_train_cfg t;
   const char *device, *out, *export_path, *ckpt_dir, *resume, *init;
+  const char *trace_dir, *trace_steps; /* --trace DIR (or MNT_TRACE), --trace-steps A:B */
+  int64_t trace_first, trace_last;     /* the steps given, or 0 0: the three after warm-up */
   int threads, log_every, force, ckpt_steps, keep, no_verify, stop_after, sample_log;
   int timestamps; /* --timestamps: progress lines start with the wall-clock time */
   double ckpt_minutes;
@@ -82,6 +86,10 @@ static void *signal_thread(void *arg) {
   for (;;) {
     int sig;
     if (sigwait(&g_sigs, &sig) != 0) continue;
+    if (sig == SIGUSR2) { /* what every thread of this rank did last, on disk; the run goes on */
+      mnt_trace_dump_last(NULL, "SIGUSR2 asked for it");
+      continue;
+    }
     __atomic_store_n(&g_stop_signal, sig, __ATOMIC_RELAXED);
     pthread_mutex_lock(&g_wr_mu);
     if (g_wr) { /* nothing in flight: it returns at once */
@@ -187,9 +195,28 @@ static void run_evidence(const opts *o, evidence *ev) {
  * of this run that provably committed no checkpoint) or refused: a run whose outputs record a
  * committed checkpoint that cannot be found is an error, never a silent start over. --export can
  * be created. *found: a checkpoint to resume, in ck. locks[0..1]: the locks taken. */
+/* rank 0, --trace: DIR is the user's own, and holds no trace of an earlier run (a merge of the two
+ * would mix them) */
+static int prepare_trace(const opts *o) {
+  if (!o->trace_dir) return MNT_OK;
+  MNT_CHECK(mnt_dir_secure(o->trace_dir, "--trace", 1, MNT_DIR_RUN));
+  DIR *d = opendir(o->trace_dir);
+  struct dirent *e;
+  int st = MNT_OK;
+  while (d && (e = readdir(d)))
+    if (!strncmp(e->d_name, "trace-rank-", 11)) {
+      char p[MNT_PATH_MAX];
+      snprintf(p, sizeof p, "%s/%s", o->trace_dir, e->d_name);
+      if (unlink(p) != 0 && errno != ENOENT) st = MNT_SYSERR("cannot remove %s", p);
+    }
+  if (d) closedir(d);
+  return st;
+}
+
 static int prepare(const opts *o, const char *jobid, mnt_ckpt *ck, int *found, mnt_runlock **locks) {
   *found = 0;
   MNT_CHECK(mnt_dir_secure(o->out, "--out", 1, MNT_DIR_RUN));
+  MNT_CHECK(prepare_trace(o));
   MNT_CHECK(mnt_runlock_take(o->out, "--out", jobid, &locks[0]));
   struct stat sb;
   int ckpt_exists = o->ckpt_dir && lstat(o->ckpt_dir, &sb) == 0;
@@ -396,9 +423,17 @@ static void progress_stamp(const opts *o) {
 }
 
 static int checkpoint_finish(run *r);
+static int checkpoint_begin_(run *r);
 
 /* every rank: the checkpoint of this step started (the previous one finished first) */
 static int checkpoint_begin(run *r) {
+  mnt_trace_push("checkpoint", r->t->s.step);
+  int st = checkpoint_begin_(r);
+  mnt_trace_pop();
+  return st;
+}
+
+static int checkpoint_begin_(run *r) {
   double t0 = mnt_now();
   MNT_CHECK(checkpoint_finish(r)); /* the previous one first (with its line in metrics.jsonl) */
   if (mnt_ckpt_last_step(r->wr) == r->t->s.step) return MNT_OK; /* this step's is committed already */
@@ -415,7 +450,10 @@ static int checkpoint_begin(run *r) {
 /* every rank: the checkpoint in flight, if any, committed */
 static int checkpoint_finish(run *r) {
   if (!mnt_ckpt_pending(r->wr)) return MNT_OK;
-  MNT_CHECK(mnt_ckpt_finish(r->wr));
+  mnt_trace_push("checkpoint commit", r->ckpt_step);
+  int cst = mnt_ckpt_finish(r->wr);
+  mnt_trace_pop();
+  MNT_CHECK(cst);
   r->ncheckpoints++;
   double s = mnt_now() - r->ckpt_t0;
   char dir[MNT_PATH_MAX];
@@ -474,7 +512,9 @@ static int control(run *r, int *stop, int *due_time) {
                   mnt_ckpt_local_done(r->wr) ? 1.0f : 0.0f,
                   w->rank == 0 && o->ckpt_minutes > 0 && mnt_now() - r->last_ckpt_time >= o->ckpt_minutes * 60
                       ? 1.0f : 0.0f};
+  mnt_trace_push("control", 0);
   int st = mnt_allreduce(r->t->c, ctl, 3, MNT_FP32, MNT_SUM);
+  mnt_trace_pop();
   if (st != MNT_OK) return st;
   *stop = ctl[0] > 0;
   *due_time = ctl[2] > 0;
@@ -488,7 +528,9 @@ static int log_interval(run *r, loop *l, int64_t step, double epoch_f) {
   opts *o = r->o;
   mnt_trainer *t = r->t;
   double images;
+  mnt_trace_push("log", step);
   int st = mnt_trainer_interval(t, &l->last_loss, &l->last_top1, &images);
+  mnt_trace_pop();
   if (st != MNT_OK) return st;
   double now = mnt_now(), ips = (images - r->resumed_images) / (now - l->iv_t0);
   r->resumed_images = 0;
@@ -518,7 +560,9 @@ static int log_interval(run *r, loop *l, int64_t step, double epoch_f) {
 static int evaluate(run *r, loop *l, int64_t step, double epoch_f) {
   mnt_trainer *t = r->t;
   double vl, v1, v5, te = mnt_now();
+  mnt_trace_push("evaluate", step);
   int st = mnt_trainer_evaluate(t, &vl, &v1, &v5);
+  mnt_trace_pop();
   if (st != MNT_OK) return st;
   l->val_top1 = v1;
   if (r->w->rank == 0) {
@@ -574,7 +618,30 @@ static int report_preempted(run *r, const loop *l) {
 typedef struct timing {
   int64_t timed, skip; /* steps timed; warm-up steps before them */
   double span, ips, busbw, mean;
+  const double *ranks; /* every rank's RANK_STATS figures (rank 0; NULL when they could not be had) */
 } timing;
+
+/* per rank, gathered at the end for summary.json's "rank_stats" (the report's slow ranks): the mean
+ * ms per step of each phase, then the step's mean, p50 and p95 */
+enum { RANK_STATS = 8 };
+static const char *const PHASE_KEYS[5] = {"data", "forward", "backward", "comm_exposed", "optimizer"};
+
+/* rank 0: summary.json's "rank_stats": [{"rank", "node", "phases_ms": {...}, "step_ms": {...}}] */
+static json_t *rank_stats_json(const mnt_world *w, const double *all) {
+  json_t *a = json_array();
+  for (int r = 0; a && r < w->size; r++) {
+    const double *v = all + (size_t)r * RANK_STATS;
+    json_t *ph = json_object(), *o = json_object();
+    for (int k = 0; k < 5; k++) json_object_set_new(ph, PHASE_KEYS[k], mnt_json_num(v[k]));
+    json_object_set_new(o, "rank", json_integer(r));
+    json_object_set_new(o, "node", json_string(w->node_name[w->node_of[r]]));
+    json_object_set_new(o, "phases_ms", ph);
+    json_object_set_new(o, "step_ms", json_pack("{s:o, s:o, s:o}", "mean", mnt_json_num(v[5]), "p50",
+                                                 mnt_json_num(v[6]), "p95", mnt_json_num(v[7])));
+    json_array_append_new(a, o);
+  }
+  return a;
+}
 
 /* rank 0: summary.json (keys as README "Runs and their outputs") */
 static int write_summary(run *r, const loop *l, const timing *tm) {
@@ -612,6 +679,7 @@ static int write_summary(run *r, const loop *l, const timing *tm) {
   if (sm) /* not timed */
     json_object_set_new(sm, "warmup_steps", json_integer(timed < l->done ? (json_int_t)l->warm : 0));
   if (sm && !isnan(l->val_top1)) json_object_set_new(sm, "val_top1", mnt_json_num(l->val_top1));
+  if (sm && tm->ranks) json_object_set_new(sm, "rank_stats", rank_stats_json(w, tm->ranks));
   if (sm && r->ncheckpoints) {
     json_object_set_new(sm, "checkpoints", json_integer(r->ncheckpoints));
     json_object_set_new(sm, "ckpt_stall_ms", mnt_json_num(r->stall_sum * 1e3 / r->ncheckpoints));
@@ -648,8 +716,24 @@ static int finish_run(run *r, loop *l) {
   qsort(l->step_ms + tm.skip, (size_t)tm.timed, sizeof *l->step_ms, cmp_d);
   for (int64_t i = tm.skip; i < l->done; i++) tm.mean += l->step_ms[i];
   tm.mean /= tm.timed;
-  if (w->rank != 0) return MNT_OK;
+  /* every rank's phases and step times (collective), for the slow ranks in the report */
+  double mine[RANK_STATS], *all = malloc((size_t)w->size * sizeof mine);
+  for (int k = 0; k < 5; k++) mine[k] = l->ph_all[k] * 1e3 / (double)tm.timed;
+  mine[5] = tm.mean;
+  mine[6] = l->step_ms[tm.skip + tm.timed / 2];
+  mine[7] = l->step_ms[tm.skip + (int64_t)(0.95 * (double)(tm.timed - 1))];
+  if (!all) return MNT_ENOMEM;
+  if ((st = mnt_allgather(t->c, mine, all, sizeof mine)) != MNT_OK) {
+    free(all);
+    return st;
+  }
+  tm.ranks = all;
+  if (w->rank != 0) {
+    free(all);
+    return MNT_OK;
+  }
   st = write_summary(r, l, &tm);
+  free(all);
   if (st == MNT_OK && o->export_path) st = export_model(t, o->export_path);
   if (st == MNT_OK) {
     printf("mntrain train: done: %lld steps, %.1f img/s (%.1f per rank; %.1f s of evaluation apart), loss %.4f, "
@@ -690,6 +774,10 @@ static int train_loop(run *r) {
   l.t_start = mnt_now();
   l.iv_t0 = mnt_now();
   l.warm = l.todo > 20 ? 5 : l.todo > 4 ? 1 : 0;
+  if (mnt_trace_on()) { /* the window: --trace-steps, or the three steps after this job's warm-up */
+    int64_t a = o->trace_first ? o->trace_first : l.step0 + l.warm + 1, b = o->trace_first ? o->trace_last : a + 2;
+    mnt_trace_init(w->rank, a, b);
+  }
   r->last_ckpt_time = mnt_now();
   t->comm_span = 0;
   mnt_world_phase(w, MNT_PHASE_PREP); /* model, data, the start's sync and the outputs */
@@ -821,6 +909,12 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
        "stop after N steps of this job with a checkpoint, as if preempted (exit 3)", MNT_RANGE(0, 2e9)},
       {"sample-log", 0, MNT_OPT_FLAG, &o->sample_log, NULL,
        "each rank writes the global sample ids of every step to OUT/samples-rank-RRRRR.txt (audits)", 0, 0},
+      {"trace", 0, MNT_OPT_PATH, &o->trace_dir, "DIR",
+       "each rank writes the timeline of --trace-steps (every thread's spans: the step's phases, the gradient "
+       "buckets, the loader, the communicator) to DIR/trace-rank-RRRRR.json, at the end, at a stop and on a "
+       "failure; mntrain report --trace DIR merges them (default: MNT_TRACE)", 0, 0},
+      {"trace-steps", 0, MNT_OPT_STRING, &o->trace_steps, "A:B",
+       "the steps --trace records, as the progress lines number them (default: the three after warm-up)", 0, 0},
       {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
   int st = mnt_parse_opts("train", table, argc, argv, help, quiet);
   if (st) return st;
@@ -856,6 +950,18 @@ static int validate(opts *o, int quiet, int *ckpt_on) {
   else if (c->bn_batch && c->batch && c->batch % c->bn_batch) bad = "--bn-batch must divide --batch-per-rank";
   else if (o->force && o->resume && strcmp(o->resume, "none"))
     bad = "--force starts the run over: it cannot be combined with --resume auto|PATH";
+  if (!o->trace_dir && mnt_env_trace() && mnt_env_trace()[0]) o->trace_dir = mnt_env_trace();
+  if (!bad && o->trace_steps) {
+    long long a = 0, b = 0;
+    char tail = 0;
+    if (sscanf(o->trace_steps, "%lld:%lld%c", &a, &b, &tail) != 2 || a < 1 || b < a)
+      bad = "--trace-steps: A:B, the first and the last step traced (1 <= A <= B)";
+    else if (b - a >= 10000)
+      bad = "--trace-steps: at most 10000 steps (a trace is for a window, not a run)";
+    else
+      o->trace_first = a, o->trace_last = b;
+    if (!bad && !o->trace_dir) bad = "--trace-steps needs --trace DIR (or MNT_TRACE)";
+  }
   if (bad) return mnt_usage_error("train", "%s (see mntrain train --help)", bad);
   c->device = o->device;
   if (!o->resume) o->resume = *ckpt_on && !o->force ? "auto" : "none";
@@ -867,12 +973,16 @@ static int validate(opts *o, int quiet, int *ckpt_on) {
   return MNT_OK;
 }
 
-/* checkpoints on: SIGUSR1 and SIGTERM blocked, and taken by signal_thread. Called before PMIx and
- * every other thread exist: they all inherit the blocked signals. 1: the thread runs */
-static int start_signal_thread(pthread_t *thr) {
+/* SIGUSR2 (every thread's last events on disk, trace.h) and, with checkpoints on, SIGUSR1 and
+ * SIGTERM blocked and taken by signal_thread. Called before PMIx and every other thread exist:
+ * they all inherit the blocked signals. 1: the thread runs */
+static int start_signal_thread(pthread_t *thr, int ckpt_on) {
   sigemptyset(&g_sigs);
-  sigaddset(&g_sigs, SIGUSR1);
-  sigaddset(&g_sigs, SIGTERM);
+  sigaddset(&g_sigs, SIGUSR2);
+  if (ckpt_on) {
+    sigaddset(&g_sigs, SIGUSR1);
+    sigaddset(&g_sigs, SIGTERM);
+  }
   pthread_sigmask(SIG_BLOCK, &g_sigs, NULL);
   return pthread_create(thr, NULL, signal_thread, NULL) == 0;
 }
@@ -1001,19 +1111,33 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   MNT_CHECK(validate(&o, quiet, &ckpt_on));
   if (o.threads > 0) omp_set_num_threads(o.threads);
   pthread_t sig_thr;
-  int have_sig_thr = ckpt_on && start_signal_thread(&sig_thr);
+  int have_sig_thr = start_signal_thread(&sig_thr, ckpt_on);
+  mnt_trace_thread("main");
+  mnt_trace_set_dump_dir(o.trace_dir ? o.trace_dir : o.out);
   run r = {.o = &o, .w = w, .ckpt_step = -1};
   mnt_ckpt ck = {0};
   mnt_runlock *locks[2] = {NULL, NULL}; /* rank 0: --out's and --ckpt-dir's */
   int found = 0;
   mnt_train_state rs = {0};
   MNT_CHECK_GOTO(mnt_world_init(w), st, out);
+  /* --trace: on before the trainer (it measures the clocks against rank 0's); the window is set in
+   * the loop, where the warm-up is known */
+  if (o.trace_dir) mnt_trace_init(w->rank, o.trace_first ? o.trace_first : INT64_MAX,
+                                  o.trace_first ? o.trace_last : INT64_MAX);
+  else mnt_trace_init(w->rank, 1, 0); /* the rings alone: a hang's last events name this rank */
   snprintf(r.mpath, sizeof r.mpath, "%s/metrics.jsonl", o.out);
   MNT_CHECK_GOTO(negotiate_resume(&r, &ck, &rs, &found, locks), st, out);
   MNT_CHECK_GOTO(start_trainer(&r, &ck, &rs, found, have_sig_thr), st, out);
   MNT_CHECK_GOTO(open_outputs(&r, found, &rs), st, out);
   st = train_loop(&r);
 out:
+  if (o.trace_dir && w->up) { /* at the end, at a stop and on a failure */
+    int ts = mnt_trace_write(o.trace_dir, w->node_name ? w->node_name[w->node_of[w->rank]] : w->hostname, w->size);
+    if (ts == MNT_OK && w->rank == 0)
+      printf("mntrain train: timeline of steps in %s (mntrain report --trace %s merges the ranks)\n", o.trace_dir,
+             o.trace_dir);
+    if (st == MNT_OK && ts != MNT_OK && ts != MNT_EPREEMPT) st = ts;
+  }
   if (r.metrics && fclose(r.metrics) != 0 && st == MNT_OK) {
     st = MNT_SYSERR("%s: cannot write", r.mpath);
   }

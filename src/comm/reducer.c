@@ -4,8 +4,9 @@
 #include <stdlib.h>
 
 #include "log.h"
+#include "trace.h"
 
-typedef struct bucket { size_t off, n; mnt_comm_req *req; } bucket;
+typedef struct bucket { size_t off, n; mnt_comm_req *req; uint64_t t0; } bucket;
 struct mnt_reducer {
   mnt_comm *c;
   mnt_backend *be;
@@ -50,7 +51,7 @@ static void flush(mnt_reducer *o) {
   }
   if (o->nb == 0) o->t_first = mnt_now();
   bucket *k = &o->b[o->nb++];
-  *k = (bucket){.off = o->lo, .n = o->hi - o->lo};
+  *k = (bucket){.off = o->lo, .n = o->hi - o->lo, .t0 = mnt_trace_now()};
   void *buf = o->g + k->off;
   if (o->half) { /* reduced-precision allreduce: cast, reduce in that type (reducer.h), cast back */
     buf = (char *)o->half + k->off * mnt_dtype_size(o->t);
@@ -72,6 +73,9 @@ int mnt_reducer_finish(mnt_reducer *o) {
   for (int i = 0; i < o->nb; i++) {
     bucket *k = &o->b[i];
     int st = k->req ? o->c->ops->wait(o->c, k->req) : MNT_OK;
+    /* on the timeline: from its start to when this wait saw it done (the communicator's own track
+     * shows when the work ran) */
+    mnt_trace_span("buckets", "bucket", k->t0, mnt_trace_now(), i);
     if (st && !o->st) o->st = st;
     if (o->half && !st && !o->st)
       o->st = mnt_be_cast_to_f32(o->be, o->t, (char *)o->half + k->off * mnt_dtype_size(o->t), o->g + k->off, k->n);

@@ -17,6 +17,7 @@
 #include "env.h"
 #include "log.h"
 #include "sysmem.h"
+#include "trace.h"
 
 /* ---- state -------------------------------------------------------------------------------- */
 json_t *mnt_train_state_json(const mnt_train_state *s) {
@@ -75,6 +76,34 @@ static int same_algorithms(mnt_world *w, mnt_resnet *m) {
   if (st == MNT_OK && w->rank != 0) st = mnt_resnet_conv_algos(m, a, &n, 1);
   free(a);
   return st;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* --trace: this rank's clock against rank 0's (trace.h), from 9 rounds of a barrier and then every
+ * rank's reading of its clock (an allgather): a round's offset is rank 0's reading minus this
+ * rank's, the median is kept and half the spread of the middle five is its uncertainty. Ranks leave
+ * a barrier within microseconds to a few hundred of them of each other: that is the error left. */
+static int trace_clock(mnt_world *w, mnt_comm *c) {
+  enum { ROUNDS = 9 };
+  int64_t off[ROUNDS];
+  uint64_t *all = malloc((size_t)w->size * sizeof *all);
+  if (!all) return MNT_ENOMEM;
+  int st = MNT_OK;
+  for (int k = 0; k < ROUNDS && st == MNT_OK; k++) {
+    st = mnt_barrier(c);
+    uint64_t mine = mnt_trace_now();
+    if (st == MNT_OK) st = mnt_allgather(c, &mine, all, sizeof mine);
+    off[k] = (int64_t)all[0] - (int64_t)mine;
+  }
+  free(all);
+  MNT_CHECK(st);
+  qsort(off, ROUNDS, sizeof *off, cmp_i64);
+  mnt_trace_set_offset(off[ROUNDS / 2], (off[ROUNDS / 2 + 2] - off[ROUNDS / 2 - 2]) / 2);
+  return MNT_OK;
 }
 
 static int loader_host_alloc(void *ctx, size_t bytes, void **p) { return mnt_be_host_alloc(ctx, bytes, p); }
@@ -159,6 +188,7 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
        !(t->hbn = malloc((t->m->nbn + 1) * sizeof(float)))))
     st = MNT_ENOMEM;
   if ((st = mnt_world_agree(w, st)) == MNT_OK) st = same_algorithms(w, t->m);
+  if (st == MNT_OK && mnt_trace_on()) st = trace_clock(w, t->c);
   if (st != MNT_OK) {
     mnt_trainer_destroy(t);
     return st;
@@ -238,32 +268,73 @@ static int pull_interval(mnt_trainer *t) {
 /* ---- the step ----------------------------------------------------------------------------- */
 double mnt_trainer_lr(const mnt_trainer *t) { return mnt_lr_at(&t->sgd, (double)t->s.step / t->per_epoch); }
 
+/* the step's phases on the timeline (trace.h): "step" holds data, forward, backward, comm, optimizer */
+static int step_phases(mnt_trainer *t, mnt_step_out *out);
+static int optimizer_phase(mnt_trainer *t, const mnt_batch *b, mnt_step_out *out, double t0, double t1, double t2,
+                           double t3, double t4);
+
 int mnt_trainer_step(mnt_trainer *t, mnt_step_out *out) {
-  mnt_resnet *m = t->m;
+  mnt_trace_step(t->s.step + 1);
+  mnt_trace_push("step", t->s.step + 1);
+  int st = step_phases(t, out);
+  mnt_trace_pop();
+  return st;
+}
+
+/* the next batch into the model's input (the device augments raw batches: pixels and boxes up) */
+static int data_phase(mnt_trainer *t, const mnt_batch **out) {
   mnt_backend *be = t->be;
-  double t0 = mnt_now();
   const mnt_batch *b;
   MNT_CHECK(mnt_loader_next(t->ld, &b));
   t->last = b;
-  if (b->raw) { /* the device augments: raw pixels and boxes up, crops into the model's input */
-    const mnt_dataset *d = &t->train;
-    MNT_CHECK(mnt_be_copy(be, t->raw_dev, b->raw, (size_t)b->n * b->size * b->size * b->channels, MNT_COPY_H2D));
-    MNT_CHECK(mnt_be_copy(be, t->box_dev, b->boxes, (size_t)b->n * MNT_BOX_FLOATS * sizeof(float), MNT_COPY_H2D));
-    MNT_CHECK(be->ops->augment_u8(be, t->raw_dev, b->n, b->size, b->channels, t->box_dev, t->cfg.pad_crop > 0,
-                                  t->cfg.size, 3, d->mean, d->std, mnt_resnet_input(m)));
-  }
+  *out = b;
+  if (!b->raw) return MNT_OK;
+  const mnt_dataset *d = &t->train;
+  MNT_CHECK(mnt_be_copy(be, t->raw_dev, b->raw, (size_t)b->n * b->size * b->size * b->channels, MNT_COPY_H2D));
+  MNT_CHECK(mnt_be_copy(be, t->box_dev, b->boxes, (size_t)b->n * MNT_BOX_FLOATS * sizeof(float), MNT_COPY_H2D));
+  return be->ops->augment_u8(be, t->raw_dev, b->n, b->size, b->channels, t->box_dev, t->cfg.pad_crop > 0, t->cfg.size,
+                             3, d->mean, d->std, mnt_resnet_input(t->m));
+}
+
+static int step_phases(mnt_trainer *t, mnt_step_out *out) {
+  mnt_resnet *m = t->m;
+  double t0 = mnt_now();
+  const mnt_batch *b = NULL;
+  mnt_trace_push("data", 0);
+  int st = data_phase(t, &b);
+  mnt_trace_pop();
+  MNT_CHECK(st);
   double t1 = mnt_now();
-  MNT_CHECK(mnt_resnet_forward(m, b->raw ? NULL : b->images, 1));
-  MNT_CHECK(mnt_resnet_loss(m, b->labels, b->n, 1));
+  mnt_trace_push("forward", 0);
+  st = mnt_resnet_forward(m, b->raw ? NULL : b->images, 1);
+  if (st == MNT_OK) st = mnt_resnet_loss(m, b->labels, b->n, 1);
+  mnt_trace_pop();
+  MNT_CHECK(st);
   double t2 = mnt_now();
-  int st = mnt_resnet_backward(m);
+  mnt_trace_push("backward", 0);
+  st = mnt_resnet_backward(m);
+  mnt_trace_pop();
   if (st != MNT_OK) { /* buckets already started must finish (or time out) before anything is freed */
     (void)mnt_reducer_finish(t->red);
     return st;
   }
   double t3 = mnt_now();
-  MNT_CHECK(mnt_reducer_finish(t->red)); /* what is still in flight after backward */
+  mnt_trace_push("comm", 0); /* what is still in flight after backward: exposed */
+  st = mnt_reducer_finish(t->red);
+  mnt_trace_pop();
+  MNT_CHECK(st);
   double t4 = mnt_now();
+  mnt_trace_push("optimizer", 0);
+  st = optimizer_phase(t, b, out, t0, t1, t2, t3, t4);
+  mnt_trace_pop();
+  return st;
+}
+
+/* the non-finite check and the update; the step's record */
+static int optimizer_phase(mnt_trainer *t, const mnt_batch *b, mnt_step_out *out, double t0, double t1, double t2,
+                           double t3, double t4) {
+  mnt_resnet *m = t->m;
+  mnt_backend *be = t->be;
   if (t->w->size > 1) t->comm_span += t4 - mnt_reducer_first_start(t->red);
   /* the gradients are identical on every rank now: every rank decides the same */
   int32_t bad = 0;

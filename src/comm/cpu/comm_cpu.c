@@ -49,6 +49,7 @@
 #include "comm/cpu/ring.h"
 #include "comm/cpu/transport.h"
 #include "comm/cpu/watchdog.h"
+#include "trace.h"
 
 #define PIECE (256u << 10)      /* bytes reduced or copied before looking at the other side */
 #define TCP_STAGE (1u << 20)    /* receive staging ring per TCP link: small enough to stay in L2 */
@@ -158,10 +159,16 @@ static void sleep_on_bell(cpu_comm *c, uint32_t seen, double secs) {
 
 /* no progress for `waited` s while waiting for rank peer: warn or fail, naming who holds it up */
 static int stalled(cpu_comm *c, const plan *p, int peer, double waited, int final) {
-  char who[900];
+  char who[2000];
   double probe_s = c->timeout_s / 4 < 0.5 ? 0.5 : c->timeout_s / 4 > 5 ? 5 : c->timeout_s / 4;
   mnt_watchdog_blame(c->wd, peer, probe_s, who, sizeof who);
   const char *node = c->w->node_name[c->w->node_of[peer]];
+  char doing[160];
+  mnt_trace_activity(doing, sizeof doing);
+  char why[2400];
+  snprintf(why, sizeof why, "%s %s for %.0f s waiting for rank %d on %s (this rank: %s): %s", p->what,
+           final ? "gave up" : "stalled", waited, peer, node, doing[0] ? doing : "no step open", who);
+  mnt_trace_dump_last(NULL, why); /* the last events of every thread of this rank, once */
   if (!final) {
     MNT_WARN("%s: no progress for %.0f s, waiting for rank %d on %s: %s; giving up after %.0f s (MNT_COMM_TIMEOUT)",
              p->what, waited, peer, node, who, c->timeout_s);
@@ -282,10 +289,12 @@ static int run_plan(cpu_comm *c, const plan *p) {
       fds[nfds++] = (struct pollfd){.fd = r->recv->fd, .events = POLLIN};
     if (send_full && link_is(r->send, MNT_LINK_TCP))
       fds[nfds++] = (struct pollfd){.fd = r->send->fd, .events = POLLOUT};
+    mnt_trace_push("sleep", peer); /* on the timeline: the engine waits for that rank */
     if (uses_shm && nfds == 0)
       sleep_on_bell(c, bell, LIVENESS_S);
     else if (nfds > 0)
       poll(fds, (nfds_t)nfds, uses_shm ? 1 : (int)(LIVENESS_S * 1000));
+    mnt_trace_pop();
   }
   return MNT_OK;
 }
@@ -417,16 +426,25 @@ static int execute(cpu_comm *c, mnt_comm_req *q) {
 
 /* ---- progress thread and requests ----------------------------------------------------- */
 
+static const char *const REQ_NAME[] = {"allreduce", "broadcast", "allgather", "barrier"};
+
 static void *progress_main(void *arg) {
   cpu_comm *c = arg;
+  mnt_trace_thread("comm");
   pthread_mutex_lock(&c->mu);
   for (;;) {
-    while (!c->head && !c->stop) pthread_cond_wait(&c->cv, &c->mu);
+    if (!c->head && !c->stop) {
+      mnt_trace_push("idle", 0); /* on the timeline: no request */
+      while (!c->head && !c->stop) pthread_cond_wait(&c->cv, &c->mu);
+      mnt_trace_pop();
+    }
     if (!c->head) break;
     mnt_comm_req *q = c->head;
     int broken = c->broken;
     pthread_mutex_unlock(&c->mu);
+    mnt_trace_push(REQ_NAME[q->kind], (int64_t)(q->kind == REQ_ALLREDUCE ? q->count * mnt_dtype_size(q->t) : q->bytes));
     int st = broken ? broken : execute(c, q);
+    mnt_trace_pop();
     pthread_mutex_lock(&c->mu);
     if (st != MNT_OK && !c->broken) c->broken = st;
     c->head = q->next;

@@ -14,6 +14,7 @@
 #include "check.h"
 #include "log.h"
 #include "sysmem.h"
+#include "trace.h"
 
 static const char ASK[8] = {'M', 'N', 'T', 'W', 'D', 'O', 'G', '?'};
 static const char TELL[8] = {'M', 'N', 'T', 'W', 'D', 'O', 'G', '!'};
@@ -31,6 +32,7 @@ typedef struct reply {
   int32_t waiting_on; /* -1: not waiting in a collective */
   double waited_s;
   char what[48];
+  char doing[96]; /* what its main thread is doing (trace.h: "step 12: backward (3.2 s)") */
 } reply;
 
 struct mnt_watchdog {
@@ -89,8 +91,13 @@ static void *serve(void *arg) {
     pthread_mutex_lock(&wd->mu);
     memcpy(r.what, wd->what, sizeof r.what);
     pthread_mutex_unlock(&wd->mu);
+    mnt_trace_activity(r.doing, sizeof r.doing);
     mnt_tcp_xfer(fd, &r, sizeof r, 1, mnt_now() + 1.0);
     close(fd);
+    /* a peer follows a stall through this rank: its last events on disk too (at most every 5 s) */
+    char why[96];
+    snprintf(why, sizeof why, "rank %d asked what this rank waits for (a collective stalled)", q.from);
+    mnt_trace_dump_last(NULL, why);
   }
   return NULL;
 }
@@ -143,7 +150,7 @@ static int ask(mnt_watchdog *wd, int r, double probe_s, reply *rep, char *why, s
 
 int mnt_watchdog_blame(mnt_watchdog *wd, int peer, double probe_s, char *out, size_t n) {
   mnt_world *w = wd->w;
-  char chain[600] = "";
+  char chain[1600] = "";
   int culprit = -1;
   out[0] = '\0';
   unsigned char *seen = calloc((size_t)w->size, 1);
@@ -171,14 +178,17 @@ int mnt_watchdog_blame(mnt_watchdog *wd, int peer, double probe_s, char *out, si
     }
     rep.what[sizeof rep.what - 1] = '\0';
     if (rep.waiting_on < 0 || rep.waiting_on >= w->size) {
-      snprintf(out, n, "rank %d on %s answers but is not waiting in a collective (busy elsewhere: compute, I/O, "
-               "or another code path)%s%s", r, NODE(r), chain[0] ? "; " : "", chain);
+      rep.doing[sizeof rep.doing - 1] = '\0';
+      snprintf(out, n, "rank %d on %s answers but is not waiting in a collective (busy elsewhere: %s)%s%s", r, NODE(r),
+               rep.doing[0] ? rep.doing : "compute, I/O, or another code path", chain[0] ? "; " : "", chain);
       culprit = r;
       break;
     }
     size_t l = strlen(chain);
-    snprintf(chain + l, sizeof chain - l, "%srank %d on %s waits for rank %d on %s (%.0f s, %s)", l ? ", " : "", r,
-             NODE(r), rep.waiting_on, NODE(rep.waiting_on), rep.waited_s, rep.what);
+    rep.doing[sizeof rep.doing - 1] = '\0';
+    snprintf(chain + l, sizeof chain - l, "%srank %d on %s waits for rank %d on %s (%.0f s, %s%s%s)", l ? ", " : "",
+             r, NODE(r), rep.waiting_on, NODE(rep.waiting_on), rep.waited_s, rep.what, rep.doing[0] ? "; " : "",
+             rep.doing);
     if (seen[rep.waiting_on]) {
       snprintf(out, n, "the ranks wait for each other in a cycle (mismatched collectives?): %s", chain);
       break;

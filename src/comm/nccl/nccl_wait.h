@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "trace.h"
 
 #define MNT_NCCL_NAP_FIRST_NS 20000L /* 20 us */
 #define MNT_NCCL_NAP_MAX_NS 50000L   /* 50 us: with the timer slack a poll about every 100 us */
@@ -51,11 +52,13 @@ static inline int mnt_nccl_wait_loop(mnt_nccl_poll_fn poll, void *arg, double ti
     if (el > timeout_s) {
       MNT_ERR("NCCL %s did not complete in %.0f s (MNT_COMM_TIMEOUT): aborting the NCCL communicators", what,
               timeout_s);
+      mnt_trace_dump_last(NULL, "an NCCL wait reached MNT_COMM_TIMEOUT");
       st = MNT_ETIMEOUT;
       break;
     }
     if (el > warn) {
       MNT_WARN("NCCL %s has waited %.0f s (a peer stopped, died or is not in it?)", what, el);
+      mnt_trace_dump_last(NULL, "an NCCL wait stalled");
       warn *= 2;
     }
     nanosleep(&nap, NULL);
