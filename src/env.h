@@ -38,6 +38,9 @@
   X(simd, "MNT_SIMD", CHOICE, "auto", 0, 0, 0, "auto|sse2|avx2|avx512",                                                                    \
     "vector instructions of mntrain's own loops (loader, casts, optimizer): sse2, avx2 or avx512, at most "     \
     "what the CPU runs; auto: the best it runs")                                                                       \
+  X(cpu_bind, "MNT_CPU_BIND", CHOICE, "auto", 0, 0, 0, "auto|none",                                              \
+    "auto: the ranks of a node that Slurm did not bind each take their own share of its CPUs (and as many "     \
+    "compute threads by default); none: leave the CPUs as Slurm set them")                                      \
   X(trace, "MNT_TRACE", STRING, "", 0, 0, 0, 0,                                                                   \
     "directory of mntrain train's timeline when --trace is not given (each rank's spans of --trace-steps)")    \
   X(cudnn_algo, "MNT_CUDNN_ALGO", CHOICE, "deterministic", 0, 0, 0, "deterministic|heuristic|timed",               \

@@ -48,6 +48,7 @@
 #include "cmd/cmd.h"
 #include "train/trainer.h"
 #include "env.h"
+#include "placement.h"
 #include "trace.h"
 
 /* the command line: the trainer's configuration and the command's own options */
@@ -1098,6 +1099,28 @@ static int open_outputs(run *r, int found, const mnt_train_state *rs) {
   return mnt_world_agree(w, st);
 }
 
+/* every rank: its share of the node's CPUs (placement.h) and, unless --threads or OMP_NUM_THREADS
+ * say otherwise, that many compute threads; local rank 0 says what it did and warns when the node's
+ * ranks ask for more compute threads than it has CPUs (each rank also runs a communicator thread
+ * and --loader-threads) */
+static void place(const opts *o, const mnt_world *w) {
+  mnt_placement pl;
+  mnt_place_rank(w, &pl);
+  const char *env = getenv("OMP_NUM_THREADS");
+  if (o->threads <= 0 && !(env && *env) && pl.bound) omp_set_num_threads(pl.cpus);
+  int threads = o->threads > 0 ? o->threads : omp_get_max_threads();
+  if (w->local_rank != 0) return;
+  if (w->rank == 0) {
+    printf("mntrain train: placement: %s; %d compute thread%s per rank\n", pl.why, threads, threads == 1 ? "" : "s");
+    fflush(stdout);
+  }
+  if ((long)threads * w->local_size > pl.node_cpus)
+    MNT_WARN("%d ranks on %s ask for %d compute threads each (%d in all) but have %d CPUs: the threads take turns "
+             "and the ranks' steps drift apart; give each rank its CPUs (sbatch --cpus-per-task=C with "
+             "srun --cpu-bind=cores, or fewer ranks per node) or fewer threads (--threads)",
+             w->local_size, w->hostname, threads, threads * w->local_size, pl.node_cpus);
+}
+
 int mnt_train_main(mnt_world *w, int argc, char **argv) {
   opts o = {.t = {.arch = "resnet50", .schedule = "step", .comm = "auto", .topology = "flat", .grad_dtype = "fp32",
                   .precision = "fp32", .size = 224, .batch = 0, .epochs = 0, .steps = 0, .seed = 1, .lr = 0.1, .warmup_epochs = 0,
@@ -1120,6 +1143,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   int found = 0;
   mnt_train_state rs = {0};
   MNT_CHECK_GOTO(mnt_world_init(w), st, out);
+  place(&o, w); /* before this rank's own threads start: they inherit its CPUs */
   /* --trace: on before the trainer (it measures the clocks against rank 0's); the window is set in
    * the loop, where the warm-up is known */
   if (o.trace_dir) mnt_trace_init(w->rank, o.trace_first ? o.trace_first : INT64_MAX,
