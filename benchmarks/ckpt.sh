@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ckpt.sh — `mntrain bench ckpt` with 1, 2 and 4 ranks on the local cluster, on the local disk (a
 # directory both nodes see) and on the GlusterFS volume (local-cluster.sh up --gluster; skipped
-# when it is not up), each line next to `dd conv=fsync` on the same filesystem in the same run.
+# when it is not up), each line next to `dd conv=fsync` (write) and dd's cold read of that file (its pages
+# dropped) on the same filesystem in the same run.
 # Quiet machine only.
 #   benchmarks/ckpt.sh [path/to/mntrain] [MB, default: ResNet-50 with momentum, about 205]
 set -uo pipefail

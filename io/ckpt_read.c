@@ -5,9 +5,11 @@
 #include <fcntl.h>
 #include <hdf5.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -139,9 +141,146 @@ static int check_file(const char *path, json_t *m, char *why, size_t wn) {
   return st;
 }
 
-/* the datasets' bytes (ext: nd of them, sorted) into img, runs of adjacent ones in one read each;
- * MNT_EDATA with why when the file cannot be read */
+/* The datasets' bytes (ext: nd of them, sorted) into img; MNT_EDATA with why when the file cannot be
+ * read. With O_DIRECT (where the filesystem takes it) a thread reads the runs of adjacent datasets in
+ * 8 MiB aligned blocks into a ring of bounce buffers while this one copies them into place, so the
+ * disk and the copy overlap: a cold buffered read spent its time allocating and filling page-cache
+ * pages the resume never reads again (measured: 450-510 MB/s buffered against 2.5 GB/s for dd's
+ * cold read of the same disk). Elsewhere (FUSE) buffered reads of whole runs. */
+enum { DIRECT_ALIGN = 4096, RING = 4, READERS = 2 };
+
+typedef struct block { uint64_t a0; size_t n; ssize_t got; int err; } block;
+
+typedef struct reader {
+  int dfd;
+  const mnt_ckpt_extent *ext;
+  size_t nd;
+  uint8_t *buf[RING];
+  block blk[RING];
+  int seq[RING];     /* the block slot k % RING holds once read (-1: none yet) */
+  int consumed, stop; /* blocks copied into place (monotonic), under mu */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+} reader;
+
+typedef struct reader_arg { reader *rd; int t; } reader_arg;
+
+/* the aligned blocks of every run, in order: what the thread reads and the copier expects */
+typedef struct blocks_iter { size_t i, j; uint64_t off, len, done; } blocks_iter;
+
+static int next_block(const reader *rd, blocks_iter *it, block *b) {
+  while (it->done >= it->len) {
+    if (it->j >= rd->nd) return 0;
+    it->i = it->j;
+    it->off = rd->ext[it->i].off, it->len = rd->ext[it->i].bytes, it->done = 0;
+    for (it->j = it->i + 1; it->j < rd->nd && rd->ext[it->j].off == it->off + it->len; it->j++)
+      it->len += rd->ext[it->j].bytes;
+  }
+  uint64_t at = it->off + it->done, a0 = at / DIRECT_ALIGN * DIRECT_ALIGN, want = it->off + it->len - a0;
+  b->a0 = a0;
+  b->n = want > MNT_CKPT_PIECE ? MNT_CKPT_PIECE : (size_t)((want + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN);
+  it->done += a0 + b->n - at < it->len - it->done ? a0 + b->n - at : it->len - it->done;
+  return 1;
+}
+
+/* reader thread t of READERS: blocks t, t + READERS, ... (two reads in flight keep the disk busy
+ * where one at a time left it idle between requests) */
+static void *read_blocks(void *arg) {
+  reader *rd = ((reader_arg *)arg)->rd;
+  int t = ((reader_arg *)arg)->t;
+  blocks_iter it = {0, 0, 0, 0, 0};
+  block b;
+  for (int k = 0; next_block(rd, &it, &b); k++) {
+    if (k % READERS != t) continue;
+    pthread_mutex_lock(&rd->mu);
+    while (k >= rd->consumed + RING && !rd->stop) pthread_cond_wait(&rd->cv, &rd->mu);
+    int stop = rd->stop;
+    pthread_mutex_unlock(&rd->mu);
+    if (stop) break;
+    ssize_t r;
+    do r = pread(rd->dfd, rd->buf[k % RING], b.n, (off_t)b.a0);
+    while (r < 0 && errno == EINTR);
+    b.got = r;
+    b.err = r < 0 ? errno : 0;
+    pthread_mutex_lock(&rd->mu);
+    rd->blk[k % RING] = b;
+    rd->seq[k % RING] = k;
+    pthread_cond_broadcast(&rd->cv);
+    pthread_mutex_unlock(&rd->mu);
+    if (r < 0) break;
+  }
+  return NULL;
+}
+
+/* O_DIRECT: 1 when every byte is in place, 0 when O_DIRECT cannot be used for this file (nothing
+ * read: buffered from the start), -1 on a read error (why says it) */
+static int read_direct(const char *path, const mnt_ckpt_extent *ext, size_t nd, uint8_t *img, char *why, size_t wn) {
+  reader rd = {.dfd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC), .ext = ext, .nd = nd};
+  if (rd.dfd < 0) return 0;
+  int ok = 1, have = 0;
+  for (int k = 0; k < RING && ok; k++) {
+    rd.seq[k] = -1;
+    ok = (rd.buf[k] = aligned_alloc(DIRECT_ALIGN, MNT_CKPT_PIECE)) != NULL;
+  }
+  pthread_t th[READERS];
+  reader_arg ra[READERS];
+  pthread_mutex_init(&rd.mu, NULL);
+  pthread_cond_init(&rd.cv, NULL);
+  int res = 0;
+  for (int t = 0; ok && t < READERS; t++) {
+    ra[t] = (reader_arg){&rd, t};
+    if (pthread_create(&th[t], NULL, read_blocks, &ra[t]) == 0) have++;
+    else ok = 0;
+  }
+  if (!ok && have) { /* a thread could not start: stop the others, buffered */
+    pthread_mutex_lock(&rd.mu);
+    rd.stop = 1;
+    pthread_cond_broadcast(&rd.cv);
+    pthread_mutex_unlock(&rd.mu);
+  }
+  if (ok) {
+    res = 1;
+    blocks_iter it = {0, 0, 0, 0, 0};
+    block want;
+    for (int k = 0; res == 1 && next_block(&rd, &it, &want); k++) {
+      pthread_mutex_lock(&rd.mu);
+      while (rd.seq[k % RING] != k) pthread_cond_wait(&rd.cv, &rd.mu);
+      block b = rd.blk[k % RING];
+      pthread_mutex_unlock(&rd.mu);
+      /* the run this block belongs to: bytes [max(a0, run start), min(a0 + n, run end)) */
+      uint64_t run0 = it.off, lo = b.a0 > run0 ? b.a0 : run0, hi = b.a0 + b.n < it.off + it.len ? b.a0 + b.n : it.off + it.len;
+      if (b.got < 0 && b.err == EINVAL && k == 0) {
+        res = 0; /* not for this file or device: buffered */
+      } else if (b.got < 0 || (uint64_t)b.got < hi - b.a0) {
+        snprintf(why, wn, "%s: reading bytes %" PRIu64 "..%" PRIu64 " failed: %s", path, lo, hi,
+                 b.got < 0 ? strerror(b.err) : "end of file");
+        res = -1;
+      } else {
+        /* the packed position of file byte lo: its dataset's packed offset plus the way into it */
+        size_t d = it.i;
+        while (d + 1 < it.j && ext[d + 1].off <= lo) d++;
+        uint64_t packed = ext[d].packed + (lo - ext[d].off);
+        memcpy(img + packed, rd.buf[k % RING] + (lo - b.a0), hi - lo);
+      }
+      pthread_mutex_lock(&rd.mu);
+      rd.consumed++;
+      if (res != 1) rd.stop = 1;
+      pthread_cond_broadcast(&rd.cv);
+      pthread_mutex_unlock(&rd.mu);
+    }
+  }
+  for (int t = 0; t < have; t++) pthread_join(th[t], NULL);
+  pthread_cond_destroy(&rd.cv);
+  pthread_mutex_destroy(&rd.mu);
+  for (int k = 0; k < RING; k++) free(rd.buf[k]);
+  close(rd.dfd);
+  return res;
+}
+
 static int read_image(const char *path, const mnt_ckpt_extent *ext, size_t nd, uint8_t *img, char *why, size_t wn) {
+  int d = read_direct(path, ext, nd, img, why, wn);
+  if (d == 1) return MNT_OK;
+  if (d < 0) return MNT_EDATA;
   int fd = mnt_ckpt_open_retry(path, O_RDONLY);
   if (fd < 0) {
     snprintf(why, wn, "%s: cannot open: %s", path, strerror(errno));
@@ -163,6 +302,31 @@ static int read_image(const char *path, const mnt_ckpt_extent *ext, size_t nd, u
   return st;
 }
 
+/* before HDF5 opens the file: the bytes between the datasets (the superblock, object headers and
+ * B-trees HDF5 reads one small piece at a time, 2,200 reads for a ResNet-50 state) read ahead by
+ * the kernel in the background (posix_fadvise WILLNEED) */
+static void prefetch_metadata(const char *path, const mnt_ckpt_extent *ext, size_t nd, uint64_t file_bytes) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  uint64_t at = 0;
+  for (size_t i = 0; i <= nd; i++) {
+    uint64_t next = i < nd ? ext[i].off : file_bytes;
+    if (next > at) (void)posix_fadvise(fd, (off_t)at, (off_t)(next - at), POSIX_FADV_WILLNEED);
+    if (i < nd && ext[i].off + ext[i].bytes > at) at = ext[i].off + ext[i].bytes;
+  }
+  close(fd);
+}
+
+/* the image, in 2 MiB pages where the kernel gives them (transparent huge pages on request): 4 KiB
+ * pages cost a fault and a zeroing each on first touch, 50,000 of them for a ResNet-50 state */
+static uint8_t *image_alloc(uint64_t total) {
+  enum { HUGE = 2 << 20 };
+  size_t n = total ? (size_t)(total + HUGE - 1) / HUGE * HUGE : HUGE;
+  uint8_t *p = aligned_alloc(HUGE, n);
+  if (p) (void)madvise(p, n, MADV_HUGEPAGE); /* a hint: 4 KiB pages otherwise */
+  return p;
+}
+
 int mnt_ckpt_read_one(const char *dir, json_t *m, int verify, mnt_ckpt *out, char *why, size_t wn) {
   char path[MNT_PATH_MAX];
   MNT_CHECK(mnt_path_join(path, dir, MNT_CKPT_FILE));
@@ -172,8 +336,9 @@ int mnt_ckpt_read_one(const char *dir, json_t *m, int verify, mnt_ckpt *out, cha
   mnt_ckpt_extent *ext = file_extents(ds, nd, &total);
   if (!ext) return MNT_ENOMEM;
   uint8_t *img = NULL;
+  prefetch_metadata(path, ext, nd, (uint64_t)json_integer_value(json_object_get(m, "file_bytes")));
   int st = check_file(path, m, why, wn);
-  if (st == MNT_OK && !(img = malloc(total ? total : 1))) st = MNT_ENOMEM;
+  if (st == MNT_OK && !(img = image_alloc(total))) st = MNT_ENOMEM;
   if (st == MNT_OK) st = read_image(path, ext, nd, img, why, wn);
   if (st == MNT_OK && verify) st = verify_shares(dir, path, m, ext, img, total, why, wn);
   free(ext);

@@ -51,6 +51,7 @@ struct mnt_ckpt_writer {
   int keep;
   int64_t last_step;
   int early_writeback;    /* sync_file_range after each piece (not on FUSE) */
+  int direct;             /* this rank's pieces written with O_DIRECT where aligned (local filesystems) */
   /* the file's layout, the same for every checkpoint of this writer (made at the first begin) */
   int nt;                 /* tensors, the training-state dataset last */
   uint64_t *offsets;      /* of each dataset, by tensor */
@@ -210,7 +211,9 @@ int mnt_ckpt_writer_create(mnt_comm *c, const char *root, size_t stripe, int kee
   if (st == MNT_OK && c->world->rank == 0) st = prepare_incoming(wr);
   st = mnt_world_agree(c->world, st);
   struct statfs sf; /* after the agreement: rank 0 has created root */
-  wr->early_writeback = !(statfs(root, &sf) == 0 && (unsigned long)sf.f_type == 0x65735546UL); /* FUSE_SUPER_MAGIC */
+  int fuse = statfs(root, &sf) == 0 && (unsigned long)sf.f_type == 0x65735546UL; /* FUSE_SUPER_MAGIC */
+  wr->early_writeback = !fuse;
+  wr->direct = !fuse; /* GlusterFS's FUSE client takes O_DIRECT only with direct-io-mode: buffered there */
   if (st) {
     pthread_cond_destroy(&wr->idle);
     pthread_mutex_destroy(&wr->mu);
@@ -462,8 +465,8 @@ static int layout(mnt_ckpt_writer *wr, const mnt_ckpt_tensor *t, int nt, json_t 
   memcpy(wr->offsets, hdr + 2, (size_t)nt * sizeof *hdr);
   st = find_share(wr, t, nt, ext);
   if (st == MNT_OK && w->rank == 0) wr->datasets = manifest_datasets(wr, t, nt);
-  if (st == MNT_OK) {
-    size_t need = (wr->share.bytes + 4095) / 4096 * 4096;
+  if (st == MNT_OK) { /* the staging buffer mirrors the share's file range (see stage_share) */
+    size_t need = wr->share.bytes ? (wr->share.hi - wr->share.lo + 4095) / 4096 * 4096 : 0;
     if (need && !(wr->stage = aligned_alloc(4096, need))) st = MNT_ENOMEM;
     wr->stage_cap = need;
     if (st) MNT_ERR("out of memory for the checkpoint's staging buffer (%" PRIu64 " bytes)", wr->share.bytes);
@@ -496,10 +499,24 @@ static int pwrite_all(int fd, const uint8_t *src, uint64_t off, uint64_t len, co
   return MNT_OK;
 }
 
-/* the share's hash, computed beside the writes (the staged bytes do not change meanwhile) */
+/* where a file byte of the share is staged: the staging buffer mirrors the file from share.lo, so
+ * that a run of the file and its bytes in the buffer start at the same offset modulo 4 KiB, which
+ * O_DIRECT asks of both (the gaps between datasets are a few KiB of unused buffer) */
+static uint8_t *staged(const mnt_ckpt_writer *wr, uint64_t file_off) { return wr->stage + (file_off - wr->share.lo); }
+
+/* the share's hash: its pieces' bytes in file order (as a reader sees them packed), computed beside
+ * the writes (the staged bytes do not change meanwhile) */
 static void *hash_share(void *arg) {
   mnt_ckpt_writer *wr = arg;
-  wr->share.hash = XXH3_64bits(wr->stage, wr->share.bytes);
+  XXH3_state_t *h = XXH3_createState();
+  if (!h || XXH3_64bits_reset(h) != XXH_OK) {
+    wr->share.hash = 0; /* a hash no reader gets: this checkpoint reads as damaged, never as good */
+    XXH3_freeState(h);
+    return NULL;
+  }
+  for (int i = 0; i < wr->npieces; i++) XXH3_64bits_update(h, staged(wr, wr->mine[i].off), wr->mine[i].bytes);
+  wr->share.hash = XXH3_64bits_digest(h);
+  XXH3_freeState(h);
   return NULL;
 }
 
@@ -544,14 +561,38 @@ static int write_metadata(mnt_ckpt_writer *wr, int fd) {
 }
 
 /* this rank's pieces: adjacent in the file, they are adjacent in the staging buffer too: runs of
- * them in one go */
-static int write_pieces(mnt_ckpt_writer *wr, int fd) {
+ * them in one go. dfd >= 0 (O_DIRECT): a run's part that starts and ends on 4 KiB boundaries, in file
+ * and buffer, goes from the staging buffer to the device without a copy into the page cache (that
+ * copy held buffered writes to about a third of the disk's speed: measured 0.4-0.5 s for 205 MB
+ * where dd conv=fsync took 0.12 s); the rest, and all of a run the device refuses (EINVAL),
+ * buffered */
+enum { DIRECT_ALIGN = 4096 };
+static int write_pieces(mnt_ckpt_writer *wr, int fd, int dfd) {
   for (int i = 0; i < wr->npieces;) {
     uint64_t off = wr->mine[i].off, len = wr->mine[i].bytes;
     int j = i + 1;
     for (; j < wr->npieces && wr->mine[j].off == off + len; j++) len += wr->mine[j].bytes;
-    MNT_CHECK(pwrite_all(fd, wr->stage + (wr->mine[i].packed - wr->share.packed), off, len, wr->path,
-                         wr->early_writeback));
+    const uint8_t *src = staged(wr, off);
+    uint64_t direct = 0;
+    if (dfd >= 0 && off % DIRECT_ALIGN == 0 && (uintptr_t)src % DIRECT_ALIGN == 0)
+      direct = len - len % DIRECT_ALIGN;
+    for (uint64_t done = 0; done < direct;) {
+      size_t n = direct - done > MNT_CKPT_PIECE ? MNT_CKPT_PIECE : (size_t)(direct - done);
+      ssize_t w = pwrite(dfd, src + done, n, (off_t)(off + done));
+      if (w > 0 && (size_t)w % DIRECT_ALIGN == 0) done += (uint64_t)w;
+      else if (w < 0 && errno == EINTR) continue;
+      else if (w < 0 && errno == EINVAL && done == 0) { /* not for this file or device: buffered */
+        direct = 0;
+        break;
+      } else if (w < 0) {
+        return MNT_SYSERR("%s: writing bytes %" PRIu64 "..%" PRIu64 " failed", wr->path, off + done, off + direct);
+      } else { /* short or unaligned: the rest buffered */
+        if (w > 0) done += (uint64_t)w;
+        direct = done;
+        break;
+      }
+    }
+    if (direct < len) MNT_CHECK(pwrite_all(fd, src + direct, off + direct, len - direct, wr->path, wr->early_writeback));
     i = j;
   }
   return MNT_OK;
@@ -565,7 +606,9 @@ static void *write_share(void *arg) {
   int fd = mnt_ckpt_open_retry(wr->path, O_WRONLY | O_NOFOLLOW); /* rank 0 created it before anyone got here */
   if (fd < 0) st = MNT_SYSERR("%s: cannot open for writing", wr->path);
   if (st == MNT_OK && wr->c->world->rank == 0) st = write_metadata(wr, fd);
-  if (st == MNT_OK) st = write_pieces(wr, fd);
+  int dfd = st == MNT_OK && wr->direct ? open(wr->path, O_WRONLY | O_NOFOLLOW | O_DIRECT | O_CLOEXEC) : -1;
+  if (st == MNT_OK) st = write_pieces(wr, fd, dfd);
+  if (dfd >= 0 && close(dfd) != 0 && st == MNT_OK) st = MNT_SYSERR("%s: close failed", wr->path);
   if (hashing) pthread_join(hthr, NULL);
   else hash_share(wr);
   if (fd >= 0 && st == MNT_OK && fsync(fd) != 0) st = MNT_SYSERR("%s: fsync failed", wr->path);
@@ -640,7 +683,7 @@ static void stage_share(mnt_ckpt_writer *wr, const mnt_ckpt_tensor *t) {
     for (uint64_t at = lo; at < hi; i++) {
       const mnt_ckpt_extent *p = &wr->mine[i];
       uint64_t p0 = p->packed - wr->share.packed, in = at - p0, n = p->bytes - in < hi - at ? p->bytes - in : hi - at;
-      memcpy(wr->stage + at, (const uint8_t *)t[p->t].data + (p->off - wr->offsets[p->t]) + in, n);
+      memcpy(staged(wr, p->off + in), (const uint8_t *)t[p->t].data + (p->off - wr->offsets[p->t]) + in, n);
       at += n;
     }
   }

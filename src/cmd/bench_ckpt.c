@@ -1,6 +1,7 @@
 /* bench_ckpt.c — `mntrain bench ckpt`: collective checkpoint write and read bandwidth for a state
  * of --mb MB (default: ResNet-50's weights + momentum + BN statistics, about 205 MB), next to the
- * raw bandwidth of the same filesystem measured in the same run with `dd conv=fsync`.
+ * raw bandwidth of the same filesystem measured in the same run with `dd conv=fsync` (write) and a dd
+ * of that file after its pages were dropped (cold read).
  * Write: every rank stages its share and writes it (pwrite + fsync), rank 0 commits the manifest;
  * timed from the first rank's start to the commit. Read: what a resuming job does, rank 0 reads
  * the newest checkpoint and verifies every share's checksum, after its pages were dropped from
@@ -27,12 +28,17 @@ static int cmp_d(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* rank 0: `dd if=/dev/zero of=DIR/dd-bench.tmp bs=1M count=MB conv=fsync`, MB/s from its own
- * byte count and elapsed time (0 when dd fails) */
-static double dd_mbs(const char *dir, int mb) {
-  char cmd[MNT_PATH_MAX + 64], line[512], path[MNT_PATH_MAX];
-  snprintf(path, sizeof path, "%s/dd-bench.tmp", dir);
-  snprintf(cmd, sizeof cmd, "dd if=/dev/zero of='%s' bs=1M count=%d conv=fsync 2>&1", path, mb);
+static void drop_cache(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  fdatasync(fd);
+  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  close(fd);
+}
+
+/* one dd command's MB/s from its elapsed time (0 when it fails) */
+static double dd_run(const char *cmd, int mb) {
+  char line[512];
   double t0 = mnt_now();
   FILE *p = popen(cmd, "r");
   int ok = 0;
@@ -40,16 +46,21 @@ static double dd_mbs(const char *dir, int mb) {
     if (strstr(line, "copied")) ok = 1;
   int rc = p ? pclose(p) : -1;
   double dt = mnt_now() - t0;
-  unlink(path);
   return ok && rc == 0 ? mb * 1048576.0 / 1e6 / dt : 0.0;
 }
 
-static void drop_cache(const char *path) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  fdatasync(fd);
-  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  close(fd);
+/* rank 0: `dd if=/dev/zero of=DIR/dd-bench.tmp bs=1M count=MB conv=fsync`, then, its pages dropped
+ * from the page cache as the checkpoint's are, `dd if=DIR/dd-bench.tmp of=/dev/null bs=1M`: the
+ * filesystem's raw write and cold read, MB/s */
+static void dd_mbs(const char *dir, int mb, double *write_mbs, double *read_mbs) {
+  char cmd[MNT_PATH_MAX + 64], path[MNT_PATH_MAX];
+  snprintf(path, sizeof path, "%s/dd-bench.tmp", dir);
+  snprintf(cmd, sizeof cmd, "dd if=/dev/zero of='%s' bs=1M count=%d conv=fsync 2>&1", path, mb);
+  *write_mbs = dd_run(cmd, mb);
+  drop_cache(path);
+  snprintf(cmd, sizeof cmd, "dd if='%s' of=/dev/null bs=1M 2>&1", path);
+  *read_mbs = *write_mbs > 0 ? dd_run(cmd, mb) : 0.0;
+  unlink(path);
 }
 
 /* one run of the benchmark: the state, the writer, and each round's times */
@@ -66,7 +77,8 @@ typedef struct bench {
   double state_mb;
   json_t *state, *attrs, *cfg;
   uint8_t *img; /* what a reader gets back */
-  double *wt, *rt, *bt, *stall, *dd; /* per round: write, read, read + broadcast, stall, dd MB/s */
+  double *wt, *rt, *bt, *stall, *dd, *ddr; /* per round: write, read, read + broadcast, stall, dd write and
+                                            * cold read MB/s */
 } bench;
 
 /* the tensors: ResNet-50's (weights, momentum, BN statistics), scaled to mb MB (0: as they are),
@@ -110,7 +122,7 @@ static int make_tensors(bench *b, mnt_backend *be, int mb) {
 static int one_round(bench *b, int i) {
   mnt_world *w = b->w;
   int st;
-  if (w->rank == 0) b->dd[i] = dd_mbs(b->dir, (int)(b->state_mb + 0.5)); /* raw, before each write */
+  if (w->rank == 0) dd_mbs(b->dir, (int)(b->state_mb + 0.5), &b->dd[i], &b->ddr[i]); /* raw, before each write */
   MNT_CHECK(mnt_barrier(b->c));
   double t0 = mnt_now();
   MNT_CHECK(mnt_ckpt_begin(b->wr, i + 1, b->t, b->nt, b->state, b->attrs, b->cfg, &b->stall[i]));
@@ -141,15 +153,16 @@ static int one_round(bench *b, int i) {
 /* rank 0: the medians, each next to what it is held against (dd; one memcpy of mc seconds) */
 static void report(bench *b, double mc) {
   int n = b->repeat, size = b->w->size;
-  double *all[] = {b->wt, b->rt, b->bt, b->stall, b->dd};
+  double *all[] = {b->wt, b->rt, b->bt, b->stall, b->dd, b->ddr};
   for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) qsort(all[k], (size_t)n, sizeof(double), cmp_d);
-  double wm = b->state_mb / b->wt[n / 2], raw = b->dd[n / 2];
-  printf("dd conv=fsync: write %.1f MB/s (%d MB, median of %d)\n", raw, (int)(b->state_mb + 0.5), n);
+  double wm = b->state_mb / b->wt[n / 2], raw = b->dd[n / 2], rawr = b->ddr[n / 2], rm = b->state_mb / b->rt[n / 2];
+  printf("dd conv=fsync: write %.1f MB/s; dd cold read %.1f MB/s (%d MB, page cache dropped; medians of %d)\n", raw,
+         rawr, (int)(b->state_mb + 0.5), n);
   printf("checkpoint: write %.1f MB/s (%.3f s; %.0f%% of dd) by %d rank%s\n", wm, b->wt[n / 2],
          raw > 0 ? 100.0 * wm / raw : 0.0, size, size == 1 ? "" : "s");
-  printf("checkpoint: read %.1f MB/s (%.3f s, rank 0, checksums verified, page cache dropped); with the "
-         "broadcast to %d rank%s %.3f s\n",
-         b->state_mb / b->rt[n / 2], b->rt[n / 2], size, size == 1 ? "" : "s", b->bt[n / 2]);
+  printf("checkpoint: read %.1f MB/s (%.3f s; %.0f%% of dd's cold read; rank 0, checksums verified, page cache "
+         "dropped); with the broadcast to %d rank%s %.3f s\n",
+         rm, b->rt[n / 2], rawr > 0 ? 100.0 * rm / rawr : 0.0, size, size == 1 ? "" : "s", b->bt[n / 2]);
   printf("checkpoint: stall %.1f ms (this rank's staging copy of %.1f MB), one memcpy of the whole state %.1f ms\n",
          b->stall[n / 2] * 1e3, b->state_mb / size, mc * 1e3);
   fflush(stdout);
@@ -197,9 +210,9 @@ int mnt_bench_ckpt_main(mnt_world *w, int argc, char **argv) {
   if (ran) {
     b.wt = calloc((size_t)repeat, sizeof *b.wt), b.rt = calloc((size_t)repeat, sizeof *b.rt);
     b.bt = calloc((size_t)repeat, sizeof *b.bt), b.stall = calloc((size_t)repeat, sizeof *b.stall);
-    b.dd = calloc((size_t)repeat, sizeof *b.dd);
+    b.dd = calloc((size_t)repeat, sizeof *b.dd), b.ddr = calloc((size_t)repeat, sizeof *b.ddr);
     b.img = malloc(b.total * sizeof(float));
-    if (!b.wt || !b.rt || !b.bt || !b.stall || !b.dd || !b.img) st = MNT_ENOMEM;
+    if (!b.wt || !b.rt || !b.bt || !b.stall || !b.dd || !b.ddr || !b.img) st = MNT_ENOMEM;
     b.state = json_pack("{s:i}", "bench", 1), b.attrs = json_pack("{s:s}", "arch", "bench");
     b.cfg = json_pack("{s:i}", "mb", mb);
   }
@@ -220,6 +233,7 @@ int mnt_bench_ckpt_main(mnt_world *w, int argc, char **argv) {
     free(b.bt);
     free(b.stall);
     free(b.dd);
+    free(b.ddr);
     free(b.img);
     if (st == MNT_OK) st = mnt_barrier(b.c);
     if (st == MNT_OK && w->rank == 0) { /* leave nothing behind */
