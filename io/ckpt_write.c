@@ -26,6 +26,7 @@
 #include "io/safefs.h"
 #include "jsonio.h"
 #include "log.h"
+#include "trace.h"
 #include "path.h"
 
 /* what every rank reports when its share is on disk */
@@ -601,6 +602,7 @@ static int write_pieces(mnt_ckpt_writer *wr, int fd, int dfd) {
 static void *write_share(void *arg) {
   mnt_ckpt_writer *wr = arg;
   int st = MNT_OK;
+  uint64_t t0 = mnt_trace_now(); /* on the timeline's checkpoint track: this rank's share on disk */
   pthread_t hthr;
   int hashing = pthread_create(&hthr, NULL, hash_share, wr) == 0;
   int fd = mnt_ckpt_open_retry(wr->path, O_WRONLY | O_NOFOLLOW); /* rank 0 created it before anyone got here */
@@ -614,6 +616,7 @@ static void *write_share(void *arg) {
   if (fd >= 0 && st == MNT_OK && fsync(fd) != 0) st = MNT_SYSERR("%s: fsync failed", wr->path);
   if (fd >= 0 && close(fd) != 0 && st == MNT_OK) st = MNT_SYSERR("%s: close failed", wr->path);
   wr->share.status = st;
+  mnt_trace_span("checkpoint", "write share", t0, mnt_trace_now(), wr->step);
   write_record(wr);
   __atomic_store_n(&wr->done, 1, __ATOMIC_RELEASE);
   return NULL;
