@@ -46,9 +46,12 @@
  * O_CREAT|O_EXCL|O_NOFOLLOW in a directory just made, the writers open state.h5 O_NOFOLLOW, and a
  * removal unlinks a link under a checkpoint's name instead of emptying what it points to.
  * Reading (one process: rank 0 of a resuming job, or `mntrain inspect`): the newest directory
- * whose manifest parses, whose file has the recorded size and HDF5 layout, and whose every share
- * hashes to the recorded value; a failing one (a manifest that is there but does not parse counts)
- * is reported by name and the previous one is tried.
+ * whose manifest parses (duplicate keys refused), holds together before any of its numbers is
+ * used (datasets inside the file, not overlapping; one share per rank, tiling the data exactly, each
+ * with a hash; its step the directory's), whose file (a regular file, not a link) has the recorded
+ * size and HDF5 layout, whose every share hashes to the recorded value, whose "state" is the file's
+ * /train_state, and which the caller accepts; a failing one (a manifest that is there but does not
+ * parse counts) is reported by name and the previous one is tried.
  * The data is read once into memory, as one packed image (datasets in file order). */
 #ifndef MNT_CKPT_H
 #define MNT_CKPT_H
@@ -137,6 +140,13 @@ typedef struct mnt_ckpt {
  * there but does not parse, is not a manifest or is of a newer format, or when its state.h5 fails
  * its checks. MNT_EARG when path does not exist. */
 int mnt_ckpt_open(const char *path, int verify, mnt_ckpt *out, int *found);
+/* What a caller checks of a checkpoint beyond what is verified here (the training state's numbers
+ * in range, ...): MNT_OK, or MNT_EDATA with why (n bytes) when the checkpoint must not be used. */
+typedef int (*mnt_ckpt_accept_fn)(const mnt_ckpt *c, void *arg, char *why, size_t n);
+/* mnt_ckpt_open, with accept(c, arg) asked of each checkpoint that passes its checks: one it
+ * refuses is damaged like one whose checksum fails (in a root: a warning and the previous one) */
+int mnt_ckpt_open_checked(const char *path, int verify, mnt_ckpt_accept_fn accept, void *arg, mnt_ckpt *out,
+                          int *found);
 /* Copy the tensor named `name` into dst (n elements); shape must match dims. MNT_EDATA naming
  * the checkpoint when it is missing or has another shape. */
 int mnt_ckpt_get(const mnt_ckpt *c, const char *name, float *dst, size_t n, int ndims, const int *dims);

@@ -30,7 +30,11 @@ int mnt_ckpt_open_retry(const char *path, int flags);
 int mnt_ckpt_read_one(const char *dir, json_t *m, int verify, mnt_ckpt *out, char *why, size_t wn);
 
 /* a step-N directory of a checkpoint root (name: its entry in the root) */
-typedef struct mnt_ckpt_stepdir { int64_t step; char name[64]; } mnt_ckpt_stepdir;
+typedef struct mnt_ckpt_stepdir {
+  int64_t step;
+  int link; /* a symbolic link: never followed (not a checkpoint; a removal unlinks the link) */
+  char name[64];
+} mnt_ckpt_stepdir;
 
 /* the step-* directories of root, newest first (*out: malloc'ed, NULL when none). MNT_OK (none when
  * root does not exist), or MNT_ESYS with errno set when it cannot be listed (nothing logged). */

@@ -105,14 +105,185 @@ static mnt_ckpt_extent *file_extents(json_t *ds, size_t nd, uint64_t *total) {
   return ext;
 }
 
+/* ---- the manifest's numbers, checked before anything is allocated or read by them ------------ */
+
+/* *v: member key of o, an integer in [lo, hi]; 0 (why says which) otherwise */
+static int int_in(json_t *o, const char *key, json_int_t lo, json_int_t hi, json_int_t *v, const char *what,
+                  char *why, size_t wn) {
+  json_t *x = json_object_get(o, key);
+  if (!json_is_integer(x) || json_integer_value(x) < lo || json_integer_value(x) > hi) {
+    snprintf(why, wn, "%s: \"%s\" is %s (an integer in %lld..%lld)", what, key, x ? "out of range" : "missing",
+             (long long)lo, (long long)hi);
+    return 0;
+  }
+  *v = json_integer_value(x);
+  return 1;
+}
+
+static int cmp_name(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int is_hex16(const char *h) {
+  if (!h || strlen(h) != 16) return 0;
+  for (int i = 0; i < 16; i++)
+    if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f'))) return 0;
+  return 1;
+}
+
+/* one dataset of the manifest (index i): a name, a type, a place inside the file, a shape that
+ * holds its bytes */
+static int check_dataset(json_t *d, size_t i, json_int_t file_bytes, const char *man, char *why, size_t wn) {
+  char what[MNT_PATH_MAX + 300];
+  snprintf(what, sizeof what, "%s: dataset %zu", man, i);
+  const char *name = json_string_value(json_object_get(d, "name")), *type = json_string_value(json_object_get(d, "type"));
+  json_int_t off, bytes;
+  if (!json_is_object(d) || !name || name[0] != '/' || strlen(name) >= sizeof(((mnt_ckpt_tensor *)0)->name)) {
+    snprintf(why, wn, "%s has no valid \"name\"", what);
+    return 0;
+  }
+  snprintf(what, sizeof what, "%s: dataset %.200s", man, name);
+  int per = type && !strcmp(type, "float32") ? 4 : type && !strcmp(type, "uint8") ? 1 : 0;
+  if (!per) {
+    snprintf(why, wn, "%s: \"type\" is not float32 or uint8", what);
+    return 0;
+  }
+  if (!int_in(d, "offset", 0, file_bytes, &off, what, why, wn) ||
+      !int_in(d, "bytes", 0, file_bytes - off, &bytes, what, why, wn))
+    return 0;
+  json_t *shape = json_object_get(d, "shape");
+  size_t nk = json_array_size(shape);
+  uint64_t n = 1;
+  for (size_t k = 0; k < nk && n <= (uint64_t)bytes; k++) {
+    json_t *x = json_array_get(shape, k);
+    json_int_t e = json_integer_value(x);
+    n = json_is_integer(x) && e >= 1 && e <= (json_int_t)bytes ? n * (uint64_t)e : UINT64_MAX;
+  }
+  if (nk < 1 || nk > 4 || n > (uint64_t)bytes || n * (uint64_t)per != (uint64_t)bytes) {
+    snprintf(why, wn, "%s: its \"shape\" does not hold its %lld bytes", what, (long long)bytes);
+    return 0;
+  }
+  return 1;
+}
+
+/* The manifest m of dir holds together, before any of its numbers is used to allocate or to read:
+ * the datasets lie inside file_bytes without overlapping, names unique, /train_state among them;
+ * one share per rank of world_size, each with an XXH3-64, their file ranges adjacent and their
+ * bytes tiling the packed image exactly (so that no byte escapes the hash check); a "state"
+ * object. MNT_EDATA with why otherwise (a manifest edited or damaged is a damaged checkpoint). */
+static int check_manifest(const char *dir, json_t *m, char *why, size_t wn) {
+  char man[MNT_PATH_MAX + 32];
+  snprintf(man, sizeof man, "%s/%s", dir, MNT_CKPT_MANIFEST);
+  json_t *ds = json_object_get(m, "datasets"), *shares = json_object_get(m, "shares");
+  json_int_t file_bytes, world;
+  size_t nd = json_array_size(ds);
+  if (!int_in(m, "file_bytes", 0, INT64_MAX / 2, &file_bytes, man, why, wn) ||
+      !int_in(m, "world_size", 1, 1 << 24, &world, man, why, wn))
+    return MNT_EDATA;
+  if (!json_is_object(json_object_get(m, "state"))) {
+    snprintf(why, wn, "%s: \"state\" is not an object", man);
+    return MNT_EDATA;
+  }
+  if (nd < 1 || nd > (1u << 20)) {
+    snprintf(why, wn, "%s: %zu datasets", man, nd);
+    return MNT_EDATA;
+  }
+  int have_state = 0;
+  for (size_t i = 0; i < nd; i++) {
+    json_t *d = json_array_get(ds, i);
+    if (!check_dataset(d, i, file_bytes, man, why, wn)) return MNT_EDATA;
+    const char *name = json_string_value(json_object_get(d, "name"));
+    if (!strcmp(name, "/train_state"))
+      have_state = !strcmp(json_string_value(json_object_get(d, "type")), "uint8") &&
+                   json_integer_value(json_object_get(d, "bytes")) == MNT_CKPT_STATE_BYTES;
+  }
+  if (!have_state) {
+    snprintf(why, wn, "%s: no dataset /train_state of %d bytes", man, MNT_CKPT_STATE_BYTES);
+    return MNT_EDATA;
+  }
+  uint64_t total = 0;
+  mnt_ckpt_extent *ext = file_extents(ds, nd, &total);
+  if (!ext) {
+    snprintf(why, wn, "%s: out of memory", man);
+    return MNT_ENOMEM;
+  }
+  int st = MNT_OK;
+  for (size_t i = 0; i + 1 < nd && st == MNT_OK; i++) {
+    const char *a = json_string_value(json_object_get(json_array_get(ds, (size_t)ext[i].t), "name")),
+               *b = json_string_value(json_object_get(json_array_get(ds, (size_t)ext[i + 1].t), "name"));
+    if (ext[i].off + ext[i].bytes > ext[i + 1].off) {
+      snprintf(why, wn, "%s: datasets %.200s and %.200s overlap", man, a, b);
+      st = MNT_EDATA;
+    }
+  }
+  /* names unique: sorted copies of the pointers */
+  const char **names = st == MNT_OK ? malloc(nd * sizeof *names) : NULL;
+  if (st == MNT_OK && !names) st = MNT_ENOMEM;
+  for (size_t i = 0; st == MNT_OK && i < nd; i++) names[i] = json_string_value(json_object_get(json_array_get(ds, i), "name"));
+  if (st == MNT_OK) qsort(names, nd, sizeof *names, cmp_name);
+  for (size_t i = 0; st == MNT_OK && i + 1 < nd; i++)
+    if (!strcmp(names[i], names[i + 1])) {
+      snprintf(why, wn, "%s: dataset %.200s is named twice", man, names[i]);
+      st = MNT_EDATA;
+    }
+  free(names);
+  if (st == MNT_OK && json_array_size(shares) != (size_t)world) {
+    snprintf(why, wn, "%s: %zu shares for %lld ranks", man, json_array_size(shares), (long long)world);
+    st = MNT_EDATA;
+  }
+  uint64_t running = 0, prev_hi = 0;
+  for (size_t r = 0; st == MNT_OK && r < (size_t)world; r++) {
+    json_t *s = json_array_get(shares, r);
+    char what[MNT_PATH_MAX + 300];
+    snprintf(what, sizeof what, "%s: share %zu", man, r);
+    json_int_t rank, lo, hi, packed, bytes;
+    if (!int_in(s, "rank", (json_int_t)r, (json_int_t)r, &rank, what, why, wn) ||
+        !int_in(s, "lo", r ? (json_int_t)prev_hi : 0, r ? (json_int_t)prev_hi : file_bytes, &lo, what, why, wn) ||
+        !int_in(s, "hi", lo, file_bytes, &hi, what, why, wn) ||
+        !int_in(s, "packed", 0, (json_int_t)total, &packed, what, why, wn) ||
+        !int_in(s, "bytes", 0, (json_int_t)total, &bytes, what, why, wn)) {
+      st = MNT_EDATA;
+      break;
+    }
+    if (!is_hex16(json_string_value(json_object_get(s, "xxh3")))) {
+      snprintf(why, wn, "%s has no valid \"xxh3\"", what);
+      st = MNT_EDATA;
+      break;
+    }
+    uint64_t in = 0; /* the datasets' bytes inside [lo, hi) */
+    for (size_t i = 0; i < nd; i++) {
+      uint64_t a = ext[i].off > (uint64_t)lo ? ext[i].off : (uint64_t)lo,
+               b = ext[i].off + ext[i].bytes < (uint64_t)hi ? ext[i].off + ext[i].bytes : (uint64_t)hi;
+      if (a < b) in += b - a;
+    }
+    if ((uint64_t)bytes != in || (bytes && (uint64_t)packed != running)) {
+      snprintf(why, wn, "%s: bytes %lld..%lld of the file hold %" PRIu64 " bytes of data, it says %lld at %lld",
+               what, (long long)lo, (long long)hi, in, (long long)bytes, (long long)packed);
+      st = MNT_EDATA;
+    }
+    running += (uint64_t)bytes;
+    prev_hi = (uint64_t)hi;
+  }
+  if (st == MNT_OK && running != total) {
+    snprintf(why, wn, "%s: the shares cover %" PRIu64 " of the %" PRIu64 " bytes of data", man, running, total);
+    st = MNT_EDATA;
+  }
+  free(ext);
+  return st;
+}
+
 /* path (the checkpoint's state.h5) has the size its manifest m says, HDF5 opens it (its metadata
  * is checksummed), and the datasets are where the manifest says; MNT_EDATA with why otherwise */
 static int check_file(const char *path, json_t *m, char *why, size_t wn) {
   json_t *ds = json_object_get(m, "datasets");
   struct stat sb;
   json_int_t want = json_integer_value(json_object_get(m, "file_bytes"));
-  if (stat(path, &sb) != 0) {
+  if (lstat(path, &sb) != 0) {
     snprintf(why, wn, "%s: %s", path, strerror(errno));
+    return MNT_EDATA;
+  }
+  if (!S_ISREG(sb.st_mode)) { /* a link planted in its place is not followed */
+    snprintf(why, wn, "%s is not a regular file (%s)", path, S_ISLNK(sb.st_mode) ? "a symbolic link" : "another kind");
     return MNT_EDATA;
   }
   if (sb.st_size != want) {
@@ -215,7 +386,7 @@ static void *read_blocks(void *arg) {
 /* O_DIRECT: 1 when every byte is in place, 0 when O_DIRECT cannot be used for this file (nothing
  * read: buffered from the start), -1 on a read error (why says it) */
 static int read_direct(const char *path, const mnt_ckpt_extent *ext, size_t nd, uint8_t *img, char *why, size_t wn) {
-  reader rd = {.dfd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC), .ext = ext, .nd = nd};
+  reader rd = {.dfd = open(path, O_RDONLY | O_DIRECT | O_NOFOLLOW | O_CLOEXEC), .ext = ext, .nd = nd};
   if (rd.dfd < 0) return 0;
   int ok = 1, have = 0;
   for (int k = 0; k < RING && ok; k++) {
@@ -281,7 +452,7 @@ static int read_image(const char *path, const mnt_ckpt_extent *ext, size_t nd, u
   int d = read_direct(path, ext, nd, img, why, wn);
   if (d == 1) return MNT_OK;
   if (d < 0) return MNT_EDATA;
-  int fd = mnt_ckpt_open_retry(path, O_RDONLY);
+  int fd = mnt_ckpt_open_retry(path, O_RDONLY | O_NOFOLLOW);
   if (fd < 0) {
     snprintf(why, wn, "%s: cannot open: %s", path, strerror(errno));
     return MNT_EDATA;
@@ -306,7 +477,7 @@ static int read_image(const char *path, const mnt_ckpt_extent *ext, size_t nd, u
  * B-trees HDF5 reads one small piece at a time, 2,200 reads for a ResNet-50 state) read ahead by
  * the kernel in the background (posix_fadvise WILLNEED) */
 static void prefetch_metadata(const char *path, const mnt_ckpt_extent *ext, size_t nd, uint64_t file_bytes) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return;
   uint64_t at = 0;
   for (size_t i = 0; i <= nd; i++) {
@@ -327,9 +498,50 @@ static uint8_t *image_alloc(uint64_t total) {
   return p;
 }
 
+/* a step directory's name (step-N) and its manifest's "step" agree */
+static int check_step_name(const char *dir, json_t *m, char *why, size_t wn) {
+  const char *b = strrchr(dir, '/');
+  b = b ? b + 1 : dir;
+  char *end;
+  if (strncmp(b, "step-", 5) != 0) return MNT_OK; /* a checkpoint named by the user: its name says nothing */
+  long long n = strtoll(b + 5, &end, 10);
+  if (*end || end == b + 5) return MNT_OK;
+  if (n != (long long)json_integer_value(json_object_get(m, "step"))) {
+    snprintf(why, wn, "%s/%s says step %lld, its directory step %lld", dir, MNT_CKPT_MANIFEST,
+             (long long)json_integer_value(json_object_get(m, "step")), n);
+    return MNT_EDATA;
+  }
+  return MNT_OK;
+}
+
+/* the manifest's "state" is what the file's /train_state holds (the JSON text the writer put in both,
+ * the file's copy under the shares' hashes): the state a resume starts from is the state written
+ * with the weights */
+static int check_state(const char *path, json_t *m, const mnt_ckpt_extent *ext, size_t nd, const uint8_t *img,
+                       char *why, size_t wn) {
+  json_t *ds = json_object_get(m, "datasets");
+  const mnt_ckpt_extent *e = NULL;
+  for (size_t i = 0; i < nd && !e; i++)
+    if (!strcmp(json_string_value(json_object_get(json_array_get(ds, (size_t)ext[i].t), "name")), "/train_state"))
+      e = &ext[i];
+  json_error_t err;
+  json_t *f = e ? json_loadb((const char *)img + e->packed, e->bytes, JSON_REJECT_DUPLICATES, &err) : NULL;
+  int parsed = f != NULL, same = parsed && json_equal(f, json_object_get(m, "state"));
+  json_decref(f);
+  if (!same) {
+    snprintf(why, wn, "%s: the manifest's \"state\" is not the state in the file (/train_state%s%s)", path,
+             parsed || !e ? "" : ": ", parsed || !e ? "" : err.text);
+    return MNT_EDATA;
+  }
+  return MNT_OK;
+}
+
 int mnt_ckpt_read_one(const char *dir, json_t *m, int verify, mnt_ckpt *out, char *why, size_t wn) {
   char path[MNT_PATH_MAX];
   MNT_CHECK(mnt_path_join(path, dir, MNT_CKPT_FILE));
+  int st = check_manifest(dir, m, why, wn);
+  if (st == MNT_OK) st = check_step_name(dir, m, why, wn);
+  if (st != MNT_OK) return st;
   json_t *ds = json_object_get(m, "datasets");
   size_t nd = json_array_size(ds);
   uint64_t total = 0;
@@ -337,10 +549,11 @@ int mnt_ckpt_read_one(const char *dir, json_t *m, int verify, mnt_ckpt *out, cha
   if (!ext) return MNT_ENOMEM;
   uint8_t *img = NULL;
   prefetch_metadata(path, ext, nd, (uint64_t)json_integer_value(json_object_get(m, "file_bytes")));
-  int st = check_file(path, m, why, wn);
+  st = check_file(path, m, why, wn);
   if (st == MNT_OK && !(img = image_alloc(total))) st = MNT_ENOMEM;
   if (st == MNT_OK) st = read_image(path, ext, nd, img, why, wn);
   if (st == MNT_OK && verify) st = verify_shares(dir, path, m, ext, img, total, why, wn);
+  if (st == MNT_OK) st = check_state(path, m, ext, nd, img, why, wn);
   free(ext);
   if (st != MNT_OK) {
     free(img);
@@ -355,12 +568,23 @@ int mnt_ckpt_read_one(const char *dir, json_t *m, int verify, mnt_ckpt *out, cha
   return MNT_OK;
 }
 
+/* the checker of a caller (NULL: none) */
+typedef struct acceptor { mnt_ckpt_accept_fn fn; void *arg; } acceptor;
+
+/* mnt_ckpt_read_one, then what the caller checks: a checkpoint it refuses is a damaged one */
+static int read_accepted(const char *dir, json_t *m, int verify, const acceptor *acc, mnt_ckpt *out, char *why,
+                         size_t wn) {
+  int st = mnt_ckpt_read_one(dir, m, verify, out, why, wn);
+  if (st == MNT_OK && acc->fn && (st = acc->fn(out, acc->arg, why, wn)) != MNT_OK) mnt_ckpt_close(out);
+  return st;
+}
+
 /* one named checkpoint (dir holds its manifest): it must be good */
-static int open_named(const char *dir, int verify, mnt_ckpt *out, int *found) {
+static int open_named(const char *dir, int verify, const acceptor *acc, mnt_ckpt *out, int *found) {
   char why[1400];
   int present;
   json_t *m = mnt_ckpt_load_manifest(dir, &present, why, sizeof why);
-  int st = m ? mnt_ckpt_read_one(dir, m, verify, out, why, sizeof why) : MNT_EDATA;
+  int st = m ? read_accepted(dir, m, verify, acc, out, why, sizeof why) : MNT_EDATA;
   json_decref(m);
   if (st == MNT_EDATA) MNT_ERR("checkpoint %s: %s", dir, why);
   *found = st == MNT_OK;
@@ -368,7 +592,7 @@ static int open_named(const char *dir, int verify, mnt_ckpt *out, int *found) {
 }
 
 /* a root: the newest good checkpoint; a damaged one is said and the previous one tried */
-static int open_newest(const char *dir, int verify, mnt_ckpt *out, int *found) {
+static int open_newest(const char *dir, int verify, const acceptor *acc, mnt_ckpt *out, int *found) {
   mnt_ckpt_stepdir *sd;
   int n;
   if (mnt_ckpt_list_steps(dir, &sd, &n) != MNT_OK) return MNT_SYSERR("%s: cannot list", dir);
@@ -378,6 +602,10 @@ static int open_newest(const char *dir, int verify, mnt_ckpt *out, int *found) {
     char sdir[MNT_PATH_MAX];
     int present;
     MNT_CHECK_GOTO(mnt_path_join(sdir, dir, sd[i].name), st, out);
+    if (sd[i].link) {
+      MNT_WARN("%s: a symbolic link, not followed: not a checkpoint", sdir);
+      continue;
+    }
     json_t *m = mnt_ckpt_load_manifest(sdir, &present, why, sizeof why);
     if (!m && !present) {
       MNT_INFO("%s: %s: not a checkpoint, skipped", sdir, why);
@@ -385,7 +613,7 @@ static int open_newest(const char *dir, int verify, mnt_ckpt *out, int *found) {
     }
     /* a manifest that is there and fails (does not parse, is not a manifest, a newer format) is
      * a damaged checkpoint, like a share that fails its checksum */
-    st = m ? mnt_ckpt_read_one(sdir, m, verify, out, why, sizeof why) : MNT_EDATA;
+    st = m ? read_accepted(sdir, m, verify, acc, out, why, sizeof why) : MNT_EDATA;
     json_decref(m);
     if (st == MNT_OK) {
       *found = 1;
@@ -408,7 +636,9 @@ out:
   return st;
 }
 
-int mnt_ckpt_open(const char *path, int verify, mnt_ckpt *out, int *found) {
+int mnt_ckpt_open_checked(const char *path, int verify, mnt_ckpt_accept_fn accept, void *arg, mnt_ckpt *out,
+                          int *found) {
+  acceptor acc = {accept, arg};
   memset(out, 0, sizeof *out);
   *found = 0;
   struct stat sb;
@@ -424,8 +654,12 @@ int mnt_ckpt_open(const char *path, int verify, mnt_ckpt *out, int *found) {
     else snprintf(dir, sizeof dir, ".");
   }
   MNT_CHECK(mnt_path_join(man, dir, MNT_CKPT_MANIFEST));
-  if (S_ISREG(sb.st_mode) || access(man, F_OK) == 0) return open_named(dir, verify, out, found);
-  return open_newest(dir, verify, out, found);
+  if (S_ISREG(sb.st_mode) || access(man, F_OK) == 0) return open_named(dir, verify, &acc, out, found);
+  return open_newest(dir, verify, &acc, out, found);
+}
+
+int mnt_ckpt_open(const char *path, int verify, mnt_ckpt *out, int *found) {
+  return mnt_ckpt_open_checked(path, verify, NULL, NULL, out, found);
 }
 
 int mnt_ckpt_get(const mnt_ckpt *c, const char *name, float *dst, size_t n, int ndims, const int *dims) {

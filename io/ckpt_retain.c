@@ -29,6 +29,8 @@ static int step_of(const char *name, int64_t *step) {
   return 1;
 }
 
+enum { MANIFEST_MAX = 64 << 20 };
+
 json_t *mnt_ckpt_load_manifest(const char *dir, int *present, char *why, size_t n) {
   char p[MNT_PATH_MAX];
   if (mnt_path_join(p, dir, MNT_CKPT_MANIFEST) != MNT_OK) { /* logged; not readable: a damaged one */
@@ -42,8 +44,17 @@ json_t *mnt_ckpt_load_manifest(const char *dir, int *present, char *why, size_t 
     snprintf(why, n, "no %s (an unfinished write)", MNT_CKPT_MANIFEST);
     return NULL;
   }
+  /* a link planted in its place is not followed; a manifest is a few hundred KB at most */
+  int fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > MANIFEST_MAX) {
+    snprintf(why, n, "%s: %s", p, fd < 0 && errno == ELOOP ? "a symbolic link (not followed)" : fd < 0 ? strerror(errno)
+             : !S_ISREG(sb.st_mode) ? "not a regular file" : "larger than any manifest");
+    if (fd >= 0) close(fd);
+    return NULL;
+  }
   json_error_t e;
-  json_t *m = json_load_file(p, 0, &e);
+  json_t *m = json_loadfd(fd, JSON_REJECT_DUPLICATES, &e);
+  close(fd);
   if (!m) {
     snprintf(why, n, "%s does not parse: %s (line %d)", p, e.text, e.line);
     return NULL;
@@ -85,7 +96,9 @@ int mnt_ckpt_list_steps(const char *root, mnt_ckpt_stepdir **out, int *n) {
         if (!p) break;
         *out = p;
       }
+      struct stat sb;
       (*out)[*n].step = s;
+      (*out)[*n].link = fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode);
       snprintf((*out)[*n].name, sizeof(*out)[*n].name, "%s", e->d_name);
       (*n)++;
     }
@@ -144,6 +157,7 @@ int64_t mnt_ckpt_newest(const char *root) {
   for (int i = 0; i < n && found < 0; i++) {
     char dir[MNT_PATH_MAX], why[600];
     int present;
+    if (sd[i].link) continue; /* not followed: no checkpoint */
     if (mnt_path_join(dir, root, sd[i].name) != MNT_OK) break;
     json_t *m = mnt_ckpt_load_manifest(dir, &present, why, sizeof why);
     if (present) found = sd[i].step; /* a damaged one is a checkpoint of an earlier run too */
@@ -165,7 +179,7 @@ void mnt_ckpt_retain(const char *root, int keep, int64_t upto) {
     int present;
     if (mnt_path_join(dir, root, sd[i].name) != MNT_OK) break;
     json_t *m = mnt_ckpt_load_manifest(dir, &present, why, sizeof why);
-    int valid = m != NULL;
+    int valid = m != NULL && !sd[i].link;
     json_decref(m);
     if (valid && kept < keep) {
       kept++;
@@ -265,6 +279,11 @@ static int inspect_root(const char *path) {
       snprintf(why, sizeof why, "path too long");
     } else {
       m = mnt_ckpt_load_manifest(dir, &present, why, sizeof why);
+    }
+    if (sd[i].link) {
+      printf("  %s: not a checkpoint: a symbolic link (not followed)\n", sd[i].name);
+      json_decref(m);
+      continue;
     }
     if (!m && !present) {
       printf("  %s: not a checkpoint: %s\n", sd[i].name, why);

@@ -214,6 +214,25 @@ static int prepare_trace(const opts *o) {
   return st;
 }
 
+/* mnt_ckpt_open_checked's check of a checkpoint to resume: its training state is whole, in range,
+ * and of its own step (a checkpoint whose state fails is damaged: the previous one is tried) */
+static int state_ok(const mnt_ckpt *c, void *arg, char *why, size_t n) {
+  (void)arg;
+  mnt_train_state s;
+  char what[600];
+  if (mnt_train_state_parse(json_object_get(c->manifest, "state"), &s, what, sizeof what) != MNT_OK) {
+    snprintf(why, n, "%s/%s: %s", c->dir, MNT_CKPT_MANIFEST, what);
+    return MNT_EDATA;
+  }
+  json_t *steps = json_object_get(json_object_get(c->manifest, "config"), "steps");
+  if (s.step != c->step || !json_is_integer(steps) || s.step > json_integer_value(steps)) {
+    snprintf(why, n, "%s/%s: the training state is of step %lld, the checkpoint of step %lld of %lld", c->dir,
+             MNT_CKPT_MANIFEST, (long long)s.step, (long long)c->step, (long long)json_integer_value(steps));
+    return MNT_EDATA;
+  }
+  return MNT_OK;
+}
+
 static int prepare(const opts *o, const char *jobid, mnt_ckpt *ck, int *found, mnt_runlock **locks) {
   *found = 0;
   MNT_CHECK(mnt_dir_secure(o->out, "--out", 1, MNT_DIR_RUN));
@@ -242,7 +261,7 @@ static int prepare(const opts *o, const char *jobid, mnt_ckpt *ck, int *found, m
     int autor = !strcmp(o->resume, "auto");
     const char *path = autor ? o->ckpt_dir : o->resume;
     if (!autor || ckpt_exists) {
-      int st = mnt_ckpt_open(path, !o->no_verify, ck, found);
+      int st = mnt_ckpt_open_checked(path, !o->no_verify, state_ok, NULL, ck, found);
       if (st != MNT_OK) return st == MNT_EDATA && !autor ? MNT_EARG : st;
       if (!*found && !autor) {
         MNT_ERR("--resume %s: no valid checkpoint there", path);
@@ -394,6 +413,7 @@ typedef struct run {
   double ckpt_t0, last_ckpt_time, stall_sum;
   int64_t ckpt_step, ncheckpoints;
   double resumed_images; /* images of the interval in progress trained before the resume */
+  int rebuilt;           /* summary.json rebuilt from metrics.jsonl (rebuild_summary) */
 } run;
 
 /* rank 0: one line of metrics.jsonl, "time" (wall clock, ISO 8601 UTC) first (a full disk stops
@@ -681,6 +701,7 @@ static int write_summary(run *r, const loop *l, const timing *tm) {
     json_object_set_new(sm, "warmup_steps", json_integer(timed < l->done ? (json_int_t)l->warm : 0));
   if (sm && !isnan(l->val_top1)) json_object_set_new(sm, "val_top1", mnt_json_num(l->val_top1));
   if (sm && tm->ranks) json_object_set_new(sm, "rank_stats", rank_stats_json(w, tm->ranks));
+  if (sm && r->rebuilt) json_object_set_new(sm, "rebuilt_from", json_string("metrics.jsonl"));
   if (sm && r->ncheckpoints) {
     json_object_set_new(sm, "checkpoints", json_integer(r->ncheckpoints));
     json_object_set_new(sm, "ckpt_stall_ms", mnt_json_num(r->stall_sum * 1e3 / r->ncheckpoints));
@@ -746,6 +767,65 @@ static int finish_run(run *r, loop *l) {
   return st;
 }
 
+/* rank 0, a run resumed at its end whose summary.json is gone: summary.json again, from the
+ * intervals of metrics.jsonl (the steps, img/s, phases, loss and top-1 every --log-every steps
+ * recorded), marked "rebuilt_from": the step times are the intervals' means, and what only the
+ * jobs knew (the ranks' own figures, evaluation time, checkpoint stalls) is absent. r->rebuilt: 1 when
+ * rebuilt, 0 when metrics.jsonl does not cover the run (said). */
+static int rebuild_summary(run *r) {
+  mnt_trainer *t = r->t;
+  loop l = {.done = t->total, .warm = t->total > 20 ? 5 : t->total > 4 ? 1 : 0, .last_loss = NAN, .last_top1 = NAN,
+            .val_top1 = NAN};
+  FILE *f = fopen(r->mpath, "r");
+  if (!f || !(l.step_ms = calloc((size_t)t->total + 1, sizeof *l.step_ms))) {
+    if (f) fclose(f);
+    return f ? MNT_ENOMEM : MNT_SYSERR("%s: cannot read", r->mpath);
+  }
+  char *line = NULL;
+  size_t cap = 0;
+  int64_t prev = 0, filled = 0;
+  timing tm = {0};
+  while (getline(&line, &cap, f) > 0) {
+    json_t *j = json_loads(line, 0, NULL);
+    json_t *ms = json_object_get(j, "ms");
+    int64_t step = json_is_integer(json_object_get(j, "step")) ? json_integer_value(json_object_get(j, "step")) : -1;
+    double ips = json_number_value(json_object_get(j, "img_per_s"));
+    if (json_is_number(json_object_get(j, "val_top1"))) l.val_top1 = json_number_value(json_object_get(j, "val_top1"));
+    if (step > prev && step <= t->total && ips > 0 && isfinite(ips) && json_is_object(ms)) {
+      double step_ms = 1e3 * (double)t->s.global_batch / ips;
+      static const char *const PH[5] = {"data", "forward", "backward", "comm_exposed", "optimizer"};
+      for (int64_t k = prev + 1; k <= step; k++, filled++) {
+        l.step_ms[k - 1] = step_ms;
+        if (k <= l.warm) continue;
+        tm.timed++;
+        tm.span += step_ms / 1e3;
+        for (int p = 0; p < 5; p++) l.ph_all[p] += json_number_value(json_object_get(ms, PH[p])) / 1e3;
+      }
+      l.last_loss = json_number_value(json_object_get(j, "loss"));
+      l.last_top1 = json_number_value(json_object_get(j, "top1"));
+      prev = step;
+    }
+    json_decref(j);
+  }
+  free(line);
+  fclose(f);
+  int st = MNT_OK;
+  if (tm.timed == 0 || filled != t->total) {
+    MNT_WARN("%s/summary.json is missing and %s covers %lld of the run's %lld steps: not rebuilt", r->o->out, r->mpath,
+             (long long)filled, (long long)t->total);
+  } else {
+    tm.skip = t->total - tm.timed;
+    tm.ips = (double)tm.timed * (double)t->s.global_batch / tm.span;
+    for (int64_t i = tm.skip; i < t->total; i++) tm.mean += l.step_ms[i];
+    tm.mean /= (double)tm.timed;
+    qsort(l.step_ms + tm.skip, (size_t)tm.timed, sizeof *l.step_ms, cmp_d);
+    r->rebuilt = 1;
+    st = write_summary(r, &l, &tm);
+  }
+  free(l.step_ms);
+  return st;
+}
+
 /* ---- the step loop ------------------------------------------------------------------------ */
 
 /* every rank, after this job's first step: where the set-up went (the slowest rank's phases, a
@@ -769,6 +849,10 @@ static int train_loop(run *r) {
   mnt_trainer *t = r->t;
   mnt_world *w = r->w;
   loop l = {.step0 = t->s.step, .todo = t->total - t->s.step, .last_loss = NAN, .last_top1 = NAN, .val_top1 = NAN};
+  if (l.todo < 0) { /* same_run found the run's steps the checkpoint's, and state_ok its step within them */
+    MNT_ERR("resumed at step %lld of a run of %lld steps", (long long)t->s.step, (long long)t->total);
+    return MNT_EDATA;
+  }
   if (o->stop_after && o->stop_after < l.todo) l.todo = o->stop_after;
   if (!(l.step_ms = calloc((size_t)l.todo + 1, sizeof *l.step_ms))) return MNT_ENOMEM;
   int st = MNT_OK, ckpt_on = o->ckpt_dir != NULL;
@@ -821,6 +905,10 @@ static int train_loop(run *r) {
   } else if (st == MNT_OK && w->rank == 0) { /* resumed at its end: its summary.json stays */
     printf("mntrain train: the run is complete (step %lld of %lld): nothing to train\n", (long long)t->s.step,
            (long long)t->total);
+    char p[MNT_PATH_MAX + 16];
+    snprintf(p, sizeof p, "%s/summary.json", o->out);
+    if (access(p, F_OK) != 0 && fflush(r->metrics) == 0 && (st = rebuild_summary(r)) == MNT_OK && r->rebuilt)
+      printf("mntrain train: %s was missing: rebuilt from %s (\"rebuilt_from\")\n", p, r->mpath);
     if (o->export_path && (st = export_model(t, o->export_path)) == MNT_OK)
       printf("mntrain train: weights in %s\n", o->export_path);
   }
@@ -998,7 +1086,10 @@ static int negotiate_resume(run *r, mnt_ckpt *ck, mnt_train_state *rs, int *foun
   mnt_world *w = r->w;
   mnt_train_cfg *c = &o->t;
   int st = w->rank == 0 ? prepare(o, w->jobid, ck, found, locks) : MNT_OK;
-  if (st == MNT_OK && *found) st = mnt_train_state_parse(json_object_get(ck->manifest, "state"), rs, ck->dir);
+  char why[600];
+  if (st == MNT_OK && *found && (st = mnt_train_state_parse(json_object_get(ck->manifest, "state"), rs, why,
+                                                            sizeof why)) != MNT_OK)
+    MNT_ERR("%s: %s", ck->dir, why); /* accepted by state_ok: not reached */
   MNT_CHECK(mnt_world_agree(w, st));
   struct { int64_t found; mnt_train_state s; } hdr = {*found, *rs};
   MNT_CHECK(mnt_world_bcast(w, &hdr, sizeof hdr, 0));

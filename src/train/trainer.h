@@ -97,9 +97,10 @@ int mnt_trainer_host_model(mnt_trainer *t, float **w, float **m, float **bn);
 int mnt_trainer_upload(mnt_trainer *t);
 /* learning rate of the current step */
 double mnt_trainer_lr(const mnt_trainer *t);
-/* The state a checkpoint carries, as JSON (and back: MNT_EDATA naming the key when missing). */
+/* The state a checkpoint carries, as JSON, and back: MNT_EDATA with why (n bytes; nothing logged)
+ * when a key is missing or a number is out of what a run can reach. */
 json_t *mnt_train_state_json(const mnt_train_state *s);
-int mnt_train_state_parse(json_t *o, mnt_train_state *s, const char *what);
+int mnt_train_state_parse(json_t *o, mnt_train_state *s, char *why, size_t n);
 void mnt_trainer_destroy(mnt_trainer *t);
 
 #endif
