@@ -7,7 +7,7 @@
  * decoded at 1/2, 1/4 or 1/8 scale by the DCT, to the smallest size still >= the target), PNG with
  * libpng, BMP/PPM/PGM with libjpeg-turbo's loader; TIFF and WebP are refused by name. Headers are
  * read first: absurd dimensions are refused before any memory is taken. Every image is stored as
- * RGB (grey, CMYK, palette and alpha sources too, as PIL's convert("RGB")).
+ * RGB (grey, CMYK, palette, alpha and 16-bit sources too, as PIL's convert("RGB"): no gamma).
  * Format 2 (--size S): the shorter side is resized to S with an area filter (bilinear when
  * enlarging) and the centre S×S kept, raw.
  * Format 3: the whole image at its aspect ratio, sized as torchvision's Resize(S, max_size=L) sizes
@@ -23,6 +23,7 @@
 #include <math.h>
 #include <omp.h>
 #include <png.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,9 +250,9 @@ static int class_files(inet *s, const char *cdir, int32_t label) {
 /* ---- decoding ------------------------------------------------------------------------------ */
 typedef struct image { uint8_t *rgb; int w, h, w0, h0; } image; /* w0 × h0: before DCT scaling */
 
-static int too_big(int w, int h, char *why, size_t n) {
+static int too_big(long long w, long long h, char *why, size_t n) {
   if (w < 1 || h < 1 || w > MAX_SIDE || h > MAX_SIDE || (double)w * h > MAX_PIXELS) {
-    snprintf(why, n, "its header says %dx%d pixels: refused (at most %d per side and %.0f megapixels)", w, h,
+    snprintf(why, n, "its header says %lldx%lld pixels: refused (at most %d per side and %.0f megapixels)", w, h,
              MAX_SIDE, MAX_PIXELS / 1048576);
     return 1;
   }
@@ -326,31 +327,78 @@ static int decode_jpeg(tjhandle tj, const unsigned char *buf, unsigned long len,
   return 0;
 }
 
-/* PNG (any bit depth, palette, grey, alpha) through libpng's simplified API, as RGBA; the alpha is
- * dropped, as PIL's convert("RGB") does */
-static int decode_png(const unsigned char *buf, size_t len, image *im, char *why, size_t n) {
-  png_image p;
-  memset(&p, 0, sizeof p);
-  p.version = PNG_IMAGE_VERSION;
-  if (!png_image_begin_read_from_memory(&p, buf, len)) {
-    snprintf(why, n, "not a readable PNG (%s)", p.message);
+/* PNG through libpng's own read API, as PIL's Image.open(f).convert("RGB") reads it: no gamma
+ * (gAMA, sRGB, iCCP and cHRM are ignored: libpng's simplified API took a PNG without them as linear
+ * light and stored 16-bit images ~47 grey levels brighter), 16-bit samples by their high byte, grey
+ * of 1, 2 or 4 bits scaled to 8, palettes looked up, alpha and tRNS dropped. One exception, PIL's
+ * too: a 16-bit grey PNG without alpha is PIL's mode I, whose convert("RGB") clips every level above
+ * 255 to white; it is stored so, with a warning naming the file when a level was clipped. */
+typedef struct png_in { const unsigned char *buf; size_t len, at; char *why; size_t n; } png_in;
+
+static void png_on_error(png_structp png, png_const_charp msg) {
+  png_in *in = png_get_error_ptr(png);
+  snprintf(in->why, in->n, "not a readable PNG (%s)", msg);
+  png_longjmp(png, 1);
+}
+
+static void png_on_warning(png_structp png, png_const_charp msg) { (void)png, (void)msg; }
+
+static void png_on_read(png_structp png, png_bytep out, size_t len) {
+  png_in *in = png_get_io_ptr(png);
+  if (len > in->len - in->at) png_error(png, "the file ends early");
+  memcpy(out, in->buf + in->at, len);
+  in->at += len;
+}
+
+static int decode_png(const unsigned char *buf, size_t len, const char *path, image *im, char *why, size_t n) {
+  png_in in = {buf, len, 0, why, n};
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &in, png_on_error, png_on_warning);
+  png_infop info = png ? png_create_info_struct(png) : NULL;
+  uint8_t *volatile rgb = NULL;
+  png_bytep *volatile rows = NULL;
+  if (!info) {
+    snprintf(why, n, "libpng could not start (out of memory)");
+    png_destroy_read_struct(png ? &png : NULL, NULL, NULL);
     return -1;
   }
-  if (too_big((int)(p.width > 65535 ? 65535 : p.width), (int)(p.height > 65535 ? 65535 : p.height), why, n)) {
-    png_image_free(&p);
+  if (setjmp(png_jmpbuf(png))) { /* why is set */
+    free(rgb);
+    free(rows);
+    png_destroy_read_struct(&png, &info, NULL);
     return -1;
   }
-  p.format = PNG_FORMAT_RGBA;
-  uint8_t *rgba = malloc(PNG_IMAGE_SIZE(p));
-  if (!rgba || !png_image_finish_read(&p, NULL, rgba, 0, NULL)) {
-    snprintf(why, n, "not a readable PNG (%s)", rgba ? p.message : "out of memory");
-    free(rgba);
-    png_image_free(&p);
-    return -1;
-  }
-  size_t px = (size_t)p.width * p.height;
-  for (size_t i = 0; i < px; i++) memmove(rgba + 3 * i, rgba + 4 * i, 3);
-  *im = (image){rgba, (int)p.width, (int)p.height, (int)p.width, (int)p.height};
+  png_set_read_fn(png, &in, png_on_read);
+  png_read_info(png, info);
+  png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
+  int depth = png_get_bit_depth(png, info), ct = png_get_color_type(png, info);
+  int grey16 = depth == 16 && ct == PNG_COLOR_TYPE_GRAY;
+  if (too_big(w, h, why, n)) png_longjmp(png, 1);
+  if (ct == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (ct == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+  if (depth == 16 && !grey16) png_set_strip_16(png); /* the high byte */
+  if (!grey16 && !(ct & PNG_COLOR_MASK_COLOR)) png_set_gray_to_rgb(png);
+  png_set_strip_alpha(png);
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  if (png_get_rowbytes(png, info) != (size_t)w * (grey16 ? 2 : 3)) png_error(png, "an unexpected sample layout");
+  rgb = malloc((size_t)w * h * 3);
+  rows = malloc((size_t)h * sizeof *rows);
+  if (!rgb || !rows) png_error(png, "out of memory");
+  for (png_uint_32 y = 0; y < h; y++) rows[y] = rgb + (size_t)y * w * 3;
+  png_read_image(png, rows);
+  size_t clipped = 0;
+  for (png_uint_32 y = 0; grey16 && y < h; y++) /* 2 bytes a pixel to 3, in place from the end */
+    for (png_uint_32 x = w; x-- > 0;) {
+      unsigned v = (unsigned)rows[y][2 * x] << 8 | rows[y][2 * x + 1];
+      clipped += v > 255;
+      rows[y][3 * x] = rows[y][3 * x + 1] = rows[y][3 * x + 2] = (uint8_t)(v > 255 ? 255 : v);
+    }
+  if (clipped)
+    MNT_WARN("%s: a 16-bit grey PNG: stored as PIL's convert(\"RGB\") reads it, %.1f%% of its pixels clipped to white "
+             "(levels above 255 of 65535)", path, 100.0 * (double)clipped / ((double)w * h));
+  free(rows);
+  png_destroy_read_struct(&png, &info, NULL);
+  *im = (image){rgb, (int)w, (int)h, (int)w, (int)h};
   return 0;
 }
 
@@ -401,7 +449,7 @@ static int load(tjhandle tj, const char *path, const fit *fi, image *im, char *w
   else if (len >= 3 && buf[0] == 0xff && buf[1] == 0xd8 && buf[2] == 0xff) /* JPEG, whatever its name says */
     r = decode_jpeg(tj, buf, (unsigned long)len, fi, im, why, n);
   else if (len >= 8 && !memcmp(buf, "\x89PNG\r\n\x1a\n", 8))
-    r = decode_png(buf, (size_t)len, im, why, n);
+    r = decode_png(buf, (size_t)len, path, im, why, n);
   else if (len >= 4 && (!memcmp(buf, "II*\0", 4) || !memcmp(buf, "MM\0*", 4)))
     snprintf(why, n, "TIFF is not supported: convert it to PNG or JPEG");
   else if (len >= 12 && !memcmp(buf, "RIFF", 4) && !memcmp(buf + 8, "WEBP", 4))
@@ -732,8 +780,9 @@ int mnt_convert_imagenet(const char *src, const char *out, int nshards, const mn
   int st = s.h ? MNT_OK : MNT_ENOMEM;
   if (st == MNT_OK) {
     XXH3_64bits_reset(s.h);
-    /* decoder version: a change of decoding is a new input */
-    XXH3_64bits_update(s.h, records ? "imagenet 3" : "imagenet 2", 11);
+    /* decoder version: a change of decoding is a new input (.1: PNGs without gamma, as PIL reads them) */
+    const char *dv = records ? "imagenet 3.1" : "imagenet 2.1";
+    XXH3_64bits_update(s.h, dv, strlen(dv) + 1);
     st = val_labels ? scan_flat(&s, src, val_labels, &classes) : scan_folders(&s, src, &classes);
   }
   if (st == MNT_OK && s.n == 0) {

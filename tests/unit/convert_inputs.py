@@ -1,0 +1,202 @@
+#!/usr/bin/python3
+"""`mntrain convert imagenet` on hostile or unusual inputs made here: one case per run, each its own
+CTest test.
+- png16: PNGs of 16 bits per sample (grey, grey+alpha, RGB, RGBA), each without gAMA, with gAMA 1.0
+  and with gAMA 1/2.2, 16-bit RGB interlaced (Adam7), 8-bit grey and RGB with gAMA 1.0, a palette with
+  tRNS, 1-, 2- and 4-bit grey: the stored pixels (format 3 raw, kept at their size) equal PIL's
+  Image.open(f).convert("RGB") within 1 grey level. PIL clips a 16-bit grey PNG's levels to 0..255
+  (convert("RGB") of mode I): stored the same, with a warning naming the file when levels were clipped.
+- png_size: a PNG whose header says 100000x100000 is refused at its header with its true size.
+usage: convert_inputs.py path/to/mntrain CASE"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+try:
+    import h5py
+    import numpy as np
+    from PIL import Image
+except ImportError as e:
+    print(f"SKIP: {e} (apt-get install python3-h5py python3-pil python3-numpy)")
+    sys.exit(77)
+
+
+def run(*args, env=None):
+    """(exit code, stdout, stderr, seconds, peak RSS in MB) of one command, its own rusage (wait4); a byte
+    that is not UTF-8 reads as U+FFFD, so a name escaped by mntrain is told from one printed raw"""
+    e = dict(os.environ, **(env or {}))
+    with tempfile.TemporaryFile() as o, tempfile.TemporaryFile() as er:
+        t = time.time()
+        p = subprocess.Popen([os.fsencode(a) for a in args], stdout=o, stderr=er, env=e)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        secs = time.time() - t
+        o.seek(0)
+        er.seek(0)
+        text = [f.read().decode(errors="replace") for f in (o, er)]
+        return p.returncode, text[0], text[1], secs, ru.ru_maxrss / 1024
+
+
+def convert(m, src, out, *more, env=None):
+    """run's answer for convert imagenet SRC OUT --shards 1 MORE..."""
+    return run(m, "convert", "imagenet", src, out, "--shards", "1", *more, env=env)
+
+
+def picture(rng, w, h):
+    yy, xx = np.mgrid[0:h, 0:w]
+    arr = np.stack([(xx * 3 + yy) % 256, (yy * 2 + 40) % 256, (xx + yy * 2) % 256], -1)
+    return Image.fromarray((arr + rng.integers(0, 20, arr.shape)).clip(0, 255).astype(np.uint8))
+
+
+def records(out):
+    """{source index: H x W x 3 uint8} of a format 3 raw conversion"""
+    index = json.load(open(os.path.join(out, "index.json")))
+    recs = {}
+    for sh in index["shards"]:
+        with h5py.File(os.path.join(out, sh["file"]), "r") as f:
+            data, off, shapes, src = f["records"][:].tobytes(), f["offsets"][:], f["shapes"][:], f["source_index"][:]
+            for i in range(len(src)):
+                recs[int(src[i])] = np.frombuffer(data[off[i]:off[i + 1]], np.uint8).reshape(shapes[i])
+    return index, recs
+
+
+def said(err, path, *words):
+    """a line of err names path and says every word"""
+    return any(path in line and all(w in line for w in words) for line in err.splitlines())
+
+
+# ---- png16 -----------------------------------------------------------------------------------------
+def chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xffffffff)
+
+
+ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
+
+
+def png(path, a, ctype, depth, extra=b"", interlace=False, palette=None):
+    """a PNG of a (H x W x channels, or H x W: samples of `depth` bits) written by hand: PIL writes no
+    16-bit colour and no gAMA"""
+    a = a if a.ndim == 3 else a[:, :, None]
+    h, w = a.shape[:2]
+
+    def rows(img):
+        out = b""
+        for y in range(img.shape[0]):
+            if depth == 16:
+                row = img[y].astype(">u2").tobytes()
+            elif depth == 8:
+                row = img[y].astype(np.uint8).tobytes()
+            else:  # 1, 2, 4 bits, one channel
+                bits = "".join(format(int(v), f"0{depth}b") for v in img[y, :, 0])
+                bits += "0" * (-len(bits) % 8)
+                row = int(bits, 2).to_bytes(len(bits) // 8, "big") if bits else b""
+            out += b"\0" + row
+        return out
+
+    if interlace:
+        raw = b"".join(rows(a[y0::dy, x0::dx]) for x0, y0, dx, dy in ADAM7 if a[y0::dy, x0::dx].size)
+    else:
+        raw = rows(a)
+    ihdr = struct.pack(">IIBBBBB", w, h, depth, ctype, 0, 0, 1 if interlace else 0)
+    plte = chunk(b"PLTE", palette) if palette else b""
+    body = chunk(b"IHDR", ihdr) + extra + plte + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    open(path, "wb").write(b"\x89PNG\r\n\x1a\n" + body)
+
+
+def gama(g):
+    return chunk(b"gAMA", struct.pack(">I", g))
+
+
+def case_png16(m, d, fails):
+    rng = np.random.default_rng(7)
+    train = os.path.join(d, "train")
+    c0 = os.path.join(train, "c0")
+    os.makedirs(c0)
+    h, w = 20, 26
+    yy, xx = np.mgrid[0:h, 0:w]
+    files = {}
+    for ctype, ch, kind in ((0, 1, "grey"), (4, 2, "greyalpha"), (2, 3, "rgb"), (6, 4, "rgba")):
+        for tag, extra in (("plain", b""), ("gama1", gama(100000)), ("gama045", gama(45455))):
+            a = (xx[..., None] * 2521 + yy[..., None] * 977 + rng.integers(0, 4000, (h, w, ch))) % 65536
+            if kind == "grey" and tag == "plain":
+                a = a % 256  # levels PIL does not clip: the same image
+            name = f"{kind}16_{tag}.png"
+            png(os.path.join(c0, name), a, ctype, 16, extra)
+            files[name] = kind == "grey" and tag != "plain"  # a warning about clipped levels expected
+    a = (xx[..., None] * 2521 + yy[..., None] * 977 + rng.integers(0, 4000, (h, w, 3))) % 65536
+    png(os.path.join(c0, "rgb16_adam7.png"), a, 2, 16, interlace=True)
+    png(os.path.join(c0, "grey8_adam7.png"), (a[..., 0] >> 8), 0, 8, gama(100000), interlace=True)
+    png(os.path.join(c0, "grey8_gama1.png"), (xx * 9 + yy * 5) % 256, 0, 8, gama(100000))
+    png(os.path.join(c0, "rgb8_gama1.png"), rng.integers(0, 256, (h, w, 3)), 2, 8, gama(100000))
+    pal = bytes(rng.integers(0, 256, 3 * 16, dtype=np.uint8))
+    png(os.path.join(c0, "palette_trns.png"), (xx + yy) % 16, 3, 8, chunk(b"tRNS", bytes(range(0, 256, 32))),
+        palette=pal)
+    for bits in (1, 2, 4):
+        png(os.path.join(c0, f"grey{bits}.png"), (xx * 3 + yy) % (1 << bits), 0, bits)
+    for n in ("rgb16_adam7.png", "grey8_adam7.png", "grey8_gama1.png", "rgb8_gama1.png", "palette_trns.png",
+              "grey1.png", "grey2.png", "grey4.png"):
+        files[n] = False
+    out = os.path.join(d, "out")
+    rc, so, err, _, _ = convert(m, train, out, "--resize", "64", "--codec", "raw")
+    if rc != 0:
+        fails.append(f"convert: exit {rc}: {so} {err}")
+        return
+    names = sorted(files)
+    _, recs = records(out)
+    worst = 0
+    for i, name in enumerate(names):
+        path = os.path.join(c0, name)
+        want = np.asarray(Image.open(path).convert("RGB"), dtype=np.int64)
+        got = recs.get(i)
+        if got is None or got.shape != want.shape:
+            fails.append(f"{name}: stored {None if got is None else got.shape}, PIL {want.shape}")
+            continue
+        diff = int(np.abs(got.astype(np.int64) - want).max())
+        worst = max(worst, diff)
+        if diff > 1:
+            fails.append(f"{name} ({Image.open(path).mode}): differs from PIL's convert('RGB') by up to {diff} "
+                         f"(mean {np.abs(got - want).mean():.1f})")
+        if said(err, path, "16-bit grey", "clipped") != files[name]:
+            fails.append(f"{name}: {'no' if files[name] else 'a'} warning about clipped levels: {err}")
+    print(f"png16: {len(names)} PNGs, worst difference to PIL {worst}")
+
+
+# ---- png_size --------------------------------------------------------------------------------------
+def case_png_size(m, d, fails):
+    train = os.path.join(d, "train")
+    c0 = os.path.join(train, "c0")
+    os.makedirs(c0)
+    picture(np.random.default_rng(10), 40, 40).save(os.path.join(c0, "ok.png"))
+    huge = os.path.join(c0, "huge.png")
+    ihdr = struct.pack(">IIBBBBB", 100000, 100000, 8, 2, 0, 0, 0)
+    open(huge, "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64))
+                           + chunk(b"IEND", b""))
+    rc, so, err, secs, _ = convert(m, train, os.path.join(d, "out"), "--size", "32")
+    if rc != 0 or not said(err, huge, "100000x100000", "skipped") or "1 unreadable inputs skipped" not in so:
+        fails.append(f"a PNG claiming 100000x100000: exit {rc}, {secs:.1f} s: {so} {err}")
+
+
+CASES = {"png16": case_png16, "png_size": case_png_size}
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[2] not in CASES:
+        print(__doc__)
+        return 2
+    m, case = sys.argv[1], sys.argv[2]
+    fails = []
+    with tempfile.TemporaryDirectory() as d:
+        CASES[case](m, d, fails)
+    for f in fails:
+        print("FAIL:", f)
+    print(f"convert_inputs {case}: {len(fails)} failures")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
