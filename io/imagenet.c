@@ -6,8 +6,9 @@
  * Decoding goes by content: JPEG with libjpeg-turbo (grayscale and CMYK too; large images are
  * decoded at 1/2, 1/4 or 1/8 scale by the DCT, to the smallest size still >= the target), PNG with
  * libpng, BMP/PPM/PGM with libjpeg-turbo's loader; TIFF and WebP are refused by name. Headers are
- * read first: absurd dimensions are refused before any memory is taken. Every image is stored as
- * RGB (grey, CMYK, palette, alpha and 16-bit sources too, as PIL's convert("RGB"): no gamma).
+ * read first: absurd dimensions, and JPEGs and PNGs whose decoding would take more memory than
+ * MNT_DECODE_MAX_BYTES, are refused before any memory is taken. Every image is stored as RGB (grey,
+ * CMYK, palette, alpha and 16-bit sources too, as PIL's convert("RGB"): no gamma).
  * Format 2 (--size S): the shorter side is resized to S with an area filter (bilinear when
  * enlarging) and the centre S×S kept, raw.
  * Format 3: the whole image at its aspect ratio, sized as torchvision's Resize(S, max_size=L) sizes
@@ -24,7 +25,7 @@
 #include <omp.h>
 #include <png.h>
 #include <setjmp.h>
-#include <stdio.h>
+#include <stdio.h> /* jpeglib.h needs FILE */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -33,12 +34,16 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <jpeglib.h>
+
 #include "io/convert.h"
 #include "io/dataset.h"
 #include "io/shard_write.h"
 #include "check.h"
+#include "env.h"
 #include "log.h"
 #include "path.h"
+#include "sysmem.h"
 
 /* The largest image accepted: per side in the header, and in decoded pixels (for JPEG after DCT
  * scaling, so a 30000x20000 photo still converts): an ImageNet photo is a few megapixels; a header
@@ -56,8 +61,9 @@
 typedef struct jfile { char *path; int32_t label; } jfile;
 
 /* what an image becomes: format 2 (records 0) the centre S×S; format 3 its whole at shorter side S
- * (never enlarged), longer side at most L (0: no cap), coded as codec at quality */
-typedef struct fit { int records, S, L, codec, quality; } fit;
+ * (never enlarged), longer side at most L (0: no cap), coded as codec at quality; and the memory its
+ * decoding may take (MNT_DECODE_MAX_BYTES) */
+typedef struct fit { int records, S, L, codec, quality; size_t max_bytes; } fit;
 
 /* a format 3 image ready for the writer: its record and what mnt_convert_record says of it */
 typedef struct rec_slot { uint8_t *data; size_t len; int w, h; double sum[3], sum2[3]; } rec_slot;
@@ -73,7 +79,7 @@ typedef struct inet {
   int64_t *ids;
   uint8_t *pix;         /* format 2: the chunk's pixels */
   rec_slot *recs;       /* format 3: the chunk's records */
-  char (*why)[120];     /* "" when decoded, else the reason */
+  char (*why)[200];     /* "" when decoded, else the reason */
   int nids;
 } inet;
 
@@ -259,6 +265,18 @@ static int too_big(long long w, long long h, char *why, size_t n) {
   return 0;
 }
 
+/* decoding a w × h image takes `need` bytes (what: of what, when more than its pixels): more than
+ * fi->max_bytes is refused before any of it is taken */
+static int too_costly(const fit *fi, long long w, long long h, double need, const char *what, char *why, size_t n) {
+  if (need <= (double)fi->max_bytes) return 0;
+  char a[32], b[32];
+  mnt_format_bytes(need, a, sizeof a);
+  mnt_format_bytes((double)fi->max_bytes, b, sizeof b);
+  snprintf(why, n, "its header says %lldx%lld pixels: decoding it takes %.12s%.64s, more than MNT_DECODE_MAX_BYTES "
+           "(%.12s)", w, h, a, what, b);
+  return 1;
+}
+
 /* format 3's stored size of a w × h image (see the top of the file) */
 static void fit_dims(const fit *f, int w, int h, int *ow, int *oh) {
   int wide = w >= h, sh = wide ? h : w, lg = wide ? w : h;
@@ -282,8 +300,46 @@ static void need_dims(const fit *f, int w, int h, int *nw, int *nh) {
   else *nw = *nh = f->S;
 }
 
+/* What libjpeg keeps of a JPEG beyond a few rows: when the image comes in more than one scan
+ * (progressive, or sequential with its components in separate scans) every DCT coefficient of the
+ * whole image, 64 of 2 bytes per 8×8 block of each component, whatever the DCT scale of the output
+ * (jdcoefct.c: its whole-image buffer). A 1.7 kB progressive file may claim 32768x32768: 3 GiB at
+ * 4:2:0. Read from the header (up to the first scan) by libjpeg itself; -1 when it refuses it. */
+typedef struct jhead_err { struct jpeg_error_mgr pub; jmp_buf jb; } jhead_err;
+
+static void jhead_error(j_common_ptr ci) { longjmp(((jhead_err *)(void *)ci->err)->jb, 1); }
+static void jhead_message(j_common_ptr ci, int level) { (void)ci, (void)level; } /* the decode reports */
+
+static int jpeg_coef_bytes(const unsigned char *buf, unsigned long len, double *bytes) {
+  struct jpeg_decompress_struct ci;
+  jhead_err e;
+  memset(&ci, 0, sizeof ci);
+  ci.err = jpeg_std_error(&e.pub);
+  e.pub.error_exit = jhead_error;
+  e.pub.emit_message = jhead_message;
+  if (setjmp(e.jb)) {
+    jpeg_destroy_decompress(&ci);
+    return -1;
+  }
+  jpeg_create_decompress(&ci);
+  jpeg_mem_src(&ci, buf, len);
+  jpeg_read_header(&ci, TRUE);
+  double b = 0;
+  if (ci.progressive_mode || ci.comps_in_scan < ci.num_components)
+    for (int c = 0; c < ci.num_components; c++) {
+      const jpeg_component_info *k = &ci.comp_info[c];
+      double bw = ceil((double)k->width_in_blocks / k->h_samp_factor) * k->h_samp_factor;
+      double bh = ceil((double)k->height_in_blocks / k->v_samp_factor) * k->v_samp_factor;
+      b += bw * bh * DCTSIZE2 * sizeof(JCOEF);
+    }
+  jpeg_destroy_decompress(&ci);
+  *bytes = b;
+  return 0;
+}
+
 /* JPEG: the header first, then decoding at the smallest of 1/8, 1/4, 1/2, 1 that keeps both sides
- * at least need_dims (the DCT does the first reduction nearly for free) */
+ * at least need_dims (the DCT does the first reduction nearly for free); an image whose decoding
+ * would take more than fi->max_bytes (its pixels at that scale and libjpeg's coefficients) is refused */
 static int decode_jpeg(tjhandle tj, const unsigned char *buf, unsigned long len, const fit *f, image *im, char *why,
                        size_t n) {
   int w = 0, h = 0, sub = -1, cs = -1; /* a header of tables only "succeeds" without setting them */
@@ -304,6 +360,13 @@ static int decode_jpeg(tjhandle tj, const unsigned char *buf, unsigned long len,
   if (too_big(best_w, best_h, why, n)) return -1;
   int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
   int pf = cmyk ? TJPF_CMYK : TJPF_RGB, ps = cmyk ? 4 : 3;
+  double coef;
+  if (jpeg_coef_bytes(buf, len, &coef) != 0) {
+    snprintf(why, n, "not a readable JPEG (libjpeg refuses its header)");
+    return -1;
+  }
+  const char *what = coef > 0 ? " (progressive or multi-scan: all its DCT coefficients at once)" : "";
+  if (too_costly(f, w, h, (double)best_w * best_h * ps + coef, what, why, n)) return -1;
   uint8_t *img = malloc((size_t)best_w * best_h * ps);
   if (!img) {
     snprintf(why, n, "out of memory for %dx%d pixels", best_w, best_h);
@@ -350,7 +413,8 @@ static void png_on_read(png_structp png, png_bytep out, size_t len) {
   in->at += len;
 }
 
-static int decode_png(const unsigned char *buf, size_t len, const char *path, image *im, char *why, size_t n) {
+static int decode_png(const unsigned char *buf, size_t len, const char *path, const fit *fi, image *im, char *why,
+                      size_t n) {
   png_in in = {buf, len, 0, why, n};
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &in, png_on_error, png_on_warning);
   png_infop info = png ? png_create_info_struct(png) : NULL;
@@ -372,7 +436,8 @@ static int decode_png(const unsigned char *buf, size_t len, const char *path, im
   png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
   int depth = png_get_bit_depth(png, info), ct = png_get_color_type(png, info);
   int grey16 = depth == 16 && ct == PNG_COLOR_TYPE_GRAY;
-  if (too_big(w, h, why, n)) png_longjmp(png, 1);
+  if (too_big(w, h, why, n) || too_costly(fi, w, h, (double)w * h * 3 + (double)h * sizeof *rows, "", why, n))
+    png_longjmp(png, 1);
   if (ct == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
   if (ct == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
   if (depth == 16 && !grey16) png_set_strip_16(png); /* the high byte */
@@ -449,7 +514,7 @@ static int load(tjhandle tj, const char *path, const fit *fi, image *im, char *w
   else if (len >= 3 && buf[0] == 0xff && buf[1] == 0xd8 && buf[2] == 0xff) /* JPEG, whatever its name says */
     r = decode_jpeg(tj, buf, (unsigned long)len, fi, im, why, n);
   else if (len >= 8 && !memcmp(buf, "\x89PNG\r\n\x1a\n", 8))
-    r = decode_png(buf, (size_t)len, path, im, why, n);
+    r = decode_png(buf, (size_t)len, path, fi, im, why, n);
   else if (len >= 4 && (!memcmp(buf, "II*\0", 4) || !memcmp(buf, "MM\0*", 4)))
     snprintf(why, n, "TIFF is not supported: convert it to PNG or JPEG");
   else if (len >= 12 && !memcmp(buf, "RIFF", 4) && !memcmp(buf + 8, "WEBP", 4))
@@ -535,11 +600,11 @@ static int shrink(const uint8_t *img, int w, int h, int ow, int oh, double sx, d
   return st;
 }
 
-/* decode, resize the shorter side to S, keep the centre S×S, RGB */
-static int decode(tjhandle tj, const char *path, int S, uint8_t *out, char *why, size_t n) {
+/* decode, resize the shorter side to S, keep the centre S×S, RGB (format 2: f->S is S) */
+static int decode(tjhandle tj, const char *path, const fit *f, uint8_t *out, char *why, size_t n) {
   image im;
-  fit f2 = {.S = S};
-  if (load(tj, path, &f2, &im, why, n) != 0) return -1;
+  int S = f->S;
+  if (load(tj, path, f, &im, why, n) != 0) return -1;
   const uint8_t *img = im.rgb;
   int w = im.w, h = im.h;
   /* the shorter side becomes S: scale s; the centre S×S of the scaled image is the source box
@@ -635,7 +700,7 @@ static void inet_prefetch(void *ctx, const int64_t *ids, int n) {
       s->why[i][0] = '\0';
       if (!tj || (s->fit.records && !tjc)) snprintf(s->why[i], sizeof s->why[i], "libjpeg-turbo could not start");
       else if (s->fit.records) decode_record(tj, tjc, path, &s->fit, &s->recs[i], s->why[i], sizeof s->why[i]);
-      else decode(tj, path, s->size, s->pix + (size_t)i * px, s->why[i], sizeof s->why[i]);
+      else decode(tj, path, &s->fit, s->pix + (size_t)i * px, s->why[i], sizeof s->why[i]);
     }
     if (tj) tjDestroy(tj);
     if (tjc) tjDestroy(tjc);
@@ -778,11 +843,14 @@ int mnt_convert_imagenet(const char *src, const char *out, int nshards, const mn
                     .quality = cfg->quality}};
   strlist classes = {0};
   int st = s.h ? MNT_OK : MNT_ENOMEM;
+  if (st == MNT_OK) st = mnt_env_decode_max_bytes(&s.fit.max_bytes);
   if (st == MNT_OK) {
     XXH3_64bits_reset(s.h);
-    /* decoder version: a change of decoding is a new input (.1: PNGs without gamma, as PIL reads them) */
+    /* decoder version: a change of decoding is a new input (.1: PNGs without gamma, as PIL reads them);
+     * so is MNT_DECODE_MAX_BYTES, which decides what is skipped */
     const char *dv = records ? "imagenet 3.1" : "imagenet 2.1";
     XXH3_64bits_update(s.h, dv, strlen(dv) + 1);
+    XXH3_64bits_update(s.h, &s.fit.max_bytes, sizeof s.fit.max_bytes);
     st = val_labels ? scan_flat(&s, src, val_labels, &classes) : scan_folders(&s, src, &classes);
   }
   if (st == MNT_OK && s.n == 0) {

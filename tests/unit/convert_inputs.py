@@ -1,6 +1,12 @@
 #!/usr/bin/python3
 """`mntrain convert imagenet` on hostile or unusual inputs made here: one case per run, each its own
 CTest test.
+- decode_memory: a 1.7 kB progressive JPEG whose frame header claims 32768x32768 (libjpeg would keep
+  every DCT coefficient: 3.2 GB) and one claiming 16384x16384 (805 MB) are skipped before decoding,
+  named, with the cap (MNT_DECODE_MAX_BYTES) in the reason, counted in the summary line; the run
+  takes seconds and its peak RSS stays under 300 MB. A real 2000x1500 progressive 4:4:4 JPEG (18 MB
+  of coefficients) converts by default and is skipped under MNT_DECODE_MAX_BYTES=16M; a bad value of
+  the variable is refused (exit 2) before anything is written.
 - png16: PNGs of 16 bits per sample (grey, grey+alpha, RGB, RGBA), each without gAMA, with gAMA 1.0
   and with gAMA 1/2.2, 16-bit RGB interlaced (Adam7), 8-bit grey and RGB with gAMA 1.0, a palette with
   tRNS, 1-, 2- and 4-bit grey: the stored pixels (format 3 raw, kept at their size) equal PIL's
@@ -68,6 +74,59 @@ def records(out):
 def said(err, path, *words):
     """a line of err names path and says every word"""
     return any(path in line and all(w in line for w in words) for line in err.splitlines())
+
+
+# ---- decode_memory ---------------------------------------------------------------------------------
+def sof_patched(path, w, h, rng):
+    """a small progressive JPEG (4:2:0) whose frame header (SOF2) is patched to claim w x h"""
+    tmp = path + ".tmp"
+    picture(rng, 64, 64).save(tmp, "JPEG", progressive=True, quality=90)
+    data = bytearray(open(tmp, "rb").read())
+    os.unlink(tmp)
+    i = data.index(b"\xff\xc2")  # SOF2: length(2) precision(1) height(2) width(2)
+    data[i + 5:i + 7] = h.to_bytes(2, "big")
+    data[i + 7:i + 9] = w.to_bytes(2, "big")
+    open(path, "wb").write(bytes(data))
+
+
+def case_decode_memory(m, d, fails):
+    rng = np.random.default_rng(6)
+    train = os.path.join(d, "train")
+    c0 = os.path.join(train, "c0")
+    os.makedirs(c0)
+    for i in range(3):
+        picture(rng, 48, 40).save(os.path.join(c0, f"ok{i}.jpg"))
+    huge, big = os.path.join(c0, "huge.jpg"), os.path.join(c0, "big.jpg")
+    sof_patched(huge, 32768, 32768, rng)
+    sof_patched(big, 16384, 16384, rng)
+    rc, out, err, secs, rss = convert(m, train, os.path.join(d, "o1"), "--size", "32")
+    print(f"decode_memory: two bombs: exit {rc}, {secs:.1f} s, peak RSS {rss:.0f} MB")
+    if rc != 0:
+        fails.append(f"convert with two JPEG bombs: exit {rc}: {err}")
+    for p, size in ((huge, "32768x32768"), (big, "16384x16384")):
+        if not said(err, p, size, "MNT_DECODE_MAX_BYTES", "skipped"):
+            fails.append(f"{p} was not skipped naming its size and the cap: {err}")
+    if "2 unreadable inputs skipped" not in out:
+        fails.append(f"the summary line does not count the two skipped bombs: {out}")
+    if secs > 15 or rss > 300:
+        fails.append(f"the bombs were decoded: {secs:.1f} s, peak RSS {rss:.0f} MB (want < 15 s, < 300 MB)")
+    # the cap is the variable's: a real progressive 4:4:4 photo of 2000x1500 needs 18 MB of coefficients
+    real_tree = os.path.join(d, "real")
+    os.makedirs(os.path.join(real_tree, "c0"))
+    real = os.path.join(real_tree, "c0", "prog444.jpg")
+    picture(rng, 2000, 1500).save(real, "JPEG", progressive=True, quality=80, subsampling=0)
+    picture(rng, 40, 40).save(os.path.join(real_tree, "c0", "small.jpg"))
+    rc, out, err, _, _ = convert(m, real_tree, os.path.join(d, "o2"), "--size", "32")
+    if rc != 0 or "0 unreadable inputs skipped" not in out:
+        fails.append(f"a 2000x1500 progressive JPEG under the default cap: exit {rc}: {out} {err}")
+    rc, out, err, _, _ = convert(m, real_tree, os.path.join(d, "o3"), "--size", "32",
+                                 env={"MNT_DECODE_MAX_BYTES": "16M"})
+    if rc != 0 or "1 unreadable inputs skipped" not in out or not said(err, real, "2000x1500", "MNT_DECODE_MAX_BYTES"):
+        fails.append(f"a 2000x1500 progressive JPEG under MNT_DECODE_MAX_BYTES=16M: exit {rc}: {out} {err}")
+    o4 = os.path.join(d, "o4")
+    rc, out, err, _, _ = convert(m, real_tree, o4, "--size", "32", env={"MNT_DECODE_MAX_BYTES": "lots"})
+    if rc != 2 or "MNT_DECODE_MAX_BYTES" not in err or os.path.exists(o4):
+        fails.append(f"MNT_DECODE_MAX_BYTES=lots: exit {rc} (want 2, nothing written): {err}")
 
 
 # ---- png16 -----------------------------------------------------------------------------------------
@@ -181,7 +240,7 @@ def case_png_size(m, d, fails):
         fails.append(f"a PNG claiming 100000x100000: exit {rc}, {secs:.1f} s: {so} {err}")
 
 
-CASES = {"png16": case_png16, "png_size": case_png_size}
+CASES = {"decode_memory": case_decode_memory, "png16": case_png16, "png_size": case_png_size}
 
 
 def main():
