@@ -1,8 +1,9 @@
 /* imagenet.c — `mntrain convert imagenet`: image class folders (or a flat folder and a labels
  * file) to shards, read as torchvision's ImageFolder reads them: the classes are the sorted
- * folder names of SRC; each class takes every file below its folder (subfolders too, links
- * followed, in sorted path order) whose name ends in one of ImageFolder's extensions (any case);
- * a class folder without such a file is an error. Other files are reported and ignored.
+ * folder names of SRC (UTF-8 only: index.json is JSON text); each class takes every file below its
+ * folder (subfolders too, links followed, in sorted path order) whose name ends in one of
+ * ImageFolder's extensions (any case); a class folder without such a file is an error. Other files
+ * are reported and ignored.
  * Decoding goes by content: JPEG with libjpeg-turbo (grayscale and CMYK too; large images are
  * decoded at 1/2, 1/4 or 1/8 scale by the DCT, to the smallest size still >= the target), PNG with
  * libpng, BMP/PPM/PGM with libjpeg-turbo's loader; TIFF and WebP are refused by name. Headers are
@@ -740,6 +741,62 @@ static int inet_get(void *ctx, int64_t id, uint8_t *pixels, int32_t *label) {
   return MNT_OK;
 }
 
+/* the length of the UTF-8 sequence at s as JSON text takes it (jansson: no overlong forms, no
+ * surrogates, nothing above U+10FFFF), 0 when s does not start one */
+static int utf8_len(const unsigned char *s) {
+  unsigned c = s[0];
+  if (c < 0x80) return 1;
+  int n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+  if (!n) return 0;
+  unsigned cp = c & (0x3fu >> (n - 1));
+  for (int i = 1; i < n; i++) {
+    if ((s[i] & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (s[i] & 0x3fu);
+  }
+  if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
+    return 0;
+  return n;
+}
+
+/* s into out (n bytes), every byte that is not part of a UTF-8 sequence written as \xHH; the number
+ * of such bytes */
+static int utf8_escape(const char *s, char *out, size_t n) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t at = 0;
+  int bad = 0;
+  while (*p) {
+    int k = utf8_len(p);
+    char piece[8];
+    if (k) memcpy(piece, p, (size_t)k), piece[k] = '\0';
+    else snprintf(piece, sizeof piece, "\\x%02x", *p), bad++;
+    p += k ? k : 1;
+    size_t l = strlen(piece);
+    if (at + l < n) memcpy(out + at, piece, l + 1), at += l;
+  }
+  if (n) out[at < n ? at : n - 1] = '\0';
+  return bad;
+}
+
+/* Class names go into index.json as JSON text, which must be UTF-8: a name that is not is refused
+ * (MNT_EARG) naming it hex-escaped, before anything is written. Escaping it instead would store a
+ * name that is not the folder's (torchvision's ImageFolder calls it by its bytes) and could clash with
+ * a folder literally called so; a rename (convmv -f latin1 -t utf8) fixes the source once. */
+static int check_class_names(const char *where, const strlist *classes) {
+  char list[700] = "";
+  int nbad = 0;
+  for (int c = 0; c < classes->n; c++) {
+    char esc[300];
+    if (!utf8_escape(classes->v[c], esc, sizeof esc)) continue;
+    size_t l = strlen(list);
+    if (nbad++ < 5) snprintf(list + l, sizeof list - l, "%s'%s'", l ? ", " : "", esc);
+  }
+  if (!nbad) return MNT_OK;
+  MNT_ERR("%s: %d class name%s not UTF-8 (%s%s, bytes that are not UTF-8 shown as \\xHH): index.json keeps "
+          "class names as JSON text, which is UTF-8; rename %s (e.g. convmv -f latin1 -t utf8 --notest)",
+          where, nbad, nbad > 1 ? "s are" : " is", list, nbad > 5 ? ", ..." : "", nbad > 1 ? "them" : "it");
+  return MNT_EARG;
+}
+
 /* classes = the sorted folder names of src; every class must hold at least one image */
 static int scan_folders(inet *s, const char *src, strlist *classes) {
   folder top;
@@ -761,6 +818,7 @@ static int scan_folders(inet *s, const char *src, strlist *classes) {
     return MNT_EARG;
   }
   qsort(classes->v, (size_t)classes->n, sizeof *classes->v, cmp_str);
+  MNT_CHECK(check_class_names(src, classes));
   char empty[600] = "";
   int nempty = 0;
   for (int c = 0; c < classes->n && st == MNT_OK; c++) {
@@ -809,6 +867,7 @@ static int scan_flat(inet *s, const char *src, const char *val_labels, strlist *
     MNT_ERR("%s: no \"FILE WNID\" lines", val_labels);
     st = MNT_EARG;
   }
+  if (st == MNT_OK) st = check_class_names(val_labels, classes);
   XXH3_64bits_update(s->h, "flat", 5);
   for (int i = 0; i < fn.n && st == MNT_OK; i++) {
     char **hit = bsearch(&wn.v[i], classes->v, (size_t)classes->n, sizeof *classes->v, cmp_str);
@@ -865,8 +924,9 @@ int mnt_convert_imagenet(const char *src, const char *out, int nshards, const mn
   if (st == MNT_OK) {
     printf("convert imagenet: %lld image files in %d classes from %s (%lld other files ignored), %d threads\n",
            (long long)s.n, classes.n, src, (long long)s.ignored, omp_get_max_threads());
-    char desc[4200];
-    snprintf(desc, sizeof desc, "imagenet %s%s%s", src, val_labels ? " --labels " : "", val_labels ? val_labels : "");
+    char raw[4200], desc[4 * sizeof raw]; /* index.json's text is UTF-8: other bytes as \xHH */
+    snprintf(raw, sizeof raw, "imagenet %s%s%s", src, val_labels ? " --labels " : "", val_labels ? val_labels : "");
+    utf8_escape(raw, desc, sizeof desc);
     mnt_convert_source so = {.n = s.n, .size = size, .channels = 3, .nclasses = classes.n, .class_names = classes.v,
                              .ctx = &s, .get = inet_get, .prefetch = inet_prefetch, .inputs = XXH3_64bits_digest(s.h),
                              .description = desc, .ignored = s.ignored,

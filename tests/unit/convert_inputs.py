@@ -12,6 +12,9 @@ CTest test.
   tRNS, 1-, 2- and 4-bit grey: the stored pixels (format 3 raw, kept at their size) equal PIL's
   Image.open(f).convert("RGB") within 1 grey level. PIL clips a 16-bit grey PNG's levels to 0..255
   (convert("RGB") of mode I): stored the same, with a warning naming the file when levels were clipped.
+- class_names: a class folder whose name is not UTF-8 (Latin-1 "caf\\xe9") is refused with exit 2
+  naming it hex-escaped, before anything is written; so is such a class name in a --labels file; a
+  source folder whose path is not UTF-8 is converted, its path hex-escaped in index.json's "source".
 - png_size: a PNG whose header says 100000x100000 is refused at its header with its true size.
 usage: convert_inputs.py path/to/mntrain CASE"""
 import json
@@ -225,6 +228,41 @@ def case_png16(m, d, fails):
     print(f"png16: {len(names)} PNGs, worst difference to PIL {worst}")
 
 
+# ---- class_names -----------------------------------------------------------------------------------
+def case_class_names(m, d, fails):
+    rng = np.random.default_rng(8)
+    train = os.path.join(d, "train").encode()
+    for c in (b"good", b"caf\xe9"):
+        os.makedirs(os.path.join(train, c))
+        picture(rng, 40, 40).save(os.path.join(train, c, b"a.jpg"), "JPEG")
+    out = os.path.join(d, "out")
+    rc, so, err, _, _ = convert(m, train, out, "--size", "32")
+    if rc != 2 or "caf\\xe9" not in err or "UTF-8" not in err or os.path.exists(out):
+        fails.append(f"a class folder named caf\\xe9: exit {rc} (want 2 naming it, nothing written; "
+                     f"{os.listdir(out) if os.path.exists(out) else 'no output'}): {so} {err}")
+    # the same name from a labels file (the flat validation layout)
+    val = os.path.join(d, "val")
+    os.makedirs(val)
+    picture(rng, 40, 40).save(os.path.join(val, "x.jpg"))
+    picture(rng, 40, 40).save(os.path.join(val, "y.jpg"))
+    labels = os.path.join(d, "labels.txt")
+    open(labels, "wb").write(b"x.jpg good\ny.jpg caf\xe9\n")
+    vout = os.path.join(d, "vout")
+    rc, so, err, _, _ = convert(m, val, vout, "--size", "32", "--val", "--labels", labels)
+    if rc != 2 or "caf\\xe9" not in err or os.path.exists(vout):
+        fails.append(f"a class named caf\\xe9 in a labels file: exit {rc} (want 2 naming it, nothing written): "
+                     f"{so} {err}")
+    # a source folder whose path is not UTF-8: converted, its path in index.json's "source" hex-escaped
+    src = os.path.join(d, "src\xff").encode("latin-1")
+    os.makedirs(os.path.join(src, b"good"))
+    picture(rng, 40, 40).save(os.path.join(src, b"good", b"a.jpg"), "JPEG")
+    sout = os.path.join(d, "sout")
+    rc, so, err, _, _ = convert(m, src, sout, "--size", "32")
+    index = json.load(open(os.path.join(sout, "index.json"))) if rc == 0 else {}
+    if rc != 0 or "src\\xff" not in index.get("source", ""):
+        fails.append(f"a source path that is not UTF-8: exit {rc}, index.json's source {index.get('source')}: {err}")
+
+
 # ---- png_size --------------------------------------------------------------------------------------
 def case_png_size(m, d, fails):
     train = os.path.join(d, "train")
@@ -240,7 +278,8 @@ def case_png_size(m, d, fails):
         fails.append(f"a PNG claiming 100000x100000: exit {rc}, {secs:.1f} s: {so} {err}")
 
 
-CASES = {"decode_memory": case_decode_memory, "png16": case_png16, "png_size": case_png_size}
+CASES = {"decode_memory": case_decode_memory, "png16": case_png16, "class_names": case_class_names,
+         "png_size": case_png_size}
 
 
 def main():
