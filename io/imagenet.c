@@ -3,7 +3,8 @@
  * folder names of SRC (UTF-8 only: index.json is JSON text); each class takes every file below its
  * folder (subfolders too, links followed, in sorted path order) whose name ends in one of
  * ImageFolder's extensions (any case); a class folder without such a file is an error. Other files
- * are reported and ignored.
+ * are reported and ignored. A link back to a folder above it (a loop) is named and not followed, so
+ * every image is taken once; a dangling link with an image's name is an input that cannot be read.
  * Decoding goes by content: JPEG with libjpeg-turbo (grayscale and CMYK too; large images are
  * decoded at 1/2, 1/4 or 1/8 scale by the DCT, to the smallest size still >= the target), PNG with
  * libpng, BMP/PPM/PGM with libjpeg-turbo's loader; TIFF and WebP are refused by name. Headers are
@@ -51,7 +52,7 @@
  * claiming far more is a broken or hostile file (a 778-byte "JPEG bomb" can claim 65500x65500). */
 #define MAX_SIDE 32768
 #define MAX_PIXELS (64.0 * 1024 * 1024)
-#define MAX_DEPTH 64 /* folder nesting followed below a class folder (links may loop) */
+#define MAX_DEPTH 64 /* folder nesting followed below a class folder (a loop is caught sooner: walk) */
 
 /* Format 3's JPEG chroma: 4:4:4. Measured on 192 photographs cropped to 500x375 (Debian's
  * backgrounds), stored at 256 px, quality 90, PSNR against the raw records: 4:2:0 mean 41.1 dB but
@@ -137,21 +138,43 @@ static void add_file(inet *s, const char *path, int32_t label, const struct stat
   XXH3_64bits_update(s->h, meta, sizeof meta);
 }
 
-/* One reading of a folder: its subfolders (full paths) and its other entries (names, with what
- * stat says of each), every entry looked at once. Links are followed, as os.walk(followlinks=True). */
-typedef struct entry { char *name; struct stat st; } entry;
+/* One reading of a folder: its subfolders (full paths) and its other entries (names), each with what
+ * stat says of it, every entry looked at once. Links are followed, as os.walk(followlinks=True); an
+ * entry stat cannot follow (a dangling link, a link loop) is one of the other entries, with the errno
+ * in err and lstat's answer in st: os.walk lists it among the files too. */
+typedef struct entry { char *name; struct stat st; int err; } entry;
+typedef struct entries { entry *v; int n, cap; } entries;
 typedef struct folder {
   char *path;
-  strlist subs;
-  entry *files;
-  int nfiles, cap;
+  entries subs, files;
 } folder;
+
+static int push_entry(entries *l, const char *name, const struct stat *st, int err) {
+  if (l->n == l->cap) {
+    int nc = l->cap ? 2 * l->cap : 64;
+    entry *q = realloc(l->v, (size_t)nc * sizeof *q);
+    if (!q) return MNT_ENOMEM;
+    l->v = q;
+    l->cap = nc;
+  }
+  entry *e = &l->v[l->n];
+  e->st = *st;
+  e->err = err;
+  if (!(e->name = strdup(name))) return MNT_ENOMEM;
+  l->n++;
+  return MNT_OK;
+}
+
+static void entries_free(entries *l) {
+  for (int i = 0; i < l->n; i++) free(l->v[i].name);
+  free(l->v);
+  memset(l, 0, sizeof *l);
+}
 
 static void folder_free(folder *f) {
   free(f->path);
-  strlist_free(&f->subs);
-  for (int i = 0; i < f->nfiles; i++) free(f->files[i].name);
-  free(f->files);
+  entries_free(&f->subs);
+  entries_free(&f->files);
 }
 
 static int cmp_entry(const void *a, const void *b) {
@@ -171,27 +194,11 @@ static int read_folder(const char *dir, folder *f, int quiet_missing) {
   while ((e = readdir(d)) && st == MNT_OK) {
     char p[MNT_PATH_MAX];
     struct stat sb;
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || child_path(p, sizeof p, dir, e->d_name) ||
-        stat(p, &sb) != 0)
-      continue;
-    if (S_ISDIR(sb.st_mode)) {
-      st = push(&f->subs, p) ? MNT_ENOMEM : MNT_OK;
-      continue;
-    }
-    if (f->nfiles == f->cap) {
-      int nc = f->cap ? 2 * f->cap : 64;
-      entry *q = realloc(f->files, (size_t)nc * sizeof *q);
-      if (!q) {
-        st = MNT_ENOMEM;
-        break;
-      }
-      f->files = q;
-      f->cap = nc;
-    }
-    entry *n = &f->files[f->nfiles];
-    n->st = sb;
-    if (!(n->name = strdup(e->d_name))) st = MNT_ENOMEM;
-    else f->nfiles++;
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || child_path(p, sizeof p, dir, e->d_name)) continue;
+    int err = stat(p, &sb) != 0 ? errno : 0;
+    if (err && lstat(p, &sb) != 0) memset(&sb, 0, sizeof sb); /* gone since readdir: its reading will say so */
+    if (!err && S_ISDIR(sb.st_mode)) st = push_entry(&f->subs, p, &sb, 0);
+    else st = push_entry(&f->files, e->d_name, &sb, err);
   }
   closedir(d);
   return st;
@@ -199,8 +206,24 @@ static int read_folder(const char *dir, folder *f, int quiet_missing) {
 
 typedef struct folders { folder *v; int n, cap; } folders;
 
-/* every folder below dir (dir included), each read once */
-static int walk(const char *dir, int depth, folders *all) {
+/* the folders on the way from SRC down to the one being read (links followed): a folder that is one
+ * of them again is a loop (`self -> .`, `up -> ..`), which is named and not followed, so that every
+ * file is taken once; the same folder reached by two links that do not loop is taken twice, as
+ * ImageFolder takes it */
+typedef struct above { dev_t dev; ino_t ino; const char *path; } above;
+
+/* every folder below dir (dir included; st: what stat says of it; it is level `level` below SRC,
+ * up[0..level) the folders above it, up[] has room for MAX_DEPTH + 2), each read once */
+static int walk(const char *dir, const struct stat *st, above *up, int level, folders *all) {
+  for (int k = 0; k < level; k++)
+    if (up[k].dev == st->st_dev && up[k].ino == st->st_ino) {
+      MNT_WARN("%s: a link to %s, a folder above it (a folder loop); not followed", dir, up[k].path);
+      return MNT_OK;
+    }
+  if (level > MAX_DEPTH + 1) {
+    MNT_WARN("%s: more than %d folders deep; not followed further", dir, MAX_DEPTH);
+    return MNT_OK;
+  }
   if (all->n == all->cap) {
     int nc = all->cap ? 2 * all->cap : 16;
     folder *q = realloc(all->v, (size_t)nc * sizeof *q);
@@ -209,15 +232,11 @@ static int walk(const char *dir, int depth, folders *all) {
     all->cap = nc;
   }
   folder *f = &all->v[all->n++];
-  int st = read_folder(dir, f, 0);
-  if (st != MNT_OK || !f->subs.n) return st;
-  if (depth >= MAX_DEPTH) {
-    MNT_WARN("%s: more than %d folders deep (a link loop?); not followed further", dir, MAX_DEPTH);
-    return MNT_OK;
-  }
-  strlist subs = f->subs; /* f may move as all grows */
-  for (int i = 0; i < subs.n && st == MNT_OK; i++) st = walk(subs.v[i], depth + 1, all);
-  return st;
+  int rc = read_folder(dir, f, 0);
+  entries subs = f->subs; /* f may move as all grows */
+  up[level] = (above){st->st_dev, st->st_ino, f->path};
+  for (int i = 0; i < subs.n && rc == MNT_OK; i++) rc = walk(subs.v[i].name, &subs.v[i].st, up, level + 1, all);
+  return rc;
 }
 
 static int cmp_folder(const void *a, const void *b) {
@@ -225,28 +244,33 @@ static int cmp_folder(const void *a, const void *b) {
 }
 
 /* the image files of one class folder in ImageFolder's order: sorted(os.walk(...)), i.e. folders
- * sorted by path, and files sorted by name within each */
-static int class_files(inet *s, const char *cdir, int32_t label) {
+ * sorted by path, and files sorted by name within each. An entry stat could not follow (a dangling
+ * link) with an image's name is taken as an input, as ImageFolder takes it: its reading fails, and it
+ * is named and counted among the skipped files. up[0]: SRC; cst: what stat says of the class folder */
+static int class_files(inet *s, const char *cdir, const struct stat *cst, above *up, int32_t label) {
   folders all = {0};
-  int st = walk(cdir, 0, &all);
+  int st = walk(cdir, cst, up, 1, &all);
   if (st == MNT_OK) qsort(all.v, (size_t)all.n, sizeof *all.v, cmp_folder);
   for (int i = 0; i < all.n && st == MNT_OK; i++) {
     folder *f = &all.v[i];
-    qsort(f->files, (size_t)f->nfiles, sizeof *f->files, cmp_entry);
-    for (int k = 0; k < f->nfiles && st == MNT_OK; k++) {
-      const char *name = f->files[k].name;
+    qsort(f->files.v, (size_t)f->files.n, sizeof *f->files.v, cmp_entry);
+    for (int k = 0; k < f->files.n && st == MNT_OK; k++) {
+      const char *name = f->files.v[k].name;
       char p[MNT_PATH_MAX];
       if (child_path(p, sizeof p, f->path, name)) {
         s->ignored++;
         continue;
       }
       if (!is_image_name(name)) {
-        MNT_WARN("%s: not an image by its name (ImageFolder's extensions: .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff "
-                 ".webp); ignored", p);
+        if (f->files.v[k].err)
+          MNT_WARN("%s: cannot be followed (%s) and not an image by its name; ignored", p, strerror(f->files.v[k].err));
+        else
+          MNT_WARN("%s: not an image by its name (ImageFolder's extensions: .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff "
+                   ".webp); ignored", p);
         s->ignored++;
         continue;
       }
-      add_file(s, p, label, &f->files[k].st);
+      add_file(s, p, label, &f->files.v[k].st);
     }
   }
   for (int i = 0; i < all.n; i++) folder_free(&all.v[i]);
@@ -496,13 +520,27 @@ static int ends_with(const char *s, const char *e) {
   return a >= b && !strcasecmp(s + a - b, e);
 }
 
+/* a file that cannot be opened: why, a dangling link named as one */
+static void open_failed(const char *path, int err, char *why, size_t n) {
+  char to[MNT_PATH_MAX];
+  ssize_t k = err == ENOENT ? readlink(path, to, sizeof to - 1) : -1;
+  if (k >= 0) {
+    to[k] = '\0';
+    snprintf(why, n, "a dangling symbolic link (to %.120s)", to);
+  } else {
+    snprintf(why, n, "cannot open: %s", strerror(err));
+  }
+}
+
 static int load(tjhandle tj, const char *path, const fit *fi, image *im, char *why, size_t n) {
-  if (ends_with(path, ".bmp") || ends_with(path, ".ppm") || ends_with(path, ".pgm"))
-    return decode_netpbm_bmp(path, im, why, n);
   FILE *f = fopen(path, "rb");
   if (!f) {
-    snprintf(why, n, "cannot open: %s", strerror(errno));
+    open_failed(path, errno, why, n);
     return -1;
+  }
+  if (ends_with(path, ".bmp") || ends_with(path, ".ppm") || ends_with(path, ".pgm")) {
+    fclose(f);
+    return decode_netpbm_bmp(path, im, why, n);
   }
   fseek(f, 0, SEEK_END);
   long len = ftell(f);
@@ -800,32 +838,33 @@ static int check_class_names(const char *where, const strlist *classes) {
 /* classes = the sorted folder names of src; every class must hold at least one image */
 static int scan_folders(inet *s, const char *src, strlist *classes) {
   folder top;
-  if (access(src, R_OK | X_OK) != 0) {
+  struct stat sst;
+  if (access(src, R_OK | X_OK) != 0 || stat(src, &sst) != 0) {
     MNT_SYSERR("%s", src);
     return MNT_EARG;
   }
   int st = read_folder(src, &top, 1);
-  for (int i = 0; i < top.nfiles && st == MNT_OK; i++) {
-    MNT_WARN("%s/%s: a file beside the class folders; ignored", src, top.files[i].name);
+  for (int i = 0; i < top.files.n && st == MNT_OK; i++) {
+    MNT_WARN("%s/%s: a file beside the class folders; ignored", src, top.files.v[i].name);
     s->ignored++;
   }
-  for (int i = 0; i < top.subs.n && st == MNT_OK; i++) /* class names: the last part of each path */
-    st = push(classes, strrchr(top.subs.v[i], '/') + 1) ? MNT_ENOMEM : MNT_OK;
-  folder_free(&top);
-  MNT_CHECK(st);
-  if (classes->n == 0) {
+  /* class names: the last part of each path, sorted (the paths share SRC/: the same order) */
+  if (st == MNT_OK) qsort(top.subs.v, (size_t)top.subs.n, sizeof *top.subs.v, cmp_entry);
+  for (int i = 0; i < top.subs.n && st == MNT_OK; i++)
+    st = push(classes, strrchr(top.subs.v[i].name, '/') + 1) ? MNT_ENOMEM : MNT_OK;
+  if (st == MNT_OK && classes->n == 0) {
     MNT_ERR("%s: no class folders (expected SRC/<class>/... images, as torchvision's ImageFolder)", src);
-    return MNT_EARG;
+    st = MNT_EARG;
   }
-  qsort(classes->v, (size_t)classes->n, sizeof *classes->v, cmp_str);
-  MNT_CHECK(check_class_names(src, classes));
+  if (st == MNT_OK) st = check_class_names(src, classes);
   char empty[600] = "";
   int nempty = 0;
+  above up[MAX_DEPTH + 2] = {{sst.st_dev, sst.st_ino, src}};
   for (int c = 0; c < classes->n && st == MNT_OK; c++) {
     char dir[MNT_PATH_MAX];
-    MNT_CHECK(mnt_path_join(dir, src, classes->v[c]));
+    MNT_CHECK_GOTO(mnt_path_join(dir, src, classes->v[c]), st, out);
     int64_t before = s->n;
-    st = class_files(s, dir, c);
+    st = class_files(s, dir, &top.subs.v[c].st, up, c);
     if (st == MNT_OK && s->n == before) {
       size_t l = strlen(empty);
       if (nempty++ < 5) snprintf(empty + l, sizeof empty - l, "%s%s", l ? ", " : "", classes->v[c]);
@@ -836,6 +875,8 @@ static int scan_folders(inet *s, const char *src, strlist *classes) {
             "or fill them", src, nempty, nempty > 1 ? "s" : "", empty, nempty > 5 ? ", ..." : "");
     st = MNT_EARG;
   }
+out:
+  folder_free(&top);
   return st;
 }
 

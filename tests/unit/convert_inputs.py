@@ -15,6 +15,9 @@ CTest test.
 - class_names: a class folder whose name is not UTF-8 (Latin-1 "caf\\xe9") is refused with exit 2
   naming it hex-escaped, before anything is written; so is such a class name in a --labels file; a
   source folder whose path is not UTF-8 is converted, its path hex-escaped in index.json's "source".
+- links: a dangling link with an image's name is named and counted among the skipped files; loops
+  (c0/self -> ., c0/sub/up -> ..) are not followed, each named in a warning, so every image is
+  converted once; a link to a folder outside the tree is still followed.
 - png_size: a PNG whose header says 100000x100000 is refused at its header with its true size.
 usage: convert_inputs.py path/to/mntrain CASE"""
 import json
@@ -263,6 +266,44 @@ def case_class_names(m, d, fails):
         fails.append(f"a source path that is not UTF-8: exit {rc}, index.json's source {index.get('source')}: {err}")
 
 
+# ---- links -----------------------------------------------------------------------------------------
+def case_links(m, d, fails):
+    rng = np.random.default_rng(9)
+    train = os.path.join(d, "train")
+    c0, c1, other = os.path.join(train, "c0"), os.path.join(train, "c1"), os.path.join(d, "elsewhere")
+    os.makedirs(os.path.join(c0, "sub"))
+    os.makedirs(c1)
+    os.makedirs(other)
+    for i in range(5):
+        picture(rng, 40 + i, 36).save(os.path.join(c0, f"a{i}.jpg"))
+    for i in range(2):
+        picture(rng, 36, 40 + i).save(os.path.join(c0, "sub", f"b{i}.png"))
+    for i in range(3):
+        picture(rng, 44, 44).save(os.path.join(c1, f"c{i}.jpg"))
+    for i in range(2):
+        picture(rng, 30, 50).save(os.path.join(other, f"e{i}.jpg"))
+    os.symlink(".", os.path.join(c0, "self"))
+    os.symlink("..", os.path.join(c0, "sub", "up"))
+    os.symlink(other, os.path.join(c1, "more"))  # not a loop: followed
+    broken = os.path.join(c0, "broken.jpg")
+    os.symlink("no-such-file.jpg", broken)
+    out = os.path.join(d, "out")
+    rc, so, err, _, _ = convert(m, train, out, "--size", "32")
+    if rc != 0:
+        fails.append(f"convert: exit {rc}: {so} {err}")
+        return
+    index = json.load(open(os.path.join(out, "index.json")))
+    if index["samples"] != 7 + 3 + 2:
+        fails.append(f"{index['samples']} samples, want 12 (each image once): {err}")
+    for link, target in ((os.path.join(c0, "self"), c0), (os.path.join(c0, "sub", "up"), c0)):
+        if not said(err, link, "loop", target):
+            fails.append(f"the loop {link} -> {target} was not named: {err}")
+    if not said(err, broken, "dangling", "skipped"):
+        fails.append(f"the dangling link {broken} was not named: {err}")
+    if "1 unreadable inputs skipped" not in so or "13 image files" not in so:
+        fails.append(f"the summary does not count the dangling link among 13 inputs, 1 skipped: {so}")
+
+
 # ---- png_size --------------------------------------------------------------------------------------
 def case_png_size(m, d, fails):
     train = os.path.join(d, "train")
@@ -279,7 +320,7 @@ def case_png_size(m, d, fails):
 
 
 CASES = {"decode_memory": case_decode_memory, "png16": case_png16, "class_names": case_class_names,
-         "png_size": case_png_size}
+         "links": case_links, "png_size": case_png_size}
 
 
 def main():
