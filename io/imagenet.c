@@ -1,13 +1,16 @@
 /* imagenet.c — `mntrain convert imagenet`: image class folders (or a flat folder and a labels
  * file) to shards, read as torchvision's ImageFolder reads them: the classes are the sorted
- * folder names of SRC; each class takes every file below its folder (subfolders too, links
- * followed, in sorted path order) whose name ends in one of ImageFolder's extensions (any case);
- * a class folder without such a file is an error. Other files are reported and ignored.
+ * folder names of SRC (UTF-8 only: index.json is JSON text); each class takes every file below its
+ * folder (subfolders too, links followed, in sorted path order) whose name ends in one of
+ * ImageFolder's extensions (any case); a class folder without such a file is an error. Other files
+ * are reported and ignored. A link back to a folder above it (a loop) is named and not followed, so
+ * every image is taken once; a dangling link with an image's name is an input that cannot be read.
  * Decoding goes by content: JPEG with libjpeg-turbo (grayscale and CMYK too; large images are
  * decoded at 1/2, 1/4 or 1/8 scale by the DCT, to the smallest size still >= the target), PNG with
  * libpng, BMP/PPM/PGM with libjpeg-turbo's loader; TIFF and WebP are refused by name. Headers are
- * read first: absurd dimensions are refused before any memory is taken. Every image is stored as
- * RGB (grey, CMYK, palette and alpha sources too, as PIL's convert("RGB")).
+ * read first: absurd dimensions, and JPEGs and PNGs whose decoding would take more memory than
+ * MNT_DECODE_MAX_BYTES, are refused before any memory is taken. Every image is stored as RGB (grey,
+ * CMYK, palette, alpha and 16-bit sources too, as PIL's convert("RGB"): no gamma).
  * Format 2 (--size S): the shorter side is resized to S with an area filter (bilinear when
  * enlarging) and the centre S×S kept, raw.
  * Format 3: the whole image at its aspect ratio, sized as torchvision's Resize(S, max_size=L) sizes
@@ -23,7 +26,8 @@
 #include <math.h>
 #include <omp.h>
 #include <png.h>
-#include <stdio.h>
+#include <setjmp.h>
+#include <stdio.h> /* jpeglib.h needs FILE */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -32,19 +36,23 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <jpeglib.h>
+
 #include "io/convert.h"
 #include "io/dataset.h"
 #include "io/shard_write.h"
 #include "check.h"
+#include "env.h"
 #include "log.h"
 #include "path.h"
+#include "sysmem.h"
 
 /* The largest image accepted: per side in the header, and in decoded pixels (for JPEG after DCT
  * scaling, so a 30000x20000 photo still converts): an ImageNet photo is a few megapixels; a header
  * claiming far more is a broken or hostile file (a 778-byte "JPEG bomb" can claim 65500x65500). */
 #define MAX_SIDE 32768
 #define MAX_PIXELS (64.0 * 1024 * 1024)
-#define MAX_DEPTH 64 /* folder nesting followed below a class folder (links may loop) */
+#define MAX_DEPTH 64 /* folder nesting followed below a class folder (a loop is caught sooner: walk) */
 
 /* Format 3's JPEG chroma: 4:4:4. Measured on 192 photographs cropped to 500x375 (Debian's
  * backgrounds), stored at 256 px, quality 90, PSNR against the raw records: 4:2:0 mean 41.1 dB but
@@ -55,8 +63,9 @@
 typedef struct jfile { char *path; int32_t label; } jfile;
 
 /* what an image becomes: format 2 (records 0) the centre S×S; format 3 its whole at shorter side S
- * (never enlarged), longer side at most L (0: no cap), coded as codec at quality */
-typedef struct fit { int records, S, L, codec, quality; } fit;
+ * (never enlarged), longer side at most L (0: no cap), coded as codec at quality; and the memory its
+ * decoding may take (MNT_DECODE_MAX_BYTES) */
+typedef struct fit { int records, S, L, codec, quality; size_t max_bytes; } fit;
 
 /* a format 3 image ready for the writer: its record and what mnt_convert_record says of it */
 typedef struct rec_slot { uint8_t *data; size_t len; int w, h; double sum[3], sum2[3]; } rec_slot;
@@ -72,7 +81,7 @@ typedef struct inet {
   int64_t *ids;
   uint8_t *pix;         /* format 2: the chunk's pixels */
   rec_slot *recs;       /* format 3: the chunk's records */
-  char (*why)[120];     /* "" when decoded, else the reason */
+  char (*why)[200];     /* "" when decoded, else the reason */
   int nids;
 } inet;
 
@@ -129,21 +138,43 @@ static void add_file(inet *s, const char *path, int32_t label, const struct stat
   XXH3_64bits_update(s->h, meta, sizeof meta);
 }
 
-/* One reading of a folder: its subfolders (full paths) and its other entries (names, with what
- * stat says of each), every entry looked at once. Links are followed, as os.walk(followlinks=True). */
-typedef struct entry { char *name; struct stat st; } entry;
+/* One reading of a folder: its subfolders (full paths) and its other entries (names), each with what
+ * stat says of it, every entry looked at once. Links are followed, as os.walk(followlinks=True); an
+ * entry stat cannot follow (a dangling link, a link loop) is one of the other entries, with the errno
+ * in err and lstat's answer in st: os.walk lists it among the files too. */
+typedef struct entry { char *name; struct stat st; int err; } entry;
+typedef struct entries { entry *v; int n, cap; } entries;
 typedef struct folder {
   char *path;
-  strlist subs;
-  entry *files;
-  int nfiles, cap;
+  entries subs, files;
 } folder;
+
+static int push_entry(entries *l, const char *name, const struct stat *st, int err) {
+  if (l->n == l->cap) {
+    int nc = l->cap ? 2 * l->cap : 64;
+    entry *q = realloc(l->v, (size_t)nc * sizeof *q);
+    if (!q) return MNT_ENOMEM;
+    l->v = q;
+    l->cap = nc;
+  }
+  entry *e = &l->v[l->n];
+  e->st = *st;
+  e->err = err;
+  if (!(e->name = strdup(name))) return MNT_ENOMEM;
+  l->n++;
+  return MNT_OK;
+}
+
+static void entries_free(entries *l) {
+  for (int i = 0; i < l->n; i++) free(l->v[i].name);
+  free(l->v);
+  memset(l, 0, sizeof *l);
+}
 
 static void folder_free(folder *f) {
   free(f->path);
-  strlist_free(&f->subs);
-  for (int i = 0; i < f->nfiles; i++) free(f->files[i].name);
-  free(f->files);
+  entries_free(&f->subs);
+  entries_free(&f->files);
 }
 
 static int cmp_entry(const void *a, const void *b) {
@@ -163,27 +194,11 @@ static int read_folder(const char *dir, folder *f, int quiet_missing) {
   while ((e = readdir(d)) && st == MNT_OK) {
     char p[MNT_PATH_MAX];
     struct stat sb;
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || child_path(p, sizeof p, dir, e->d_name) ||
-        stat(p, &sb) != 0)
-      continue;
-    if (S_ISDIR(sb.st_mode)) {
-      st = push(&f->subs, p) ? MNT_ENOMEM : MNT_OK;
-      continue;
-    }
-    if (f->nfiles == f->cap) {
-      int nc = f->cap ? 2 * f->cap : 64;
-      entry *q = realloc(f->files, (size_t)nc * sizeof *q);
-      if (!q) {
-        st = MNT_ENOMEM;
-        break;
-      }
-      f->files = q;
-      f->cap = nc;
-    }
-    entry *n = &f->files[f->nfiles];
-    n->st = sb;
-    if (!(n->name = strdup(e->d_name))) st = MNT_ENOMEM;
-    else f->nfiles++;
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || child_path(p, sizeof p, dir, e->d_name)) continue;
+    int err = stat(p, &sb) != 0 ? errno : 0;
+    if (err && lstat(p, &sb) != 0) memset(&sb, 0, sizeof sb); /* gone since readdir: its reading will say so */
+    if (!err && S_ISDIR(sb.st_mode)) st = push_entry(&f->subs, p, &sb, 0);
+    else st = push_entry(&f->files, e->d_name, &sb, err);
   }
   closedir(d);
   return st;
@@ -191,8 +206,24 @@ static int read_folder(const char *dir, folder *f, int quiet_missing) {
 
 typedef struct folders { folder *v; int n, cap; } folders;
 
-/* every folder below dir (dir included), each read once */
-static int walk(const char *dir, int depth, folders *all) {
+/* the folders on the way from SRC down to the one being read (links followed): a folder that is one
+ * of them again is a loop (`self -> .`, `up -> ..`), which is named and not followed, so that every
+ * file is taken once; the same folder reached by two links that do not loop is taken twice, as
+ * ImageFolder takes it */
+typedef struct above { dev_t dev; ino_t ino; const char *path; } above;
+
+/* every folder below dir (dir included; st: what stat says of it; it is level `level` below SRC,
+ * up[0..level) the folders above it, up[] has room for MAX_DEPTH + 2), each read once */
+static int walk(const char *dir, const struct stat *st, above *up, int level, folders *all) {
+  for (int k = 0; k < level; k++)
+    if (up[k].dev == st->st_dev && up[k].ino == st->st_ino) {
+      MNT_WARN("%s: a link to %s, a folder above it (a folder loop); not followed", dir, up[k].path);
+      return MNT_OK;
+    }
+  if (level > MAX_DEPTH + 1) {
+    MNT_WARN("%s: more than %d folders deep; not followed further", dir, MAX_DEPTH);
+    return MNT_OK;
+  }
   if (all->n == all->cap) {
     int nc = all->cap ? 2 * all->cap : 16;
     folder *q = realloc(all->v, (size_t)nc * sizeof *q);
@@ -201,15 +232,11 @@ static int walk(const char *dir, int depth, folders *all) {
     all->cap = nc;
   }
   folder *f = &all->v[all->n++];
-  int st = read_folder(dir, f, 0);
-  if (st != MNT_OK || !f->subs.n) return st;
-  if (depth >= MAX_DEPTH) {
-    MNT_WARN("%s: more than %d folders deep (a link loop?); not followed further", dir, MAX_DEPTH);
-    return MNT_OK;
-  }
-  strlist subs = f->subs; /* f may move as all grows */
-  for (int i = 0; i < subs.n && st == MNT_OK; i++) st = walk(subs.v[i], depth + 1, all);
-  return st;
+  int rc = read_folder(dir, f, 0);
+  entries subs = f->subs; /* f may move as all grows */
+  up[level] = (above){st->st_dev, st->st_ino, f->path};
+  for (int i = 0; i < subs.n && rc == MNT_OK; i++) rc = walk(subs.v[i].name, &subs.v[i].st, up, level + 1, all);
+  return rc;
 }
 
 static int cmp_folder(const void *a, const void *b) {
@@ -217,28 +244,33 @@ static int cmp_folder(const void *a, const void *b) {
 }
 
 /* the image files of one class folder in ImageFolder's order: sorted(os.walk(...)), i.e. folders
- * sorted by path, and files sorted by name within each */
-static int class_files(inet *s, const char *cdir, int32_t label) {
+ * sorted by path, and files sorted by name within each. An entry stat could not follow (a dangling
+ * link) with an image's name is taken as an input, as ImageFolder takes it: its reading fails, and it
+ * is named and counted among the skipped files. up[0]: SRC; cst: what stat says of the class folder */
+static int class_files(inet *s, const char *cdir, const struct stat *cst, above *up, int32_t label) {
   folders all = {0};
-  int st = walk(cdir, 0, &all);
+  int st = walk(cdir, cst, up, 1, &all);
   if (st == MNT_OK) qsort(all.v, (size_t)all.n, sizeof *all.v, cmp_folder);
   for (int i = 0; i < all.n && st == MNT_OK; i++) {
     folder *f = &all.v[i];
-    qsort(f->files, (size_t)f->nfiles, sizeof *f->files, cmp_entry);
-    for (int k = 0; k < f->nfiles && st == MNT_OK; k++) {
-      const char *name = f->files[k].name;
+    qsort(f->files.v, (size_t)f->files.n, sizeof *f->files.v, cmp_entry);
+    for (int k = 0; k < f->files.n && st == MNT_OK; k++) {
+      const char *name = f->files.v[k].name;
       char p[MNT_PATH_MAX];
       if (child_path(p, sizeof p, f->path, name)) {
         s->ignored++;
         continue;
       }
       if (!is_image_name(name)) {
-        MNT_WARN("%s: not an image by its name (ImageFolder's extensions: .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff "
-                 ".webp); ignored", p);
+        if (f->files.v[k].err)
+          MNT_WARN("%s: cannot be followed (%s) and not an image by its name; ignored", p, strerror(f->files.v[k].err));
+        else
+          MNT_WARN("%s: not an image by its name (ImageFolder's extensions: .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff "
+                   ".webp); ignored", p);
         s->ignored++;
         continue;
       }
-      add_file(s, p, label, &f->files[k].st);
+      add_file(s, p, label, &f->files.v[k].st);
     }
   }
   for (int i = 0; i < all.n; i++) folder_free(&all.v[i]);
@@ -249,13 +281,25 @@ static int class_files(inet *s, const char *cdir, int32_t label) {
 /* ---- decoding ------------------------------------------------------------------------------ */
 typedef struct image { uint8_t *rgb; int w, h, w0, h0; } image; /* w0 × h0: before DCT scaling */
 
-static int too_big(int w, int h, char *why, size_t n) {
+static int too_big(long long w, long long h, char *why, size_t n) {
   if (w < 1 || h < 1 || w > MAX_SIDE || h > MAX_SIDE || (double)w * h > MAX_PIXELS) {
-    snprintf(why, n, "its header says %dx%d pixels: refused (at most %d per side and %.0f megapixels)", w, h,
+    snprintf(why, n, "its header says %lldx%lld pixels: refused (at most %d per side and %.0f megapixels)", w, h,
              MAX_SIDE, MAX_PIXELS / 1048576);
     return 1;
   }
   return 0;
+}
+
+/* decoding a w × h image takes `need` bytes (what: of what, when more than its pixels): more than
+ * fi->max_bytes is refused before any of it is taken */
+static int too_costly(const fit *fi, long long w, long long h, double need, const char *what, char *why, size_t n) {
+  if (need <= (double)fi->max_bytes) return 0;
+  char a[32], b[32];
+  mnt_format_bytes(need, a, sizeof a);
+  mnt_format_bytes((double)fi->max_bytes, b, sizeof b);
+  snprintf(why, n, "its header says %lldx%lld pixels: decoding it takes %.12s%.64s, more than MNT_DECODE_MAX_BYTES "
+           "(%.12s)", w, h, a, what, b);
+  return 1;
 }
 
 /* format 3's stored size of a w × h image (see the top of the file) */
@@ -281,8 +325,46 @@ static void need_dims(const fit *f, int w, int h, int *nw, int *nh) {
   else *nw = *nh = f->S;
 }
 
+/* What libjpeg keeps of a JPEG beyond a few rows: when the image comes in more than one scan
+ * (progressive, or sequential with its components in separate scans) every DCT coefficient of the
+ * whole image, 64 of 2 bytes per 8×8 block of each component, whatever the DCT scale of the output
+ * (jdcoefct.c: its whole-image buffer). A 1.7 kB progressive file may claim 32768x32768: 3 GiB at
+ * 4:2:0. Read from the header (up to the first scan) by libjpeg itself; -1 when it refuses it. */
+typedef struct jhead_err { struct jpeg_error_mgr pub; jmp_buf jb; } jhead_err;
+
+static void jhead_error(j_common_ptr ci) { longjmp(((jhead_err *)(void *)ci->err)->jb, 1); }
+static void jhead_message(j_common_ptr ci, int level) { (void)ci, (void)level; } /* the decode reports */
+
+static int jpeg_coef_bytes(const unsigned char *buf, unsigned long len, double *bytes) {
+  struct jpeg_decompress_struct ci;
+  jhead_err e;
+  memset(&ci, 0, sizeof ci);
+  ci.err = jpeg_std_error(&e.pub);
+  e.pub.error_exit = jhead_error;
+  e.pub.emit_message = jhead_message;
+  if (setjmp(e.jb)) {
+    jpeg_destroy_decompress(&ci);
+    return -1;
+  }
+  jpeg_create_decompress(&ci);
+  jpeg_mem_src(&ci, buf, len);
+  jpeg_read_header(&ci, TRUE);
+  double b = 0;
+  if (ci.progressive_mode || ci.comps_in_scan < ci.num_components)
+    for (int c = 0; c < ci.num_components; c++) {
+      const jpeg_component_info *k = &ci.comp_info[c];
+      double bw = ceil((double)k->width_in_blocks / k->h_samp_factor) * k->h_samp_factor;
+      double bh = ceil((double)k->height_in_blocks / k->v_samp_factor) * k->v_samp_factor;
+      b += bw * bh * DCTSIZE2 * sizeof(JCOEF);
+    }
+  jpeg_destroy_decompress(&ci);
+  *bytes = b;
+  return 0;
+}
+
 /* JPEG: the header first, then decoding at the smallest of 1/8, 1/4, 1/2, 1 that keeps both sides
- * at least need_dims (the DCT does the first reduction nearly for free) */
+ * at least need_dims (the DCT does the first reduction nearly for free); an image whose decoding
+ * would take more than fi->max_bytes (its pixels at that scale and libjpeg's coefficients) is refused */
 static int decode_jpeg(tjhandle tj, const unsigned char *buf, unsigned long len, const fit *f, image *im, char *why,
                        size_t n) {
   int w = 0, h = 0, sub = -1, cs = -1; /* a header of tables only "succeeds" without setting them */
@@ -303,6 +385,13 @@ static int decode_jpeg(tjhandle tj, const unsigned char *buf, unsigned long len,
   if (too_big(best_w, best_h, why, n)) return -1;
   int cmyk = cs == TJCS_CMYK || cs == TJCS_YCCK;
   int pf = cmyk ? TJPF_CMYK : TJPF_RGB, ps = cmyk ? 4 : 3;
+  double coef;
+  if (jpeg_coef_bytes(buf, len, &coef) != 0) {
+    snprintf(why, n, "not a readable JPEG (libjpeg refuses its header)");
+    return -1;
+  }
+  const char *what = coef > 0 ? " (progressive or multi-scan: all its DCT coefficients at once)" : "";
+  if (too_costly(f, w, h, (double)best_w * best_h * ps + coef, what, why, n)) return -1;
   uint8_t *img = malloc((size_t)best_w * best_h * ps);
   if (!img) {
     snprintf(why, n, "out of memory for %dx%d pixels", best_w, best_h);
@@ -326,31 +415,80 @@ static int decode_jpeg(tjhandle tj, const unsigned char *buf, unsigned long len,
   return 0;
 }
 
-/* PNG (any bit depth, palette, grey, alpha) through libpng's simplified API, as RGBA; the alpha is
- * dropped, as PIL's convert("RGB") does */
-static int decode_png(const unsigned char *buf, size_t len, image *im, char *why, size_t n) {
-  png_image p;
-  memset(&p, 0, sizeof p);
-  p.version = PNG_IMAGE_VERSION;
-  if (!png_image_begin_read_from_memory(&p, buf, len)) {
-    snprintf(why, n, "not a readable PNG (%s)", p.message);
+/* PNG through libpng's own read API, as PIL's Image.open(f).convert("RGB") reads it: no gamma
+ * (gAMA, sRGB, iCCP and cHRM are ignored: libpng's simplified API took a PNG without them as linear
+ * light and stored 16-bit images ~47 grey levels brighter), 16-bit samples by their high byte, grey
+ * of 1, 2 or 4 bits scaled to 8, palettes looked up, alpha and tRNS dropped. One exception, PIL's
+ * too: a 16-bit grey PNG without alpha is PIL's mode I, whose convert("RGB") clips every level above
+ * 255 to white; it is stored so, with a warning naming the file when a level was clipped. */
+typedef struct png_in { const unsigned char *buf; size_t len, at; char *why; size_t n; } png_in;
+
+static void png_on_error(png_structp png, png_const_charp msg) {
+  png_in *in = png_get_error_ptr(png);
+  snprintf(in->why, in->n, "not a readable PNG (%s)", msg);
+  png_longjmp(png, 1);
+}
+
+static void png_on_warning(png_structp png, png_const_charp msg) { (void)png, (void)msg; }
+
+static void png_on_read(png_structp png, png_bytep out, size_t len) {
+  png_in *in = png_get_io_ptr(png);
+  if (len > in->len - in->at) png_error(png, "the file ends early");
+  memcpy(out, in->buf + in->at, len);
+  in->at += len;
+}
+
+static int decode_png(const unsigned char *buf, size_t len, const char *path, const fit *fi, image *im, char *why,
+                      size_t n) {
+  png_in in = {buf, len, 0, why, n};
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &in, png_on_error, png_on_warning);
+  png_infop info = png ? png_create_info_struct(png) : NULL;
+  uint8_t *volatile rgb = NULL;
+  png_bytep *volatile rows = NULL;
+  if (!info) {
+    snprintf(why, n, "libpng could not start (out of memory)");
+    png_destroy_read_struct(png ? &png : NULL, NULL, NULL);
     return -1;
   }
-  if (too_big((int)(p.width > 65535 ? 65535 : p.width), (int)(p.height > 65535 ? 65535 : p.height), why, n)) {
-    png_image_free(&p);
+  if (setjmp(png_jmpbuf(png))) { /* why is set */
+    free(rgb);
+    free(rows);
+    png_destroy_read_struct(&png, &info, NULL);
     return -1;
   }
-  p.format = PNG_FORMAT_RGBA;
-  uint8_t *rgba = malloc(PNG_IMAGE_SIZE(p));
-  if (!rgba || !png_image_finish_read(&p, NULL, rgba, 0, NULL)) {
-    snprintf(why, n, "not a readable PNG (%s)", rgba ? p.message : "out of memory");
-    free(rgba);
-    png_image_free(&p);
-    return -1;
-  }
-  size_t px = (size_t)p.width * p.height;
-  for (size_t i = 0; i < px; i++) memmove(rgba + 3 * i, rgba + 4 * i, 3);
-  *im = (image){rgba, (int)p.width, (int)p.height, (int)p.width, (int)p.height};
+  png_set_read_fn(png, &in, png_on_read);
+  png_read_info(png, info);
+  png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
+  int depth = png_get_bit_depth(png, info), ct = png_get_color_type(png, info);
+  int grey16 = depth == 16 && ct == PNG_COLOR_TYPE_GRAY;
+  if (too_big(w, h, why, n) || too_costly(fi, w, h, (double)w * h * 3 + (double)h * sizeof *rows, "", why, n))
+    png_longjmp(png, 1);
+  if (ct == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (ct == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+  if (depth == 16 && !grey16) png_set_strip_16(png); /* the high byte */
+  if (!grey16 && !(ct & PNG_COLOR_MASK_COLOR)) png_set_gray_to_rgb(png);
+  png_set_strip_alpha(png);
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  if (png_get_rowbytes(png, info) != (size_t)w * (grey16 ? 2 : 3)) png_error(png, "an unexpected sample layout");
+  rgb = malloc((size_t)w * h * 3);
+  rows = malloc((size_t)h * sizeof *rows);
+  if (!rgb || !rows) png_error(png, "out of memory");
+  for (png_uint_32 y = 0; y < h; y++) rows[y] = rgb + (size_t)y * w * 3;
+  png_read_image(png, rows);
+  size_t clipped = 0;
+  for (png_uint_32 y = 0; grey16 && y < h; y++) /* 2 bytes a pixel to 3, in place from the end */
+    for (png_uint_32 x = w; x-- > 0;) {
+      unsigned v = (unsigned)rows[y][2 * x] << 8 | rows[y][2 * x + 1];
+      clipped += v > 255;
+      rows[y][3 * x] = rows[y][3 * x + 1] = rows[y][3 * x + 2] = (uint8_t)(v > 255 ? 255 : v);
+    }
+  if (clipped)
+    MNT_WARN("%s: a 16-bit grey PNG: stored as PIL's convert(\"RGB\") reads it, %.1f%% of its pixels clipped to white "
+             "(levels above 255 of 65535)", path, 100.0 * (double)clipped / ((double)w * h));
+  free(rows);
+  png_destroy_read_struct(&png, &info, NULL);
+  *im = (image){rgb, (int)w, (int)h, (int)w, (int)h};
   return 0;
 }
 
@@ -382,13 +520,27 @@ static int ends_with(const char *s, const char *e) {
   return a >= b && !strcasecmp(s + a - b, e);
 }
 
+/* a file that cannot be opened: why, a dangling link named as one */
+static void open_failed(const char *path, int err, char *why, size_t n) {
+  char to[MNT_PATH_MAX];
+  ssize_t k = err == ENOENT ? readlink(path, to, sizeof to - 1) : -1;
+  if (k >= 0) {
+    to[k] = '\0';
+    snprintf(why, n, "a dangling symbolic link (to %.120s)", to);
+  } else {
+    snprintf(why, n, "cannot open: %s", strerror(err));
+  }
+}
+
 static int load(tjhandle tj, const char *path, const fit *fi, image *im, char *why, size_t n) {
-  if (ends_with(path, ".bmp") || ends_with(path, ".ppm") || ends_with(path, ".pgm"))
-    return decode_netpbm_bmp(path, im, why, n);
   FILE *f = fopen(path, "rb");
   if (!f) {
-    snprintf(why, n, "cannot open: %s", strerror(errno));
+    open_failed(path, errno, why, n);
     return -1;
+  }
+  if (ends_with(path, ".bmp") || ends_with(path, ".ppm") || ends_with(path, ".pgm")) {
+    fclose(f);
+    return decode_netpbm_bmp(path, im, why, n);
   }
   fseek(f, 0, SEEK_END);
   long len = ftell(f);
@@ -401,7 +553,7 @@ static int load(tjhandle tj, const char *path, const fit *fi, image *im, char *w
   else if (len >= 3 && buf[0] == 0xff && buf[1] == 0xd8 && buf[2] == 0xff) /* JPEG, whatever its name says */
     r = decode_jpeg(tj, buf, (unsigned long)len, fi, im, why, n);
   else if (len >= 8 && !memcmp(buf, "\x89PNG\r\n\x1a\n", 8))
-    r = decode_png(buf, (size_t)len, im, why, n);
+    r = decode_png(buf, (size_t)len, path, fi, im, why, n);
   else if (len >= 4 && (!memcmp(buf, "II*\0", 4) || !memcmp(buf, "MM\0*", 4)))
     snprintf(why, n, "TIFF is not supported: convert it to PNG or JPEG");
   else if (len >= 12 && !memcmp(buf, "RIFF", 4) && !memcmp(buf + 8, "WEBP", 4))
@@ -487,11 +639,11 @@ static int shrink(const uint8_t *img, int w, int h, int ow, int oh, double sx, d
   return st;
 }
 
-/* decode, resize the shorter side to S, keep the centre S×S, RGB */
-static int decode(tjhandle tj, const char *path, int S, uint8_t *out, char *why, size_t n) {
+/* decode, resize the shorter side to S, keep the centre S×S, RGB (format 2: f->S is S) */
+static int decode(tjhandle tj, const char *path, const fit *f, uint8_t *out, char *why, size_t n) {
   image im;
-  fit f2 = {.S = S};
-  if (load(tj, path, &f2, &im, why, n) != 0) return -1;
+  int S = f->S;
+  if (load(tj, path, f, &im, why, n) != 0) return -1;
   const uint8_t *img = im.rgb;
   int w = im.w, h = im.h;
   /* the shorter side becomes S: scale s; the centre S×S of the scaled image is the source box
@@ -587,7 +739,7 @@ static void inet_prefetch(void *ctx, const int64_t *ids, int n) {
       s->why[i][0] = '\0';
       if (!tj || (s->fit.records && !tjc)) snprintf(s->why[i], sizeof s->why[i], "libjpeg-turbo could not start");
       else if (s->fit.records) decode_record(tj, tjc, path, &s->fit, &s->recs[i], s->why[i], sizeof s->why[i]);
-      else decode(tj, path, s->size, s->pix + (size_t)i * px, s->why[i], sizeof s->why[i]);
+      else decode(tj, path, &s->fit, s->pix + (size_t)i * px, s->why[i], sizeof s->why[i]);
     }
     if (tj) tjDestroy(tj);
     if (tjc) tjDestroy(tjc);
@@ -627,34 +779,92 @@ static int inet_get(void *ctx, int64_t id, uint8_t *pixels, int32_t *label) {
   return MNT_OK;
 }
 
+/* the length of the UTF-8 sequence at s as JSON text takes it (jansson: no overlong forms, no
+ * surrogates, nothing above U+10FFFF), 0 when s does not start one */
+static int utf8_len(const unsigned char *s) {
+  unsigned c = s[0];
+  if (c < 0x80) return 1;
+  int n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+  if (!n) return 0;
+  unsigned cp = c & (0x3fu >> (n - 1));
+  for (int i = 1; i < n; i++) {
+    if ((s[i] & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (s[i] & 0x3fu);
+  }
+  if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
+    return 0;
+  return n;
+}
+
+/* s into out (n bytes), every byte that is not part of a UTF-8 sequence written as \xHH; the number
+ * of such bytes */
+static int utf8_escape(const char *s, char *out, size_t n) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t at = 0;
+  int bad = 0;
+  while (*p) {
+    int k = utf8_len(p);
+    char piece[8];
+    if (k) memcpy(piece, p, (size_t)k), piece[k] = '\0';
+    else snprintf(piece, sizeof piece, "\\x%02x", *p), bad++;
+    p += k ? k : 1;
+    size_t l = strlen(piece);
+    if (at + l < n) memcpy(out + at, piece, l + 1), at += l;
+  }
+  if (n) out[at < n ? at : n - 1] = '\0';
+  return bad;
+}
+
+/* Class names go into index.json as JSON text, which must be UTF-8: a name that is not is refused
+ * (MNT_EARG) naming it hex-escaped, before anything is written. Escaping it instead would store a
+ * name that is not the folder's (torchvision's ImageFolder calls it by its bytes) and could clash with
+ * a folder literally called so; a rename (convmv -f latin1 -t utf8) fixes the source once. */
+static int check_class_names(const char *where, const strlist *classes) {
+  char list[700] = "";
+  int nbad = 0;
+  for (int c = 0; c < classes->n; c++) {
+    char esc[300];
+    if (!utf8_escape(classes->v[c], esc, sizeof esc)) continue;
+    size_t l = strlen(list);
+    if (nbad++ < 5) snprintf(list + l, sizeof list - l, "%s'%s'", l ? ", " : "", esc);
+  }
+  if (!nbad) return MNT_OK;
+  MNT_ERR("%s: %d class name%s not UTF-8 (%s%s, bytes that are not UTF-8 shown as \\xHH): index.json keeps "
+          "class names as JSON text, which is UTF-8; rename %s (e.g. convmv -f latin1 -t utf8 --notest)",
+          where, nbad, nbad > 1 ? "s are" : " is", list, nbad > 5 ? ", ..." : "", nbad > 1 ? "them" : "it");
+  return MNT_EARG;
+}
+
 /* classes = the sorted folder names of src; every class must hold at least one image */
 static int scan_folders(inet *s, const char *src, strlist *classes) {
   folder top;
-  if (access(src, R_OK | X_OK) != 0) {
+  struct stat sst;
+  if (access(src, R_OK | X_OK) != 0 || stat(src, &sst) != 0) {
     MNT_SYSERR("%s", src);
     return MNT_EARG;
   }
   int st = read_folder(src, &top, 1);
-  for (int i = 0; i < top.nfiles && st == MNT_OK; i++) {
-    MNT_WARN("%s/%s: a file beside the class folders; ignored", src, top.files[i].name);
+  for (int i = 0; i < top.files.n && st == MNT_OK; i++) {
+    MNT_WARN("%s/%s: a file beside the class folders; ignored", src, top.files.v[i].name);
     s->ignored++;
   }
-  for (int i = 0; i < top.subs.n && st == MNT_OK; i++) /* class names: the last part of each path */
-    st = push(classes, strrchr(top.subs.v[i], '/') + 1) ? MNT_ENOMEM : MNT_OK;
-  folder_free(&top);
-  MNT_CHECK(st);
-  if (classes->n == 0) {
+  /* class names: the last part of each path, sorted (the paths share SRC/: the same order) */
+  if (st == MNT_OK) qsort(top.subs.v, (size_t)top.subs.n, sizeof *top.subs.v, cmp_entry);
+  for (int i = 0; i < top.subs.n && st == MNT_OK; i++)
+    st = push(classes, strrchr(top.subs.v[i].name, '/') + 1) ? MNT_ENOMEM : MNT_OK;
+  if (st == MNT_OK && classes->n == 0) {
     MNT_ERR("%s: no class folders (expected SRC/<class>/... images, as torchvision's ImageFolder)", src);
-    return MNT_EARG;
+    st = MNT_EARG;
   }
-  qsort(classes->v, (size_t)classes->n, sizeof *classes->v, cmp_str);
+  if (st == MNT_OK) st = check_class_names(src, classes);
   char empty[600] = "";
   int nempty = 0;
+  above up[MAX_DEPTH + 2] = {{sst.st_dev, sst.st_ino, src}};
   for (int c = 0; c < classes->n && st == MNT_OK; c++) {
     char dir[MNT_PATH_MAX];
-    MNT_CHECK(mnt_path_join(dir, src, classes->v[c]));
+    MNT_CHECK_GOTO(mnt_path_join(dir, src, classes->v[c]), st, out);
     int64_t before = s->n;
-    st = class_files(s, dir, c);
+    st = class_files(s, dir, &top.subs.v[c].st, up, c);
     if (st == MNT_OK && s->n == before) {
       size_t l = strlen(empty);
       if (nempty++ < 5) snprintf(empty + l, sizeof empty - l, "%s%s", l ? ", " : "", classes->v[c]);
@@ -665,6 +875,8 @@ static int scan_folders(inet *s, const char *src, strlist *classes) {
             "or fill them", src, nempty, nempty > 1 ? "s" : "", empty, nempty > 5 ? ", ..." : "");
     st = MNT_EARG;
   }
+out:
+  folder_free(&top);
   return st;
 }
 
@@ -696,6 +908,7 @@ static int scan_flat(inet *s, const char *src, const char *val_labels, strlist *
     MNT_ERR("%s: no \"FILE WNID\" lines", val_labels);
     st = MNT_EARG;
   }
+  if (st == MNT_OK) st = check_class_names(val_labels, classes);
   XXH3_64bits_update(s->h, "flat", 5);
   for (int i = 0; i < fn.n && st == MNT_OK; i++) {
     char **hit = bsearch(&wn.v[i], classes->v, (size_t)classes->n, sizeof *classes->v, cmp_str);
@@ -730,10 +943,14 @@ int mnt_convert_imagenet(const char *src, const char *out, int nshards, const mn
                     .quality = cfg->quality}};
   strlist classes = {0};
   int st = s.h ? MNT_OK : MNT_ENOMEM;
+  if (st == MNT_OK) st = mnt_env_decode_max_bytes(&s.fit.max_bytes);
   if (st == MNT_OK) {
     XXH3_64bits_reset(s.h);
-    /* decoder version: a change of decoding is a new input */
-    XXH3_64bits_update(s.h, records ? "imagenet 3" : "imagenet 2", 11);
+    /* decoder version: a change of decoding is a new input (.1: PNGs without gamma, as PIL reads them);
+     * so is MNT_DECODE_MAX_BYTES, which decides what is skipped */
+    const char *dv = records ? "imagenet 3.1" : "imagenet 2.1";
+    XXH3_64bits_update(s.h, dv, strlen(dv) + 1);
+    XXH3_64bits_update(s.h, &s.fit.max_bytes, sizeof s.fit.max_bytes);
     st = val_labels ? scan_flat(&s, src, val_labels, &classes) : scan_folders(&s, src, &classes);
   }
   if (st == MNT_OK && s.n == 0) {
@@ -748,8 +965,9 @@ int mnt_convert_imagenet(const char *src, const char *out, int nshards, const mn
   if (st == MNT_OK) {
     printf("convert imagenet: %lld image files in %d classes from %s (%lld other files ignored), %d threads\n",
            (long long)s.n, classes.n, src, (long long)s.ignored, omp_get_max_threads());
-    char desc[4200];
-    snprintf(desc, sizeof desc, "imagenet %s%s%s", src, val_labels ? " --labels " : "", val_labels ? val_labels : "");
+    char raw[4200], desc[4 * sizeof raw]; /* index.json's text is UTF-8: other bytes as \xHH */
+    snprintf(raw, sizeof raw, "imagenet %s%s%s", src, val_labels ? " --labels " : "", val_labels ? val_labels : "");
+    utf8_escape(raw, desc, sizeof desc);
     mnt_convert_source so = {.n = s.n, .size = size, .channels = 3, .nclasses = classes.n, .class_names = classes.v,
                              .ctx = &s, .get = inet_get, .prefetch = inet_prefetch, .inputs = XXH3_64bits_digest(s.h),
                              .description = desc, .ignored = s.ignored,

@@ -29,6 +29,11 @@
   X(progress_interval, "MNT_PROGRESS_INTERVAL", SECONDS, "30", 0.01, 86400, 0, 0,                                  \
     "seconds between progress lines of long commands (convert, inspect --verify) when stderr is not a "         \
     "terminal")                                                                                                 \
+  X(decode_max_bytes, "MNT_DECODE_MAX_BYTES", BYTES, "512M", 1u << 20, 1ull << 40, 0, 0,                          \
+    "memory the decoding of one image may take in convert imagenet, judged from its header before decoding: "  \
+    "the decoded pixels, and for a progressive (or multi-scan) JPEG every DCT coefficient, 2 bytes per sample " \
+    "of each component (width x height x 6 bytes at 4:4:4, x 3 at 4:2:0); an image that needs more is "       \
+    "skipped, named and counted. Each decoding thread may take this much")                                      \
   X(lock_stale_s, "MNT_LOCK_STALE_S", SECONDS, "300", 1, 7 * 86400, 0, 0,                                          \
     "a run directory's lock (mntrain.lock) whose heartbeat is older than this, and whose holder Slurm cannot "  \
     "account for, is taken over (the holder refreshes it every tenth of this, at most every 30 s)")             \
