@@ -67,6 +67,7 @@ typedef struct opts {
 /* ---- signals: a thread of their own ------------------------------------------------------- */
 
 static int g_stop_signal; /* written by the signal thread, read by the loop: __atomic */
+static int g_sig_quit;    /* the command's end: the signal thread returns at its next wake-up (__atomic) */
 static sigset_t g_sigs;
 /* rank 0's checkpoint writer while it exists: a stop request commits the checkpoint in flight at
  * once when its shares are on disk (mnt_ckpt_commit_now), not at the next step boundary, which
@@ -87,6 +88,7 @@ static void *signal_thread(void *arg) {
   for (;;) {
     int sig;
     if (sigwait(&g_sigs, &sig) != 0) continue;
+    if (__atomic_load_n(&g_sig_quit, __ATOMIC_ACQUIRE)) break;
     if (sig == SIGUSR2) { /* what every thread of this rank did last, on disk; the run goes on */
       mnt_trace_dump_last(NULL, "SIGUSR2 asked for it");
       continue;
@@ -1054,6 +1056,18 @@ static int validate(opts *o, int quiet, int *ckpt_on) {
     if (!bad && !o->trace_dir) bad = "--trace-steps needs --trace DIR (or MNT_TRACE)";
   }
   if (bad) return mnt_usage_error("train", "%s (see mntrain train --help)", bad);
+  /* the paths config.json and the checkpoints record: JSON text is UTF-8 */
+  const struct { const char *flag, *v; } paths[] = {{"--data", c->data},       {"--val", c->val},
+                                                    {"--out", o->out},         {"--ckpt-dir", o->ckpt_dir},
+                                                    {"--export", o->export_path}, {"--init", o->init},
+                                                    {"--resume", o->resume},   {"--trace", o->trace_dir}};
+  for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+    json_t *j = paths[i].v ? json_string(paths[i].v) : NULL;
+    json_decref(j);
+    if (paths[i].v && !j)
+      return mnt_usage_error("train", "%s: the path is not UTF-8 (config.json, which records it, is JSON text): "
+                             "rename it, or reach it through a link whose name is UTF-8", paths[i].flag);
+  }
   c->device = o->device;
   if (!o->resume) o->resume = *ckpt_on && !o->force ? "auto" : "none";
   if (*ckpt_on && !o->ckpt_dir) {
@@ -1266,8 +1280,10 @@ out:
   mnt_runlock_release(locks[0]);
   json_decref(r.config);
   mnt_trainer_destroy(r.t);
-  if (have_sig_thr) {
-    pthread_cancel(sig_thr);
+  if (have_sig_thr) { /* woken to return (not cancelled: a cancellation unwinds through sigwait's frame,
+                       * which AddressSanitizer reports as a stack-buffer-underflow) */
+    __atomic_store_n(&g_sig_quit, 1, __ATOMIC_RELEASE);
+    pthread_kill(sig_thr, SIGUSR2);
     pthread_join(sig_thr, NULL);
   }
   return st;

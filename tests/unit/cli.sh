@@ -104,6 +104,12 @@ expect 2 -- '--steps -5: out of range' -- train --data "$data" --steps -5
 expect 2 -- "--lr: 'nan' is not a valid finite number" -- train --data "$data" --lr nan --out lr-nan
 expect 2 -- "--momentum: 'inf' is not a valid finite number" -- train --data "$data" --momentum inf --out m-inf
 [ -e lr-nan ] || [ -e m-inf ] && { echo "FAIL: a refused --lr/--momentum left an output directory"; fail=1; }
+# paths config.json records must be UTF-8 (JSON text): a usage error naming the flag, nothing written
+nonutf=$(printf 'run-\xe9')
+expect 2 -- '--out: the path is not UTF-8' -- train --data "$data" --arch resnet8 --size 16 --out "$nonutf"
+expect 2 -- '--data: the path is not UTF-8' -- train --data "$data/$nonutf" --out r-nonutf
+expect 2 -- '--ckpt-dir: the path is not UTF-8' -- train --data "$data" --out r-nonutf --ckpt-dir "$nonutf"
+[ -e "$nonutf" ] || [ -e r-nonutf ] && { echo "FAIL: a path that is not UTF-8 left an output directory"; fail=1; }
 expect 2 -- '--batch-per-rank 0: out of range' -- train --data "$data" --batch-per-rank 0
 expect 2 -- '--val-crop 1.5: out of range' -- train --data "$data" --val-crop 1.5
 expect 2 -- '--pad-crop must be smaller than --size' -- train --data "$data" --size 16 --pad-crop 16

@@ -5,7 +5,9 @@
  * 300 strangers (garbage hellos and silent connections) to one inbox make a few warning lines, not
  * 300: the first three with who and why, then a count by reason (before: one line each). With no
  * descriptor left to accept a connection with, the inbox says so at once, in one "out of file
- * descriptors" error with the limit (before: it spun on the readable listener until its deadline). */
+ * descriptors" error with the limit (before: it spun on the readable listener until its deadline).
+ * A flood of silent connections that stay open does not keep the peer out (before: once 64 waited,
+ * every newcomer was refused). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -127,7 +129,7 @@ static void many_strangers(void) {
     } else if (strstr(line, "a connection from 127.0.0.1:")) {
       if (!full++) /* why: a garbage hello, a silent one timed out, or one too many waiting */
         first_ok = strstr(line, "does not carry this job's secret") || strstr(line, "no complete message") ||
-                   strstr(line, "others are still silent");
+                   strstr(line, "others waited");
     }
     if (lines <= 8) fprintf(stderr, "  log: %s", line);
   }
@@ -141,6 +143,81 @@ static void many_strangers(void) {
   printf("test_tcp: 300 strangers: %d warning lines (%d in full, %ld counted), %.1f s\n", lines, full, counted, took);
   for (int i = 0; i < STRANGERS; i++)
     if (c.fds[i] >= 0) close(c.fds[i]);
+  close(lfd);
+}
+
+/* ---- a flood of silent connections --------------------------------------------------------- */
+enum { FLOOD_BEFORE = 150, FLOOD_AFTER = 100 };
+
+typedef struct flood {
+  mnt_tcp_addr a;
+  int fds[FLOOD_BEFORE + FLOOD_AFTER];
+  _Atomic int stage; /* 1: the first FLOOD_BEFORE are connected; 2: the peer has connected; 3: all */
+} flood;
+
+static void *flood_main(void *arg) {
+  flood *f = arg;
+  for (int i = 0; i < FLOOD_BEFORE + FLOOD_AFTER; i++) {
+    if (i == FLOOD_BEFORE) {
+      atomic_store(&f->stage, 1);
+      while (atomic_load(&f->stage) < 2) usleep(1000);
+    }
+    f->fds[i] = stranger(&f->a, NULL, 0);
+  }
+  atomic_store(&f->stage, 3);
+  return NULL;
+}
+
+/* 150 silent connections that stay open (more than the inbox holds, each allowed 10 s), then the
+ * real peer, then 100 more while it is served: the peer is accepted at once (before: once 64 were
+ * waiting every newcomer was refused, the peer too, for as long as the flood lasted) */
+static void silent_flood(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 ||
+      (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 2 * (FLOOD_BEFORE + FLOOD_AFTER) + 64)) {
+    fprintf(stderr, "test_tcp: the flood part is not run: %llu open files allowed\n", (unsigned long long)rl.rlim_cur);
+    return;
+  }
+  static flood f;
+  int lfd;
+  mnt_tcp_inbox *ib = NULL;
+  if (mnt_tcp_listen("lo", &lfd, &f.a) != MNT_OK || mnt_tcp_inbox_open(&ib, lfd, sizeof(mnt_tcp_hello), 10.0) != MNT_OK) {
+    EXPECT(0, "a listener and its inbox for the flood");
+    return;
+  }
+  uint8_t secret[MNT_SECRET_BYTES] = {7, 7, 7};
+  FILE *log = tmpfile();
+  int saved = dup(2);
+  fflush(stderr);
+  if (log) dup2(fileno(log), 2);
+  pthread_t thr;
+  int started = pthread_create(&thr, NULL, flood_main, &f) == 0, fd = -1, from = -1, tag = -1, st = MNT_ETIMEOUT;
+  double t0 = mnt_now();
+  while (started && atomic_load(&f.stage) < 1 && mnt_now() - t0 < 20) /* the inbox fills while they connect */
+    mnt_tcp_accept_auth(ib, secret, 9, mnt_now() + 0.05, &fd, &from, &tag);
+  int peer = -1;
+  mnt_tcp_hello h;
+  mnt_tcp_hello_init(&h, secret, 9, 3, 1);
+  double tp = mnt_now();
+  int connected = mnt_tcp_start_connect(&f.a, &h, &peer, tp + 5, 0) == MNT_OK;
+  atomic_store(&f.stage, 2);
+  if (connected) st = mnt_tcp_accept_auth(ib, secret, 9, tp + 5, &fd, &from, &tag);
+  double took = mnt_now() - tp;
+  int heard = st == MNT_OK && mnt_tcp_finish_connect(peer, mnt_now() + 2, 0) == MNT_OK;
+  if (started) pthread_join(thr, NULL);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  if (log) fclose(log);
+  EXPECT(connected && st == MNT_OK && from == 3 && heard && took < 2.0,
+         "the peer behind %d silent connections: status %d, rank %d, after %.1f s (want it accepted at once)",
+         FLOOD_BEFORE, st, from, took);
+  if (st == MNT_OK) printf("test_tcp: the peer behind %d silent connections accepted in %.3f s\n", FLOOD_BEFORE, took);
+  mnt_tcp_inbox_close(ib);
+  if (fd >= 0) close(fd);
+  if (peer >= 0) close(peer);
+  for (int i = 0; i < FLOOD_BEFORE + FLOOD_AFTER; i++)
+    if (f.fds[i] > 0) close(f.fds[i]);
   close(lfd);
 }
 
@@ -252,6 +329,7 @@ int main(void) {
   mnt_tcp_inbox_close(ib);
   close(lfd);
   many_strangers();
+  silent_flood();
   out_of_fds();
   if (failures) {
     fprintf(stderr, "test_tcp: %d failures\n", failures);

@@ -86,7 +86,9 @@ int mnt_tcp_xfer(int fd, void *buf, size_t n, int writing, double deadline);
 
 /* An inbox: connections to a listener that have not yet sent their first message (a fixed number
  * of bytes), served together with poll(): a silent or slow connection is dropped after its own
- * per_conn_s and cannot delay the others, and at most MNT_INBOX_MAX wait at a time. Connections
+ * per_conn_s and cannot delay the others, and at most MNT_INBOX_MAX wait at a time (a new one
+ * then takes the place of the oldest that has sent the least: a flood of silent connections
+ * cannot keep a peer out, a peer's message arrives with its connection). Connections
  * refused or dropped (here and by mnt_tcp_accept_auth) are warned about with who and why for the
  * first three; later ones are counted and summed up in one warning at most every 30 s and when
  * the inbox closes. */

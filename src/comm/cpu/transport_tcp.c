@@ -281,6 +281,15 @@ int mnt_tcp_inbox_next(mnt_tcp_inbox *ib, double until, int wake_fd, int *fd, vo
                        size_t from_n) {
   for (;;) {
     double now = mnt_now();
+    for (int i = 0; i < ib->n; i++) /* a message complete (read below, or with its connection) */
+      if (ib->p[i].got == ib->msg_bytes) {
+        pending *q = &ib->p[i];
+        *fd = q->fd;
+        memcpy(msg, q->buf, ib->msg_bytes);
+        if (from) snprintf(from, from_n, "%s", q->from);
+        *q = ib->p[--ib->n];
+        return MNT_OK;
+      }
     for (int i = ib->n - 1; i >= 0; i--)
       if (now > ib->p[i].deadline) drop(ib, i, "no complete message in time");
     quiet_flush(ib, 0);
@@ -300,7 +309,8 @@ int mnt_tcp_inbox_next(mnt_tcp_inbox *ib, double until, int wake_fd, int *fd, vo
     if (r < 0 && errno != EINTR) return MNT_SYSERR("poll failed");
     if (r <= 0) continue;
     if (wake_fd >= 0 && fds[1].revents) return MNT_ETIMEOUT;
-    /* messages first (their slots free up), from the back so that drop() keeps indices valid */
+    /* messages first (their slots free up), from the back so that drop() keeps indices valid;
+     * complete ones are returned at the top of the loop */
     for (int k = nf - 1; k >= first; k--) {
       int i = k - first;
       if (!fds[k].revents) continue;
@@ -309,14 +319,6 @@ int mnt_tcp_inbox_next(mnt_tcp_inbox *ib, double until, int wake_fd, int *fd, vo
       if (got > 0) q->got += (size_t)got;
       else if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         drop(ib, i, got == 0 ? "closed before its message was complete" : strerror(errno));
-        continue;
-      }
-      if (q->got == ib->msg_bytes) {
-        *fd = q->fd;
-        memcpy(msg, q->buf, ib->msg_bytes);
-        if (from) snprintf(from, from_n, "%s", q->from);
-        *q = ib->p[--ib->n];
-        return MNT_OK;
       }
     }
     if (fds[0].revents) { /* new connections: each gets its own deadline */
@@ -340,16 +342,24 @@ int mnt_tcp_inbox_next(mnt_tcp_inbox *ib, double until, int wake_fd, int *fd, vo
         char ip[INET_ADDRSTRLEN], who[48];
         inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
         snprintf(who, sizeof who, "%s:%u", ip, (unsigned)ntohs(sa.sin_port));
-        if (ib->n == MNT_INBOX_MAX) {
-          char why[64];
-          snprintf(why, sizeof why, "%d others are still silent", MNT_INBOX_MAX);
-          warn_stranger(ib, "refused", who, why);
-          close(s);
-          continue;
+        if (ib->n == MNT_INBOX_MAX) { /* full: the oldest that has sent the least goes, not the newcomer
+                                      * (a flood of silent connections must not lock a peer out) */
+          int v = 0;
+          for (int i = 1; i < ib->n; i++)
+            if (ib->p[i].got < ib->p[v].got || (ib->p[i].got == ib->p[v].got && ib->p[i].deadline < ib->p[v].deadline))
+              v = i;
+          char why[96];
+          snprintf(why, sizeof why, "%s while %d others waited (the oldest goes)",
+                   ib->p[v].got ? "an incomplete message" : "silent", MNT_INBOX_MAX);
+          drop(ib, v, why);
         }
         pending *q = &ib->p[ib->n++];
         *q = (pending){.fd = s, .deadline = mnt_now() + ib->per_conn_s};
         snprintf(q->from, sizeof q->from, "%s", who);
+        /* what came with the connection, read now: a peer's message outranks the silent ones when
+         * the inbox is full, even within one batch of connections */
+        ssize_t got = recv(s, q->buf, ib->msg_bytes, MSG_DONTWAIT);
+        if (got > 0) q->got = (size_t)got;
       }
     }
   }
