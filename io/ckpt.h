@@ -49,8 +49,8 @@
  * whose manifest parses (duplicate keys refused), holds together before any of its numbers is
  * used (datasets inside the file, not overlapping; one share per rank, tiling the data exactly, each
  * with a hash; its step the directory's), whose file (a regular file, not a link) has the recorded
- * size and HDF5 layout, whose every share hashes to the recorded value, whose "state" is the file's
- * /train_state, and which the caller accepts; a failing one (a manifest that is there but does not
+ * size, HDF5 layout and configuration (root attribute config), whose every share hashes to the
+ * recorded value, whose "state" is the file's /train_state, and which the caller accepts; a failing one (a manifest that is there but does not
  * parse counts) is reported by name and the previous one is tried.
  * The data is read once into memory, as one packed image (datasets in file order). */
 #ifndef MNT_CKPT_H

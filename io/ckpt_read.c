@@ -272,8 +272,29 @@ static int check_manifest(const char *dir, json_t *m, char *why, size_t wn) {
   return st;
 }
 
+/* the root attribute "config" of the open file f (the run's configuration as JSON text, written
+ * with the layout) is the manifest's "config": 1, or 0 */
+static int same_config(hid_t f, json_t *m) {
+  hid_t a = H5Aexists(f, "config") > 0 ? H5Aopen(f, "config", H5P_DEFAULT) : -1;
+  hid_t t = a >= 0 ? H5Aget_type(a) : -1;
+  size_t n = t >= 0 && H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) == 0 ? H5Tget_size(t) : 0;
+  char *txt = n > 0 && n < (16u << 20) ? malloc(n + 1) : NULL;
+  int same = 0;
+  if (txt && H5Aread(a, t, txt) >= 0) {
+    txt[n] = 0;
+    json_t *c = json_loads(txt, JSON_REJECT_DUPLICATES, NULL);
+    same = c && json_equal(c, json_object_get(m, "config"));
+    json_decref(c);
+  }
+  free(txt);
+  if (t >= 0) H5Tclose(t);
+  if (a >= 0) H5Aclose(a);
+  return same;
+}
+
 /* path (the checkpoint's state.h5) has the size its manifest m says, HDF5 opens it (its metadata
- * is checksummed), and the datasets are where the manifest says; MNT_EDATA with why otherwise */
+ * is checksummed), its configuration is the manifest's, and the datasets are where the manifest
+ * says; MNT_EDATA with why otherwise */
 static int check_file(const char *path, json_t *m, char *why, size_t wn) {
   json_t *ds = json_object_get(m, "datasets");
   struct stat sb;
@@ -297,6 +318,10 @@ static int check_file(const char *path, json_t *m, char *why, size_t wn) {
     return MNT_EDATA;
   }
   int st = MNT_OK;
+  if (!same_config(f, m)) {
+    snprintf(why, wn, "%s: the manifest's \"config\" is not the file's (root attribute config)", path);
+    st = MNT_EDATA;
+  }
   for (size_t i = 0; i < json_array_size(ds) && st == MNT_OK; i++) {
     json_t *d = json_array_get(ds, i);
     const char *name = json_string_value(json_object_get(d, "name"));

@@ -138,8 +138,9 @@ int mnt_inspect_main(mnt_world *w, int argc, char **argv) {
     mnt_print_help(stdout, "mntrain inspect DIR|SHARD [--verify]    mntrain inspect CKPT_DIR|STEP_DIR|state.h5",
                    "Shards, samples, classes, image size, mean/std and the per-class histogram of a dataset\n"
                    "made by mntrain convert; every label is read and checked against the index, with --verify\n"
-                   "every image too (HDF5 checks its checksum). A bad sample is named by file and index, and\n"
-                   "the exit code is 1.\n"
+                   "every image too (HDF5 checks its checksum) and the set's content digest printed (xxh3 of\n"
+                   "every label and image as read: a copy compares with its original). A bad sample is named by\n"
+                   "file and index, and the exit code is 1.\n"
                    "Of a checkpoint (mntrain train --ckpt-dir): step, position, model, sizes, shares and the\n"
                    "configuration, every share's checksum verified; of a checkpoint directory, every step in it.\n"
                    "A damaged checkpoint is named with the reason, and the exit code is 1.",

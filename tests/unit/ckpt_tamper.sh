@@ -14,6 +14,7 @@
 #   huge-batch     state.global_batch 2^62 (an int overflow)
 #   off-grid       state.cursor 3 (not on the batch grid)
 #   state-list     "state": [] (not an object)
+#   config         the manifest's "config" edited (its warmup_epochs; the file's copy is not)
 #   wrong-step     the manifest's step 4 in directory step-00000008
 #   dir-renamed    step-00000008 copied as step-00000010 (its manifest says 8)
 #   noverify-state --no-ckpt-verify with /train_state and the manifest's state agreeing, cursor 3:
@@ -109,6 +110,7 @@ fresh huge-step && edit "$man" 'm["state"]["step"] = 10**18' && check huge-step 
 fresh huge-batch && edit "$man" 'm["state"]["global_batch"] = 2**62' && check huge-batch fallback "$damaged8"
 fresh off-grid && edit "$man" 'm["state"]["cursor"] = 3' && check off-grid fallback "$damaged8"
 fresh state-list && edit "$man" 'm["state"] = []' && check state-list fallback "$damaged8"
+fresh config && edit "$man" 'm["config"]["warmup_epochs"] = 1.0' && check config fallback "$damaged8.*config"
 fresh wrong-step && edit "$man" 'm["step"] = 4' && check wrong-step fallback "$damaged8.*says step 4"
 fresh dir-renamed && cp -a dir-renamed/ckpt/step-00000008 dir-renamed/ckpt/step-00000010 &&
   check dir-renamed resume "" && grep -q "step-00000010 is damaged: .*says step 8" dir-renamed.out ||
