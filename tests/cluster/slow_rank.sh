@@ -5,7 +5,8 @@
 # core would slow its neighbours as much). The report's slow-rank lines must name rank 3 on node2
 # first, with backward (the largest compute phase, and so the one a uniform slowdown stretches most)
 # as the phase where it loses, and an imbalance well above 1; summary.json's rank_stats must hold
-# every rank.   slow_rank.sh path/to/mntrain
+# every rank. On a sanitizer build (MNT_TEST_SANITIZE, set by ctest) every rank's instrumented step
+# is slow already, and the imbalance asked for is above 1.05.   slow_rank.sh path/to/mntrain
 set -u
 m=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,8 +39,10 @@ else
   bad "the slowest rank named is not rank 3 on node2 in backward: '$first'"
 fi
 imb=$(sed -nE 's/.*imbalance ([0-9.]+).*/\1/p' "$w/report" | head -n1)
-if awk -v i="${imb:-0}" 'BEGIN { exit !(i >= 1.3) }'; then ok "imbalance $imb"
-else bad "imbalance ${imb:-none} (a rank stopped half the time should give >= 1.3)"; fi
+want=1.3
+[ -n "${MNT_TEST_SANITIZE:-}" ] && want=1.05
+if awk -v i="${imb:-0}" -v w="$want" 'BEGIN { exit !(i >= w) }'; then ok "imbalance $imb"
+else bad "imbalance ${imb:-none} (a rank stopped half the time should give >= $want)"; fi
 if /usr/bin/python3 -c "
 import json, sys
 s = json.load(open(sys.argv[1]))

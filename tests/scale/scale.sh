@@ -122,7 +122,7 @@ allreduce)
   case $dt in float) es=4 ;; bfloat16) es=2 ;; *) echo "scale.sh allreduce: type float or bfloat16" >&2; exit 2 ;; esac
   step ar "${MNT_SCALE_AR_TIMEOUT:-400}" "${layout[@]}" -- "$prog" bench allreduce -b 8 -e 64M -f 4 -c 1 -n 2 -w 1 --topology "$topo" -d "$dt"
   cat "$w/ar.log"
-  fails=0
+  fail=0
   [ $rc -eq 0 ] || { bad "bench allreduce --topology $topo -d $dt: exit $rc"; errors ar; }
   grep -q "^# mntrain: $RANKS ranks on $NODES nodes, comm cpu, topology $topo;" "$w/ar.log" ||
     bad "not $RANKS ranks on $NODES nodes with topology $topo: $(grep -m1 '^# mntrain:' "$w/ar.log")"
@@ -146,9 +146,9 @@ allreduce)
       }
       for (s in seen) if (!(s in expected)) bad("size " s ": a row for a size not asked for")
       exit fails > 0
-    }' "$w/ar.log" || fails=1
+    }' "$w/ar.log" || fail=1
   grep -qx '# Out of bounds values : 0 OK' "$w/ar.log" || bad "no '# Out of bounds values : 0 OK'"
-  [ $fails -eq 0 ] || fail "bench allreduce --topology $topo -d $dt at $RANKS ranks on $NODES nodes (above)"
+  [ $fail -eq 0 ] || fail "bench allreduce --topology $topo -d $dt at $RANKS ranks on $NODES nodes (above)"
   done_in "scale allreduce $topo $dt"
   ;;
 equivalence)
@@ -182,7 +182,7 @@ sweep)
     WITHIN_NODE=no CPUS_PER_TASK=1 ARCH=resnet8 SIZE=16 STEPS=12 BATCH_PER_RANK=4 OUT="$w/sweep" POLL=1 --wait) >"$w/sweep.log" 2>&1
   rc=$?
   cat "$w/sweep.log"
-  fails=0
+  fail=0
   [ $rc -eq 0 ] || bad "scaling_sweep.sh NODES=\"$list\" --wait: exit $rc"
   runs=()
   for n in $list; do
@@ -211,7 +211,7 @@ import sys, xml.dom.minidom
 d = xml.dom.minidom.parse(sys.argv[1])
 sys.exit(0 if d.documentElement.tagName == "svg" else 1)
 PY
-  [ $fails -eq 0 ] || fail "the scaling sweep over $list node(s)"
+  [ $fail -eq 0 ] || fail "the scaling sweep over $list node(s)"
   done_in "scale sweep"
   ;;
 finished)
