@@ -250,10 +250,10 @@ static int cmp_folder(const void *a, const void *b) {
 static int class_files(inet *s, const char *cdir, const struct stat *cst, above *up, int32_t label) {
   folders all = {0};
   int st = walk(cdir, cst, up, 1, &all);
-  if (st == MNT_OK) qsort(all.v, (size_t)all.n, sizeof *all.v, cmp_folder);
+  if (st == MNT_OK && all.n > 1) qsort(all.v, (size_t)all.n, sizeof *all.v, cmp_folder);
   for (int i = 0; i < all.n && st == MNT_OK; i++) {
     folder *f = &all.v[i];
-    qsort(f->files.v, (size_t)f->files.n, sizeof *f->files.v, cmp_entry);
+    if (f->files.n > 1) qsort(f->files.v, (size_t)f->files.n, sizeof *f->files.v, cmp_entry); /* v: NULL when empty */
     for (int k = 0; k < f->files.n && st == MNT_OK; k++) {
       const char *name = f->files.v[k].name;
       char p[MNT_PATH_MAX];
@@ -849,7 +849,7 @@ static int scan_folders(inet *s, const char *src, strlist *classes) {
     s->ignored++;
   }
   /* class names: the last part of each path, sorted (the paths share SRC/: the same order) */
-  if (st == MNT_OK) qsort(top.subs.v, (size_t)top.subs.n, sizeof *top.subs.v, cmp_entry);
+  if (st == MNT_OK && top.subs.n > 1) qsort(top.subs.v, (size_t)top.subs.n, sizeof *top.subs.v, cmp_entry);
   for (int i = 0; i < top.subs.n && st == MNT_OK; i++)
     st = push(classes, strrchr(top.subs.v[i].name, '/') + 1) ? MNT_ENOMEM : MNT_OK;
   if (st == MNT_OK && classes->n == 0) {
@@ -896,7 +896,7 @@ static int scan_flat(inet *s, const char *src, const char *val_labels, strlist *
   fclose(f);
   for (int i = 0; i < wn.n && st == MNT_OK; i++) st = push(classes, wn.v[i]) ? MNT_ENOMEM : MNT_OK;
   if (st == MNT_OK) {
-    qsort(classes->v, (size_t)classes->n, sizeof *classes->v, cmp_str);
+    if (classes->n > 1) qsort(classes->v, (size_t)classes->n, sizeof *classes->v, cmp_str);
     int k = 0;
     for (int i = 0; i < classes->n; i++) {
       if (k == 0 || strcmp(classes->v[k - 1], classes->v[i])) classes->v[k++] = classes->v[i];

@@ -84,17 +84,25 @@ uint16_t mnt_f32_to_f16(float f) { return f16_of(f); }
 float mnt_f16_to_f32(uint16_t h) { return f32_of_f16(h); }
 
 /* ---- bulk loops, one body per variant (simd.h) ------------------------------------------------ */
+
+/* the element types at alignment 1: a received chunk is reduced where it lies in the link's ring,
+ * at any byte (an access through float * there is undefined; through these it is a plain unaligned
+ * load, vectorized as before) */
+typedef float uf32 __attribute__((aligned(1)));
+typedef double uf64 __attribute__((aligned(1)));
+typedef uint16_t uu16 __attribute__((aligned(1)));
+
 MNT_SIMD_BODY void reduce_body(mnt_dtype t, void *dst, const void *src, size_t n, float div) {
   if (t == MNT_FP32) {
     float *restrict d = dst;
-    const float *restrict s = src;
+    const uf32 *restrict s = src;
     if (div == 1.0f)
       for (size_t i = 0; i < n; i++) d[i] = d[i] + s[i];
     else
       for (size_t i = 0; i < n; i++) d[i] = (d[i] + s[i]) / div;
   } else if (t == MNT_FP64) {
     double *restrict d = dst;
-    const double *restrict s = src;
+    const uf64 *restrict s = src;
     double dv = div;
     if (div == 1.0f)
       for (size_t i = 0; i < n; i++) d[i] = d[i] + s[i];
@@ -102,11 +110,11 @@ MNT_SIMD_BODY void reduce_body(mnt_dtype t, void *dst, const void *src, size_t n
       for (size_t i = 0; i < n; i++) d[i] = (d[i] + s[i]) / dv;
   } else if (t == MNT_BF16) {
     uint16_t *restrict d = dst;
-    const uint16_t *restrict s = src;
+    const uu16 *restrict s = src;
     for (size_t i = 0; i < n; i++) d[i] = bf16_of((f32_of_bf16(d[i]) + f32_of_bf16(s[i])) / div);
   } else {
     uint16_t *restrict d = dst;
-    const uint16_t *restrict s = src;
+    const uu16 *restrict s = src;
     for (size_t i = 0; i < n; i++) d[i] = f16_of((f32_of_f16(d[i]) + f32_of_f16(s[i])) / div);
   }
 }

@@ -29,7 +29,8 @@ uint16_t mnt_f32_to_f16(float f);
 float mnt_f16_to_f32(uint16_t h);
 
 /* dst[i] = (dst[i] + src[i]) / div, computed in fp32 (fp64 for MNT_FP64) and rounded once to the
- * element type. div == 1 is a plain sum. */
+ * element type. div == 1 is a plain sum. src may lie at any byte (a chunk read in place from a
+ * link's ring, mnt_link_peek); dst is aligned to its element. */
 void mnt_reduce(mnt_dtype t, void *dst, const void *src, size_t n, float div);
 /* buf[i] = buf[i] / div. */
 void mnt_scale_div(mnt_dtype t, void *buf, size_t n, float div);

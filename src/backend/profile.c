@@ -249,7 +249,7 @@ void mnt_backend_profile_print(FILE *f, int steps, double step_s) {
   if (steps < 1) return;
   double total = 0;
   for (int i = 0; i < prof_nrows; i++) total += prof_rows[i].s;
-  qsort(prof_rows, (size_t)prof_nrows, sizeof *prof_rows, by_time);
+  if (prof_nrows > 1) qsort(prof_rows, (size_t)prof_nrows, sizeof *prof_rows, by_time);
   double ms = 1e3 / steps;
   fprintf(f, "# profile: %d steps of %.2f ms (with a stream wait around every op); the ops' own time %.2f ms per step\n",
           steps, step_s * 1e3, total * ms);
