@@ -13,8 +13,8 @@
 #   templates.sh MNTRAIN sweep       scaling_sweep.sh --wait runs 1, 2 and 4 ranks into ranks-1/2/4
 #                                    (summary.json with those ranks and nodes) and the report job
 #                                    after them writes scaling.csv
-#   templates.sh MNTRAIN shellcheck  shellcheck on every template and this script (no cluster)
-# Exit 77 (CTest: skipped) when the cluster (or shellcheck) is missing.
+# (shellcheck of the templates: tests/unit/lint_shell.sh.) Exit 77 (CTest: skipped) when the cluster
+# is missing.
 set -u
 m=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 what=$2
@@ -22,13 +22,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 tmpl=$(cd "$here/../../job_templates" && pwd)
 # shellcheck source=/dev/null
 . "$here/lib.sh"
-
-if [ "$what" = shellcheck ]; then
-  command -v shellcheck >/dev/null 2>&1 || { echo "SKIP: shellcheck not found (apt-get install shellcheck)"; exit 77; }
-  shellcheck "$tmpl"/*.sbatch "$tmpl"/*.sh "$here/templates.sh" || fail "shellcheck"
-  echo "ok: shellcheck clean: $(cd "$tmpl" && echo ./*.sbatch ./*.sh) templates.sh"
-  exit 0
-fi
 
 slurm_or_skip
 nodes=$(cluster_nodes)
@@ -164,7 +157,7 @@ sweep)
   echo "ok: scaling_sweep.sh ran ranks-1, ranks-2, ranks-4 and the report job wrote scaling.csv"
   ;;
 *)
-  echo "usage: templates.sh MNTRAIN train|gpu|sweep|shellcheck" >&2
+  echo "usage: templates.sh MNTRAIN train|gpu|sweep" >&2
   exit 2
   ;;
 esac

@@ -39,8 +39,10 @@ cmd=("$m" train --data data --arch resnet8 --size 16 --batch-per-rank 8 --thread
 "${cmd[@]}" --out base --stop-after 8 >base.log 2>&1
 rc=$?
 [ $rc -eq 3 ] || { cat base.log; fail "the run stopped after 8 steps exited $rc, expected 3"; }
-[ -f base/ckpt/step-00000008/MANIFEST.json ] && [ -f base/ckpt/step-00000004/MANIFEST.json ] ||
-  { ls -R base; fail "no checkpoints at steps 4 and 8"; }
+if [ ! -f base/ckpt/step-00000008/MANIFEST.json ] || [ ! -f base/ckpt/step-00000004/MANIFEST.json ]; then
+  ls -R base
+  fail "no checkpoints at steps 4 and 8"
+fi
 
 # same A.h5 B.h5: every dataset of A in B, bit for bit
 same() {
@@ -76,6 +78,7 @@ print(d["offset"], d["bytes"])' "$1" "$2"
 check() {
   local name=$1 expect=$2 what=$3 log=$1.out
   shift 3
+  checked=$((checked + 1))
   "${cmd[@]}" --out "$name" --export "$name.h5" "$@" >"$log" 2>&1
   rc=$?
   [ $rc -eq 0 ] || { cat "$log"; fail "$name: the resume exited $rc, expected 0"; }
@@ -91,6 +94,7 @@ check() {
 }
 fresh() { rm -rf "$1" && cp -a base "$1" && man=$1/ckpt/step-00000008/MANIFEST.json && h5=$1/ckpt/step-00000008/state.h5; }
 damaged8='step-00000008 is damaged'
+checked=0 # cases that reached check (a case whose set-up failed must not pass unseen)
 
 fresh state-step && edit "$man" 'm["state"]["step"] = 4' && check state-step fallback "$damaged8"
 fresh dup-key && /usr/bin/python3 - "$man" <<'PY' && check dup-key fallback "$damaged8.*duplicate"
@@ -113,7 +117,8 @@ fresh state-list && edit "$man" 'm["state"] = []' && check state-list fallback "
 fresh config && edit "$man" 'm["config"]["warmup_epochs"] = 1.0' && check config fallback "$damaged8.*config"
 fresh wrong-step && edit "$man" 'm["step"] = 4' && check wrong-step fallback "$damaged8.*says step 4"
 fresh dir-renamed && cp -a dir-renamed/ckpt/step-00000008 dir-renamed/ckpt/step-00000010 &&
-  check dir-renamed resume "" && grep -q "step-00000010 is damaged: .*says step 8" dir-renamed.out ||
+  check dir-renamed resume ""
+grep -q "step-00000010 is damaged: .*says step 8" dir-renamed.out ||
   { cat dir-renamed.out; fail "dir-renamed: no warning naming step-00000010"; }
 # the state in the file and in the manifest agree (both edited), the checksums are not checked
 fresh noverify-state && read -r off n < <(dataset_at "$man" /train_state) && /usr/bin/python3 - "$man" "$h5" "$off" <<'PY' &&
@@ -134,15 +139,23 @@ fresh link-file && mv "$h5" elsewhere/state.h5 && ln -s "$w/elsewhere/state.h5" 
 fresh link-manifest && mv "$man" elsewhere/MANIFEST.json && ln -s "$w/elsewhere/MANIFEST.json" "$man" &&
   check link-manifest fallback "$damaged8.*symbolic link"
 fresh link-dir && cp -a link-dir/ckpt/step-00000008 elsewhere/step8 && ln -s "$w/elsewhere/step8" link-dir/ckpt/step-00000010 &&
-  check link-dir resume "" && grep -q "step-00000010: a symbolic link, not followed" link-dir.out ||
+  check link-dir resume ""
+grep -q "step-00000010: a symbolic link, not followed" link-dir.out ||
   { cat link-dir.out; fail "link-dir: no warning naming step-00000010"; }
-[ -e elsewhere/step8/MANIFEST.json ] && [ -e elsewhere/state.h5 ] || fail "a file a link pointed to was removed"
+if [ ! -e elsewhere/step8/MANIFEST.json ] || [ ! -e elsewhere/state.h5 ]; then
+  fail "a file a link pointed to was removed"
+fi
+
+[ $checked -eq 15 ] || fail "$checked of the 15 cases ran (the set-up of the others failed: above)"
 
 # inspect names a damaged checkpoint in a root (exit 1)
 fresh inspect && edit "$man" 'm["state"]["step"] = 4'
 "$m" inspect inspect/ckpt >inspect.log 2>&1
 rc=$?
-[ $rc -eq 1 ] && grep -q "step-00000008: DAMAGED: .*state" inspect.log || { cat inspect.log; fail "inspect exited $rc"; }
+if [ $rc -ne 1 ] || ! grep -q "step-00000008: DAMAGED: .*state" inspect.log; then
+  cat inspect.log
+  fail "inspect exited $rc"
+fi
 ok "inspect: exit 1, $(grep -m1 -o 'step-00000008: DAMAGED: .\{0,80\}' inspect.log)"
 
 # a finished run whose summary.json is gone

@@ -1,13 +1,13 @@
 /* nccl_wait.h — private to src/comm/nccl/: the NCCL communicator's wait loop (poll, nap, deadline),
  * apart from CUDA and NCCL so that what it costs can be measured on a CPU with a stub poll
- * (tests/gpu/test_nccl_wait.c).
+ * (tests/unit/test_nccl_wait.c).
  * defines: MNT_NCCL_NAP_FIRST_NS, MNT_NCCL_NAP_MAX_NS, mnt_nccl_next_nap, mnt_nccl_poll_fn,
  *          mnt_nccl_wait_loop.
  *
  * The nap between two polls starts at 20 us and doubles up to 50 us. The kernel's timer slack
  * (50 us for a normal thread: prctl(PR_GET_TIMERSLACK)) comes on top of every nanosleep, so the
  * polls are about 70, 90, then 105-110 us apart. Measured on the 2-core CI VM
- * (tests/gpu/test_nccl_wait.c, a stub poll; 4 runs): a 50 us nap is a poll every 105-111 us,
+ * (tests/unit/test_nccl_wait.c, a stub poll; 4 runs): a 50 us nap is a poll every 105-111 us,
  * 5.9-9.7 us of CPU per poll (the nanosleep system call and the clock read: 6-9% of one core, only
  * while a wait lasts), and a wait ends a median 49-59 us (worst 102-114 us) after its work did.
  * The poll's own calls (cudaEventQuery, one ncclCommGetAsyncError per communicator: a driver
