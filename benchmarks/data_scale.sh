@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# data_scale.sh — issue 22's benchmark: ImageNet at cluster scale, on an ImageNet-like set of real
-# photographs (benchmarks/imagenet_like.py: crops of 35 photos from Debian's lomiri-wallpapers-16.04,
-# mate-backgrounds and plasma-workspace-wallpapers, ~500x375, JPEG quality 90).
+# data_scale.sh — ImageNet at cluster scale: bytes, filesystem bandwidth and loader speed, on an
+# ImageNet-like set of real photographs (benchmarks/imagenet_like.py: crops of 35 photos from Debian's
+# lomiri-wallpapers-16.04, mate-backgrounds and plasma-workspace-wallpapers, ~500x375, JPEG quality 90).
 #   benchmarks/data_scale.sh [options] [MNTRAIN] [WORKDIR]
 # MNTRAIN defaults to build/mntrain, WORKDIR to /tmp/mntrain-data-scale (kept between runs: the set
 # and the conversions are made once). It
@@ -15,7 +15,7 @@
 #     torchvision's ImageFolder pipeline on the source JPEGs (benchmarks/tv_loader.py: PIL decode,
 #     RandomResizedCrop, flip, ToTensor, Normalize, DataLoader with as many worker processes), with 1
 #     and --threads threads/workers, --rounds times in alternating order so the noise shows;
-#  5. says whether issue 22's targets are met: jpeg records <= 1/4 of raw ones at the same short side,
+#  5. says whether its targets are met: jpeg records <= 1/4 of raw ones at the same short side,
 #     and decode + augment per loader thread >= 3x torchvision's per worker.
 # Tables go to stdout and to WORKDIR/data_scale-<time>.txt; progress lines to stderr.
 # Needs: Debian's /usr/bin/python3 with python3-torch, python3-torchvision, python3-pil,
@@ -81,7 +81,7 @@ fi
 "$py" "$here/imagenet_like.py" --list >/dev/null || exit 1 # names the missing photo packages
 format3=1
 "$m" convert --help 2>&1 | grep -q -- '--codec' || format3=0
-[ "$format3" = 1 ] || say "this mntrain's convert has no --codec (format 3, issue 22): the format 3 rows stay empty"
+[ "$format3" = 1 ] || say "this mntrain's convert has no --codec (format 3 jpeg records): the format 3 rows stay empty"
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
 out="$work/data_scale-$(date -u +%Y%m%dT%H%M%SZ).txt"
@@ -189,7 +189,7 @@ done
       e = b * j / s
       printf "%-36s %10.0f %9s %11.1f %8.2f %11.1f %11.1f %7s\n", name, e, "-", e * N / 1e9, j / s, e * 128 * r / 1e9, e * 1024 * r / 1e9, (e * N <= c * 2^30 ? "yes" : "no") }'
     awk -v j="${per[f3-jpeg]}" -v w="${per[f3-raw]}" 'BEGIN {
-      printf "# target (issue 22): jpeg records <= 1/4 of raw at the same short side: %.3f of raw (1/%.1f): %s\n", j / w, w / j, (j <= w / 4 ? "met" : "MISSED") }'
+      printf "# target: jpeg records <= 1/4 of raw at the same short side: %.3f of raw (1/%.1f): %s\n", j / w, w / j, (j <= w / 4 ? "met" : "MISSED") }'
   else
     echo "# format 3 raw and jpeg: not measured (this mntrain has no convert --codec)"
   fi
@@ -256,8 +256,8 @@ med() { tr ' ' '\n' | awk '/^[0-9.]+$/' | sort -g | awk '{ a[NR] = $1 } END { if
   if [ "$format3" = 1 ]; then
     for t in "${tlist[@]}"; do
       awk -v a="$(echo "${got[f3-jpeg,$t]}" | med)" -v b="$(echo "${got[tv,$t]}" | med)" -v t="$t" 'BEGIN {
-        if (a + 0 > 0 && b + 0 > 0) printf "# target (issue 22): jpeg decode + augment per loader thread >= 3x torchvision per worker, %s thread(s): %.2fx: %s\n", t, a / b, (a >= 3 * b ? "met" : "MISSED")
-        else printf "# target (issue 22), %s thread(s): not measured\n", t }'
+        if (a + 0 > 0 && b + 0 > 0) printf "# target: jpeg decode + augment per loader thread >= 3x torchvision per worker, %s thread(s): %.2fx: %s\n", t, a / b, (a >= 3 * b ? "met" : "MISSED")
+        else printf "# target, %s thread(s): not measured\n", t }'
     done
   else
     echo "# format 3 rows: not measured (this mntrain has no convert --codec)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scale.sh — what each rank costs as ranks grow (issue 21), on the local cluster of 16 nodes
+# scale.sh — what each rank costs as ranks grow, on the local cluster of 16 nodes
 # (job_templates/local-cluster.sh up --nodes 16 --cpus-per-node 8 --gluster: 8 ranks per node at
 # 128 need 8 CPUs declared, Slurm refuses more tasks per node than CPUs even with -O), oversubscribed: a correctness and
 # cost-growth measurement, not a speed one.

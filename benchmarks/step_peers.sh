@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # step_peers.sh — `mntrain bench step` against PyTorch (benchmarks/peer_step_torch.py), side by
-# side, alternating, on the two configurations of issue 4. Run it on a quiet machine.
+# side, alternating, on the two configurations of its target (>= 1.2x PyTorch: ResNet-50 at 224 px
+# batch 16, ResNet-18 at 64 px batch 64; benchmarks/README.md). Run it on a quiet machine.
 #   benchmarks/step_peers.sh [path/to/mntrain] [rounds, default 2]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

@@ -99,8 +99,8 @@ typedef struct {
  * 102,228,128 bytes of fp32 gradient. */
 static const preset PRESETS[] = {
     {"chainermn-paper",
-     "ChainerMN (Akiba, Fukuda, Suzuki, arXiv 1710.11351): ResNet-50, 32 images per GPU, 128 GPUs, 4 per node, "
-     "InfiniBand FDR 4X; the paper reports 90% parallel efficiency at 128 GPUs",
+     "ChainerMN (Akiba, Fukuda, Suzuki, arXiv 1710.11351) as modelled here: ResNet-50, 32 images per GPU, 128 GPUs, "
+     "4 per node, InfiniBand FDR 4X; the paper reports 90% parallel efficiency at 128 GPUs",
      0.0, 77.3, 154.5, 0.0, 102228128.0, 32, 25,
      "P100 step at 32 images: 231.8 ms = 32 / 138 img/s; 138 img/s per P100 = 90 epochs of ImageNet-1k "
      "(1,281,167 images) in 29 h on 8 P100 (Goyal et al., arXiv 1706.02677, Caffe2, real data; NVIDIA blog "
@@ -112,7 +112,7 @@ static const preset PRESETS[] = {
      "InfiniBand FDR 4X: 56 Gb/s signalling, 64b/66b coding -> 54.5 Gb/s = 6.8 GB/s per direction; bus bandwidth "
      "6.0 GB/s (~88% of it) and alpha 10 us per ring step of CUDA-aware MPI (assumptions); one NIC per node",
      "4 P100 per node on PCIe gen3 x16 (15.75 GB/s): NCCL ring bus bandwidth 10 GB/s, alpha 5 us (assumptions)",
-     "4 GPUs per node, 32 nodes for 128 GPUs (issue 13's reading of arXiv 1710.11351)",
+     "4 GPUs per node, 32 nodes for 128 GPUs (128 GPUs: arXiv 1710.11351; 4 P100 per node: assumption)",
      "hier", "off", "fp32",
      "ChainerMN 2017: NCCL inside a node, MPI between nodes (hierarchical / two-dimensional communicators); "
      "allreduce after backward, fp32 (double buffering and FP16 allreduce came in ChainerMN v1.2/v1.3, 2018: "
@@ -127,9 +127,12 @@ static const preset PRESETS[] = {
      "ResNet-50 has 25,557,032 parameters (arXiv 1512.03385; torchvision): 102,228,128 B of fp32 gradient",
      "256 images per GPU (assumption: a size that fills an H100 for ResNet-50)",
      5.0, 47.0, 2.0, 450.0, 8, 8,
-     "NDR InfiniBand 400 Gb/s: ~47 GB/s bus bandwidth per NIC (issue 13), one NIC per GPU (8 per node, rail-"
-     "optimized); alpha 5 us per inter-node ring step (assumption)",
-     "NVLink 4 / NVSwitch: ~450 GB/s bus bandwidth inside a node (issue 13), alpha 2 us (assumption)",
+     "NDR InfiniBand 400 Gb/s = 50 GB/s per direction (line rate); bus bandwidth 47 GB/s per NIC, inside the 46-48 "
+     "GB/s NCCL's developers expect nccl-tests to report on NDR (github.com/NVIDIA/nccl-tests/issues/290; not "
+     "measured here); one NIC per GPU (8 per node, rail-optimized); alpha 5 us per inter-node ring step (assumption)",
+     "NVLink 4 / NVSwitch: 900 GB/s per GPU in total (NVIDIA H100/H200 datasheets) = 450 GB/s per direction, taken "
+     "as the bus bandwidth inside a node (assumption: NCCL's developers give ~370 GB/s for a ring, ~480 GB/s with "
+     "NVLink SHARP on 8 GPUs, github.com/NVIDIA/nccl-tests/issues/212); alpha 2 us (assumption)",
      "8 GPUs per node (HGX H100/H200)", "hier", "both", "both",
      "mntrain: bucketed allreduce overlapped with backward (--bucket-mb 25), bf16 gradients (--grad-dtype bf16), "
      "hierarchical topology; each variant shown"},

@@ -132,9 +132,9 @@ static int link_is(const mnt_link *l, int kind) { return l && l->kind == kind; }
  * receives remain, the downstream one while sends remain. A neighbour that has finished the
  * collective and exited is not dead: a rank's last send can complete before its last receive, and
  * the downstream neighbour, done, may leave the job (at 128 oversubscribed ranks it often did,
- * and was reported dead: issue 21). The upstream one may also have written its last bytes and
- * exited between this rank's look at the FIFO and its look at the process: bytes left in the
- * FIFO are read before anyone is declared dead. */
+ * and was reported dead; the scale test scale_finished_neighbour guards it). The upstream one may
+ * also have written its last bytes and exited between this rank's look at the FIFO and its look
+ * at the process: bytes left in the FIFO are read before anyone is declared dead. */
 static int check_shm_peers(cpu_comm *c, const plan *p, int need_recv, int need_send) {
   mnt_link *ls[2] = {need_recv ? p->r->recv : NULL, need_send ? p->r->send : NULL};
   for (int i = 0; i < 2; i++) {
