@@ -4,12 +4,10 @@
  * as README "Runs and their outputs"). With checkpoints on (any --ckpt-* flag, --resume or --stop-after):
  *  - every K steps / M minutes, and at the end, a collective checkpoint (io/ckpt.h), asynchronous:
  *    the loop is held up only while each rank copies its share of the state;
- *  - SIGUSR1 and SIGTERM are taken by a thread of their own (blocked everywhere else, so no system
- *    call in the communicator or the loader sees EINTR). On rank 0 it commits the checkpoint in
- *    flight at once when every share is on disk (mnt_ckpt_commit_now: milliseconds, whatever the
- *    step time, so a KillWait shorter than a step keeps it). It also sets a flag that rides a small
- *    allreduce at every step boundary (signals reach the ranks at different times), so every rank
- *    stops after the same step, writes a checkpoint synchronously and returns MNT_EPREEMPT (exit 3).
+ *  - SIGUSR1 and SIGTERM are taken by a thread of their own (cmd/train_signals.h: on rank 0 it
+ *    commits the checkpoint in flight at once). The stop request rides a small allreduce at every
+ *    step boundary (signals reach the ranks at different times), so every rank stops after the
+ *    same step, writes a checkpoint synchronously and returns MNT_EPREEMPT (exit 3).
  *    A step is not cut short between layers: the ranks could agree on it only through a collective
  *    (the gradient buckets), by which time the forward pass has moved the BN statistics and the
  *    loader has handed out the step's samples; undoing that would save at most one step;
@@ -26,7 +24,6 @@
 #include <jansson.h>
 #include <math.h>
 #include <omp.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +44,7 @@
 #include "io/runlock.h"
 #include "io/safefs.h"
 #include "cmd/cmd.h"
+#include "cmd/train_signals.h"
 #include "train/trainer.h"
 #include "env.h"
 #include "placement.h"
@@ -64,51 +62,6 @@ typedef struct opts {
   char ckpt_buf[MNT_PATH_MAX];
   size_t stripe;
 } opts;
-
-/* ---- signals: a thread of their own ------------------------------------------------------- */
-
-static int g_stop_signal; /* written by the signal thread, read by the loop: __atomic */
-static int g_sig_quit;    /* the command's end: the signal thread returns at its next wake-up (__atomic) */
-static sigset_t g_sigs;
-/* rank 0's checkpoint writer while it exists: a stop request commits the checkpoint in flight at
- * once when its shares are on disk (mnt_ckpt_commit_now), not at the next step boundary, which
- * may come after Slurm's KillWait. The mutex keeps the writer alive while that runs (it returns
- * when every share is on disk, when the loop's own mnt_ckpt_finish takes the checkpoint, or after
- * 60 s: a job that fails meanwhile may wait that long to exit, while it is being killed anyway). */
-static pthread_mutex_t g_wr_mu = PTHREAD_MUTEX_INITIALIZER;
-static mnt_ckpt_writer *g_wr;
-
-static void set_signal_writer(mnt_ckpt_writer *wr) {
-  pthread_mutex_lock(&g_wr_mu);
-  g_wr = wr;
-  pthread_mutex_unlock(&g_wr_mu);
-}
-
-static void *signal_thread(void *arg) {
-  (void)arg;
-  for (;;) {
-    int sig;
-    if (sigwait(&g_sigs, &sig) != 0) continue;
-    if (__atomic_load_n(&g_sig_quit, __ATOMIC_ACQUIRE)) break;
-    if (sig == SIGUSR2) { /* what every thread of this rank did last, on disk; the run goes on */
-      mnt_trace_dump_last(NULL, "SIGUSR2 asked for it");
-      continue;
-    }
-    __atomic_store_n(&g_stop_signal, sig, __ATOMIC_RELAXED);
-    pthread_mutex_lock(&g_wr_mu);
-    if (g_wr) { /* nothing in flight: it returns at once */
-      double t0 = mnt_now();
-      int committed = 0;
-      if (mnt_ckpt_commit_now(g_wr, 60.0, &committed) == MNT_OK && committed) {
-        printf("mntrain train: %s: the checkpoint in flight committed at once (%.2f s)\n",
-               sig == SIGTERM ? "SIGTERM" : "SIGUSR1", mnt_now() - t0);
-        fflush(stdout);
-      }
-    }
-    pthread_mutex_unlock(&g_wr_mu);
-  }
-  return NULL;
-}
 
 /* ---- resume: the checkpoint accepted ------------------------------------------------------ */
 
@@ -293,7 +246,7 @@ static void record_step(run *r, loop *l, const mnt_step_out *so, int64_t step) {
 static int control(run *r, int *stop, int *due_time) {
   opts *o = r->o;
   mnt_world *w = r->w;
-  float ctl[3] = {__atomic_load_n(&g_stop_signal, __ATOMIC_RELAXED) ? 1.0f : 0.0f,
+  float ctl[3] = {mnt_train_stop_signal() ? 1.0f : 0.0f,
                   mnt_ckpt_local_done(r->wr) ? 1.0f : 0.0f,
                   w->rank == 0 && o->ckpt_minutes > 0 && mnt_now() - r->last_ckpt_time >= o->ckpt_minutes * 60
                       ? 1.0f : 0.0f};
@@ -387,7 +340,7 @@ static int report_preempted(run *r, const loop *l) {
   mnt_trainer *t = r->t;
   if (r->w->rank == 0) {
     char dir[MNT_PATH_MAX];
-    int sig = __atomic_load_n(&g_stop_signal, __ATOMIC_RELAXED);
+    int sig = mnt_train_stop_signal();
     mnt_ckpt_step_dir(dir, sizeof dir, o->ckpt_dir, t->s.step);
     printf("mntrain train: stopped after step %lld/%lld (%s): checkpoint %s; the same command resumes it\n",
            (long long)t->s.step, (long long)t->total,
@@ -841,20 +794,6 @@ static int validate(opts *o, int quiet, int *ckpt_on) {
   return MNT_OK;
 }
 
-/* SIGUSR2 (every thread's last events on disk, trace.h) and, with checkpoints on, SIGUSR1 and
- * SIGTERM blocked and taken by signal_thread. Called before PMIx and every other thread exist:
- * they all inherit the blocked signals. 1: the thread runs */
-static int start_signal_thread(pthread_t *thr, int ckpt_on) {
-  sigemptyset(&g_sigs);
-  sigaddset(&g_sigs, SIGUSR2);
-  if (ckpt_on) {
-    sigaddset(&g_sigs, SIGUSR1);
-    sigaddset(&g_sigs, SIGTERM);
-  }
-  pthread_sigmask(SIG_BLOCK, &g_sigs, NULL);
-  return pthread_create(thr, NULL, signal_thread, NULL) == 0;
-}
-
 /* every rank: rank 0 prepares the outputs and reads and verifies the checkpoint to resume (once,
  * here) and broadcasts whether there is one and its state. The global batch is the run's invariant:
  * the batch per rank follows the rank count, the BN groups the checkpoint's where they divide it */
@@ -933,7 +872,7 @@ static int start_trainer(run *r, mnt_ckpt *ck, const mnt_train_state *rs, int fo
   if (o->ckpt_dir &&
       (st = mnt_ckpt_writer_create(t->c, o->ckpt_dir, o->stripe, o->keep, found ? rs->step : -1, &r->wr)))
     return st;
-  if (w->rank == 0 && have_sig_thr) set_signal_writer(r->wr);
+  if (w->rank == 0 && have_sig_thr) mnt_train_signal_writer(r->wr);
   return MNT_OK;
 }
 
@@ -1005,8 +944,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   if (st || help) return st;
   MNT_CHECK(validate(&o, quiet, &ckpt_on));
   if (o.threads > 0) omp_set_num_threads(o.threads);
-  pthread_t sig_thr;
-  int have_sig_thr = start_signal_thread(&sig_thr, ckpt_on);
+  int have_sig_thr = mnt_train_signals_start(ckpt_on);
   mnt_trace_thread("main");
   mnt_trace_set_dump_dir(o.trace_dir ? o.trace_dir : o.out);
   run r = {.o = &o, .w = w, .ckpt_step = -1};
@@ -1039,17 +977,12 @@ out:
   }
   if (r.samples && fclose(r.samples) != 0 && st == MNT_OK) st = MNT_ESYS;
   mnt_ckpt_close(&ck);
-  set_signal_writer(NULL); /* waits for a commit on a stop request in progress */
+  mnt_train_signal_writer(NULL); /* waits for a commit on a stop request in progress */
   mnt_ckpt_writer_destroy(r.wr);
   mnt_runlock_release(locks[1]);
   mnt_runlock_release(locks[0]);
   json_decref(r.config);
   mnt_trainer_destroy(r.t);
-  if (have_sig_thr) { /* woken to return (not cancelled: a cancellation unwinds through sigwait's frame,
-                       * which AddressSanitizer reports as a stack-buffer-underflow) */
-    __atomic_store_n(&g_sig_quit, 1, __ATOMIC_RELEASE);
-    pthread_kill(sig_thr, SIGUSR2);
-    pthread_join(sig_thr, NULL);
-  }
+  mnt_train_signals_stop();
   return st;
 }
