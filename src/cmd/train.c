@@ -1,5 +1,6 @@
-/* cmd/train.c — `mntrain train`: the command line, the run's outputs, checkpoints, preemption and
- * the step loop around the trainer (src/train/trainer.h).
+/* cmd/train.c — `mntrain train`: the command line and the step loop around the trainer
+ * (src/train/trainer.h); what comes before the first step is in cmd/train_setup.c, what the run
+ * writes in cmd/train_outputs.c, the signals in cmd/train_signals.c (train_internal.h).
  * Rank 0 prints progress and writes OUT/config.json, OUT/metrics.jsonl and OUT/summary.json (keys
  * as README "Runs and their outputs"). With checkpoints on (any --ckpt-* flag, --resume or --stop-after):
  *  - every K steps / M minutes, and at the end, a collective checkpoint (io/ckpt.h), asynchronous:
@@ -16,18 +17,17 @@
  * --out and --ckpt-dir must be the user's own (io/safefs.h) and are locked by rank 0 for the run
  * (io/runlock.h) before anything in them is read or deleted; a run starts over only when it
  * provably never committed a checkpoint (io/rundir.h).
- * mnt_train_main: parse_options, validate, negotiate_resume (every rank: the checkpoint and the batch
- * per rank), start_trainer, open_outputs, then train_loop (a step: record_step, control, log_interval,
- * evaluate, checkpoints; the end: mnt_train_report_preempted, mnt_train_finish_run or
+ * mnt_train_main: parse_options, validate, then mnt_train_place, mnt_train_negotiate_resume (every
+ * rank: the checkpoint and the batch per rank), mnt_train_start_trainer, mnt_train_open_outputs
+ * (cmd/train_setup.c), then train_loop (a step: record_step, control, log_interval, evaluate,
+ * checkpoints; the end: mnt_train_report_preempted, mnt_train_finish_run or
  * mnt_train_resumed_complete, cmd/train_outputs.c). */
-#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "args.h"
 #include "io/ckpt.h"
@@ -35,38 +35,14 @@
 #include "jsonio.h"
 #include "check.h"
 #include "log.h"
-#include "path.h"
 #include "progress.h"
-#include "io/rundir.h"
 #include "io/runlock.h"
 #include "cmd/cmd.h"
 #include "cmd/train_internal.h"
 #include "cmd/train_signals.h"
 #include "train/trainer.h"
 #include "env.h"
-#include "placement.h"
 #include "trace.h"
-
-/* ---- resume: the checkpoint accepted ------------------------------------------------------ */
-
-/* mnt_ckpt_open_checked's check of a checkpoint to resume: its training state is whole, in range,
- * and of its own step (a checkpoint whose state fails is damaged: the previous one is tried) */
-static int state_ok(const mnt_ckpt *c, void *arg, char *why, size_t n) {
-  (void)arg;
-  mnt_train_state s;
-  char what[600];
-  if (mnt_train_state_parse(json_object_get(c->manifest, "state"), &s, what, sizeof what) != MNT_OK) {
-    snprintf(why, n, "%s/%s: %s", c->dir, MNT_CKPT_MANIFEST, what);
-    return MNT_EDATA;
-  }
-  json_t *steps = json_object_get(json_object_get(c->manifest, "config"), "steps");
-  if (s.step != c->step || !json_is_integer(steps) || s.step > json_integer_value(steps)) {
-    snprintf(why, n, "%s/%s: the training state is of step %lld, the checkpoint of step %lld of %lld", c->dir,
-             MNT_CKPT_MANIFEST, (long long)s.step, (long long)c->step, (long long)json_integer_value(steps));
-    return MNT_EDATA;
-  }
-  return MNT_OK;
-}
 
 /* ---- a step's parts: its record, the ranks' control, the progress line, evaluation -------- */
 
@@ -194,8 +170,8 @@ static int train_loop(run *r) {
   mnt_trainer *t = r->t;
   mnt_world *w = r->w;
   loop l = {.step0 = t->s.step, .todo = t->total - t->s.step, .last_loss = NAN, .last_top1 = NAN, .val_top1 = NAN};
-  if (l.todo < 0) { /* mnt_rundir_same_run found the run's steps the checkpoint's, and state_ok its step
-                     * within them */
+  if (l.todo < 0) { /* mnt_rundir_same_run found the run's steps the checkpoint's, and state_ok
+                     * (cmd/train_setup.c) its step within them */
     MNT_ERR("resumed at step %lld of a run of %lld steps", (long long)t->s.step, (long long)t->total);
     return MNT_EDATA;
   }
@@ -416,144 +392,6 @@ static int validate(opts *o, int quiet, int *ckpt_on) {
   return MNT_OK;
 }
 
-/* every rank: rank 0 prepares the outputs and reads and verifies the checkpoint to resume (once,
- * here) and broadcasts whether there is one and its state. The global batch is the run's invariant:
- * the batch per rank follows the rank count, the BN groups the checkpoint's where they divide it */
-static int negotiate_resume(run *r, mnt_ckpt *ck, mnt_train_state *rs, int *found, mnt_runlock **locks) {
-  opts *o = r->o;
-  mnt_world *w = r->w;
-  mnt_train_cfg *c = &o->t;
-  mnt_rundir_cfg rc = {.out = o->out, .ckpt_dir = o->ckpt_dir, .trace_dir = o->trace_dir, .export_path = o->export_path,
-                       .resume = o->resume, .force = o->force, .no_verify = o->no_verify, .accept = state_ok};
-  int st = w->rank == 0 ? mnt_rundir_prepare(&rc, w->jobid, ck, found, locks) : MNT_OK;
-  char why[600];
-  if (st == MNT_OK && *found && (st = mnt_train_state_parse(json_object_get(ck->manifest, "state"), rs, why,
-                                                            sizeof why)) != MNT_OK)
-    MNT_ERR("%s: %s", ck->dir, why); /* accepted by state_ok: not reached */
-  MNT_CHECK(mnt_world_agree(w, st));
-  struct { int64_t found; mnt_train_state s; } hdr = {*found, *rs};
-  MNT_CHECK(mnt_world_bcast(w, &hdr, sizeof hdr, 0));
-  *found = (int)hdr.found;
-  r->resumed_images = *found ? hdr.s.iv_n : 0;
-  if (!*found) {
-    if (!c->batch) c->batch = 32;
-    return MNT_OK;
-  }
-  *rs = hdr.s;
-  int64_t G = rs->global_batch;
-  if (G % w->size) {
-    if (w->rank == 0)
-      MNT_ERR("the checkpoint's global batch %lld does not divide over %d ranks: resume it on a rank count that "
-              "divides %lld", (long long)G, w->size, (long long)G);
-    return mnt_world_agree(w, MNT_EARG);
-  }
-  int was = c->batch;
-  c->batch = (int)(G / w->size);
-  if (w->rank == 0 && was && was != c->batch)
-    printf("mntrain train: --batch-per-rank %d ignored: the run's global batch is %lld, so %d per rank on %d ranks\n",
-           was, (long long)G, c->batch, w->size);
-  if (c->bn_batch && c->batch % c->bn_batch) {
-    if (w->rank == 0)
-      MNT_ERR("--bn-batch %d does not divide the %d images per rank of this resume (global batch %lld on %d "
-              "ranks): leave --bn-batch out to keep the checkpoint's groups of %lld", c->bn_batch, c->batch,
-              (long long)G, w->size, (long long)rs->bn_group);
-    return mnt_world_agree(w, MNT_EARG);
-  }
-  if (!c->bn_batch) c->bn_batch = c->batch % rs->bn_group == 0 ? (int)rs->bn_group : c->batch;
-  if (w->rank == 0 && c->bn_batch != rs->bn_group)
-    MNT_WARN("batch-norm groups change from %lld to %d images (the checkpoint's do not divide %d per rank)",
-             (long long)rs->bn_group, c->bn_batch, c->batch);
-  return MNT_OK;
-}
-
-/* every rank: the trainer, its start (the checkpoint, which rank 0 loads and checks is this run's,
- * or --init) made rank 0's everywhere; the checkpoint writer */
-static int start_trainer(run *r, mnt_ckpt *ck, const mnt_train_state *rs, int found, int have_sig_thr) {
-  opts *o = r->o;
-  mnt_world *w = r->w;
-  int st = mnt_trainer_create(w, &o->t, found ? rs : NULL, &r->t);
-  if (st != MNT_OK) return st;
-  mnt_trainer *t = r->t;
-  r->config = mnt_train_config_json(o, t);
-  if (w->rank == 0) {
-    if (found) {
-      st = mnt_trainer_load(t, ck);
-      if (st == MNT_OK) st = mnt_rundir_same_run(json_object_get(ck->manifest, "config"), r->config, ck->dir);
-      char p[MNT_PATH_MAX];
-      snprintf(p, sizeof p, "%s/summary.json", o->out); /* resumed and unfinished: the run has no summary */
-      if (st == MNT_OK && rs->step < t->total && unlink(p) != 0 && errno != ENOENT) {
-        st = MNT_SYSERR("%s: cannot remove", p);
-      }
-    } else if (o->init) {
-      st = mnt_trainer_init_from(t, o->init);
-    }
-    mnt_ckpt_close(ck);
-  }
-  MNT_CHECK(mnt_world_agree(w, st));
-  MNT_CHECK(mnt_trainer_sync(t)); /* identical start: rank 0's state everywhere */
-  if (o->ckpt_dir &&
-      (st = mnt_ckpt_writer_create(t->c, o->ckpt_dir, o->stripe, o->keep, found ? rs->step : -1, &r->wr)))
-    return st;
-  if (w->rank == 0 && have_sig_thr) mnt_train_signal_writer(r->wr);
-  return MNT_OK;
-}
-
-/* every rank: rank 0 prints the effective configuration, writes config.json and opens
- * metrics.jsonl (a resumed run's kept up to its checkpoint); each rank its --sample-log; agreed */
-static int open_outputs(run *r, int found, const mnt_train_state *rs) {
-  opts *o = r->o;
-  mnt_world *w = r->w;
-  mnt_trainer *t = r->t;
-  const mnt_train_cfg *c = &o->t;
-  int st = MNT_OK;
-  if (found) json_object_set_new(r->config, "resumed_from_step", json_integer(rs->step));
-  if (w->rank == 0) {
-    char *txt = json_dumps(r->config, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
-    if (txt) printf("mntrain train: %s\n", txt);
-    free(txt);
-    st = mnt_json_save(o->out, "config.json", r->config);
-    if (st == MNT_OK && !(r->metrics = mnt_rundir_open_log(r->mpath, found ? rs->step : -1, MNT_RUN_LOG_METRICS))) {
-      st = MNT_SYSERR("%s: cannot open", r->mpath);
-    }
-    if (st == MNT_OK)
-      printf("mntrain train: %s, %d ranks on %d nodes, global batch %lld (%d per rank), %lld steps (%lld per epoch), "
-             "%.1f M parameters%s\n",
-             c->arch, w->size, w->nnodes, (long long)t->s.global_batch, c->batch, (long long)t->total,
-             (long long)t->per_epoch, (double)t->m->nw / 1e6, found ? ", resumed" : "");
-    fflush(stdout);
-  }
-  if (st == MNT_OK && o->sample_log) {
-    char p[MNT_PATH_MAX];
-    snprintf(p, sizeof p, "%s/samples-rank-%05d.txt", o->out, w->rank);
-    if (!(r->samples = mnt_rundir_open_log(p, found ? rs->step : -1, MNT_RUN_LOG_SAMPLES))) {
-      st = MNT_SYSERR("%s: cannot open", p);
-    }
-  }
-  return mnt_world_agree(w, st);
-}
-
-/* every rank: its share of the node's CPUs (placement.h) and, unless --threads or OMP_NUM_THREADS
- * say otherwise, that many compute threads; local rank 0 says what it did and warns when the node's
- * ranks ask for more compute threads than it has CPUs (each rank also runs a communicator thread
- * and --loader-threads) */
-static void place(const opts *o, const mnt_world *w) {
-  mnt_placement pl;
-  mnt_place_rank(w, &pl);
-  const char *env = getenv("OMP_NUM_THREADS");
-  if (o->threads <= 0 && !(env && *env) && pl.bound) omp_set_num_threads(pl.cpus);
-  int threads = o->threads > 0 ? o->threads : omp_get_max_threads();
-  if (w->local_rank != 0) return;
-  if (w->rank == 0) {
-    printf("mntrain train: placement: %s; %d compute thread%s per rank\n", pl.why, threads, threads == 1 ? "" : "s");
-    fflush(stdout);
-  }
-  if ((long)threads * w->local_size > pl.node_cpus)
-    MNT_WARN("%d ranks on %s ask for %d compute threads each (%d in all) but have %d CPUs: the threads take turns "
-             "and the ranks' steps drift apart; give each rank its CPUs (sbatch --cpus-per-task=C with "
-             "srun --cpu-bind=cores, or fewer ranks per node) or fewer threads (--threads)",
-             w->local_size, w->hostname, threads, threads * w->local_size, pl.node_cpus);
-}
-
 int mnt_train_main(mnt_world *w, int argc, char **argv) {
   opts o = {.t = {.arch = "resnet50", .schedule = "step", .comm = "auto", .topology = "flat", .grad_dtype = "fp32",
                   .precision = "fp32", .size = 224, .batch = 0, .epochs = 0, .steps = 0, .seed = 1, .lr = 0.1, .warmup_epochs = 0,
@@ -575,16 +413,16 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   int found = 0;
   mnt_train_state rs = {0};
   MNT_CHECK_GOTO(mnt_world_init(w), st, out);
-  place(&o, w); /* before this rank's own threads start: they inherit its CPUs */
+  mnt_train_place(&o, w); /* before this rank's own threads start: they inherit its CPUs */
   /* --trace: on before the trainer (it measures the clocks against rank 0's); the window is set in
    * the loop, where the warm-up is known */
   if (o.trace_dir) mnt_trace_init(w->rank, o.trace_first ? o.trace_first : INT64_MAX,
                                   o.trace_first ? o.trace_last : INT64_MAX);
   else mnt_trace_init(w->rank, 1, 0); /* the rings alone: a hang's last events name this rank */
   snprintf(r.mpath, sizeof r.mpath, "%s/metrics.jsonl", o.out);
-  MNT_CHECK_GOTO(negotiate_resume(&r, &ck, &rs, &found, locks), st, out);
-  MNT_CHECK_GOTO(start_trainer(&r, &ck, &rs, found, have_sig_thr), st, out);
-  MNT_CHECK_GOTO(open_outputs(&r, found, &rs), st, out);
+  MNT_CHECK_GOTO(mnt_train_negotiate_resume(&r, &ck, &rs, &found, locks), st, out);
+  MNT_CHECK_GOTO(mnt_train_start_trainer(&r, &ck, &rs, found, have_sig_thr), st, out);
+  MNT_CHECK_GOTO(mnt_train_open_outputs(&r, found, &rs), st, out);
   st = train_loop(&r);
 out:
   if (o.trace_dir && w->up) { /* at the end, at a stop and on a failure */

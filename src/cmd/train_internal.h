@@ -1,10 +1,12 @@
-/* train_internal.h — what the files of `mntrain train` share (cmd/train.c, cmd/train_outputs.c);
- * not an interface outside the command.
+/* train_internal.h — what the files of `mntrain train` share; not an interface outside the
+ * command. cmd/train.c holds the options and the step loop, cmd/train_setup.c what comes before
+ * the first step, cmd/train_outputs.c what the run writes (cmd/train_signals.h: the signals).
  * defines: opts (the command line), run (the run: its trainer, writer and rank 0's logs), loop
- *          (what the step loop measures); from cmd/train_outputs.c: mnt_train_config_json,
- *          mnt_train_metric, mnt_train_progress_stamp, mnt_train_checkpoint_begin,
- *          mnt_train_checkpoint_finish, mnt_train_report_preempted, mnt_train_finish_run,
- *          mnt_train_resumed_complete */
+ *          (what the step loop measures); from cmd/train_setup.c: mnt_train_place,
+ *          mnt_train_negotiate_resume, mnt_train_start_trainer, mnt_train_open_outputs; from
+ *          cmd/train_outputs.c: mnt_train_config_json, mnt_train_metric, mnt_train_progress_stamp,
+ *          mnt_train_checkpoint_begin, mnt_train_checkpoint_finish, mnt_train_report_preempted,
+ *          mnt_train_finish_run, mnt_train_resumed_complete */
 #ifndef MNT_TRAIN_INTERNAL_H
 #define MNT_TRAIN_INTERNAL_H
 
@@ -14,6 +16,7 @@
 #include <stdio.h>
 
 #include "io/ckpt.h"
+#include "io/runlock.h"
 #include "path.h"
 #include "train/trainer.h"
 #include "world.h"
@@ -59,7 +62,20 @@ typedef struct loop {
   int stopped; /* stopped on request, with a checkpoint */
 } loop;
 
-/* ---- cmd/train_outputs.c: config.json, metrics.jsonl's lines, checkpoints, the run's end ------ */
+/* ---- cmd/train_setup.c: before the first step --------------------------------------------- */
+
+/* every rank: its share of the node's CPUs and its compute threads (before its own threads start) */
+void mnt_train_place(const opts *o, const mnt_world *w);
+/* every rank: rank 0 prepares the run directories (io/rundir.h; locks[0..1]: the locks it takes)
+ * and reads the checkpoint to resume into ck; *found and its state *rs on every rank, the batch per
+ * rank set */
+int mnt_train_negotiate_resume(run *r, mnt_ckpt *ck, mnt_train_state *rs, int *found, mnt_runlock **locks);
+/* every rank: r->t from the checkpoint (closed) or --init, the same everywhere; r->config; r->wr */
+int mnt_train_start_trainer(run *r, mnt_ckpt *ck, const mnt_train_state *rs, int found, int have_sig_thr);
+/* every rank: rank 0's config.json and metrics.jsonl, each rank's --sample-log; agreed */
+int mnt_train_open_outputs(run *r, int found, const mnt_train_state *rs);
+
+/* ---- cmd/train_outputs.c: config.json, metrics.jsonl's lines, checkpoints, the run's end -- */
 
 /* the effective configuration: config.json, and every checkpoint's "config" */
 json_t *mnt_train_config_json(const opts *o, const mnt_trainer *t);

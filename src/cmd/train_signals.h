@@ -1,6 +1,7 @@
 /* train_signals.h — the signals of `mntrain train`, taken by a thread of their own (internal to
- * src/cmd/train*.c). defines: mnt_train_signals_start, mnt_train_signal_writer, mnt_train_stop_signal,
- * mnt_train_signals_stop.
+ * src/cmd/train*.c).
+ * defines: mnt_train_signals_start, mnt_train_signal_writer, mnt_train_stop_signal,
+ *          mnt_train_signals_stop.
  * SIGUSR1 and SIGTERM (with checkpoints on) and SIGUSR2 are blocked in every thread but this one,
  * so no system call in the communicator or the loader sees EINTR. SIGUSR2: every thread's last
  * events on disk (trace.h), and the run goes on. SIGUSR1 or SIGTERM: a stop request. On rank 0 the
