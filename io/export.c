@@ -5,7 +5,6 @@
 #include <hdf5.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -28,39 +27,6 @@ int mnt_h5_put_f32(int64_t file, const char *path, const float *data, int ndims,
     MNT_ERR("writing the dataset %s failed", path);
     return MNT_ESYS;
   }
-  return MNT_OK;
-}
-
-/* the directory of an output file: "." for a bare name; MNT_EARG (logged) when path is too long */
-static int dir_of(const char *path, char out[MNT_PATH_MAX]) {
-  MNT_CHECK(mnt_path_join(out, NULL, path)); /* the whole path fits, and so does its directory */
-  char *slash = strrchr(out, '/');
-  if (!slash) snprintf(out, MNT_PATH_MAX, ".");
-  else if (slash == out) out[1] = '\0'; /* "/NAME": the root */
-  else *slash = '\0';
-  return MNT_OK;
-}
-
-int mnt_output_probe(const char *path, const char *what) {
-  char dir[MNT_PATH_MAX], tmp[MNT_PATH_MAX];
-  struct stat sb;
-  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-    MNT_ERR("%s %s is a directory, not a file to write", what, path);
-    return MNT_EARG;
-  }
-  MNT_CHECK(dir_of(path, dir));
-  if (stat(dir, &sb) != 0) {
-    MNT_SYSERR("%s %s cannot be written: %s", what, path, dir);
-    return MNT_EARG;
-  }
-  if (mnt_dir_secure(dir, what, 0, MNT_DIR_FILES) != MNT_OK) return MNT_EARG;
-  int fd = mnt_tmp_create(path, tmp, sizeof tmp);
-  if (fd < 0) {
-    MNT_SYSERR("%s %s cannot be written", what, path);
-    return MNT_EARG;
-  }
-  close(fd);
-  unlink(tmp);
   return MNT_OK;
 }
 

@@ -1,8 +1,8 @@
 /* export.h — model tensors to HDF5 under torchvision's names (readable by h5py, loadable into a
  * torchvision state_dict). defines: mnt_h5_put_f32 (one float32 dataset, intermediate groups
  * created), mnt_export_h5 (/model/<name> for every parameter, /bn/<name> for BN statistics;
- * written as DIR/.NAME.XXXXXX and renamed when whole), mnt_output_probe (can PATH be written, in a
- * directory that is safe (io/safefs.h)? checked when a run starts, not discovered when it ends). */
+ * written as DIR/.NAME.XXXXXX and renamed when whole; whether it can be written is checked when a
+ * run starts, io/rundir.h's mnt_output_probe). */
 #ifndef MNT_EXPORT_H
 #define MNT_EXPORT_H
 
@@ -15,9 +15,5 @@ int mnt_h5_put_f32(int64_t file, const char *path, const float *data, int ndims,
 /* root attributes describe the model: arch, classes, image_size, mean, std (of the dataset d) */
 /* w, bn: host copies of r's weights and BN statistics (mnt_trainer_host_model) */
 int mnt_export_h5(const mnt_resnet *r, const float *w, const float *bn, const mnt_dataset *d, const char *path);
-/* MNT_OK when a file can be created at path: its directory exists and is the user's or root's and
- * not writable by others without the sticky bit, and a file can be created there (tried, removed
- * again); MNT_EARG and an error naming `what` and path otherwise */
-int mnt_output_probe(const char *path, const char *what);
 
 #endif

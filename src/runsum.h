@@ -1,6 +1,6 @@
-/* runsum.h — summary.json of a finished `mntrain train` run (written by cmd/train.c), read once for
- * `mntrain report` and `mntrain model`. The reader keeps what is there and says what is not; each
- * command decides which keys it needs and says so in its own words.
+/* runsum.h — summary.json of a finished `mntrain train` run (written by cmd/train_outputs.c), read
+ * once for `mntrain report` and `mntrain model`. The reader keeps what is there and says what is
+ * not; each command decides which keys it needs and says so in its own words.
  * defines: mnt_run_summary, MNT_RS_* (its numbers, phases_ms.* and step_ms.mean included),
  *          MNT_RS_PHASE / MNT_RS_NPHASE, mnt_run_summary_read, mnt_rs_present, mnt_rs_is_int */
 #ifndef MNT_RUNSUM_H

@@ -1,15 +1,14 @@
-/* cmd/train.c — `mntrain train`: the command line, the run's outputs, checkpoints, preemption and
- * the step loop around the trainer (src/train/trainer.h).
+/* cmd/train.c — `mntrain train`: the command line and the step loop around the trainer
+ * (src/train/trainer.h); what comes before the first step is in cmd/train_setup.c, what the run
+ * writes in cmd/train_outputs.c, the signals in cmd/train_signals.c (train_internal.h).
  * Rank 0 prints progress and writes OUT/config.json, OUT/metrics.jsonl and OUT/summary.json (keys
  * as README "Runs and their outputs"). With checkpoints on (any --ckpt-* flag, --resume or --stop-after):
  *  - every K steps / M minutes, and at the end, a collective checkpoint (io/ckpt.h), asynchronous:
  *    the loop is held up only while each rank copies its share of the state;
- *  - SIGUSR1 and SIGTERM are taken by a thread of their own (blocked everywhere else, so no system
- *    call in the communicator or the loader sees EINTR). On rank 0 it commits the checkpoint in
- *    flight at once when every share is on disk (mnt_ckpt_commit_now: milliseconds, whatever the
- *    step time, so a KillWait shorter than a step keeps it). It also sets a flag that rides a small
- *    allreduce at every step boundary (signals reach the ranks at different times), so every rank
- *    stops after the same step, writes a checkpoint synchronously and returns MNT_EPREEMPT (exit 3).
+ *  - SIGUSR1 and SIGTERM are taken by a thread of their own (cmd/train_signals.h: on rank 0 it
+ *    commits the checkpoint in flight at once). The stop request rides a small allreduce at every
+ *    step boundary (signals reach the ranks at different times), so every rank stops after the
+ *    same step, writes a checkpoint synchronously and returns MNT_EPREEMPT (exit 3).
  *    A step is not cut short between layers: the ranks could agree on it only through a collective
  *    (the gradient buckets), by which time the forward pass has moved the BN statistics and the
  *    loader has handed out the step's samples; undoing that would save at most one step;
@@ -17,493 +16,35 @@
  *    number of ranks that divides the global batch, and appends to its metrics.jsonl.
  * --out and --ckpt-dir must be the user's own (io/safefs.h) and are locked by rank 0 for the run
  * (io/runlock.h) before anything in them is read or deleted; a run starts over only when it
- * provably never committed a checkpoint (prepare).
- * mnt_train_main: parse_options, validate, negotiate_resume (every rank: the checkpoint and the batch
- * per rank), start_trainer, open_outputs, then train_loop (a step: record_step, control, log_interval,
- * evaluate, checkpoints; the end: report_preempted or finish_run and write_summary). */
-#include <dirent.h>
-#include <errno.h>
+ * provably never committed a checkpoint (io/rundir.h).
+ * mnt_train_main: parse_options, validate, then mnt_train_place, mnt_train_negotiate_resume (every
+ * rank: the checkpoint and the batch per rank), mnt_train_start_trainer, mnt_train_open_outputs
+ * (cmd/train_setup.c), then train_loop (a step: record_step, control, log_interval, evaluate,
+ * checkpoints; the end: mnt_train_report_preempted, mnt_train_finish_run or
+ * mnt_train_resumed_complete, cmd/train_outputs.c). */
 #include <jansson.h>
 #include <math.h>
 #include <omp.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "args.h"
 #include "io/ckpt.h"
 #include "comm/comm.h"
-#include "io/export.h"
 #include "jsonio.h"
 #include "check.h"
 #include "log.h"
-#include "path.h"
 #include "progress.h"
 #include "io/runlock.h"
-#include "io/safefs.h"
 #include "cmd/cmd.h"
+#include "cmd/train_internal.h"
+#include "cmd/train_signals.h"
 #include "train/trainer.h"
 #include "env.h"
-#include "placement.h"
 #include "trace.h"
 
-/* the command line: the trainer's configuration and the command's own options */
-typedef struct opts {
-  mnt_train_cfg t;
-  const char *device, *out, *export_path, *ckpt_dir, *resume, *init;
-  const char *trace_dir, *trace_steps; /* --trace DIR (or MNT_TRACE), --trace-steps A:B */
-  int64_t trace_first, trace_last;     /* the steps given, or 0 0: the three after warm-up */
-  int threads, log_every, force, ckpt_steps, keep, no_verify, stop_after, sample_log;
-  int timestamps; /* --timestamps: progress lines start with the wall-clock time */
-  double ckpt_minutes;
-  char ckpt_buf[MNT_PATH_MAX];
-  size_t stripe;
-} opts;
-
-/* ---- signals: a thread of their own ------------------------------------------------------- */
-
-static int g_stop_signal; /* written by the signal thread, read by the loop: __atomic */
-static int g_sig_quit;    /* the command's end: the signal thread returns at its next wake-up (__atomic) */
-static sigset_t g_sigs;
-/* rank 0's checkpoint writer while it exists: a stop request commits the checkpoint in flight at
- * once when its shares are on disk (mnt_ckpt_commit_now), not at the next step boundary, which
- * may come after Slurm's KillWait. The mutex keeps the writer alive while that runs (it returns
- * when every share is on disk, when the loop's own mnt_ckpt_finish takes the checkpoint, or after
- * 60 s: a job that fails meanwhile may wait that long to exit, while it is being killed anyway). */
-static pthread_mutex_t g_wr_mu = PTHREAD_MUTEX_INITIALIZER;
-static mnt_ckpt_writer *g_wr;
-
-static void set_signal_writer(mnt_ckpt_writer *wr) {
-  pthread_mutex_lock(&g_wr_mu);
-  g_wr = wr;
-  pthread_mutex_unlock(&g_wr_mu);
-}
-
-static void *signal_thread(void *arg) {
-  (void)arg;
-  for (;;) {
-    int sig;
-    if (sigwait(&g_sigs, &sig) != 0) continue;
-    if (__atomic_load_n(&g_sig_quit, __ATOMIC_ACQUIRE)) break;
-    if (sig == SIGUSR2) { /* what every thread of this rank did last, on disk; the run goes on */
-      mnt_trace_dump_last(NULL, "SIGUSR2 asked for it");
-      continue;
-    }
-    __atomic_store_n(&g_stop_signal, sig, __ATOMIC_RELAXED);
-    pthread_mutex_lock(&g_wr_mu);
-    if (g_wr) { /* nothing in flight: it returns at once */
-      double t0 = mnt_now();
-      int committed = 0;
-      if (mnt_ckpt_commit_now(g_wr, 60.0, &committed) == MNT_OK && committed) {
-        printf("mntrain train: %s: the checkpoint in flight committed at once (%.2f s)\n",
-               sig == SIGTERM ? "SIGTERM" : "SIGUSR1", mnt_now() - t0);
-        fflush(stdout);
-      }
-    }
-    pthread_mutex_unlock(&g_wr_mu);
-  }
-  return NULL;
-}
-
-/* ---- outputs: an earlier run in --out, the logs, config.json ------------------------------ */
-
-/* The files of a run in --out; a directory holding any of them holds an earlier run. */
-static const char *const RUN_FILES[] = {"config.json", "metrics.jsonl", "summary.json", "config.json.tmp",
-                                        "summary.json.tmp"};
-
-static int remove_run(const opts *o) {
-  char p[MNT_PATH_MAX];
-  for (size_t i = 0; i < sizeof RUN_FILES / sizeof RUN_FILES[0]; i++) {
-    snprintf(p, sizeof p, "%s/%s", o->out, RUN_FILES[i]);
-    if (unlink(p) != 0 && errno != ENOENT) {
-      MNT_SYSERR("cannot remove %s", p);
-      return MNT_EARG;
-    }
-  }
-  DIR *d = opendir(o->out); /* sample logs */
-  struct dirent *e;
-  while (d && (e = readdir(d)))
-    if (!strncmp(e->d_name, "samples-rank-", 13)) {
-      snprintf(p, sizeof p, "%s/%s", o->out, e->d_name);
-      unlink(p);
-    }
-  if (d) closedir(d);
-  return MNT_OK;
-}
-
-static int holds_run(const opts *o, char *found, size_t n) {
-  char p[MNT_PATH_MAX];
-  found[0] = 0;
-  for (size_t i = 0; i < sizeof RUN_FILES / sizeof RUN_FILES[0]; i++) {
-    snprintf(p, sizeof p, "%s/%s", o->out, RUN_FILES[i]);
-    if (access(p, F_OK) != 0) continue;
-    size_t k = strlen(found);
-    snprintf(found + k, n - k, "%s%s", k ? ", " : "", RUN_FILES[i]);
-  }
-  return found[0] != 0;
-}
-
-/* the "ckpt_dir" of the earlier run's config.json in --out ("" if none) */
-static void earlier_ckpt_dir(const opts *o, char *out, size_t n) {
-  char p[MNT_PATH_MAX];
-  snprintf(p, sizeof p, "%s/config.json", o->out);
-  json_t *c = json_load_file(p, 0, NULL);
-  const char *s = json_string_value(json_object_get(c, "ckpt_dir"));
-  snprintf(out, n, "%s", s ? s : "");
-  json_decref(c);
-}
-
-/* What an earlier run in --out says about its checkpoints: the newest one metrics.jsonl records as
- * committed (-1: none) and where, and the step config.json says it resumed from (-1: none). */
-typedef struct evidence {
-  long long step, resumed;
-  char dir[MNT_PATH_MAX];
-  int lines;
-} evidence;
-
-static void run_evidence(const opts *o, evidence *ev) {
-  char p[MNT_PATH_MAX];
-  *ev = (evidence){.step = -1, .resumed = -1};
-  snprintf(p, sizeof p, "%s/metrics.jsonl", o->out);
-  FILE *f = fopen(p, "re");
-  char *line = NULL;
-  size_t cap = 0;
-  while (f && getline(&line, &cap, f) > 0) {
-    ev->lines++;
-    json_t *j = json_loads(line, 0, NULL);
-    const char *d = json_string_value(json_object_get(j, "checkpoint"));
-    json_t *cs = json_object_get(j, "checkpoint_step");
-    if (d && json_is_integer(cs) && json_integer_value(cs) >= ev->step) {
-      ev->step = json_integer_value(cs);
-      snprintf(ev->dir, sizeof ev->dir, "%s", d);
-    }
-    json_decref(j);
-  }
-  free(line);
-  if (f) fclose(f);
-  snprintf(p, sizeof p, "%s/config.json", o->out);
-  json_t *c = json_load_file(p, 0, NULL);
-  json_t *r = json_object_get(c, "resumed_from_step");
-  if (json_is_integer(r)) ev->resumed = json_integer_value(r);
-  json_decref(c);
-}
-
-/* rank 0, before anything is computed. --out (and --ckpt-dir when it exists) must be the user's own
- * (io/safefs.h) and are locked for this run (io/runlock.h) before anything in them is read or
- * deleted. An earlier run there is resumed (a checkpoint found), replaced (--force, or an attempt
- * of this run that provably committed no checkpoint) or refused: a run whose outputs record a
- * committed checkpoint that cannot be found is an error, never a silent start over. --export can
- * be created. *found: a checkpoint to resume, in ck. locks[0..1]: the locks taken. */
-/* rank 0, --trace: DIR is the user's own, and holds no trace of an earlier run (a merge of the two
- * would mix them) */
-static int prepare_trace(const opts *o) {
-  if (!o->trace_dir) return MNT_OK;
-  MNT_CHECK(mnt_dir_secure(o->trace_dir, "--trace", 1, MNT_DIR_RUN));
-  DIR *d = opendir(o->trace_dir);
-  struct dirent *e;
-  int st = MNT_OK;
-  while (d && (e = readdir(d)))
-    if (!strncmp(e->d_name, "trace-rank-", 11)) {
-      char p[MNT_PATH_MAX];
-      snprintf(p, sizeof p, "%s/%s", o->trace_dir, e->d_name);
-      if (unlink(p) != 0 && errno != ENOENT) st = MNT_SYSERR("cannot remove %s", p);
-    }
-  if (d) closedir(d);
-  return st;
-}
-
-/* mnt_ckpt_open_checked's check of a checkpoint to resume: its training state is whole, in range,
- * and of its own step (a checkpoint whose state fails is damaged: the previous one is tried) */
-static int state_ok(const mnt_ckpt *c, void *arg, char *why, size_t n) {
-  (void)arg;
-  mnt_train_state s;
-  char what[600];
-  if (mnt_train_state_parse(json_object_get(c->manifest, "state"), &s, what, sizeof what) != MNT_OK) {
-    snprintf(why, n, "%s/%s: %s", c->dir, MNT_CKPT_MANIFEST, what);
-    return MNT_EDATA;
-  }
-  json_t *steps = json_object_get(json_object_get(c->manifest, "config"), "steps");
-  if (s.step != c->step || !json_is_integer(steps) || s.step > json_integer_value(steps)) {
-    snprintf(why, n, "%s/%s: the training state is of step %lld, the checkpoint of step %lld of %lld", c->dir,
-             MNT_CKPT_MANIFEST, (long long)s.step, (long long)c->step, (long long)json_integer_value(steps));
-    return MNT_EDATA;
-  }
-  return MNT_OK;
-}
-
-static int prepare(const opts *o, const char *jobid, mnt_ckpt *ck, int *found, mnt_runlock **locks) {
-  *found = 0;
-  MNT_CHECK(mnt_dir_secure(o->out, "--out", 1, MNT_DIR_RUN));
-  MNT_CHECK(prepare_trace(o));
-  MNT_CHECK(mnt_runlock_take(o->out, "--out", jobid, &locks[0]));
-  struct stat sb;
-  int ckpt_exists = o->ckpt_dir && lstat(o->ckpt_dir, &sb) == 0;
-  if (ckpt_exists) { /* a missing one is made below, once it is known to be wanted */
-    MNT_CHECK(mnt_dir_secure(o->ckpt_dir, "--ckpt-dir", 0, MNT_DIR_RUN));
-    MNT_CHECK(mnt_runlock_take(o->ckpt_dir, "--ckpt-dir", jobid, &locks[1]));
-  }
-  char run[200];
-  int has_run = holds_run(o, run, sizeof run);
-  evidence ev;
-  run_evidence(o, &ev);
-  if (o->force) {
-    MNT_CHECK(remove_run(o));
-    if (ckpt_exists) MNT_CHECK(mnt_ckpt_remove_all(o->ckpt_dir));
-  } else if (!strcmp(o->resume, "none")) {
-    if (ckpt_exists && mnt_ckpt_newest(o->ckpt_dir) >= 0) {
-      MNT_ERR("--ckpt-dir %s holds checkpoints of an earlier run: --resume auto continues it, --force starts over",
-              o->ckpt_dir);
-      return MNT_EARG;
-    }
-  } else {
-    int autor = !strcmp(o->resume, "auto");
-    const char *path = autor ? o->ckpt_dir : o->resume;
-    if (!autor || ckpt_exists) {
-      int st = mnt_ckpt_open_checked(path, !o->no_verify, state_ok, NULL, ck, found);
-      if (st != MNT_OK) return st == MNT_EDATA && !autor ? MNT_EARG : st;
-      if (!*found && !autor) {
-        MNT_ERR("--resume %s: no valid checkpoint there", path);
-        return MNT_EARG;
-      }
-    }
-    if (*found) {
-      printf("mntrain train: resuming from %s (step %lld%s)\n", ck->dir, (long long)ck->step,
-             ck->verified ? ", checksums verified" : ", checksums not verified");
-      if (ev.step > ck->step)
-        MNT_WARN("%s/metrics.jsonl records a newer checkpoint, %s (step %lld), than the one resumed from (step %lld): "
-                 "it is gone; the steps after %lld are trained again", o->out, ev.dir, ev.step, (long long)ck->step,
-                 (long long)ck->step);
-      has_run = 0;
-    } else if (ev.step >= 0 || ev.resumed >= 0) { /* the run had checkpoints: they are missing, not absent */
-      char what[MNT_PATH_MAX + 256];
-      if (ev.step >= 0)
-        snprintf(what, sizeof what, "%s/metrics.jsonl records checkpoint %s (step %lld) as committed", o->out, ev.dir,
-                 ev.step);
-      else
-        snprintf(what, sizeof what, "%s/config.json says the run resumed from a checkpoint of step %lld", o->out,
-                 ev.resumed);
-      MNT_ERR("%s, but --ckpt-dir %s %s: not starting over (is its filesystem mounted?). Resume from where the "
-              "checkpoints are with --resume PATH, or start the run over with --force", what, o->ckpt_dir,
-              ckpt_exists ? "holds no checkpoint" : "does not exist");
-      return MNT_EDATA;
-    } else if (has_run) {
-      char earlier[MNT_PATH_MAX];
-      earlier_ckpt_dir(o, earlier, sizeof earlier);
-      if (o->ckpt_dir && !strcmp(earlier, o->ckpt_dir)) {
-        printf("mntrain train: %s holds an attempt of this run (%s) that committed no checkpoint (%d lines of "
-               "metrics.jsonl record none; --ckpt-dir %s %s): starting over\n",
-               o->out, run, ev.lines, o->ckpt_dir, ckpt_exists ? "holds none" : "does not exist");
-        MNT_CHECK(remove_run(o));
-        has_run = 0;
-      }
-    }
-  }
-  if (has_run && !o->force) {
-    MNT_ERR("--out %s holds an earlier run (%s): choose another --out, add --force to replace it, or resume it with "
-            "--resume auto and its --ckpt-dir", o->out, run);
-    return MNT_EARG;
-  }
-  if (o->ckpt_dir && !ckpt_exists) {
-    MNT_CHECK(mnt_dir_secure(o->ckpt_dir, "--ckpt-dir", 1, MNT_DIR_RUN));
-    MNT_CHECK(mnt_runlock_take(o->ckpt_dir, "--ckpt-dir", jobid, &locks[1]));
-  }
-  return o->export_path ? mnt_output_probe(o->export_path, "--export") : MNT_OK;
-}
-
-/* the step a line of metrics.jsonl (a JSON object) or of a sample log ("STEP id id ...") is about;
- * -1 when it has none */
-static long long metrics_step(const char *line) {
-  json_t *j = json_loads(line, 0, NULL);
-  long long s = json_is_integer(json_object_get(j, "step")) ? json_integer_value(json_object_get(j, "step")) : -1;
-  json_decref(j);
-  return s;
-}
-static long long samples_step(const char *line) {
-  char *end;
-  long long s = strtoll(line, &end, 10);
-  return end == line ? -1 : s;
-}
-
-/* A log of a resumed run: the lines up to the checkpoint's step are kept (later ones were written
- * by the interrupted job after it: they will be written again), then the file is appended to.
- * resumed_step < 0: a new file. */
-static FILE *open_log(const char *path, int64_t resumed_step, long long (*step_of_line)(const char *)) {
-  if (resumed_step < 0) return mnt_open_log(path, 0);
-  FILE *in = fopen(path, "re");
-  if (!in) return mnt_open_log(path, 1);
-  char tmp[MNT_PATH_MAX];
-  FILE *out = mnt_tmp_fopen(path, tmp, sizeof tmp);
-  char *line = NULL;
-  size_t cap = 0;
-  while (out && getline(&line, &cap, in) > 0) {
-    long long s = step_of_line(line);
-    if (s >= 0 && s <= resumed_step && fputs(line, out) == EOF) break; /* ferror: fcommit refuses */
-  }
-  free(line);
-  fclose(in);
-  if (!out || mnt_tmp_fcommit(out, tmp, path) != MNT_OK) {
-    MNT_ERR("%s: cannot rewrite it for the resumed run", path);
-    return NULL;
-  }
-  return mnt_open_log(path, 1);
-}
-
-/* rank 0: the checkpoint's run and this command must describe the same training */
-static int same_run(json_t *old, json_t *now, const char *dir) {
-  static const char *const KEYS[] = {"arch", "size", "seed", "schedule", "lr", "warmup_epochs", "momentum", "wd",
-                                     "no_bn_decay", "zero_init_residual", "min_crop", "pad_crop", "label_smoothing",
-                                     "global_batch", "steps", "data_fingerprint"};
-  for (size_t i = 0; i < sizeof KEYS / sizeof KEYS[0]; i++) {
-    json_t *a = json_object_get(old, KEYS[i]), *b = json_object_get(now, KEYS[i]);
-    if (json_equal(a, b) || (json_is_number(a) && json_is_number(b) && json_number_value(a) == json_number_value(b)))
-      continue;
-    char *x = a ? json_dumps(a, JSON_ENCODE_ANY) : NULL, *y = b ? json_dumps(b, JSON_ENCODE_ANY) : NULL;
-    MNT_ERR("the checkpoint %s is of another run: its %s is %s, this command's is %s (start a new run with another "
-            "--out and --ckpt-dir, or --force)", dir, KEYS[i], x ? x : "missing", y ? y : "missing");
-    free(x);
-    free(y);
-    return MNT_EARG;
-  }
-  return MNT_OK;
-}
-
-static const char *const flag_dtype[] = {"fp32", "bf16", "fp16"}; /* by mnt_dtype, as --grad-dtype spells them */
-
-/* the effective configuration: config.json, and every checkpoint's "config" */
-static json_t *config_json(const opts *o, const mnt_trainer *t) {
-  const mnt_train_cfg *c = &t->cfg;
-  const mnt_world *w = t->w;
-  json_t *j = json_pack("{s:s, s:s?, s:s, s:i, s:i, s:I, s:i, s:I, s:o, s:o, s:s, s:o, s:o, s:b, s:b, s:o, s:s, s:s,"
-                        " s:s, s:s, s:o, s:i, s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:s, s:i, s:o, s:o, s:i, s:s}",
-                        "data", c->data, "val", c->val, "arch", c->arch, "size", c->size, "batch_per_rank", c->batch,
-                        "global_batch", (json_int_t)t->s.global_batch, "epochs", c->epochs, "steps",
-                        (json_int_t)t->total, "lr", mnt_json_num(c->lr), "warmup_epochs",
-                        mnt_json_num(c->warmup_epochs), "schedule", c->schedule, "momentum", mnt_json_num(c->momentum),
-                        "wd", mnt_json_num(c->wd), "no_bn_decay", c->no_bn_decay, "zero_init_residual", c->zero_init,
-                        "min_crop", mnt_json_num(c->min_scale), "device", t->be->name, "comm", t->c->ops->name, "topology",
-                        mnt_topology_name(t->c->topology), "grad_dtype", flag_dtype[t->grad_dtype], "bucket_mb",
-                        mnt_json_num(c->bucket_mb), "threads", o->threads > 0 ? o->threads : omp_get_max_threads(),
-                        "loader_threads", c->loader_threads, "seed", c->seed, "out", o->out, "ranks", w->size, "nodes",
-                        w->nnodes, "log_every", o->log_every, "skip_nonfinite", c->skip_nonfinite, "version",
-                        MNT_VERSION, "pad_crop", c->pad_crop, "val_crop", mnt_json_num(c->val_crop), "label_smoothing",
-                        mnt_json_num(c->smoothing), "bn_batch", (int)t->s.bn_group, "data_fingerprint",
-                        t->train.fingerprint);
-  if (j) json_object_set_new(j, "precision", json_string(mnt_precision_name(t->be->precision)));
-  if (j && o->ckpt_dir) {
-    json_object_set_new(j, "ckpt_dir", json_string(o->ckpt_dir));
-    json_object_set_new(j, "ckpt_every_steps", json_integer(o->ckpt_steps));
-    json_object_set_new(j, "ckpt_every_minutes", mnt_json_num(o->ckpt_minutes));
-    json_object_set_new(j, "keep", json_integer(o->keep));
-  }
-  return j;
-}
-
-/* ---- the run: its state, metrics.jsonl's lines, checkpoints ------------------------------- */
-
-typedef struct run {
-  opts *o;
-  mnt_world *w;
-  mnt_trainer *t;
-  mnt_ckpt_writer *wr;
-  json_t *config;
-  FILE *metrics, *samples;
-  char mpath[MNT_PATH_MAX];
-  double ckpt_t0, last_ckpt_time, stall_sum;
-  int64_t ckpt_step, ncheckpoints;
-  double resumed_images; /* images of the interval in progress trained before the resume */
-  int rebuilt;           /* summary.json rebuilt from metrics.jsonl (rebuild_summary) */
-} run;
-
-/* rank 0: one line of metrics.jsonl, "time" (wall clock, ISO 8601 UTC) first (a full disk stops
- * the run here, loudly) */
-static int metric(run *r, json_t *line) {
-  int st = MNT_OK;
-  if (r->w->rank == 0) {
-    char ts[MNT_ISO_TIME_LEN];
-    mnt_iso_time_now(ts);
-    json_t *o = line ? json_pack("{s:s}", "time", ts) : NULL;
-    if (o && json_object_update(o, line) != 0) {
-      json_decref(o);
-      o = NULL; /* mnt_json_append names the file: the line could not be made */
-    }
-    st = mnt_json_append(r->metrics, r->mpath, o);
-    json_decref(o);
-  }
-  json_decref(line);
-  return st;
-}
-
-/* rank 0, --timestamps: the wall-clock time that starts a progress line */
-static void progress_stamp(const opts *o) {
-  char ts[MNT_ISO_TIME_LEN];
-  if (!o->timestamps) return;
-  mnt_iso_time_now(ts);
-  printf("%s ", ts);
-}
-
-static int checkpoint_finish(run *r);
-static int checkpoint_begin_(run *r);
-
-/* every rank: the checkpoint of this step started (the previous one finished first) */
-static int checkpoint_begin(run *r) {
-  mnt_trace_push("checkpoint", r->t->s.step);
-  int st = checkpoint_begin_(r);
-  mnt_trace_pop();
-  return st;
-}
-
-static int checkpoint_begin_(run *r) {
-  double t0 = mnt_now();
-  MNT_CHECK(checkpoint_finish(r)); /* the previous one first (with its line in metrics.jsonl) */
-  if (mnt_ckpt_last_step(r->wr) == r->t->s.step) return MNT_OK; /* this step's is committed already */
-  r->ckpt_t0 = mnt_now();
-  MNT_CHECK(mnt_trainer_save(r->t, r->wr, r->config));
-  double stall = mnt_now() - t0; /* waiting for the previous one included */
-  r->ckpt_step = r->t->s.step;
-  r->last_ckpt_time = mnt_now();
-  r->stall_sum += stall;
-  return metric(r, json_pack("{s:I, s:I, s:o}", "step", (json_int_t)r->t->s.step, "checkpoint_step",
-                             (json_int_t)r->t->s.step, "ckpt_stall_ms", mnt_json_num(stall * 1e3)));
-}
-
-/* every rank: the checkpoint in flight, if any, committed */
-static int checkpoint_finish(run *r) {
-  if (!mnt_ckpt_pending(r->wr)) return MNT_OK;
-  mnt_trace_push("checkpoint commit", r->ckpt_step);
-  int cst = mnt_ckpt_finish(r->wr);
-  mnt_trace_pop();
-  MNT_CHECK(cst);
-  r->ncheckpoints++;
-  double s = mnt_now() - r->ckpt_t0;
-  char dir[MNT_PATH_MAX];
-  mnt_ckpt_step_dir(dir, sizeof dir, r->o->ckpt_dir, r->ckpt_step);
-  if (r->w->rank == 0) {
-    progress_stamp(r->o);
-    printf("mntrain train: checkpoint %s committed (%.1f s after it started)\n", dir, s);
-    fflush(stdout);
-  }
-  return metric(r, json_pack("{s:I, s:I, s:s, s:o}", "step", (json_int_t)r->t->s.step, "checkpoint_step",
-                             (json_int_t)r->ckpt_step, "checkpoint", dir, "ckpt_write_s", mnt_json_num(s)));
-}
-
 /* ---- a step's parts: its record, the ranks' control, the progress line, evaluation -------- */
-
-/* What the loop measures for the progress lines and summary.json. Phases: data, forward, backward,
- * comm exposed, optimizer; ph is this interval's, ph_all every timed step's (the first `warm` steps
- * of the job are not timed). */
-typedef struct loop {
-  int64_t step0, todo, warm, done; /* the step resumed from; steps this job may do, warm-up, done */
-  double *step_ms;                 /* each step of this job, ms */
-  double ph[5], ph_all[5];
-  double t_start, t_after_warmup, iv_t0; /* the job's, the timed steps' and the interval's start */
-  double eval_s, eval_timed_s;           /* evaluation time, all and after warm-up */
-  double last_loss, last_top1, val_top1;
-  int stopped; /* stopped on request, with a checkpoint */
-} loop;
 
 /* a step done: its phase times, and the samples it trained on (--sample-log) */
 static void record_step(run *r, loop *l, const mnt_step_out *so, int64_t step) {
@@ -531,7 +72,7 @@ static void record_step(run *r, loop *l, const mnt_step_out *so, int64_t step) {
 static int control(run *r, int *stop, int *due_time) {
   opts *o = r->o;
   mnt_world *w = r->w;
-  float ctl[3] = {__atomic_load_n(&g_stop_signal, __ATOMIC_RELAXED) ? 1.0f : 0.0f,
+  float ctl[3] = {mnt_train_stop_signal() ? 1.0f : 0.0f,
                   mnt_ckpt_local_done(r->wr) ? 1.0f : 0.0f,
                   w->rank == 0 && o->ckpt_minutes > 0 && mnt_now() - r->last_ckpt_time >= o->ckpt_minutes * 60
                       ? 1.0f : 0.0f};
@@ -541,7 +82,7 @@ static int control(run *r, int *stop, int *due_time) {
   if (st != MNT_OK) return st;
   *stop = ctl[0] > 0;
   *due_time = ctl[2] > 0;
-  if (mnt_ckpt_pending(r->wr) && (int)ctl[1] == w->size) return checkpoint_finish(r);
+  if (mnt_ckpt_pending(r->wr) && (int)ctl[1] == w->size) return mnt_train_checkpoint_finish(r);
   return MNT_OK;
 }
 
@@ -560,18 +101,19 @@ static int log_interval(run *r, loop *l, int64_t step, double epoch_f) {
   double eta = (now - l->t_start - l->eval_s) / l->done * (double)(t->total - step);
   double lr = mnt_lr_at(&t->sgd, (double)(step - 1) / t->per_epoch), ms = 1e3 / images * t->s.global_batch;
   if (r->w->rank == 0) {
-    progress_stamp(o);
+    mnt_train_progress_stamp(o);
     printf("epoch %.2f step %lld/%lld loss %.4f top1 %.3f lr %.4g %.1f img/s ETA %.0f s\n", epoch_f,
            (long long)step, (long long)t->total, l->last_loss, l->last_top1, lr, ips, eta);
     fflush(stdout);
   }
   double *ph = l->ph;
-  st = metric(r, json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o}}", "step", (json_int_t)step,
-                           "epoch", mnt_json_num(epoch_f), "loss", mnt_json_num(l->last_loss), "top1",
-                           mnt_json_num(l->last_top1), "lr", mnt_json_num(lr), "img_per_s", mnt_json_num(ips), "ms",
-                           "data", mnt_json_num(ph[0] * ms), "forward", mnt_json_num(ph[1] * ms), "backward",
-                           mnt_json_num(ph[2] * ms), "comm_exposed", mnt_json_num(ph[3] * ms), "optimizer",
-                           mnt_json_num(ph[4] * ms)));
+  st = mnt_train_metric(r, json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o}}", "step",
+                                     (json_int_t)step, "epoch", mnt_json_num(epoch_f), "loss",
+                                     mnt_json_num(l->last_loss), "top1", mnt_json_num(l->last_top1), "lr",
+                                     mnt_json_num(lr), "img_per_s", mnt_json_num(ips), "ms", "data",
+                                     mnt_json_num(ph[0] * ms), "forward", mnt_json_num(ph[1] * ms), "backward",
+                                     mnt_json_num(ph[2] * ms), "comm_exposed", mnt_json_num(ph[3] * ms), "optimizer",
+                                     mnt_json_num(ph[4] * ms)));
   if (st) return st;
   memset(l->ph, 0, sizeof l->ph);
   l->iv_t0 = mnt_now();
@@ -589,243 +131,20 @@ static int evaluate(run *r, loop *l, int64_t step, double epoch_f) {
   if (st != MNT_OK) return st;
   l->val_top1 = v1;
   if (r->w->rank == 0) {
-    progress_stamp(r->o);
+    mnt_train_progress_stamp(r->o);
     printf("epoch %.2f validation: loss %.4f top1 %.4f top5 %.4f (%lld samples)\n", epoch_f, vl, v1, v5,
            (long long)t->val.total);
     fflush(stdout);
   }
-  st = metric(r, json_pack("{s:I, s:o, s:o, s:o, s:o}", "step", (json_int_t)step, "epoch", mnt_json_num(epoch_f),
-                           "val_loss", mnt_json_num(vl), "val_top1", mnt_json_num(v1), "val_top5", mnt_json_num(v5)));
+  st = mnt_train_metric(r, json_pack("{s:I, s:o, s:o, s:o, s:o}", "step", (json_int_t)step, "epoch",
+                                     mnt_json_num(epoch_f), "val_loss", mnt_json_num(vl), "val_top1", mnt_json_num(v1),
+                                     "val_top5", mnt_json_num(v5)));
   if (st) return st;
   double dt = mnt_now() - te;
   l->eval_s += dt;
   if (l->done > l->warm) l->eval_timed_s += dt;
   l->iv_t0 = mnt_now();
   return MNT_OK;
-}
-
-/* ---- the run's end: stopped, or finished (summary.json, --export) ------------------------- */
-
-/* qsort: doubles in ascending order */
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* --export: the final weights and BN statistics, from the device where they live there */
-static int export_model(mnt_trainer *t, const char *path) {
-  float *w, *m, *bn;
-  MNT_CHECK(mnt_trainer_host_model(t, &w, &m, &bn));
-  return mnt_export_h5(t->m, w, bn, &t->train, path);
-}
-
-/* every rank, after a stop request's checkpoint: rank 0 says why and where; MNT_EPREEMPT, agreed */
-static int report_preempted(run *r, const loop *l) {
-  opts *o = r->o;
-  mnt_trainer *t = r->t;
-  if (r->w->rank == 0) {
-    char dir[MNT_PATH_MAX];
-    int sig = __atomic_load_n(&g_stop_signal, __ATOMIC_RELAXED);
-    mnt_ckpt_step_dir(dir, sizeof dir, o->ckpt_dir, t->s.step);
-    printf("mntrain train: stopped after step %lld/%lld (%s): checkpoint %s; the same command resumes it\n",
-           (long long)t->s.step, (long long)t->total,
-           sig ? (sig == SIGTERM ? "SIGTERM" : "SIGUSR1")
-               : (o->stop_after && l->done >= o->stop_after ? "--stop-after" : "a signal on another rank"),
-           dir);
-    fflush(stdout);
-  }
-  return mnt_world_agree(r->w, MNT_EPREEMPT); /* agreed: the job ends normally, with exit code 3 */
-}
-
-/* the timed steps of this job (after warm-up; all of them when too few) and what they measure */
-typedef struct timing {
-  int64_t timed, skip; /* steps timed; warm-up steps before them */
-  double span, ips, busbw, mean;
-  const double *ranks; /* every rank's RANK_STATS figures (rank 0; NULL when they could not be had) */
-} timing;
-
-/* per rank, gathered at the end for summary.json's "rank_stats" (the report's slow ranks): the mean
- * ms per step of each phase, then the step's mean, p50 and p95 */
-enum { RANK_STATS = 8 };
-static const char *const PHASE_KEYS[5] = {"data", "forward", "backward", "comm_exposed", "optimizer"};
-
-/* rank 0: summary.json's "rank_stats": [{"rank", "node", "phases_ms": {...}, "step_ms": {...}}] */
-static json_t *rank_stats_json(const mnt_world *w, const double *all) {
-  json_t *a = json_array();
-  for (int r = 0; a && r < w->size; r++) {
-    const double *v = all + (size_t)r * RANK_STATS;
-    json_t *ph = json_object(), *o = json_object();
-    for (int k = 0; k < 5; k++) json_object_set_new(ph, PHASE_KEYS[k], mnt_json_num(v[k]));
-    json_object_set_new(o, "rank", json_integer(r));
-    json_object_set_new(o, "node", json_string(w->node_name[w->node_of[r]]));
-    json_object_set_new(o, "phases_ms", ph);
-    json_object_set_new(o, "step_ms", json_pack("{s:o, s:o, s:o}", "mean", mnt_json_num(v[5]), "p50",
-                                                 mnt_json_num(v[6]), "p95", mnt_json_num(v[7])));
-    json_array_append_new(a, o);
-  }
-  return a;
-}
-
-/* rank 0: summary.json (keys as README "Runs and their outputs") */
-static int write_summary(run *r, const loop *l, const timing *tm) {
-  opts *o = r->o;
-  mnt_trainer *t = r->t;
-  mnt_world *w = r->w;
-  const double *step_ms = l->step_ms, *ph_all = l->ph_all;
-  int64_t timed = tm->timed, skip = tm->skip;
-  int rpn = w->size / w->nnodes;
-  json_t *sm = json_pack(
-      "{s:s, s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:o, s:o,"
-      " s:{s:o, s:o, s:o}, s:{s:o, s:o, s:o, s:o, s:o}, s:I, s:o, s:s, s:o, s:o, s:I, s:o, s:o, s:I, s:I}",
-      "version", MNT_VERSION, "arch", t->cfg.arch, "image_size", t->cfg.size, "device", t->be->name, "comm",
-      t->c->ops->name, "topology", mnt_topology_name(t->c->topology), "ranks", w->size, "nodes", w->nnodes,
-      "ranks_per_node", rpn, "threads_per_rank", o->threads > 0 ? o->threads : omp_get_max_threads(),
-      "batch_per_rank", t->cfg.batch, "global_batch", (json_int_t)t->s.global_batch, "steps", (json_int_t)t->total,
-      "img_per_s", mnt_json_num(tm->ips), "img_per_s_per_rank", mnt_json_num(tm->ips / w->size), "step_ms", "mean",
-      mnt_json_num(tm->mean), "p50", mnt_json_num(step_ms[skip + timed / 2]), "p95",
-      mnt_json_num(step_ms[skip + (int64_t)(0.95 * (double)(timed - 1))]), "phases_ms", "data",
-      mnt_json_num(ph_all[0] * 1e3 / timed), "forward", mnt_json_num(ph_all[1] * 1e3 / timed), "backward",
-      mnt_json_num(ph_all[2] * 1e3 / timed), "comm_exposed", mnt_json_num(ph_all[3] * 1e3 / timed), "optimizer",
-      mnt_json_num(ph_all[4] * 1e3 / timed), "grad_bytes", (json_int_t)(t->m->nw * 4), "allreduce_busbw_gbs",
-      mnt_json_num(tm->busbw), "slurm_job_id", w->jobid, "loss", mnt_json_num(l->last_loss), "top1",
-      mnt_json_num(l->last_top1), "skipped_steps", (json_int_t)t->s.skipped, "train_seconds", mnt_json_num(tm->span),
-      "eval_seconds", mnt_json_num(l->eval_s), "resumed_from_step", (json_int_t)l->step0, "steps_this_job",
-      (json_int_t)l->done);
-  if (sm) json_object_set_new(sm, "precision", json_string(mnt_precision_name(t->be->precision)));
-  if (sm) { /* what the layers ran: a throughput figure says what it measured */
-    static char buf[8192];
-    mnt_resnet_impls(t->m, MNT_LAYER_BN, buf, sizeof buf);
-    json_object_set_new(sm, "bn_mode", json_string(buf));
-    json_object_set_new(sm, "reference_layers", json_integer(mnt_resnet_slow_layers(t->m, buf, sizeof buf)));
-    if (!strcmp(t->be->name, "cpu")) json_object_set_new(sm, "cpu_isa", json_string(mnt_cpu_isa_name()));
-  }
-  if (sm) /* not timed */
-    json_object_set_new(sm, "warmup_steps", json_integer(timed < l->done ? (json_int_t)l->warm : 0));
-  if (sm && !isnan(l->val_top1)) json_object_set_new(sm, "val_top1", mnt_json_num(l->val_top1));
-  if (sm && tm->ranks) json_object_set_new(sm, "rank_stats", rank_stats_json(w, tm->ranks));
-  if (sm && r->rebuilt) json_object_set_new(sm, "rebuilt_from", json_string("metrics.jsonl"));
-  if (sm && r->ncheckpoints) {
-    json_object_set_new(sm, "checkpoints", json_integer(r->ncheckpoints));
-    json_object_set_new(sm, "ckpt_stall_ms", mnt_json_num(r->stall_sum * 1e3 / r->ncheckpoints));
-  }
-  int st = mnt_json_save(o->out, "summary.json", sm);
-  json_decref(sm);
-  return st;
-}
-
-/* every rank, training done: one set of BN statistics, every rank's averaged (what --export writes);
- * the timing; rank 0 writes summary.json and --export and says so */
-static int finish_run(run *r, loop *l) {
-  opts *o = r->o;
-  mnt_trainer *t = r->t;
-  mnt_world *w = r->w;
-  double t_end = mnt_now();
-  int st;
-  if ((st = mnt_be_sync(t->be)) != MNT_OK ||
-      (st = mnt_allreduce(t->c, t->m->bn, t->m->nbn, MNT_FP32, MNT_AVG)) != MNT_OK)
-    return st;
-  timing tm = {.timed = l->done - l->warm};
-  int after_warmup = tm.timed > 0 && l->t_after_warmup > 0;
-  tm.span = (after_warmup ? t_end - l->t_after_warmup : t_end - l->t_start) -
-            (after_warmup ? l->eval_timed_s : l->eval_s);
-  if (tm.timed <= 0) tm.timed = l->done;
-  tm.skip = l->done - tm.timed;
-  tm.ips = (double)tm.timed * t->s.global_batch / tm.span;
-  /* bus bandwidth of the gradient allreduce as training saw it: bytes * 2(n-1)/n (0 on one rank) over
-   * the time from a step's first bucket start to its last completion (overlapped with backward, so a
-   * lower bound) */
-  tm.busbw = t->comm_span > 0
-                 ? (double)t->m->nw * 4.0 * mnt_busbw_factor(w->size) * (double)tm.timed / t->comm_span / 1e9
-                 : 0.0;
-  qsort(l->step_ms + tm.skip, (size_t)tm.timed, sizeof *l->step_ms, cmp_d);
-  for (int64_t i = tm.skip; i < l->done; i++) tm.mean += l->step_ms[i];
-  tm.mean /= tm.timed;
-  /* every rank's phases and step times (collective), for the slow ranks in the report */
-  double mine[RANK_STATS], *all = malloc((size_t)w->size * sizeof mine);
-  for (int k = 0; k < 5; k++) mine[k] = l->ph_all[k] * 1e3 / (double)tm.timed;
-  mine[5] = tm.mean;
-  mine[6] = l->step_ms[tm.skip + tm.timed / 2];
-  mine[7] = l->step_ms[tm.skip + (int64_t)(0.95 * (double)(tm.timed - 1))];
-  if (!all) return MNT_ENOMEM;
-  if ((st = mnt_allgather(t->c, mine, all, sizeof mine)) != MNT_OK) {
-    free(all);
-    return st;
-  }
-  tm.ranks = all;
-  if (w->rank != 0) {
-    free(all);
-    return MNT_OK;
-  }
-  st = write_summary(r, l, &tm);
-  free(all);
-  if (st == MNT_OK && o->export_path) st = export_model(t, o->export_path);
-  if (st == MNT_OK) {
-    printf("mntrain train: done: %lld steps, %.1f img/s (%.1f per rank; %.1f s of evaluation apart), loss %.4f, "
-           "top1 %.4f; %s/summary.json\n",
-           (long long)t->total, tm.ips, tm.ips / w->size, l->eval_s, l->last_loss, l->last_top1, o->out);
-    if (!isnan(l->val_top1)) printf("mntrain train: validation top1 %.4f\n", l->val_top1);
-    if (o->export_path) printf("mntrain train: weights in %s\n", o->export_path);
-  }
-  return st;
-}
-
-/* rank 0, a run resumed at its end whose summary.json is gone: summary.json again, from the
- * intervals of metrics.jsonl (the steps, img/s, phases, loss and top-1 every --log-every steps
- * recorded), marked "rebuilt_from": the step times are the intervals' means, and what only the
- * jobs knew (the ranks' own figures, evaluation time, checkpoint stalls) is absent. r->rebuilt: 1 when
- * rebuilt, 0 when metrics.jsonl does not cover the run (said). */
-static int rebuild_summary(run *r) {
-  mnt_trainer *t = r->t;
-  loop l = {.done = t->total, .warm = t->total > 20 ? 5 : t->total > 4 ? 1 : 0, .last_loss = NAN, .last_top1 = NAN,
-            .val_top1 = NAN};
-  FILE *f = fopen(r->mpath, "r");
-  if (!f || !(l.step_ms = calloc((size_t)t->total + 1, sizeof *l.step_ms))) {
-    if (f) fclose(f);
-    return f ? MNT_ENOMEM : MNT_SYSERR("%s: cannot read", r->mpath);
-  }
-  char *line = NULL;
-  size_t cap = 0;
-  int64_t prev = 0, filled = 0;
-  timing tm = {0};
-  while (getline(&line, &cap, f) > 0) {
-    json_t *j = json_loads(line, 0, NULL);
-    json_t *ms = json_object_get(j, "ms");
-    int64_t step = json_is_integer(json_object_get(j, "step")) ? json_integer_value(json_object_get(j, "step")) : -1;
-    double ips = json_number_value(json_object_get(j, "img_per_s"));
-    if (json_is_number(json_object_get(j, "val_top1"))) l.val_top1 = json_number_value(json_object_get(j, "val_top1"));
-    if (step > prev && step <= t->total && ips > 0 && isfinite(ips) && json_is_object(ms)) {
-      double step_ms = 1e3 * (double)t->s.global_batch / ips;
-      static const char *const PH[5] = {"data", "forward", "backward", "comm_exposed", "optimizer"};
-      for (int64_t k = prev + 1; k <= step; k++, filled++) {
-        l.step_ms[k - 1] = step_ms;
-        if (k <= l.warm) continue;
-        tm.timed++;
-        tm.span += step_ms / 1e3;
-        for (int p = 0; p < 5; p++) l.ph_all[p] += json_number_value(json_object_get(ms, PH[p])) / 1e3;
-      }
-      l.last_loss = json_number_value(json_object_get(j, "loss"));
-      l.last_top1 = json_number_value(json_object_get(j, "top1"));
-      prev = step;
-    }
-    json_decref(j);
-  }
-  free(line);
-  fclose(f);
-  int st = MNT_OK;
-  if (tm.timed == 0 || filled != t->total) {
-    MNT_WARN("%s/summary.json is missing and %s covers %lld of the run's %lld steps: not rebuilt", r->o->out, r->mpath,
-             (long long)filled, (long long)t->total);
-  } else {
-    tm.skip = t->total - tm.timed;
-    tm.ips = (double)tm.timed * (double)t->s.global_batch / tm.span;
-    for (int64_t i = tm.skip; i < t->total; i++) tm.mean += l.step_ms[i];
-    tm.mean /= (double)tm.timed;
-    qsort(l.step_ms + tm.skip, (size_t)tm.timed, sizeof *l.step_ms, cmp_d);
-    r->rebuilt = 1;
-    st = write_summary(r, &l, &tm);
-  }
-  free(l.step_ms);
-  return st;
 }
 
 /* ---- the step loop ------------------------------------------------------------------------ */
@@ -837,7 +156,7 @@ static int report_setup(run *r) {
   char line[512];
   MNT_CHECK(mnt_world_phases(r->w, line, sizeof line));
   if (r->w->rank == 0) {
-    progress_stamp(r->o);
+    mnt_train_progress_stamp(r->o);
     printf("mntrain train: set-up (slowest rank): %s\n", line);
     fflush(stdout);
   }
@@ -851,7 +170,8 @@ static int train_loop(run *r) {
   mnt_trainer *t = r->t;
   mnt_world *w = r->w;
   loop l = {.step0 = t->s.step, .todo = t->total - t->s.step, .last_loss = NAN, .last_top1 = NAN, .val_top1 = NAN};
-  if (l.todo < 0) { /* same_run found the run's steps the checkpoint's, and state_ok its step within them */
+  if (l.todo < 0) { /* mnt_rundir_same_run found the run's steps the checkpoint's, and state_ok
+                     * (cmd/train_setup.c) its step within them */
     MNT_ERR("resumed at step %lld of a run of %lld steps", (long long)t->s.step, (long long)t->total);
     return MNT_EDATA;
   }
@@ -888,31 +208,25 @@ static int train_loop(run *r) {
     if (stop && step < t->total) { /* every rank knows: a checkpoint now (before any evaluation: a
                                     * preempted job has seconds; the resumed one does it), synchronously, then out */
       t->s.eval_due = t->have_val && end_epoch;
-      if ((st = checkpoint_begin(r)) == MNT_OK && (st = checkpoint_finish(r)) == MNT_OK) l.stopped = 1;
+      if ((st = mnt_train_checkpoint_begin(r)) == MNT_OK && (st = mnt_train_checkpoint_finish(r)) == MNT_OK)
+        l.stopped = 1;
       break;
     }
     if (t->have_val && (end_epoch || step == t->total) && (st = evaluate(r, &l, step, epoch_f)) != MNT_OK) break;
     if (ckpt_on && step < t->total && ((o->ckpt_steps && step % o->ckpt_steps == 0) || due_time) &&
-        (st = checkpoint_begin(r)) != MNT_OK)
+        (st = mnt_train_checkpoint_begin(r)) != MNT_OK)
       break;
   }
   if (st == MNT_OK && ckpt_on && !l.stopped && l.done > 0) { /* the finished run's checkpoint */
-    st = checkpoint_begin(r);
-    if (st == MNT_OK) st = checkpoint_finish(r);
+    st = mnt_train_checkpoint_begin(r);
+    if (st == MNT_OK) st = mnt_train_checkpoint_finish(r);
   }
   if (st == MNT_OK && l.stopped) {
-    st = report_preempted(r, &l);
+    st = mnt_train_report_preempted(r, &l);
   } else if (st == MNT_OK && l.done > 0) {
-    st = finish_run(r, &l);
-  } else if (st == MNT_OK && w->rank == 0) { /* resumed at its end: its summary.json stays */
-    printf("mntrain train: the run is complete (step %lld of %lld): nothing to train\n", (long long)t->s.step,
-           (long long)t->total);
-    char p[MNT_PATH_MAX + 16];
-    snprintf(p, sizeof p, "%s/summary.json", o->out);
-    if (access(p, F_OK) != 0 && fflush(r->metrics) == 0 && (st = rebuild_summary(r)) == MNT_OK && r->rebuilt)
-      printf("mntrain train: %s was missing: rebuilt from %s (\"rebuilt_from\")\n", p, r->mpath);
-    if (o->export_path && (st = export_model(t, o->export_path)) == MNT_OK)
-      printf("mntrain train: weights in %s\n", o->export_path);
+    st = mnt_train_finish_run(r, &l);
+  } else if (st == MNT_OK && w->rank == 0) {
+    st = mnt_train_resumed_complete(r);
   }
   free(l.step_ms);
   return st;
@@ -1078,156 +392,6 @@ static int validate(opts *o, int quiet, int *ckpt_on) {
   return MNT_OK;
 }
 
-/* SIGUSR2 (every thread's last events on disk, trace.h) and, with checkpoints on, SIGUSR1 and
- * SIGTERM blocked and taken by signal_thread. Called before PMIx and every other thread exist:
- * they all inherit the blocked signals. 1: the thread runs */
-static int start_signal_thread(pthread_t *thr, int ckpt_on) {
-  sigemptyset(&g_sigs);
-  sigaddset(&g_sigs, SIGUSR2);
-  if (ckpt_on) {
-    sigaddset(&g_sigs, SIGUSR1);
-    sigaddset(&g_sigs, SIGTERM);
-  }
-  pthread_sigmask(SIG_BLOCK, &g_sigs, NULL);
-  return pthread_create(thr, NULL, signal_thread, NULL) == 0;
-}
-
-/* every rank: rank 0 prepares the outputs and reads and verifies the checkpoint to resume (once,
- * here) and broadcasts whether there is one and its state. The global batch is the run's invariant:
- * the batch per rank follows the rank count, the BN groups the checkpoint's where they divide it */
-static int negotiate_resume(run *r, mnt_ckpt *ck, mnt_train_state *rs, int *found, mnt_runlock **locks) {
-  opts *o = r->o;
-  mnt_world *w = r->w;
-  mnt_train_cfg *c = &o->t;
-  int st = w->rank == 0 ? prepare(o, w->jobid, ck, found, locks) : MNT_OK;
-  char why[600];
-  if (st == MNT_OK && *found && (st = mnt_train_state_parse(json_object_get(ck->manifest, "state"), rs, why,
-                                                            sizeof why)) != MNT_OK)
-    MNT_ERR("%s: %s", ck->dir, why); /* accepted by state_ok: not reached */
-  MNT_CHECK(mnt_world_agree(w, st));
-  struct { int64_t found; mnt_train_state s; } hdr = {*found, *rs};
-  MNT_CHECK(mnt_world_bcast(w, &hdr, sizeof hdr, 0));
-  *found = (int)hdr.found;
-  r->resumed_images = *found ? hdr.s.iv_n : 0;
-  if (!*found) {
-    if (!c->batch) c->batch = 32;
-    return MNT_OK;
-  }
-  *rs = hdr.s;
-  int64_t G = rs->global_batch;
-  if (G % w->size) {
-    if (w->rank == 0)
-      MNT_ERR("the checkpoint's global batch %lld does not divide over %d ranks: resume it on a rank count that "
-              "divides %lld", (long long)G, w->size, (long long)G);
-    return mnt_world_agree(w, MNT_EARG);
-  }
-  int was = c->batch;
-  c->batch = (int)(G / w->size);
-  if (w->rank == 0 && was && was != c->batch)
-    printf("mntrain train: --batch-per-rank %d ignored: the run's global batch is %lld, so %d per rank on %d ranks\n",
-           was, (long long)G, c->batch, w->size);
-  if (c->bn_batch && c->batch % c->bn_batch) {
-    if (w->rank == 0)
-      MNT_ERR("--bn-batch %d does not divide the %d images per rank of this resume (global batch %lld on %d "
-              "ranks): leave --bn-batch out to keep the checkpoint's groups of %lld", c->bn_batch, c->batch,
-              (long long)G, w->size, (long long)rs->bn_group);
-    return mnt_world_agree(w, MNT_EARG);
-  }
-  if (!c->bn_batch) c->bn_batch = c->batch % rs->bn_group == 0 ? (int)rs->bn_group : c->batch;
-  if (w->rank == 0 && c->bn_batch != rs->bn_group)
-    MNT_WARN("batch-norm groups change from %lld to %d images (the checkpoint's do not divide %d per rank)",
-             (long long)rs->bn_group, c->bn_batch, c->batch);
-  return MNT_OK;
-}
-
-/* every rank: the trainer, its start (the checkpoint, which rank 0 loads and checks is this run's,
- * or --init) made rank 0's everywhere; the checkpoint writer */
-static int start_trainer(run *r, mnt_ckpt *ck, const mnt_train_state *rs, int found, int have_sig_thr) {
-  opts *o = r->o;
-  mnt_world *w = r->w;
-  int st = mnt_trainer_create(w, &o->t, found ? rs : NULL, &r->t);
-  if (st != MNT_OK) return st;
-  mnt_trainer *t = r->t;
-  r->config = config_json(o, t);
-  if (w->rank == 0) {
-    if (found) {
-      st = mnt_trainer_load(t, ck);
-      if (st == MNT_OK) st = same_run(json_object_get(ck->manifest, "config"), r->config, ck->dir);
-      char p[MNT_PATH_MAX];
-      snprintf(p, sizeof p, "%s/summary.json", o->out); /* resumed and unfinished: the run has no summary */
-      if (st == MNT_OK && rs->step < t->total && unlink(p) != 0 && errno != ENOENT) {
-        st = MNT_SYSERR("%s: cannot remove", p);
-      }
-    } else if (o->init) {
-      st = mnt_trainer_init_from(t, o->init);
-    }
-    mnt_ckpt_close(ck);
-  }
-  MNT_CHECK(mnt_world_agree(w, st));
-  MNT_CHECK(mnt_trainer_sync(t)); /* identical start: rank 0's state everywhere */
-  if (o->ckpt_dir &&
-      (st = mnt_ckpt_writer_create(t->c, o->ckpt_dir, o->stripe, o->keep, found ? rs->step : -1, &r->wr)))
-    return st;
-  if (w->rank == 0 && have_sig_thr) set_signal_writer(r->wr);
-  return MNT_OK;
-}
-
-/* every rank: rank 0 prints the effective configuration, writes config.json and opens
- * metrics.jsonl (a resumed run's kept up to its checkpoint); each rank its --sample-log; agreed */
-static int open_outputs(run *r, int found, const mnt_train_state *rs) {
-  opts *o = r->o;
-  mnt_world *w = r->w;
-  mnt_trainer *t = r->t;
-  const mnt_train_cfg *c = &o->t;
-  int st = MNT_OK;
-  if (found) json_object_set_new(r->config, "resumed_from_step", json_integer(rs->step));
-  if (w->rank == 0) {
-    char *txt = json_dumps(r->config, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
-    if (txt) printf("mntrain train: %s\n", txt);
-    free(txt);
-    st = mnt_json_save(o->out, "config.json", r->config);
-    if (st == MNT_OK && !(r->metrics = open_log(r->mpath, found ? rs->step : -1, metrics_step))) {
-      st = MNT_SYSERR("%s: cannot open", r->mpath);
-    }
-    if (st == MNT_OK)
-      printf("mntrain train: %s, %d ranks on %d nodes, global batch %lld (%d per rank), %lld steps (%lld per epoch), "
-             "%.1f M parameters%s\n",
-             c->arch, w->size, w->nnodes, (long long)t->s.global_batch, c->batch, (long long)t->total,
-             (long long)t->per_epoch, (double)t->m->nw / 1e6, found ? ", resumed" : "");
-    fflush(stdout);
-  }
-  if (st == MNT_OK && o->sample_log) {
-    char p[MNT_PATH_MAX];
-    snprintf(p, sizeof p, "%s/samples-rank-%05d.txt", o->out, w->rank);
-    if (!(r->samples = open_log(p, found ? rs->step : -1, samples_step))) {
-      st = MNT_SYSERR("%s: cannot open", p);
-    }
-  }
-  return mnt_world_agree(w, st);
-}
-
-/* every rank: its share of the node's CPUs (placement.h) and, unless --threads or OMP_NUM_THREADS
- * say otherwise, that many compute threads; local rank 0 says what it did and warns when the node's
- * ranks ask for more compute threads than it has CPUs (each rank also runs a communicator thread
- * and --loader-threads) */
-static void place(const opts *o, const mnt_world *w) {
-  mnt_placement pl;
-  mnt_place_rank(w, &pl);
-  const char *env = getenv("OMP_NUM_THREADS");
-  if (o->threads <= 0 && !(env && *env) && pl.bound) omp_set_num_threads(pl.cpus);
-  int threads = o->threads > 0 ? o->threads : omp_get_max_threads();
-  if (w->local_rank != 0) return;
-  if (w->rank == 0) {
-    printf("mntrain train: placement: %s; %d compute thread%s per rank\n", pl.why, threads, threads == 1 ? "" : "s");
-    fflush(stdout);
-  }
-  if ((long)threads * w->local_size > pl.node_cpus)
-    MNT_WARN("%d ranks on %s ask for %d compute threads each (%d in all) but have %d CPUs: the threads take turns "
-             "and the ranks' steps drift apart; give each rank its CPUs (sbatch --cpus-per-task=C with "
-             "srun --cpu-bind=cores, or fewer ranks per node) or fewer threads (--threads)",
-             w->local_size, w->hostname, threads, threads * w->local_size, pl.node_cpus);
-}
-
 int mnt_train_main(mnt_world *w, int argc, char **argv) {
   opts o = {.t = {.arch = "resnet50", .schedule = "step", .comm = "auto", .topology = "flat", .grad_dtype = "fp32",
                   .precision = "fp32", .size = 224, .batch = 0, .epochs = 0, .steps = 0, .seed = 1, .lr = 0.1, .warmup_epochs = 0,
@@ -1240,8 +404,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   if (st || help) return st;
   MNT_CHECK(validate(&o, quiet, &ckpt_on));
   if (o.threads > 0) omp_set_num_threads(o.threads);
-  pthread_t sig_thr;
-  int have_sig_thr = start_signal_thread(&sig_thr, ckpt_on);
+  int have_sig_thr = mnt_train_signals_start(ckpt_on);
   mnt_trace_thread("main");
   mnt_trace_set_dump_dir(o.trace_dir ? o.trace_dir : o.out);
   run r = {.o = &o, .w = w, .ckpt_step = -1};
@@ -1250,16 +413,16 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   int found = 0;
   mnt_train_state rs = {0};
   MNT_CHECK_GOTO(mnt_world_init(w), st, out);
-  place(&o, w); /* before this rank's own threads start: they inherit its CPUs */
+  mnt_train_place(&o, w); /* before this rank's own threads start: they inherit its CPUs */
   /* --trace: on before the trainer (it measures the clocks against rank 0's); the window is set in
    * the loop, where the warm-up is known */
   if (o.trace_dir) mnt_trace_init(w->rank, o.trace_first ? o.trace_first : INT64_MAX,
                                   o.trace_first ? o.trace_last : INT64_MAX);
   else mnt_trace_init(w->rank, 1, 0); /* the rings alone: a hang's last events name this rank */
   snprintf(r.mpath, sizeof r.mpath, "%s/metrics.jsonl", o.out);
-  MNT_CHECK_GOTO(negotiate_resume(&r, &ck, &rs, &found, locks), st, out);
-  MNT_CHECK_GOTO(start_trainer(&r, &ck, &rs, found, have_sig_thr), st, out);
-  MNT_CHECK_GOTO(open_outputs(&r, found, &rs), st, out);
+  MNT_CHECK_GOTO(mnt_train_negotiate_resume(&r, &ck, &rs, &found, locks), st, out);
+  MNT_CHECK_GOTO(mnt_train_start_trainer(&r, &ck, &rs, found, have_sig_thr), st, out);
+  MNT_CHECK_GOTO(mnt_train_open_outputs(&r, found, &rs), st, out);
   st = train_loop(&r);
 out:
   if (o.trace_dir && w->up) { /* at the end, at a stop and on a failure */
@@ -1274,17 +437,12 @@ out:
   }
   if (r.samples && fclose(r.samples) != 0 && st == MNT_OK) st = MNT_ESYS;
   mnt_ckpt_close(&ck);
-  set_signal_writer(NULL); /* waits for a commit on a stop request in progress */
+  mnt_train_signal_writer(NULL); /* waits for a commit on a stop request in progress */
   mnt_ckpt_writer_destroy(r.wr);
   mnt_runlock_release(locks[1]);
   mnt_runlock_release(locks[0]);
   json_decref(r.config);
   mnt_trainer_destroy(r.t);
-  if (have_sig_thr) { /* woken to return (not cancelled: a cancellation unwinds through sigwait's frame,
-                       * which AddressSanitizer reports as a stack-buffer-underflow) */
-    __atomic_store_n(&g_sig_quit, 1, __ATOMIC_RELEASE);
-    pthread_kill(sig_thr, SIGUSR2);
-    pthread_join(sig_thr, NULL);
-  }
+  mnt_train_signals_stop();
   return st;
 }

@@ -1,0 +1,97 @@
+/* train_internal.h — what the files of `mntrain train` share; not an interface outside the
+ * command. cmd/train.c holds the options and the step loop, cmd/train_setup.c what comes before
+ * the first step, cmd/train_outputs.c what the run writes (cmd/train_signals.h: the signals).
+ * defines: opts (the command line), run (the run: its trainer, writer and rank 0's logs), loop
+ *          (what the step loop measures); from cmd/train_setup.c: mnt_train_place,
+ *          mnt_train_negotiate_resume, mnt_train_start_trainer, mnt_train_open_outputs; from
+ *          cmd/train_outputs.c: mnt_train_config_json, mnt_train_metric, mnt_train_progress_stamp,
+ *          mnt_train_checkpoint_begin, mnt_train_checkpoint_finish, mnt_train_report_preempted,
+ *          mnt_train_finish_run, mnt_train_resumed_complete */
+#ifndef MNT_TRAIN_INTERNAL_H
+#define MNT_TRAIN_INTERNAL_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "io/ckpt.h"
+#include "io/runlock.h"
+#include "path.h"
+#include "train/trainer.h"
+#include "world.h"
+
+/* the command line: the trainer's configuration and the command's own options */
+typedef struct opts {
+  mnt_train_cfg t;
+  const char *device, *out, *export_path, *ckpt_dir, *resume, *init;
+  const char *trace_dir, *trace_steps; /* --trace DIR (or MNT_TRACE), --trace-steps A:B */
+  int64_t trace_first, trace_last;     /* the steps given, or 0 0: the three after warm-up */
+  int threads, log_every, force, ckpt_steps, keep, no_verify, stop_after, sample_log;
+  int timestamps; /* --timestamps: progress lines start with the wall-clock time */
+  double ckpt_minutes;
+  char ckpt_buf[MNT_PATH_MAX];
+  size_t stripe;
+} opts;
+
+/* the run: what every part of the command works on */
+typedef struct run {
+  opts *o;
+  mnt_world *w;
+  mnt_trainer *t;
+  mnt_ckpt_writer *wr;    /* with checkpoints on */
+  json_t *config;         /* config.json's, and every checkpoint's "config" (mnt_train_config_json) */
+  FILE *metrics, *samples; /* rank 0's metrics.jsonl, this rank's --sample-log */
+  char mpath[MNT_PATH_MAX]; /* OUT/metrics.jsonl */
+  double ckpt_t0, last_ckpt_time, stall_sum;
+  int64_t ckpt_step, ncheckpoints;
+  double resumed_images; /* images of the interval in progress trained before the resume */
+  int rebuilt;           /* summary.json rebuilt from metrics.jsonl (mnt_train_resumed_complete) */
+} run;
+
+/* What the loop measures for the progress lines and summary.json. Phases: data, forward, backward,
+ * comm exposed, optimizer; ph is this interval's, ph_all every timed step's (the first `warm` steps
+ * of the job are not timed). */
+typedef struct loop {
+  int64_t step0, todo, warm, done; /* the step resumed from; steps this job may do, warm-up, done */
+  double *step_ms;                 /* each step of this job, ms */
+  double ph[5], ph_all[5];
+  double t_start, t_after_warmup, iv_t0; /* the job's, the timed steps' and the interval's start */
+  double eval_s, eval_timed_s;           /* evaluation time, all and after warm-up */
+  double last_loss, last_top1, val_top1;
+  int stopped; /* stopped on request, with a checkpoint */
+} loop;
+
+/* ---- cmd/train_setup.c: before the first step --------------------------------------------- */
+
+/* every rank: its share of the node's CPUs and its compute threads (before its own threads start) */
+void mnt_train_place(const opts *o, const mnt_world *w);
+/* every rank: rank 0 prepares the run directories (io/rundir.h; locks[0..1]: the locks it takes)
+ * and reads the checkpoint to resume into ck; *found and its state *rs on every rank, the batch per
+ * rank set */
+int mnt_train_negotiate_resume(run *r, mnt_ckpt *ck, mnt_train_state *rs, int *found, mnt_runlock **locks);
+/* every rank: r->t from the checkpoint (closed) or --init, the same everywhere; r->config; r->wr */
+int mnt_train_start_trainer(run *r, mnt_ckpt *ck, const mnt_train_state *rs, int found, int have_sig_thr);
+/* every rank: rank 0's config.json and metrics.jsonl, each rank's --sample-log; agreed */
+int mnt_train_open_outputs(run *r, int found, const mnt_train_state *rs);
+
+/* ---- cmd/train_outputs.c: config.json, metrics.jsonl's lines, checkpoints, the run's end -- */
+
+/* the effective configuration: config.json, and every checkpoint's "config" */
+json_t *mnt_train_config_json(const opts *o, const mnt_trainer *t);
+/* rank 0: one line of metrics.jsonl (line taken, NULL: the line could not be made) */
+int mnt_train_metric(run *r, json_t *line);
+/* rank 0, --timestamps: the wall-clock time that starts a progress line */
+void mnt_train_progress_stamp(const opts *o);
+/* every rank: the checkpoint of this step started (the previous one finished first) */
+int mnt_train_checkpoint_begin(run *r);
+/* every rank: the checkpoint in flight, if any, committed */
+int mnt_train_checkpoint_finish(run *r);
+/* every rank, after a stop request's checkpoint: rank 0 says why and where; MNT_EPREEMPT, agreed */
+int mnt_train_report_preempted(run *r, const loop *l);
+/* every rank, training done: BN statistics averaged, the timing; rank 0's summary.json and --export */
+int mnt_train_finish_run(run *r, loop *l);
+/* rank 0, a run resumed at its end: nothing to train; summary.json rebuilt when it is gone, --export */
+int mnt_train_resumed_complete(run *r);
+
+#endif

@@ -1,0 +1,371 @@
+/* cmd/train_outputs.c — what `mntrain train` writes (see train_internal.h): config.json's
+ * configuration, metrics.jsonl's lines (rank 0), the checkpoints the step loop starts and commits,
+ * and the run's end: stopped on request (MNT_EPREEMPT), finished (summary.json, --export), or
+ * resumed already complete (summary.json rebuilt from metrics.jsonl when it is gone). */
+#include <jansson.h>
+#include <math.h>
+#include <omp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "cmd/train_internal.h"
+#include "cmd/train_signals.h"
+#include "comm/comm.h"
+#include "io/export.h"
+#include "jsonio.h"
+#include "log.h"
+#include "progress.h"
+#include "trace.h"
+
+/* ---- config.json, metrics.jsonl's lines --------------------------------------------------- */
+
+static const char *const flag_dtype[] = {"fp32", "bf16", "fp16"}; /* by mnt_dtype, as --grad-dtype spells them */
+
+/* the effective configuration: config.json, and every checkpoint's "config" */
+json_t *mnt_train_config_json(const opts *o, const mnt_trainer *t) {
+  const mnt_train_cfg *c = &t->cfg;
+  const mnt_world *w = t->w;
+  json_t *j = json_pack("{s:s, s:s?, s:s, s:i, s:i, s:I, s:i, s:I, s:o, s:o, s:s, s:o, s:o, s:b, s:b, s:o, s:s, s:s,"
+                        " s:s, s:s, s:o, s:i, s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:s, s:i, s:o, s:o, s:i, s:s}",
+                        "data", c->data, "val", c->val, "arch", c->arch, "size", c->size, "batch_per_rank", c->batch,
+                        "global_batch", (json_int_t)t->s.global_batch, "epochs", c->epochs, "steps",
+                        (json_int_t)t->total, "lr", mnt_json_num(c->lr), "warmup_epochs",
+                        mnt_json_num(c->warmup_epochs), "schedule", c->schedule, "momentum", mnt_json_num(c->momentum),
+                        "wd", mnt_json_num(c->wd), "no_bn_decay", c->no_bn_decay, "zero_init_residual", c->zero_init,
+                        "min_crop", mnt_json_num(c->min_scale), "device", t->be->name, "comm", t->c->ops->name, "topology",
+                        mnt_topology_name(t->c->topology), "grad_dtype", flag_dtype[t->grad_dtype], "bucket_mb",
+                        mnt_json_num(c->bucket_mb), "threads", o->threads > 0 ? o->threads : omp_get_max_threads(),
+                        "loader_threads", c->loader_threads, "seed", c->seed, "out", o->out, "ranks", w->size, "nodes",
+                        w->nnodes, "log_every", o->log_every, "skip_nonfinite", c->skip_nonfinite, "version",
+                        MNT_VERSION, "pad_crop", c->pad_crop, "val_crop", mnt_json_num(c->val_crop), "label_smoothing",
+                        mnt_json_num(c->smoothing), "bn_batch", (int)t->s.bn_group, "data_fingerprint",
+                        t->train.fingerprint);
+  if (j) json_object_set_new(j, "precision", json_string(mnt_precision_name(t->be->precision)));
+  if (j && o->ckpt_dir) {
+    json_object_set_new(j, "ckpt_dir", json_string(o->ckpt_dir));
+    json_object_set_new(j, "ckpt_every_steps", json_integer(o->ckpt_steps));
+    json_object_set_new(j, "ckpt_every_minutes", mnt_json_num(o->ckpt_minutes));
+    json_object_set_new(j, "keep", json_integer(o->keep));
+  }
+  return j;
+}
+
+/* rank 0: one line of metrics.jsonl, "time" (wall clock, ISO 8601 UTC) first (a full disk stops
+ * the run here, loudly) */
+int mnt_train_metric(run *r, json_t *line) {
+  int st = MNT_OK;
+  if (r->w->rank == 0) {
+    char ts[MNT_ISO_TIME_LEN];
+    mnt_iso_time_now(ts);
+    json_t *o = line ? json_pack("{s:s}", "time", ts) : NULL;
+    if (o && json_object_update(o, line) != 0) {
+      json_decref(o);
+      o = NULL; /* mnt_json_append names the file: the line could not be made */
+    }
+    st = mnt_json_append(r->metrics, r->mpath, o);
+    json_decref(o);
+  }
+  json_decref(line);
+  return st;
+}
+
+/* rank 0, --timestamps: the wall-clock time that starts a progress line */
+void mnt_train_progress_stamp(const opts *o) {
+  char ts[MNT_ISO_TIME_LEN];
+  if (!o->timestamps) return;
+  mnt_iso_time_now(ts);
+  printf("%s ", ts);
+}
+
+/* ---- checkpoints -------------------------------------------------------------------------- */
+
+static int checkpoint_begin_(run *r);
+
+/* every rank: the checkpoint of this step started (the previous one finished first) */
+int mnt_train_checkpoint_begin(run *r) {
+  mnt_trace_push("checkpoint", r->t->s.step);
+  int st = checkpoint_begin_(r);
+  mnt_trace_pop();
+  return st;
+}
+
+static int checkpoint_begin_(run *r) {
+  double t0 = mnt_now();
+  MNT_CHECK(mnt_train_checkpoint_finish(r)); /* the previous one first (with its line in metrics.jsonl) */
+  if (mnt_ckpt_last_step(r->wr) == r->t->s.step) return MNT_OK; /* this step's is committed already */
+  r->ckpt_t0 = mnt_now();
+  MNT_CHECK(mnt_trainer_save(r->t, r->wr, r->config));
+  double stall = mnt_now() - t0; /* waiting for the previous one included */
+  r->ckpt_step = r->t->s.step;
+  r->last_ckpt_time = mnt_now();
+  r->stall_sum += stall;
+  return mnt_train_metric(r, json_pack("{s:I, s:I, s:o}", "step", (json_int_t)r->t->s.step, "checkpoint_step",
+                                       (json_int_t)r->t->s.step, "ckpt_stall_ms", mnt_json_num(stall * 1e3)));
+}
+
+/* every rank: the checkpoint in flight, if any, committed */
+int mnt_train_checkpoint_finish(run *r) {
+  if (!mnt_ckpt_pending(r->wr)) return MNT_OK;
+  mnt_trace_push("checkpoint commit", r->ckpt_step);
+  int cst = mnt_ckpt_finish(r->wr);
+  mnt_trace_pop();
+  MNT_CHECK(cst);
+  r->ncheckpoints++;
+  double s = mnt_now() - r->ckpt_t0;
+  char dir[MNT_PATH_MAX];
+  mnt_ckpt_step_dir(dir, sizeof dir, r->o->ckpt_dir, r->ckpt_step);
+  if (r->w->rank == 0) {
+    mnt_train_progress_stamp(r->o);
+    printf("mntrain train: checkpoint %s committed (%.1f s after it started)\n", dir, s);
+    fflush(stdout);
+  }
+  return mnt_train_metric(r, json_pack("{s:I, s:I, s:s, s:o}", "step", (json_int_t)r->t->s.step,
+                                       "checkpoint_step", (json_int_t)r->ckpt_step, "checkpoint", dir, "ckpt_write_s",
+                                       mnt_json_num(s)));
+}
+
+/* ---- the run's end: stopped, or finished (summary.json, --export) ------------------------- */
+
+/* qsort: doubles in ascending order */
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* --export: the final weights and BN statistics, from the device where they live there */
+static int export_model(mnt_trainer *t, const char *path) {
+  float *w, *m, *bn;
+  MNT_CHECK(mnt_trainer_host_model(t, &w, &m, &bn));
+  return mnt_export_h5(t->m, w, bn, &t->train, path);
+}
+
+/* every rank, after a stop request's checkpoint: rank 0 says why and where; MNT_EPREEMPT, agreed */
+int mnt_train_report_preempted(run *r, const loop *l) {
+  opts *o = r->o;
+  mnt_trainer *t = r->t;
+  if (r->w->rank == 0) {
+    char dir[MNT_PATH_MAX];
+    int sig = mnt_train_stop_signal();
+    mnt_ckpt_step_dir(dir, sizeof dir, o->ckpt_dir, t->s.step);
+    printf("mntrain train: stopped after step %lld/%lld (%s): checkpoint %s; the same command resumes it\n",
+           (long long)t->s.step, (long long)t->total,
+           sig ? (sig == SIGTERM ? "SIGTERM" : "SIGUSR1")
+               : (o->stop_after && l->done >= o->stop_after ? "--stop-after" : "a signal on another rank"),
+           dir);
+    fflush(stdout);
+  }
+  return mnt_world_agree(r->w, MNT_EPREEMPT); /* agreed: the job ends normally, with exit code 3 */
+}
+
+/* the timed steps of this job (after warm-up; all of them when too few) and what they measure */
+typedef struct timing {
+  int64_t timed, skip; /* steps timed; warm-up steps before them */
+  double span, ips, busbw, mean;
+  const double *ranks; /* every rank's RANK_STATS figures (rank 0; NULL when they could not be had) */
+} timing;
+
+/* per rank, gathered at the end for summary.json's "rank_stats" (the report's slow ranks): the mean
+ * ms per step of each phase, then the step's mean, p50 and p95 */
+enum { RANK_STATS = 8 };
+static const char *const PHASE_KEYS[5] = {"data", "forward", "backward", "comm_exposed", "optimizer"};
+
+/* rank 0: summary.json's "rank_stats": [{"rank", "node", "phases_ms": {...}, "step_ms": {...}}] */
+static json_t *rank_stats_json(const mnt_world *w, const double *all) {
+  json_t *a = json_array();
+  for (int r = 0; a && r < w->size; r++) {
+    const double *v = all + (size_t)r * RANK_STATS;
+    json_t *ph = json_object(), *o = json_object();
+    for (int k = 0; k < 5; k++) json_object_set_new(ph, PHASE_KEYS[k], mnt_json_num(v[k]));
+    json_object_set_new(o, "rank", json_integer(r));
+    json_object_set_new(o, "node", json_string(w->node_name[w->node_of[r]]));
+    json_object_set_new(o, "phases_ms", ph);
+    json_object_set_new(o, "step_ms", json_pack("{s:o, s:o, s:o}", "mean", mnt_json_num(v[5]), "p50",
+                                                 mnt_json_num(v[6]), "p95", mnt_json_num(v[7])));
+    json_array_append_new(a, o);
+  }
+  return a;
+}
+
+/* rank 0: summary.json (keys as README "Runs and their outputs") */
+static int write_summary(run *r, const loop *l, const timing *tm) {
+  opts *o = r->o;
+  mnt_trainer *t = r->t;
+  mnt_world *w = r->w;
+  const double *step_ms = l->step_ms, *ph_all = l->ph_all;
+  int64_t timed = tm->timed, skip = tm->skip;
+  int rpn = w->size / w->nnodes;
+  json_t *sm = json_pack(
+      "{s:s, s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:o, s:o,"
+      " s:{s:o, s:o, s:o}, s:{s:o, s:o, s:o, s:o, s:o}, s:I, s:o, s:s, s:o, s:o, s:I, s:o, s:o, s:I, s:I}",
+      "version", MNT_VERSION, "arch", t->cfg.arch, "image_size", t->cfg.size, "device", t->be->name, "comm",
+      t->c->ops->name, "topology", mnt_topology_name(t->c->topology), "ranks", w->size, "nodes", w->nnodes,
+      "ranks_per_node", rpn, "threads_per_rank", o->threads > 0 ? o->threads : omp_get_max_threads(),
+      "batch_per_rank", t->cfg.batch, "global_batch", (json_int_t)t->s.global_batch, "steps", (json_int_t)t->total,
+      "img_per_s", mnt_json_num(tm->ips), "img_per_s_per_rank", mnt_json_num(tm->ips / w->size), "step_ms", "mean",
+      mnt_json_num(tm->mean), "p50", mnt_json_num(step_ms[skip + timed / 2]), "p95",
+      mnt_json_num(step_ms[skip + (int64_t)(0.95 * (double)(timed - 1))]), "phases_ms", "data",
+      mnt_json_num(ph_all[0] * 1e3 / timed), "forward", mnt_json_num(ph_all[1] * 1e3 / timed), "backward",
+      mnt_json_num(ph_all[2] * 1e3 / timed), "comm_exposed", mnt_json_num(ph_all[3] * 1e3 / timed), "optimizer",
+      mnt_json_num(ph_all[4] * 1e3 / timed), "grad_bytes", (json_int_t)(t->m->nw * 4), "allreduce_busbw_gbs",
+      mnt_json_num(tm->busbw), "slurm_job_id", w->jobid, "loss", mnt_json_num(l->last_loss), "top1",
+      mnt_json_num(l->last_top1), "skipped_steps", (json_int_t)t->s.skipped, "train_seconds", mnt_json_num(tm->span),
+      "eval_seconds", mnt_json_num(l->eval_s), "resumed_from_step", (json_int_t)l->step0, "steps_this_job",
+      (json_int_t)l->done);
+  if (sm) json_object_set_new(sm, "precision", json_string(mnt_precision_name(t->be->precision)));
+  if (sm) { /* what the layers ran: a throughput figure says what it measured */
+    static char buf[8192];
+    mnt_resnet_impls(t->m, MNT_LAYER_BN, buf, sizeof buf);
+    json_object_set_new(sm, "bn_mode", json_string(buf));
+    json_object_set_new(sm, "reference_layers", json_integer(mnt_resnet_slow_layers(t->m, buf, sizeof buf)));
+    if (!strcmp(t->be->name, "cpu")) json_object_set_new(sm, "cpu_isa", json_string(mnt_cpu_isa_name()));
+  }
+  if (sm) /* not timed */
+    json_object_set_new(sm, "warmup_steps", json_integer(timed < l->done ? (json_int_t)l->warm : 0));
+  if (sm && !isnan(l->val_top1)) json_object_set_new(sm, "val_top1", mnt_json_num(l->val_top1));
+  if (sm && tm->ranks) json_object_set_new(sm, "rank_stats", rank_stats_json(w, tm->ranks));
+  if (sm && r->rebuilt) json_object_set_new(sm, "rebuilt_from", json_string("metrics.jsonl"));
+  if (sm && r->ncheckpoints) {
+    json_object_set_new(sm, "checkpoints", json_integer(r->ncheckpoints));
+    json_object_set_new(sm, "ckpt_stall_ms", mnt_json_num(r->stall_sum * 1e3 / r->ncheckpoints));
+  }
+  int st = mnt_json_save(o->out, "summary.json", sm);
+  json_decref(sm);
+  return st;
+}
+
+/* every rank, training done: one set of BN statistics, every rank's averaged (what --export writes);
+ * the timing; rank 0 writes summary.json and --export and says so */
+int mnt_train_finish_run(run *r, loop *l) {
+  opts *o = r->o;
+  mnt_trainer *t = r->t;
+  mnt_world *w = r->w;
+  double t_end = mnt_now();
+  int st;
+  if ((st = mnt_be_sync(t->be)) != MNT_OK ||
+      (st = mnt_allreduce(t->c, t->m->bn, t->m->nbn, MNT_FP32, MNT_AVG)) != MNT_OK)
+    return st;
+  timing tm = {.timed = l->done - l->warm};
+  int after_warmup = tm.timed > 0 && l->t_after_warmup > 0;
+  tm.span = (after_warmup ? t_end - l->t_after_warmup : t_end - l->t_start) -
+            (after_warmup ? l->eval_timed_s : l->eval_s);
+  if (tm.timed <= 0) tm.timed = l->done;
+  tm.skip = l->done - tm.timed;
+  tm.ips = (double)tm.timed * t->s.global_batch / tm.span;
+  /* bus bandwidth of the gradient allreduce as training saw it: bytes * 2(n-1)/n (0 on one rank) over
+   * the time from a step's first bucket start to its last completion (overlapped with backward, so a
+   * lower bound) */
+  tm.busbw = t->comm_span > 0
+                 ? (double)t->m->nw * 4.0 * mnt_busbw_factor(w->size) * (double)tm.timed / t->comm_span / 1e9
+                 : 0.0;
+  qsort(l->step_ms + tm.skip, (size_t)tm.timed, sizeof *l->step_ms, cmp_d);
+  for (int64_t i = tm.skip; i < l->done; i++) tm.mean += l->step_ms[i];
+  tm.mean /= tm.timed;
+  /* every rank's phases and step times (collective), for the slow ranks in the report */
+  double mine[RANK_STATS], *all = malloc((size_t)w->size * sizeof mine);
+  for (int k = 0; k < 5; k++) mine[k] = l->ph_all[k] * 1e3 / (double)tm.timed;
+  mine[5] = tm.mean;
+  mine[6] = l->step_ms[tm.skip + tm.timed / 2];
+  mine[7] = l->step_ms[tm.skip + (int64_t)(0.95 * (double)(tm.timed - 1))];
+  if (!all) return MNT_ENOMEM;
+  if ((st = mnt_allgather(t->c, mine, all, sizeof mine)) != MNT_OK) {
+    free(all);
+    return st;
+  }
+  tm.ranks = all;
+  if (w->rank != 0) {
+    free(all);
+    return MNT_OK;
+  }
+  st = write_summary(r, l, &tm);
+  free(all);
+  if (st == MNT_OK && o->export_path) st = export_model(t, o->export_path);
+  if (st == MNT_OK) {
+    printf("mntrain train: done: %lld steps, %.1f img/s (%.1f per rank; %.1f s of evaluation apart), loss %.4f, "
+           "top1 %.4f; %s/summary.json\n",
+           (long long)t->total, tm.ips, tm.ips / w->size, l->eval_s, l->last_loss, l->last_top1, o->out);
+    if (!isnan(l->val_top1)) printf("mntrain train: validation top1 %.4f\n", l->val_top1);
+    if (o->export_path) printf("mntrain train: weights in %s\n", o->export_path);
+  }
+  return st;
+}
+
+/* rank 0, a run resumed at its end whose summary.json is gone: summary.json again, from the
+ * intervals of metrics.jsonl (the steps, img/s, phases, loss and top-1 every --log-every steps
+ * recorded), marked "rebuilt_from": the step times are the intervals' means, and what only the
+ * jobs knew (the ranks' own figures, evaluation time, checkpoint stalls) is absent. r->rebuilt: 1 when
+ * rebuilt, 0 when metrics.jsonl does not cover the run (said). */
+static int rebuild_summary(run *r) {
+  mnt_trainer *t = r->t;
+  loop l = {.done = t->total, .warm = t->total > 20 ? 5 : t->total > 4 ? 1 : 0, .last_loss = NAN, .last_top1 = NAN,
+            .val_top1 = NAN};
+  FILE *f = fopen(r->mpath, "r");
+  if (!f || !(l.step_ms = calloc((size_t)t->total + 1, sizeof *l.step_ms))) {
+    if (f) fclose(f);
+    return f ? MNT_ENOMEM : MNT_SYSERR("%s: cannot read", r->mpath);
+  }
+  char *line = NULL;
+  size_t cap = 0;
+  int64_t prev = 0, filled = 0;
+  timing tm = {0};
+  while (getline(&line, &cap, f) > 0) {
+    json_t *j = json_loads(line, 0, NULL);
+    json_t *ms = json_object_get(j, "ms");
+    int64_t step = json_is_integer(json_object_get(j, "step")) ? json_integer_value(json_object_get(j, "step")) : -1;
+    double ips = json_number_value(json_object_get(j, "img_per_s"));
+    if (json_is_number(json_object_get(j, "val_top1"))) l.val_top1 = json_number_value(json_object_get(j, "val_top1"));
+    if (step > prev && step <= t->total && ips > 0 && isfinite(ips) && json_is_object(ms)) {
+      double step_ms = 1e3 * (double)t->s.global_batch / ips;
+      static const char *const PH[5] = {"data", "forward", "backward", "comm_exposed", "optimizer"};
+      for (int64_t k = prev + 1; k <= step; k++, filled++) {
+        l.step_ms[k - 1] = step_ms;
+        if (k <= l.warm) continue;
+        tm.timed++;
+        tm.span += step_ms / 1e3;
+        for (int p = 0; p < 5; p++) l.ph_all[p] += json_number_value(json_object_get(ms, PH[p])) / 1e3;
+      }
+      l.last_loss = json_number_value(json_object_get(j, "loss"));
+      l.last_top1 = json_number_value(json_object_get(j, "top1"));
+      prev = step;
+    }
+    json_decref(j);
+  }
+  free(line);
+  fclose(f);
+  int st = MNT_OK;
+  if (tm.timed == 0 || filled != t->total) {
+    MNT_WARN("%s/summary.json is missing and %s covers %lld of the run's %lld steps: not rebuilt", r->o->out, r->mpath,
+             (long long)filled, (long long)t->total);
+  } else {
+    tm.skip = t->total - tm.timed;
+    tm.ips = (double)tm.timed * (double)t->s.global_batch / tm.span;
+    for (int64_t i = tm.skip; i < t->total; i++) tm.mean += l.step_ms[i];
+    tm.mean /= (double)tm.timed;
+    qsort(l.step_ms + tm.skip, (size_t)tm.timed, sizeof *l.step_ms, cmp_d);
+    r->rebuilt = 1;
+    st = write_summary(r, &l, &tm);
+  }
+  free(l.step_ms);
+  return st;
+}
+
+
+/* rank 0, a run resumed at its end (its summary.json stays): nothing to train; summary.json rebuilt
+ * when it is gone, --export written */
+int mnt_train_resumed_complete(run *r) {
+  opts *o = r->o;
+  mnt_trainer *t = r->t;
+  int st = MNT_OK;
+  printf("mntrain train: the run is complete (step %lld of %lld): nothing to train\n", (long long)t->s.step,
+         (long long)t->total);
+  char p[MNT_PATH_MAX + 16];
+  snprintf(p, sizeof p, "%s/summary.json", o->out);
+  if (access(p, F_OK) != 0 && fflush(r->metrics) == 0 && (st = rebuild_summary(r)) == MNT_OK && r->rebuilt)
+    printf("mntrain train: %s was missing: rebuilt from %s (\"rebuilt_from\")\n", p, r->mpath);
+  if (o->export_path && (st = export_model(t, o->export_path)) == MNT_OK)
+    printf("mntrain train: weights in %s\n", o->export_path);
+  return st;
+}
