@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "io/safefs.h"
+#include "tmpfile.h"
 #include "log.h"
 #include "path.h"
 

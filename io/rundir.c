@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "io/safefs.h"
+#include "tmpfile.h"
 #include "log.h"
 #include "path.h"
 

@@ -1,7 +1,6 @@
 /* safefs.h — where mntrain writes, kept safe from the other users of a shared filesystem.
- * defines: mnt_dir_secure (a directory mntrain may write into), mnt_tmp_create / mnt_tmp_commit (a
- *          file created under a name nobody can guess, renamed into place), mnt_open_log (a log
- *          file opened without following a symbolic link).
+ * defines: mnt_dir_secure (a directory mntrain may write into). The files written in it: src/tmpfile.h
+ *          (created under a name nobody can guess, renamed into place; logs never through a link).
  *
  * The rules (README "Who may own a run directory"):
  *  - a directory that holds a run or a dataset (train --out and --ckpt-dir, convert's output) is
@@ -19,9 +18,6 @@
 #ifndef MNT_SAFEFS_H
 #define MNT_SAFEFS_H
 
-#include <stddef.h>
-#include <stdio.h>
-
 enum {
   MNT_DIR_RUN = 0,   /* owned by the user */
   MNT_DIR_FILES = 1, /* owned by the user or by root */
@@ -31,20 +27,4 @@ enum {
  * allows. `what` names it in errors ("--out", "--ckpt-dir"). MNT_EARG naming path, its owner and
  * mode when it breaks a rule, is not a directory, or cannot be created. */
 int mnt_dir_secure(const char *path, const char *what, int create, int kind);
-/* A new file beside path, DIR/.BASE.XXXXXX, created exclusively with mode 0644 minus the umask;
- * its name in tmp. Returns the descriptor (O_CLOEXEC), or -1 with the error logged. */
-int mnt_tmp_create(const char *path, char *tmp, size_t n);
-/* rename tmp over path (tmp is removed when that fails); MNT_ESYS naming both on failure */
-int mnt_tmp_commit(const char *tmp, const char *path);
-/* The same as a stdio stream: mnt_tmp_fopen gives a FILE on a new DIR/.BASE.XXXXXX (its name in
- * tmp; NULL logged); mnt_tmp_fcommit flushes, fsyncs and closes it, then renames tmp over path when
- * every write succeeded (tmp removed otherwise; MNT_ESYS logged). Every file mntrain writes whole
- * (JSON, --export, the report's CSV and SVG, a resumed run's metrics.jsonl) goes through
- * mnt_tmp_create or mnt_tmp_fopen, then mnt_tmp_commit: on disk before it is in place. */
-FILE *mnt_tmp_fopen(const char *path, char *tmp, size_t n);
-int mnt_tmp_fcommit(FILE *f, const char *tmp, const char *path);
-/* A log file (metrics.jsonl, a sample log): created or truncated (append = 0) or appended to,
- * never through a symbolic link (O_NOFOLLOW). NULL with errno set when it cannot be opened. */
-FILE *mnt_open_log(const char *path, int append);
-
 #endif

@@ -10,7 +10,7 @@
 struct json_t;
 
 struct json_t *mnt_json_num(double v);
-/* DIR/NAME written atomically: DIR/.NAME.XXXXXX created exclusively (io/safefs.h), fsync, rename; nothing is left behind on failure, and
+/* DIR/NAME written atomically: DIR/.NAME.XXXXXX created exclusively (tmpfile.h), fsync, rename; nothing is left behind on failure, and
  * the error names the file and the reason (a value that cannot be encoded, or the write). */
 int mnt_json_save(const char *dir, const char *name, struct json_t *o);
 /* the same with every real written exactly (17 digits): state that must read back bit for bit */

@@ -27,6 +27,7 @@
 #include "cmd/report_internal.h"
 #include "runsum.h"
 #include "io/safefs.h"
+#include "tmpfile.h"
 
 enum { NPH = MNT_REPORT_NPH };
 typedef mnt_report_run run;

@@ -2,7 +2,7 @@
  * share; not an interface outside `mntrain report`.
  * defines: mnt_report_run (one run of the sweep), MNT_REPORT_NPH,
  *          mnt_report_describe, mnt_report_write_svg (files written whole or not at all through
- *          io/safefs.h's mnt_tmp_fopen / mnt_tmp_fcommit), mnt_report_slow_ranks (report_ranks.c),
+ *          tmpfile.h's mnt_tmp_fopen / mnt_tmp_fcommit), mnt_report_slow_ranks (report_ranks.c),
  *          mnt_report_trace (report_trace.c) */
 #ifndef MNT_REPORT_INTERNAL_H
 #define MNT_REPORT_INTERNAL_H

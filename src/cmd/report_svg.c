@@ -8,7 +8,7 @@
 #include "log.h"
 #include "path.h"
 #include "cmd/report_internal.h"
-#include "io/safefs.h"
+#include "tmpfile.h"
 
 typedef mnt_report_run run;
 

@@ -18,6 +18,7 @@
 #include "path.h"
 #include "cmd/report_internal.h"
 #include "io/safefs.h"
+#include "tmpfile.h"
 #include "trace.h"
 
 enum { MAIN_PHASES = 5 };
