@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # allreduce_peers.sh — mntrain's allreduce and its peers, side by side in one run, on the local
-# cluster (job_templates/local-cluster.sh up). Run it on a quiet machine: an apt-get or a build
+# cluster (job_templates/tools/local-cluster.sh up). Run it on a quiet machine: an apt-get or a build
 # beside it cuts every figure here by up to two thirds.
 #   benchmarks/allreduce_peers.sh [path/to/mntrain]   (default build/mntrain)
 # Rows (fp32 sum, 64 MiB, in-place busbw as nccl-tests):
@@ -15,7 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 m=${1:-$here/../build/mntrain}
 py=/usr/bin/python3
 iters=${ITERS:-20}
-scontrol ping >/dev/null 2>&1 || { echo "no Slurm cluster: job_templates/local-cluster.sh up" >&2; exit 1; }
+scontrol ping >/dev/null 2>&1 || { echo "no Slurm cluster: job_templates/tools/local-cluster.sh up" >&2; exit 1; }
 # mntrain prints nccl-tests' layout: size count type redop root, then time algbw busbw #wrong out of
 # place ($6-$9) and in place ($10-$13); gloo's peer prints size count type time algbw busbw #wrong
 busbw_mnt() { awk '$1 == 67108864 { print $12 }'; }

@@ -19,7 +19,7 @@
 #     and decode + augment per loader thread >= 3x torchvision's per worker.
 # Tables go to stdout and to WORKDIR/data_scale-<time>.txt; progress lines to stderr.
 # Needs: Debian's /usr/bin/python3 with python3-torch, python3-torchvision, python3-pil,
-# python3-numpy (job_templates/install-deps.sh) and the three photo packages (benchmark only, ~155 MB):
+# python3-numpy (job_templates/tools/install-deps.sh) and the three photo packages (benchmark only, ~155 MB):
 #   apt-get install --no-install-recommends lomiri-wallpapers-16.04 mate-backgrounds plasma-workspace-wallpapers
 # Run it on a quiet machine: it warns when the load average says otherwise, and prints the load next
 # to every figure.

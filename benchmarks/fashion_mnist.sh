@@ -12,7 +12,7 @@ m=${1:-$here/../build/mntrain}
 work=${2:-/tmp/mntrain-fmnist}
 shift $(( $# > 2 ? 2 : $# ))
 fm=/usr/share/datasets/fashion-mnist
-scontrol ping >/dev/null 2>&1 || { echo "no Slurm cluster: job_templates/local-cluster.sh up" >&2; exit 1; }
+scontrol ping >/dev/null 2>&1 || { echo "no Slurm cluster: job_templates/tools/local-cluster.sh up" >&2; exit 1; }
 mkdir -p "$work"
 "$m" convert idx "$fm/train-images-idx3-ubyte.gz" "$fm/train-labels-idx1-ubyte.gz" "$work/train" --shards 4 >/dev/null
 "$m" convert idx "$fm/t10k-images-idx3-ubyte.gz" "$fm/t10k-labels-idx1-ubyte.gz" "$work/test" --shards 2 >/dev/null

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scale.sh — what each rank costs as ranks grow, on the local cluster of 16 nodes
-# (job_templates/local-cluster.sh up --nodes 16 --cpus-per-node 8 --gluster: 8 ranks per node at
+# (job_templates/tools/local-cluster.sh up --nodes 16 --cpus-per-node 8 --gluster: 8 ranks per node at
 # 128 need 8 CPUs declared, Slurm refuses more tasks per node than CPUs even with -O), oversubscribed: a correctness and
 # cost-growth measurement, not a speed one.
 #   benchmarks/scale.sh [path/to/mntrain] [work dir] [RANKS, default "2 8 32 64 128"]
@@ -21,7 +21,7 @@ m=$(realpath "${1:-$here/../build-cpu/mntrain}")
 work=${2:-/tmp/mntrain-scale}
 ranks=${3:-2 8 32 64 128}
 maxnodes=${MNT_SCALE_NODES:-16}
-scontrol ping >/dev/null 2>&1 || { echo "scale.sh: no Slurm cluster (job_templates/local-cluster.sh up --nodes $maxnodes --cpus-per-node 8 --gluster)" >&2; exit 1; }
+scontrol ping >/dev/null 2>&1 || { echo "scale.sh: no Slurm cluster (job_templates/tools/local-cluster.sh up --nodes $maxnodes --cpus-per-node 8 --gluster)" >&2; exit 1; }
 have=$(sinfo -h -N -o '%N' | sort -u | wc -l)
 [ "$have" -ge "$maxnodes" ] || { echo "scale.sh: needs $maxnodes nodes, the cluster has $have" >&2; exit 1; }
 mkdir -p "$work"

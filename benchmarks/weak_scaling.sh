@@ -6,7 +6,7 @@
 # minutes apart cannot be compared). Prints each round's `mntrain report` table, then per setting
 # the median efficiency of the rounds and the lowest. With TRACE=1 every multi-rank run also writes
 # its timeline (steps 10-29) and `mntrain report --trace` its trace.json and trace.svg (slowest step).
-# Quiet machine only; the local cluster must be up (job_templates/local-cluster.sh up).
+# Quiet machine only; the local cluster must be up (job_templates/tools/local-cluster.sh up).
 #   benchmarks/weak_scaling.sh [path/to/mntrain] [work dir] [steps, default 30] [rounds, default 3]
 # Environment: TRACE=1 (timelines), ONEDNN_MAX_CPU_ISA (passed to the jobs: AVX2 caps oneDNN).
 set -euo pipefail
@@ -15,7 +15,7 @@ m=${1:-$here/../build/mntrain}
 work=${2:-/tmp/mntrain-weak}
 steps=${3:-30}
 rounds=${4:-3}
-scontrol ping >/dev/null 2>&1 || { echo "no Slurm cluster: job_templates/local-cluster.sh up" >&2; exit 1; }
+scontrol ping >/dev/null 2>&1 || { echo "no Slurm cluster: job_templates/tools/local-cluster.sh up" >&2; exit 1; }
 mkdir -p "$work"
 [ -f "$work/data/index.json" ] || "$m" convert synth "$work/data" --classes 100 --images 4096 --size 72 --shards 2 >/dev/null
 run() { # run NAME SRUN_ARGS...

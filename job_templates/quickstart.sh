@@ -7,7 +7,7 @@
 # preempted (SIGUSR1) after its first checkpoint: it requeues itself and resumes to the same result.
 # It ends with the runs' validation accuracies and `mntrain report` of the 1/2/4-rank sweep: the
 # weak-scaling table, OUT/scaling.csv and OUT/scaling.svg (open it in a browser). The cluster stays
-# up afterwards (job_templates/local-cluster.sh down stops it).
+# up afterwards (job_templates/tools/local-cluster.sh down stops it).
 #   job_templates/quickstart.sh [extra mntrain train options]
 # Environment: BUILD_DIR (default build), OUT (default /tmp/mntrain-quickstart), STEPS (default 300).
 set -euo pipefail
@@ -24,15 +24,15 @@ for c in cmake cc srun slurmctld munged pkg-config; do command -v "$c" >/dev/nul
 pkg-config --exists pmix jansson libturbojpeg libjpeg 2>/dev/null || missing=1
 [ -f "$fm/train-images-idx3-ubyte.gz" ] || missing=1
 if [ $missing -eq 1 ]; then
-  echo "== installing packages (job_templates/install-deps.sh)"
-  job_templates/install-deps.sh
+  echo "== installing packages (job_templates/tools/install-deps.sh)"
+  job_templates/tools/install-deps.sh
 fi
 echo "== building in $build"
 cmake -S . -B "$build" >/dev/null
 cmake --build "$build" -j "$(nproc)"
 case $build in /*) m=$build/mntrain ;; *) m=$root/$build/mntrain ;; esac
 echo "== local Slurm cluster"
-job_templates/local-cluster.sh up
+job_templates/tools/local-cluster.sh up
 mkdir -p "$out"
 echo "== Fashion-MNIST -> $out/fmnist-{train,test}"
 "$m" convert idx "$fm/train-images-idx3-ubyte.gz" "$fm/train-labels-idx1-ubyte.gz" "$out/fmnist-train" --shards 4
@@ -113,4 +113,4 @@ done
 echo "== results: mntrain report (weak scaling: the same batch per rank; E = (img/s_N / N) / (img/s_1 / 1))"
 "$m" report "${runs[@]}" --out "$out"
 echo "   (this machine has 2 cores: 4 ranks share them, so efficiency here measures oversubscription, not the network)"
-echo "== done; outputs in $out; stop the cluster with: job_templates/local-cluster.sh down"
+echo "== done; outputs in $out; stop the cluster with: job_templates/tools/local-cluster.sh down"

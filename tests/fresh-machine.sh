@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fresh-machine.sh — the install steps on a machine that has nothing: a minimal Debian 12 root
 # (mmdebstrap --variant=apt: apt and essential packages only), the committed tree (git archive
-# HEAD) copied in, and inside a chroot: job_templates/install-deps.sh, the CMake build with
+# HEAD) copied in, and inside a chroot: job_templates/tools/install-deps.sh, the CMake build with
 # warnings as errors, and the unit tests. This is what catches a package that the developers'
 # machines happen to have but install-deps.sh does not install (it happened: oneDNN's CMake config
 # wanted OpenCL, a Recommends that --no-install-recommends leaves out).
@@ -49,8 +49,8 @@ mount --make-rslave "$root/dev" # unmounting our copy must never reach the host'
 chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
   DEBIAN_FRONTEND=noninteractive /bin/bash -euo pipefail -c '
 cd /src
-echo "== fresh-machine (chroot): job_templates/install-deps.sh"
-job_templates/install-deps.sh
+echo "== fresh-machine (chroot): job_templates/tools/install-deps.sh"
+job_templates/tools/install-deps.sh
 echo "== fresh-machine (chroot): cmake, warnings as errors"
 cmake -S . -B build -DMNT_WERROR=ON
 cmake --build build -j "$(nproc)"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # run.sh — the test command: build mntrain, make sure a Slurm cluster is up, run every test.
 #   tests/run.sh [--install] [ctest options, e.g. -L unit]
-# --install  first install the Debian packages (job_templates/install-deps.sh; needs root)
-# If no cluster answers, it starts the local one (job_templates/local-cluster.sh up --gluster, as
+# --install  first install the Debian packages (job_templates/tools/install-deps.sh; needs root)
+# If no cluster answers, it starts the local one (job_templates/tools/local-cluster.sh up --gluster, as
 # root: with the GlusterFS checkpoint volume where FUSE and GlusterFS are available; the tests
 # that need it report SKIPPED otherwise) and stops it again at the end, even when a test fails.
 # Without root and without a cluster the cluster tests report SKIPPED; the scale tests (label scale,
@@ -16,7 +16,7 @@ cd "$root"
 build=${BUILD_DIR:-build}
 if [ "${1:-}" = "--install" ]; then
   shift
-  job_templates/install-deps.sh
+  job_templates/tools/install-deps.sh
 fi
 werror=OFF
 [ "${CI:-}" = "true" ] && werror=ON
@@ -25,12 +25,12 @@ cmake --build "$build" -j "$(nproc)"
 
 started=0
 cleanup() {
-  if [ $started -eq 1 ]; then job_templates/local-cluster.sh down || true; fi
+  if [ $started -eq 1 ]; then job_templates/tools/local-cluster.sh down || true; fi
 }
 trap cleanup EXIT
 if ! scontrol ping >/dev/null 2>&1; then
   if [ "$(id -u)" -eq 0 ] && command -v slurmctld >/dev/null 2>&1; then
-    job_templates/local-cluster.sh up --gluster
+    job_templates/tools/local-cluster.sh up --gluster
     started=1
   else
     echo "run.sh: no Slurm cluster and not root: the cluster tests will be skipped"

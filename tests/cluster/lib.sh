@@ -16,7 +16,7 @@
 #                                        by the jobs only (not by this shell); a full disk on demand
 #   node_tmpfs_umount DIR                and away again
 #
-# The volume comes from 'job_templates/local-cluster.sh up --gluster', which records its mount
+# The volume comes from 'job_templates/tools/local-cluster.sh up --gluster', which records its mount
 # path in /run/mntrain-cluster/gluster (or the reason it is missing in gluster-unavailable); it is
 # re-checked with srun, because a path that is not mounted in the jobs' namespaces is a plain
 # directory there and writes to it would silently land on the local disk.
@@ -24,7 +24,7 @@
 # print "SKIP: ..." and exit 77; a failing mount or unmount returns its status.
 
 MNT_CLUSTER_STATE=${MNT_CLUSTER_STATE:-/run/mntrain-cluster}
-MNT_LOCAL_CLUSTER=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/job_templates/local-cluster.sh
+MNT_LOCAL_CLUSTER=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/job_templates/tools/local-cluster.sh
 
 cluster_node_count() {
   local n
@@ -50,7 +50,7 @@ _lib_skip() { skip "$@"; } # SKIP: on stderr, exit 77 (tests/lib.sh)
 
 slurm_or_skip() {
   if ! command -v sbatch >/dev/null 2>&1 || ! scontrol ping >/dev/null 2>&1; then
-    _lib_skip "no Slurm cluster answers (job_templates/local-cluster.sh up)"
+    _lib_skip "no Slurm cluster answers (job_templates/tools/local-cluster.sh up)"
   fi
   if [ "${1:-1}" -eq 2 ] && [ "$(cluster_nodes)" -ne 2 ]; then _lib_skip "needs the 2-node local cluster"; fi
 }
@@ -59,17 +59,17 @@ nodes_or_skip() {
   slurm_or_skip 1
   local have
   have=$(cluster_node_count)
-  [ "$have" -ge "$1" ] || _lib_skip "needs a cluster of $1 nodes, this one has $have (job_templates/local-cluster.sh down; job_templates/local-cluster.sh up --nodes $1 --gluster)"
+  [ "$have" -ge "$1" ] || _lib_skip "needs a cluster of $1 nodes, this one has $have (job_templates/tools/local-cluster.sh down; job_templates/tools/local-cluster.sh up --nodes $1 --gluster)"
 }
 
 ckpt_fs_or_skip() {
-  command -v srun >/dev/null 2>&1 || _lib_skip "srun not found (apt-get install slurm-wlm, then job_templates/local-cluster.sh up --gluster)"
-  scontrol ping >/dev/null 2>&1 || _lib_skip "no Slurm cluster answers (start one: job_templates/local-cluster.sh up --gluster)"
+  command -v srun >/dev/null 2>&1 || _lib_skip "srun not found (apt-get install slurm-wlm, then job_templates/tools/local-cluster.sh up --gluster)"
+  scontrol ping >/dev/null 2>&1 || _lib_skip "no Slurm cluster answers (start one: job_templates/tools/local-cluster.sh up --gluster)"
   if ! [ -f "$MNT_CLUSTER_STATE/gluster" ]; then
     if [ -f "$MNT_CLUSTER_STATE/gluster-unavailable" ]; then
       _lib_skip "no GlusterFS checkpoint volume: $(head -n1 "$MNT_CLUSTER_STATE/gluster-unavailable")"
     fi
-    _lib_skip "no GlusterFS checkpoint volume (start the cluster with: job_templates/local-cluster.sh up --gluster)"
+    _lib_skip "no GlusterFS checkpoint volume (start the cluster with: job_templates/tools/local-cluster.sh up --gluster)"
   fi
   local path nodes got
   path=$(head -n1 "$MNT_CLUSTER_STATE/gluster")
@@ -83,7 +83,7 @@ ckpt_fs_or_skip() {
 
 _lib_nsexec_ready() {
   [ "$(id -u)" -eq 0 ] || _lib_skip "mounting inside the nodes needs root"
-  [ -f "$MNT_CLUSTER_STATE/up" ] || _lib_skip "the local cluster is not up (job_templates/local-cluster.sh up)"
+  [ -f "$MNT_CLUSTER_STATE/up" ] || _lib_skip "the local cluster is not up (job_templates/tools/local-cluster.sh up)"
 }
 
 node_tmpfs_mount() {

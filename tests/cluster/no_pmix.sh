@@ -6,7 +6,7 @@
 set -u
 m=$1
 command -v srun >/dev/null 2>&1 || { echo "SKIP: srun not found"; exit 77; }
-scontrol ping >/dev/null 2>&1 || { echo "SKIP: no Slurm cluster answers (job_templates/local-cluster.sh up)"; exit 77; }
+scontrol ping >/dev/null 2>&1 || { echo "SKIP: no Slurm cluster answers (job_templates/tools/local-cluster.sh up)"; exit 77; }
 w=$(mktemp -d)
 trap 'rm -rf "$w"' EXIT
 "$m" convert synth "$w/data" --classes 4 --images 64 --size 16 --shards 1 >/dev/null || exit 1

@@ -10,11 +10,11 @@ srun_args=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do srun_args+=("$1"); shift; done
 shift
 if ! command -v srun >/dev/null 2>&1; then
-  echo "SKIP: srun not found (apt-get install slurm-wlm, then job_templates/local-cluster.sh up)"
+  echo "SKIP: srun not found (apt-get install slurm-wlm, then job_templates/tools/local-cluster.sh up)"
   exit 77
 fi
 if ! scontrol ping >/dev/null 2>&1; then
-  echo "SKIP: no Slurm cluster answers (start one: job_templates/local-cluster.sh up)"
+  echo "SKIP: no Slurm cluster answers (start one: job_templates/tools/local-cluster.sh up)"
   exit 77
 fi
 # shellcheck source=/dev/null
@@ -31,7 +31,7 @@ for a in "${srun_args[@]}"; do
   prev=$a
 done
 if [ "$want" -gt "${nodes:-0}" ]; then
-  echo "SKIP: this test needs $want nodes; the cluster has ${nodes:-0} (network namespaces not permitted? job_templates/local-cluster.sh up --nodes $want)"
+  echo "SKIP: this test needs $want nodes; the cluster has ${nodes:-0} (network namespaces not permitted? job_templates/tools/local-cluster.sh up --nodes $want)"
   exit 77
 fi
 exec timeout --kill-after=10 "$timeout_s" srun --mpi=pmix --job-name=mntrain-test "${srun_args[@]}" "$@"

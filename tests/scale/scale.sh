@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scale.sh — the scale tests (ctest -L scale): mntrain at MNT_SCALE_RANKS ranks (default 32) on
 # MNT_SCALE_NODES nodes (default 8, ranks/nodes on each) of a Slurm cluster; CI runs them on the
-# local cluster (job_templates/local-cluster.sh up --nodes 8 --gluster), a benchmark with
+# local cluster (job_templates/tools/local-cluster.sh up --nodes 8 --gluster), a benchmark with
 # MNT_SCALE_RANKS=128 MNT_SCALE_NODES=16 (nodes of 8 CPUs or more). On a cluster with fewer nodes
 # every test exits 77 (CTest: skipped) saying so. Every failure names the rank, node, size or step.
 #   scale.sh TEST PROGRAM [ARGS]      (PROGRAM: mntrain; test_comm_cluster for kill and hung)

@@ -2,7 +2,7 @@
 # install.sh — what `cmake --install` puts under a prefix, and that it works from there:
 #  - bin/mntrain, the README, the user-facing job templates (*.sbatch, scaling_sweep.sh), both
 #    modulefiles, and in CUDA builds the CUDA module lib/mntrain/mntrain-cuda.so, all listed in
-#    install_manifest.txt; not the developer tools (quickstart.sh, local-cluster.sh, install-deps.sh);
+#    install_manifest.txt; not the developer tools (quickstart.sh, tools/local-cluster.sh, tools/install-deps.sh);
 #  - the binary links no CUDA library (cudart, cuDNN, cuBLAS, NCCL: readelf NEEDED and ldd); the
 #    module links them;
 #  - the RUNPATH of the binary and of the module names the directory of every library each needs
@@ -47,7 +47,7 @@ done
 for f in "${scripts[@]}"; do
   [ -x "$prefix/$f" ] || bad "$f is not executable"
 done
-for f in quickstart.sh local-cluster.sh install-deps.sh; do
+for f in quickstart.sh tools/local-cluster.sh tools/install-deps.sh local-cluster.sh install-deps.sh tools; do
   [ ! -e "$prefix/$tdir/$f" ] || bad "developer tool $f is installed"
 done
 (cd "$prefix" && find . -type f | sed "s|^\.|$prefix|" | sort) >"$work/found"

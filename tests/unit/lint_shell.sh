@@ -7,7 +7,7 @@ set -u
 root=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 command -v shellcheck >/dev/null 2>&1 || { echo "SKIP: shellcheck not found (apt-get install shellcheck)"; exit 77; }
 cd "$root" || exit 1
-files=(job_templates/*.sh job_templates/*.sbatch tests/*.sh tests/unit/*.sh tests/cluster/*.sh tests/scale/*.sh
+files=(job_templates/*.sh job_templates/*.sbatch job_templates/tools/*.sh tests/*.sh tests/unit/*.sh tests/cluster/*.sh tests/scale/*.sh
   benchmarks/*.sh .ci/run)
 shellcheck "${files[@]}" || { echo "FAIL: shellcheck (above)"; exit 1; }
 echo "ok: shellcheck clean: ${#files[@]} scripts"

@@ -86,7 +86,7 @@ if [ -r "$lmod_init" ]; then
     exit $fail
   ) || fail=1
 else
-  skipped+=("Lmod: no $lmod_init (apt-get install lmod; job_templates/install-deps.sh does)")
+  skipped+=("Lmod: no $lmod_init (apt-get install lmod; job_templates/tools/install-deps.sh does)")
 fi
 
 # ---- Environment Modules 5.2: the Tcl modulefile through the package's modulecmd.tcl -----------

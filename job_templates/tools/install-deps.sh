@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # install-deps.sh — install what mntrain needs to build, test and run on Debian 12, as root.
-#   job_templates/install-deps.sh [--no-update]
+#   job_templates/tools/install-deps.sh [--no-update]
 # Build: cmake, a C compiler, pkg-config, PMIx, HDF5, oneDNN, OpenBLAS, libjpeg-turbo (its TurboJPEG and
 # libjpeg APIs: libturbojpeg0-dev, libjpeg62-turbo-dev), libpng, xxHash, jansson, zlib.
 # Cluster: Slurm (slurm-wlm, with the PMIx plugin) and munge; iproute2/util-linux for the
