@@ -76,6 +76,17 @@ int mnt_h5_attr_f64s(hid_t f, const char *name, double *v, int channels, int wri
   return e < 0 ? -1 : 0;
 }
 
+/* HDF5 prints its error stack (HDF5-DIAG, about 20 lines) on every failed call unless told not to, and
+ * that setting, like the stack, is kept per thread: it is turned off here in each thread that calls
+ * HDF5 through these functions (the loader's workers and evaluation read samples in threads of their
+ * own), once per thread; mntrain reports the error itself, naming the file and the sample */
+static void h5_quiet(void) {
+  static _Thread_local int quiet;
+  if (quiet) return;
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  quiet = 1;
+}
+
 void mnt_h5_init(void) {
   /* No clean-up at exit: after a write failed (disk full) HDF5 1.10 cannot close the file, and its
    * exit-time clean-up would then crash (SIGSEGV in H5F__close_cb) instead of letting mntrain exit
@@ -124,7 +135,7 @@ hid_t mnt_h5_checked_dataset(hid_t file, const char *name, hid_t type, int rank,
 }
 
 hid_t mnt_h5_create_shard(const char *path, hid_t fapl) {
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported here, with the file named */
+  h5_quiet(); /* errors are reported here, with the file named */
   /* exclusively (O_EXCL: never through a symlink, never into another writer's file); the caller
    * removes what an interrupted run left (io/shard_write.c removes stale *.partial before writing) */
   errno = 0;
@@ -266,7 +277,7 @@ int mnt_h5_fd_short(const char *path, const char *hint) {
 }
 
 int mnt_shard_fingerprint(const char *path, char *out, size_t n) {
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  h5_quiet();
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) return mnt_h5_fd_short(path, NULL) ? -2 : -1;
   int r = mnt_h5_attr_get_str(f, "fingerprint", out, n);
@@ -525,7 +536,7 @@ int mnt_dataset_open(const char *dir, mnt_dataset *d) {
     st = MNT_EARG;
     goto out;
   }
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  h5_quiet();
   for (int i = 0; i < d->nshards; i++) MNT_CHECK_GOTO(open_shard(d, i, path), st, out);
   int64_t bytes = 0;
   for (int i = 0; i < d->nshards && d->version >= MNT_FORMAT_RECORDS; i++)
@@ -589,6 +600,7 @@ int mnt_dataset_read(mnt_dataset *d, int64_t g, uint8_t *pixels, int32_t *label)
     *label = d->rec_label[g]; /* checked against the classes at open */
     return MNT_OK;
   }
+  h5_quiet(); /* this thread's HDF5 error printing: perhaps a loader worker's first read */
   int64_t i = g - d->shard_start[lo];
   hid_t im = d->hids[3 * lo + 1], lb = d->hids[3 * lo + 2];
   hsize_t start[4] = {(hsize_t)i, 0, 0, 0}, count[4] = {1, (hsize_t)d->size, (hsize_t)d->size, (hsize_t)d->channels};
