@@ -76,6 +76,17 @@ int mnt_h5_attr_f64s(hid_t f, const char *name, double *v, int channels, int wri
   return e < 0 ? -1 : 0;
 }
 
+/* HDF5 prints its error stack (HDF5-DIAG, about 20 lines) on every failed call unless told not to, and
+ * that setting, like the stack, is kept per thread: it is turned off here in each thread that calls
+ * HDF5 through these functions (the loader's workers and evaluation read samples in threads of their
+ * own), once per thread; mntrain reports the error itself, naming the file and the sample */
+static void h5_quiet(void) {
+  static _Thread_local int quiet;
+  if (quiet) return;
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  quiet = 1;
+}
+
 void mnt_h5_init(void) {
   /* No clean-up at exit: after a write failed (disk full) HDF5 1.10 cannot close the file, and its
    * exit-time clean-up would then crash (SIGSEGV in H5F__close_cb) instead of letting mntrain exit
@@ -124,7 +135,7 @@ hid_t mnt_h5_checked_dataset(hid_t file, const char *name, hid_t type, int rank,
 }
 
 hid_t mnt_h5_create_shard(const char *path, hid_t fapl) {
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported here, with the file named */
+  h5_quiet(); /* errors are reported here, with the file named */
   /* exclusively (O_EXCL: never through a symlink, never into another writer's file); the caller
    * removes what an interrupted run left (io/shard_write.c removes stale *.partial before writing) */
   errno = 0;
@@ -266,7 +277,7 @@ int mnt_h5_fd_short(const char *path, const char *hint) {
 }
 
 int mnt_shard_fingerprint(const char *path, char *out, size_t n) {
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  h5_quiet();
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) return mnt_h5_fd_short(path, NULL) ? -2 : -1;
   int r = mnt_h5_attr_get_str(f, "fingerprint", out, n);
@@ -334,8 +345,16 @@ static int shard_entry(mnt_dataset *d, int i, json_t *e, const char *dir, const 
 }
 
 /* format 1/2: the images and labels datasets of shard i (file f) opened and kept, checked against
- * the index (uint8 images and int32 labels, the counts and shapes) */
-static int open_square(mnt_dataset *d, int i, const char *sp, hid_t f) {
+ * the index (uint8 images and int32 labels, the counts and shapes); format 2 (mapped: map) through
+ * mnt_h5_open_checked (every image stored once, at its size, with its Fletcher-32 checksum) */
+static int open_square(mnt_dataset *d, int i, const char *sp, hid_t f, const mnt_h5_map *map) {
+  hsize_t n = (hsize_t)d->shard_count[i], S = (hsize_t)d->size, C = (hsize_t)d->channels;
+  hsize_t want[4] = {n, S, S, C};
+  if (map) {
+    MNT_CHECK(mnt_h5_open_checked(map, f, "images", H5T_STD_U8LE, 4, want, 1, &d->hids[3 * i + 1]));
+    MNT_CHECK(mnt_h5_open_checked(map, f, "labels", H5T_STD_I32LE, 1, want, 1, &d->hids[3 * i + 2]));
+    return MNT_OK;
+  }
   hid_t im = H5Dopen2(f, "images", H5P_DEFAULT), lb = H5Dopen2(f, "labels", H5P_DEFAULT);
   d->hids[3 * i + 1] = im;
   d->hids[3 * i + 2] = lb;
@@ -349,8 +368,7 @@ static int open_square(mnt_dataset *d, int i, const char *sp, hid_t f) {
                 H5Tget_class(lt) == H5T_INTEGER && H5Tget_size(lt) == 4;
   H5Sclose(isp); H5Sclose(lsp); H5Tclose(it); H5Tclose(lt);
   if (!type_ok) { MNT_ERR("%s: images must be uint8 and labels int32", sp); return MNT_EDATA; }
-  if (r1 != 4 || r2 != 1 || (int64_t)dims[0] != d->shard_count[i] || (int)dims[1] != d->size ||
-      (int)dims[2] != d->size || (int)dims[3] != d->channels || (int64_t)ld != d->shard_count[i]) {
+  if (r1 != 4 || r2 != 1 || dims[0] != n || dims[1] != S || dims[2] != S || dims[3] != C || ld != n) {
     MNT_ERR("%s: images %llux%llux%llux%llu and %llu labels, but the index says %lld samples of %dx%dx%d", sp,
             (unsigned long long)dims[0], (unsigned long long)dims[1], (unsigned long long)dims[2],
             (unsigned long long)dims[3], (unsigned long long)ld, (long long)d->shard_count[i], d->size, d->size,
@@ -360,27 +378,36 @@ static int open_square(mnt_dataset *d, int i, const char *sp, hid_t f) {
   return MNT_OK;
 }
 
-/* shard i: opened, checked against the index (format, fingerprint, classes, then its datasets);
- * format 1/2 keep it open in HDF5, format 3 as a plain descriptor. MNT_EDATA naming it, or
- * MNT_ESYS when this process ran out of file descriptors */
+/* shard i: its HDF5 structures read and checked before HDF5 reads them (format 2 and 3: io/h5check.c),
+ * then opened, checked against the index (format, fingerprint, classes, then its datasets); format 1/2
+ * keep it open in HDF5, format 3 as a plain descriptor. MNT_EDATA naming it, or MNT_ESYS when this
+ * process ran out of file descriptors */
 static int open_shard(mnt_dataset *d, int i, const char *path) {
   const char *sp = d->shard_path[i];
   if (access(sp, R_OK) != 0) {
     MNT_SYSERR("%s: missing shard (listed in %s)", sp, path);
     return MNT_EDATA;
   }
+  mnt_h5_map *map = NULL;
+  if (d->version >= MNT_FORMAT_SQUARE) MNT_CHECK(mnt_h5_map_shard(sp, &map));
+  int st = MNT_OK;
   hid_t f = H5Fopen(sp, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) {
-    if (mnt_h5_fd_short(sp, ", or convert the data into fewer shards (--shards)")) return MNT_ESYS;
+    if (mnt_h5_fd_short(sp, ", or convert the data into fewer shards (--shards)")) {
+      st = MNT_ESYS;
+      goto out;
+    }
     MNT_ERR("%s: not a readable HDF5 file (truncated or corrupt?)", sp);
-    return MNT_EDATA;
+    st = MNT_EDATA;
+    goto out;
   }
   d->hids[3 * i] = f;
   long long nc = -1, v = -1;
   char fp[40];
   if (mnt_h5_attr_get_int(f, "num_classes", &nc) == 0 && nc != d->nclasses) {
     MNT_ERR("%s: made for %lld classes, the index has %d", sp, nc, d->nclasses);
-    return MNT_EDATA;
+    st = MNT_EDATA;
+    goto out;
   }
   if (d->version >= MNT_FORMAT_SQUARE && (mnt_h5_attr_get_int(f, "version", &v) || v != d->version ||
                                           mnt_h5_attr_get_str(f, "fingerprint", fp, sizeof fp) ||
@@ -388,11 +415,18 @@ static int open_shard(mnt_dataset *d, int i, const char *path) {
     MNT_ERR("%s: a shard of another conversion (format %lld, fingerprint %s; the index says format %d, %s): "
             "shards of different conversions mixed in one directory; convert again",
             sp, v, v >= MNT_FORMAT_SQUARE ? fp : "none", d->version, d->fingerprint);
-    return MNT_EDATA;
+    st = MNT_EDATA;
+    goto out;
   }
-  if (d->version < MNT_FORMAT_RECORDS) return open_square(d, i, sp, f);
-  d->hids[3 * i] = -1; /* closed by mnt_rec_open_shard, whatever happens */
-  return mnt_rec_open_shard(d, i, sp, f);
+  if (d->version < MNT_FORMAT_RECORDS) {
+    MNT_CHECK_GOTO(open_square(d, i, sp, f, map), st, out);
+  } else {
+    d->hids[3 * i] = -1; /* closed by mnt_rec_open_shard, whatever happens */
+    MNT_CHECK_GOTO(mnt_rec_open_shard(d, i, sp, f, map), st, out);
+  }
+out:
+  mnt_h5_map_free(map);
+  return st;
 }
 
 /* format 3's settings in the index: codec, quality, resize, max_side, record_bytes */
@@ -502,7 +536,7 @@ int mnt_dataset_open(const char *dir, mnt_dataset *d) {
     st = MNT_EARG;
     goto out;
   }
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  h5_quiet();
   for (int i = 0; i < d->nshards; i++) MNT_CHECK_GOTO(open_shard(d, i, path), st, out);
   int64_t bytes = 0;
   for (int i = 0; i < d->nshards && d->version >= MNT_FORMAT_RECORDS; i++)
@@ -566,6 +600,7 @@ int mnt_dataset_read(mnt_dataset *d, int64_t g, uint8_t *pixels, int32_t *label)
     *label = d->rec_label[g]; /* checked against the classes at open */
     return MNT_OK;
   }
+  h5_quiet(); /* this thread's HDF5 error printing: perhaps a loader worker's first read */
   int64_t i = g - d->shard_start[lo];
   hid_t im = d->hids[3 * lo + 1], lb = d->hids[3 * lo + 2];
   hsize_t start[4] = {(hsize_t)i, 0, 0, 0}, count[4] = {1, (hsize_t)d->size, (hsize_t)d->size, (hsize_t)d->channels};

@@ -108,7 +108,8 @@ typedef struct mnt_shard_writer {
 } mnt_shard_writer;
 
 /* What every process that uses HDF5 calls first (main does): no exit-time clean-up (see
- * dataset.c). HDF5's own error printing is turned off where files are opened or created. */
+ * dataset.c). HDF5's own error printing (HDF5-DIAG) is turned off in every thread that opens, creates
+ * or reads shards through these functions: HDF5 keeps that setting per thread. */
 void mnt_h5_init(void);
 /* a shard of exactly n samples; attrs repeat the index. The file is created exclusively (O_EXCL:
  * an existing file or symlink at path is an error, not overwritten or followed): remove stale

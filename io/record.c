@@ -242,27 +242,15 @@ void mnt_rec_abort(mnt_rec_writer *w) {
 
 /* ---- reading ------------------------------------------------------------------------------- */
 
-/* dataset name of f, rows × cols (cols 0: a vector) of integers, read as mtype into v */
-static int load_table(hid_t f, const char *sp, const char *name, hid_t mtype, int64_t rows, int cols, void *v) {
-  hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
-  if (ds < 0) {
-    MNT_ERR("%s: no \"%s\" dataset (not a format 3 shard?)", sp, name);
-    return MNT_EDATA;
-  }
-  hid_t s = H5Dget_space(ds), t = H5Dget_type(ds);
-  hsize_t dims[2] = {0, 0};
-  int rank = H5Sget_simple_extent_ndims(s);
-  if (rank >= 1 && rank <= 2) H5Sget_simple_extent_dims(s, dims, NULL);
-  int ok = H5Tget_class(t) == H5T_INTEGER && rank == (cols ? 2 : 1) && (int64_t)dims[0] == rows &&
-           (!cols || (int)dims[1] == cols);
-  H5Sclose(s);
-  H5Tclose(t);
+/* dataset name of f (the file sp, mapped in map), rows × cols (cols 0: a vector) of integers of exactly
+ * the type ftype in chunks with Fletcher-32, opened through mnt_h5_open_checked, read as mtype into v */
+static int load_table(hid_t f, const char *sp, const mnt_h5_map *map, const char *name, hid_t ftype, hid_t mtype,
+                      int64_t rows, int cols, void *v) {
+  hsize_t dims[2] = {(hsize_t)rows, (hsize_t)cols};
+  hid_t ds;
+  MNT_CHECK(mnt_h5_open_checked(map, f, name, ftype, cols ? 2 : 1, dims, 1, &ds));
   int st = MNT_OK;
-  if (!ok) {
-    MNT_ERR("%s: \"%s\" is not %lld x %d integers, as the index and the offsets say", sp, name, (long long)rows,
-            cols ? cols : 1);
-    st = MNT_EDATA;
-  } else if (rows > 0 && H5Dread(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0) {
+  if (rows > 0 && H5Dread(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0) {
     MNT_ERR("%s: \"%s\" cannot be read: its checksum does not match (the file is corrupt) or the file is truncated",
             sp, name);
     st = MNT_EDATA;
@@ -271,26 +259,16 @@ static int load_table(hid_t f, const char *sp, const char *name, hid_t mtype, in
   return st;
 }
 
-/* the records dataset: contiguous, unfiltered uint8 of bytes bytes; *base its offset in the file */
-static int records_at(hid_t f, const char *sp, int64_t bytes, int64_t *base) {
-  hid_t ds = H5Dopen2(f, "records", H5P_DEFAULT);
-  if (ds < 0) {
-    MNT_ERR("%s: no \"records\" dataset (not a format 3 shard?)", sp);
-    return MNT_EDATA;
-  }
-  hid_t s = H5Dget_space(ds), t = H5Dget_type(ds), pl = H5Dget_create_plist(ds);
-  hsize_t n = 0;
-  int ok = H5Sget_simple_extent_ndims(s) == 1 && H5Sget_simple_extent_dims(s, &n, NULL) == 1 &&
-           H5Tget_class(t) == H5T_INTEGER && H5Tget_size(t) == 1 && H5Pget_layout(pl) == H5D_CONTIGUOUS &&
-           H5Pget_nfilters(pl) == 0;
+/* the records dataset: contiguous, unfiltered uint8 of bytes bytes, inside the file
+ * (mnt_h5_open_checked); *base its offset in the file */
+static int records_at(hid_t f, const char *sp, const mnt_h5_map *map, int64_t bytes, int64_t *base) {
+  hsize_t n = (hsize_t)bytes;
+  hid_t ds;
+  MNT_CHECK(mnt_h5_open_checked(map, f, "records", H5T_STD_U8LE, 1, &n, 0, &ds));
   haddr_t at = H5Dget_offset(ds);
-  H5Pclose(pl);
-  H5Tclose(t);
-  H5Sclose(s);
   H5Dclose(ds);
-  if (!ok || (int64_t)n != bytes || (bytes > 0 && at == HADDR_UNDEF)) {
-    MNT_ERR("%s: \"records\" must be %lld contiguous bytes (its offsets say so); it is %llu%s", sp, (long long)bytes,
-            (unsigned long long)n, ok ? " bytes, unallocated" : " of another type or layout");
+  if (bytes > 0 && at == HADDR_UNDEF) {
+    MNT_ERR("%s: \"records\" must be %lld bytes (its offsets say so); it is unallocated", sp, (long long)bytes);
     return MNT_EDATA;
   }
   *base = bytes > 0 ? (int64_t)at : 0;
@@ -358,7 +336,7 @@ static int open_fd(mnt_dataset *d, int i, const char *sp, int64_t end) {
   return MNT_OK;
 }
 
-int mnt_rec_open_shard(mnt_dataset *d, int i, const char *sp, hid_t f) {
+int mnt_rec_open_shard(mnt_dataset *d, int i, const char *sp, hid_t f, const mnt_h5_map *map) {
   int64_t n = d->shard_count[i], s0 = d->shard_start[i], base = 0;
   int32_t *shapes = malloc((size_t)(3 * n + 3) * sizeof *shapes);
   int st = MNT_OK;
@@ -367,12 +345,14 @@ int mnt_rec_open_shard(mnt_dataset *d, int i, const char *sp, hid_t f) {
     goto out;
   }
   MNT_CHECK_GOTO(check_settings(d, f, sp), st, out);
-  MNT_CHECK_GOTO(load_table(f, sp, "offsets", H5T_NATIVE_INT64, n + 1, 0, d->rec_off + s0 + i), st, out);
-  MNT_CHECK_GOTO(load_table(f, sp, "shapes", H5T_NATIVE_INT32, n, 3, shapes), st, out);
-  MNT_CHECK_GOTO(load_table(f, sp, "labels", H5T_NATIVE_INT32, n, 0, d->rec_label + s0), st, out);
-  MNT_CHECK_GOTO(load_table(f, sp, "checksums", H5T_NATIVE_UINT64, n, 0, d->rec_sum + s0), st, out);
+  MNT_CHECK_GOTO(load_table(f, sp, map, "offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, n + 1, 0, d->rec_off + s0 + i),
+                 st, out);
+  MNT_CHECK_GOTO(load_table(f, sp, map, "shapes", H5T_STD_I32LE, H5T_NATIVE_INT32, n, 3, shapes), st, out);
+  MNT_CHECK_GOTO(load_table(f, sp, map, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, n, 0, d->rec_label + s0), st, out);
+  MNT_CHECK_GOTO(load_table(f, sp, map, "checksums", H5T_STD_U64LE, H5T_NATIVE_UINT64, n, 0, d->rec_sum + s0), st,
+                 out);
   MNT_CHECK_GOTO(check_tables(d, i, sp, shapes), st, out);
-  MNT_CHECK_GOTO(records_at(f, sp, d->rec_off[s0 + i + n], &base), st, out);
+  MNT_CHECK_GOTO(records_at(f, sp, map, d->rec_off[s0 + i + n], &base), st, out);
   d->rec_base[i] = base;
   H5Fclose(f);
   f = -1;
