@@ -289,7 +289,21 @@ int mnt_shard_fingerprint(const char *path, char *out, size_t n) {
 int mnt_index_write(const char *dir, const mnt_index_info *ix) {
   json_t *o = json_object(), *cl = json_array(), *sh = json_array(), *m = json_array(), *s = json_array();
   int64_t total = 0;
-  for (int i = 0; i < ix->nclasses; i++) json_array_append_new(cl, json_string(ix->class_names[i]));
+  /* every string must encode (JSON text is UTF-8: json_string gives NULL otherwise, which the
+   * setters below would drop without a word, leaving an index that cannot be opened) */
+  const char *bad = NULL;
+  for (int i = 0; i < ix->nclasses && !bad; i++)
+    if (json_array_append_new(cl, json_string(ix->class_names[i])) != 0) bad = ix->class_names[i];
+  json_t *fp = json_string(ix->fingerprint), *src = json_string(ix->source);
+  if (!bad && !fp) bad = ix->fingerprint;
+  if (!bad && !src) bad = ix->source;
+  if (bad || !o || !cl || !sh || !m || !s) {
+    MNT_ERR("%s/index.json: not written: %s", dir, bad ? "a class name, the fingerprint or the source is not UTF-8"
+                                                       : "out of memory");
+    json_t *all[] = {o, cl, sh, m, s, fp, src};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) json_decref(all[i]);
+    return bad ? MNT_EARG : MNT_ENOMEM;
+  }
   for (int i = 0; i < ix->nshards; i++) {
     char name[64];
     mnt_shard_name(name, sizeof name, i, ix->nshards);
@@ -312,8 +326,8 @@ int mnt_index_write(const char *dir, const mnt_index_info *ix) {
   json_object_set_new(o, "mean", m);
   json_object_set_new(o, "std", s);
   json_object_set_new(o, "shards", sh);
-  json_object_set_new(o, "fingerprint", json_string(ix->fingerprint));
-  json_object_set_new(o, "source", json_string(ix->source));
+  json_object_set_new(o, "fingerprint", fp);
+  json_object_set_new(o, "source", src);
   if (v3) { /* image_size is the resize: the stored shorter side, at most */
     json_object_set_new(o, "codec", json_string(mnt_codec_name(ix->codec)));
     json_object_set_new(o, "quality", json_integer(ix->codec == MNT_CODEC_JPEG ? ix->quality : 0));
@@ -476,7 +490,8 @@ static int parse_index(mnt_dataset *d, json_t *o, const char *path) {
   if (!d->class_names) return MNT_ENOMEM;
   for (int i = 0; i < d->nclasses; i++) {
     const char *name = json_string_value(json_array_get(cl, (size_t)i));
-    if (!(d->class_names[i] = strdup(name ? name : ""))) return MNT_ENOMEM;
+    if (!name || !name[0]) return bad_index(path, "an entry of \"classes\" is not a class name");
+    if (!(d->class_names[i] = strdup(name))) return MNT_ENOMEM;
   }
   return MNT_OK;
 }

@@ -9,7 +9,8 @@
 #   `train` fail naming the shard, no crash;
 # - one byte of an image flipped: its checksum fails when a loader thread reads it while training,
 #   and when evaluation reads it from a validation set: one error line naming the shard and the
-#   sample, and none of HDF5's own 20-line error stacks (HDF5-DIAG) from those threads.
+#   sample, and none of HDF5's own 20-line error stacks (HDF5-DIAG) from those threads;
+# - index.json whose list of classes holds a number: refused naming it.
 # Every byte of the metadata, damaged in turn: tests/unit/test_shard_damage.c.
 # A case that cannot run here (format 3 needs python3 with numpy and PIL) is left out and named, and
 # the test then exits 77 (skipped), not 0.
@@ -91,5 +92,16 @@ run "$w/loader.log" "${train[@]}" --size 16 --data "$w/bad" --epochs 2 --out "$w
 refused "train, a damaged image read by a loader thread" "$w/loader.log" shard-00000-of-00001.h5 "checksum"
 run "$w/eval.log" "${train[@]}" --size 16 --data "$w/data" --val "$w/bad" --epochs 1 --out "$w/te"
 refused "train, a damaged image read by evaluation" "$w/eval.log" shard-00000-of-00001.h5 "checksum"
+
+# ---- index.json: a class that is not a name (before: read as the class "") ---------------------
+cp -r "$w/data" "$w/noname"
+/usr/bin/python3 -c 'import json, sys
+p = sys.argv[1]; o = json.load(open(p)); o["classes"][1] = 7; json.dump(o, open(p, "w"))' "$w/noname/index.json"
+run "$w/noname.log" inspect "$w/noname"
+if [ "$rc" -ne 1 ] || ! grep -q "index.json: an entry of \"classes\" is not a class name" "$w/noname.log"; then
+  bad "index.json with a class 7: exit $rc: $(tail -2 "$w/noname.log")"
+else
+  ok "index.json with a class that is not a name: exit 1, named"
+fi
 
 finish shard_damage "$fail"
