@@ -32,7 +32,7 @@ __global__ void augment_kernel(const uint8_t *__restrict__ src, int S, int C, co
   const uint8_t *r1 = img + (size_t)y1 * S * C, *r2 = img + (size_t)y2 * S * C;
   for (int c = 0; c < outC; c++) {
     const int sc = C == 1 ? 0 : c;
-    // io/augment.c's expression, each product and sum rounded on its own: nvcc contracts a * b + c
+    // io/data/augment.c's expression, each product and sum rounded on its own: nvcc contracts a * b + c
     // into one FMA (one rounding) unless told not to, and the CPU's -std=c11 build does not
     // contract, so the __f*_rn intrinsics (never fused) keep the two sides' floats the same
     const float a = __fadd_rn(r1[x1 * C + sc], __fmul_rn(wx, (float)(r1[x2 * C + sc] - r1[x1 * C + sc])));

@@ -16,7 +16,7 @@ extern "C" {
  * !bf16, bf16 NHWC when bf16): each image's box (x0, y0, w, h, flip: 5 floats per image, device)
  * resampled bilinearly with half-pixel centres, flipped, edge-repeated (pad: zeros outside the
  * image), then (x / 255 - mean) / std per channel (mean/std: host arrays of C; a grey source,
- * C = 1, feeds all outC <= MNT_K_AUG_MAX_C channels). The arithmetic is io/loader.c's
+ * C = 1, feeds all outC <= MNT_K_AUG_MAX_C channels). The arithmetic is io/data/loader.c's
  * crop_resize, so the two agree to float rounding. n and out: at most 65535 (grid limits). */
 int mnt_k_augment_u8(int bf16, const uint8_t *src, int n, int S, int C, const float *boxes, int pad, int out, int outC,
                      const float *mean, const float *std, void *act, void *stream);

@@ -22,7 +22,7 @@
  * Every failure passed up leaves a breadcrumb "-> STATUS at file:line": at debug level as it
  * happens (MNT_LOG_LEVEL=debug shows the way up), and in this thread's trail, which starts again
  * at each error logged (the origin). main prints the trail whenever a command fails:
- *   mntrain: rank 3 on node1: error path: io/ckpt_write.c:210 -> io/ckpt_write.c:388
+ *   mntrain: rank 3 on node1: error path: io/ckpt/ckpt_write.c:210 -> io/ckpt/ckpt_write.c:388
  *            -> src/cmd/train_outputs.c:116 -> main (system error) */
 #ifndef MNT_CHECK_H
 #define MNT_CHECK_H

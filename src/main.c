@@ -12,7 +12,7 @@
 #include "args.h"
 #include "backend/backend.h"
 #include "cuda_module.h"
-#include "io/dataset.h"
+#include "io/data/dataset.h"
 #include "env.h"
 #include "check.h"
 #include "log.h"

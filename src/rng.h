@@ -1,6 +1,6 @@
 /* rng.h — splitmix64 (Steele, Lea, Flood 2014; Vigna's public-domain splitmix64.c), the generator
  * behind mntrain's reproducible streams: the weights' initialisation (model/resnet.c) and the data
- * order and augmentation (io/dataset.c's mnt_mix). Changing a constant here changes every run.
+ * order and augmentation (io/data/dataset.c's mnt_mix). Changing a constant here changes every run.
  * defines: MNT_SPLITMIX64_GAMMA, mnt_splitmix64_mix (the finalizer), mnt_splitmix64_next (one step) */
 #ifndef MNT_RNG_H
 #define MNT_RNG_H

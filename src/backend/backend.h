@@ -117,7 +117,7 @@ typedef struct mnt_backend_ops {
   int (*cast_to_f32)(mnt_backend *b, mnt_dtype t, const void *src, float *dst, size_t n);
   /* the loader's raw batches augmented here: n uint8 HWC images of S×S×C and their boxes
    * (MNT_BOX_FLOATS each: x0, y0, w, h, flip), both in backend memory -> the model's input
-   * (n×outC×out×out in the activation layout), as io/loader.c's mnt_crop_resize computes it
+   * (n×outC×out×out in the activation layout), as io/data/loader.c's mnt_crop_resize computes it
    * (pad: zeros outside the image); mean/std: host arrays. NULL where the host augments (cpu). */
   int (*augment_u8)(mnt_backend *b, const uint8_t *src, int n, int S, int C, const float *boxes, int pad, int out,
                     int outC, const float *mean, const float *std, void *act);

@@ -16,7 +16,7 @@
 
 #include "args.h"
 #include "cmd/cmd.h"
-#include "io/ckpt.h"
+#include "io/ckpt/ckpt.h"
 #include "comm/comm.h"
 #include "check.h"
 #include "log.h"

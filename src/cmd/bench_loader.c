@@ -6,8 +6,8 @@
 
 #include "args.h"
 #include "cmd/cmd.h"
-#include "io/dataset.h"
-#include "io/loader.h"
+#include "io/data/dataset.h"
+#include "io/data/loader.h"
 #include "check.h"
 #include "log.h"
 

@@ -13,7 +13,7 @@
 
 /* cmd/train.c: data-parallel training (the trainer is src/train/trainer.h) */
 int mnt_train_main(mnt_world *w, int argc, char **argv);
-/* cmd/convert.c: datasets into sharded HDF5 (io/convert.h), and inspect of a dataset or checkpoint */
+/* cmd/convert.c: datasets into sharded HDF5 (io/convert/convert.h), and inspect of a dataset or checkpoint */
 int mnt_convert_main(mnt_world *w, int argc, char **argv);
 int mnt_inspect_main(mnt_world *w, int argc, char **argv);
 /* cmd/report.c, cmd/perfmodel.c: commands that read runs rather than train; no world needed */

@@ -1,14 +1,14 @@
 /* cmd/convert.c — the command lines of `mntrain convert imagenet|idx|synth` and `mntrain inspect`:
- * argument tables and help; the work is in io/imagenet.c, io/idx.c, io/synth.c (each ending in
- * io/shard_write.c) and io/inspect.c. */
+ * argument tables and help; the work is in io/convert/imagenet.c, io/convert/idx.c, io/convert/synth.c (each ending in
+ * io/convert/shard_write.c) and io/data/inspect.c. */
 #include <stdio.h>
 #include <string.h>
 
 #include "args.h"
-#include "io/ckpt.h"
+#include "io/ckpt/ckpt.h"
 #include "cmd/cmd.h"
-#include "io/convert.h"
-#include "io/dataset.h"
+#include "io/convert/convert.h"
+#include "io/data/dataset.h"
 #include "check.h"
 #include "log.h"
 #include "world.h"

@@ -26,7 +26,7 @@
 #include "path.h"
 #include "cmd/report_internal.h"
 #include "runsum.h"
-#include "io/safefs.h"
+#include "io/rundir/safefs.h"
 #include "tmpfile.h"
 
 enum { NPH = MNT_REPORT_NPH };

@@ -17,7 +17,7 @@
 #include "log.h"
 #include "path.h"
 #include "cmd/report_internal.h"
-#include "io/safefs.h"
+#include "io/rundir/safefs.h"
 #include "tmpfile.h"
 #include "trace.h"
 

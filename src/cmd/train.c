@@ -3,7 +3,7 @@
  * writes in cmd/train_outputs.c, the signals in cmd/train_signals.c (train_internal.h).
  * Rank 0 prints progress and writes OUT/config.json, OUT/metrics.jsonl and OUT/summary.json (keys
  * as README "Runs and their outputs"). With checkpoints on (any --ckpt-* flag, --resume or --stop-after):
- *  - every K steps / M minutes, and at the end, a collective checkpoint (io/ckpt.h), asynchronous:
+ *  - every K steps / M minutes, and at the end, a collective checkpoint (io/ckpt/ckpt.h), asynchronous:
  *    the loop is held up only while each rank copies its share of the state;
  *  - SIGUSR1 and SIGTERM are taken by a thread of their own (cmd/train_signals.h: on rank 0 it
  *    commits the checkpoint in flight at once). The stop request rides a small allreduce at every
@@ -14,9 +14,9 @@
  *    loader has handed out the step's samples; undoing that would save at most one step;
  *  - a run started again with the same command resumes from the newest valid checkpoint, on any
  *    number of ranks that divides the global batch, and appends to its metrics.jsonl.
- * --out and --ckpt-dir must be the user's own (io/safefs.h) and are locked by rank 0 for the run
- * (io/runlock.h) before anything in them is read or deleted; a run starts over only when it
- * provably never committed a checkpoint (io/rundir.h).
+ * --out and --ckpt-dir must be the user's own (io/rundir/safefs.h) and are locked by rank 0 for the run
+ * (io/rundir/runlock.h) before anything in them is read or deleted; a run starts over only when it
+ * provably never committed a checkpoint (io/rundir/rundir.h).
  * mnt_train_main: parse_options, validate, then mnt_train_place, mnt_train_negotiate_resume (every
  * rank: the checkpoint and the batch per rank), mnt_train_start_trainer, mnt_train_open_outputs
  * (cmd/train_setup.c), then train_loop (a step: record_step, control, log_interval, evaluate,
@@ -30,13 +30,13 @@
 #include <string.h>
 
 #include "args.h"
-#include "io/ckpt.h"
+#include "io/ckpt/ckpt.h"
 #include "comm/comm.h"
 #include "jsonio.h"
 #include "check.h"
 #include "log.h"
 #include "progress.h"
-#include "io/runlock.h"
+#include "io/rundir/runlock.h"
 #include "cmd/cmd.h"
 #include "cmd/train_internal.h"
 #include "cmd/train_signals.h"

@@ -15,8 +15,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "io/ckpt.h"
-#include "io/runlock.h"
+#include "io/ckpt/ckpt.h"
+#include "io/rundir/runlock.h"
 #include "path.h"
 #include "train/trainer.h"
 #include "world.h"
@@ -66,7 +66,7 @@ typedef struct loop {
 
 /* every rank: its share of the node's CPUs and its compute threads (before its own threads start) */
 void mnt_train_place(const opts *o, const mnt_world *w);
-/* every rank: rank 0 prepares the run directories (io/rundir.h; locks[0..1]: the locks it takes)
+/* every rank: rank 0 prepares the run directories (io/rundir/rundir.h; locks[0..1]: the locks it takes)
  * and reads the checkpoint to resume into ck; *found and its state *rs on every rank, the batch per
  * rank set */
 int mnt_train_negotiate_resume(run *r, mnt_ckpt *ck, mnt_train_state *rs, int *found, mnt_runlock **locks);

@@ -15,7 +15,7 @@
 #include "cmd/train_internal.h"
 #include "cmd/train_signals.h"
 #include "comm/comm.h"
-#include "io/export.h"
+#include "io/ckpt/export.h"
 #include "jsonio.h"
 #include "log.h"
 #include "progress.h"

@@ -1,6 +1,6 @@
 /* cmd/train_setup.c — what `mntrain train` does before its first step (see train_internal.h):
  * the rank placed on its CPUs, the resume negotiated (rank 0 prepares the run directories,
- * io/rundir.h, and reads the checkpoint; every rank learns its state and the batch per rank), the
+ * io/rundir/rundir.h, and reads the checkpoint; every rank learns its state and the batch per rank), the
  * trainer started from the checkpoint or --init, and the outputs opened (config.json,
  * metrics.jsonl, the sample logs). */
 #include <errno.h>
@@ -13,7 +13,7 @@
 #include "check.h"
 #include "cmd/train_internal.h"
 #include "cmd/train_signals.h"
-#include "io/rundir.h"
+#include "io/rundir/rundir.h"
 #include "jsonio.h"
 #include "log.h"
 #include "placement.h"
@@ -63,7 +63,7 @@ static int state_ok(const mnt_ckpt *c, void *arg, char *why, size_t n) {
   return MNT_OK;
 }
 
-/* every rank: rank 0 prepares the run directories (io/rundir.h), reads and verifies the checkpoint
+/* every rank: rank 0 prepares the run directories (io/rundir/rundir.h), reads and verifies the checkpoint
  * to resume (once, here) and broadcasts whether there is one and its state. The global batch is the
  * run's invariant: the batch per rank follows the rank count, the BN groups the checkpoint's where
  * they divide it */

@@ -12,7 +12,7 @@
 #ifndef MNT_TRAIN_SIGNALS_H
 #define MNT_TRAIN_SIGNALS_H
 
-#include "io/ckpt.h"
+#include "io/ckpt/ckpt.h"
 
 /* SIGUSR2 and, when ckpt_on, SIGUSR1 and SIGTERM blocked and the thread started. Called before PMIx
  * and every other thread exist: they all inherit the blocked signals. 1: the thread runs */

@@ -14,11 +14,11 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
-#include "io/ckpt.h"
+#include "io/ckpt/ckpt.h"
 #include "comm/comm.h"
 #include "comm/reducer.h"
-#include "io/dataset.h"
-#include "io/loader.h"
+#include "io/data/dataset.h"
+#include "io/data/loader.h"
 #include "model/resnet.h"
 #include "train/optim.h"
 

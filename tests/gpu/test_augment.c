@@ -10,9 +10,9 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/device.h"
-#include "io/convert.h"
-#include "io/dataset.h"
-#include "io/loader.h"
+#include "io/convert/convert.h"
+#include "io/data/dataset.h"
+#include "io/data/loader.h"
 #include "log.h"
 
 #include "tests/gpu/gpu_test.h"

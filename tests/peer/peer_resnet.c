@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "io/export.h"
+#include "io/ckpt/export.h"
 #include "log.h"
 #include "model/resnet.h"
 

@@ -1,4 +1,4 @@
-/* aug_tool.c — the augmentation (io/augment.h) as a command, for tests/unit/augment_torchvision.py,
+/* aug_tool.c — the augmentation (io/data/augment.h) as a command, for tests/unit/augment_torchvision.py,
  * which compares it with torchvision:
  *   aug_tool boxes W H SEED EPOCH N [MIN_SCALE]   N training boxes of a W×H image (samples 0..N-1):
  *                                                 lines "x0 y0 w h flip"
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/augment.h"
+#include "io/data/augment.h"
 
 static const float MEAN[3] = {0.485f, 0.456f, 0.406f}, STD[3] = {0.229f, 0.224f, 0.225f};
 

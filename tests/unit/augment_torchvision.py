@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""augment_torchvision.py — mntrain's augmentation (io/augment.h, through tests/unit/aug_tool.c)
+"""augment_torchvision.py — mntrain's augmentation (io/data/augment.h, through tests/unit/aug_tool.c)
 against torchvision 0.14 on images of their own sizes (format 3):
 
   pixels      at the same integer boxes, our crop + resize + flip + normalise equals

@@ -12,7 +12,7 @@ decoding); --resize 64, --max-side 128 by default. Checks, read back with h5py:
 - every checksum is XXH3-64 of its record (libxxhash through ctypes);
 - JPEG records decode (PIL) to their stored size with PSNR >= 35 dB against the raw records over the
   set (>= 33 dB on every image: the one kept at 40x30 keeps its full-resolution noise, which JPEG
-  does not keep; photographs measured 36.8 dB on the worst of 192, io/imagenet.c), and take less
+  does not keep; photographs measured 36.8 dB on the worst of 192, io/convert/imagenet.c), and take less
   than a quarter of the raw records' bytes;
 - `inspect` reports the codec and bytes per image; `inspect --verify` passes, and after one flipped
   byte in one record exits 1 naming the shard and the sample;

@@ -1,4 +1,4 @@
-/* test_jpegcrop.c — crop-aware JPEG decoding (io/jpegcrop.h) on JPEGs encoded here (odd sizes, grey,
+/* test_jpegcrop.c — crop-aware JPEG decoding (io/data/jpegcrop.h) on JPEGs encoded here (odd sizes, grey,
  * 4:2:0, 4:2:2 and 4:4:4, quality 90): for boxes drawn as the loader draws them (training and
  * validation) and several output sizes, the region decoded at the chosen DCT scale and resampled
  * with the returned box against the whole image decoded at full scale (TurboJPEG, another entry
@@ -18,9 +18,9 @@
 
 #include <turbojpeg.h>
 
-#include "io/augment.h"
-#include "io/dataset.h" /* mnt_mix */
-#include "io/jpegcrop.h"
+#include "io/data/augment.h"
+#include "io/data/dataset.h" /* mnt_mix */
+#include "io/data/jpegcrop.h"
 #include "log.h"
 #include "simd.h"
 

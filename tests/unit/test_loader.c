@@ -12,9 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/convert.h"
-#include "io/dataset.h"
-#include "io/loader.h"
+#include "io/convert/convert.h"
+#include "io/data/dataset.h"
+#include "io/data/loader.h"
 #include "log.h"
 
 #include "tests/expect.h"
@@ -46,7 +46,7 @@ static void global_batches(mnt_dataset *d, int R, int64_t epoch, int64_t cursor,
 }
 
 /* An independent float64 reference of the augmentation (not the loader's code, only its documented
- * rules, io/loader.h and io/loader.c): the box of sample id in epoch, drawn as torchvision's
+ * rules, io/data/loader.h and io/data/loader.c): the box of sample id in epoch, drawn as torchvision's
  * RandomResizedCrop(scale 0.08-1, ratio 3/4-4/3, 10 tries, else the whole image) or, with pad,
  * RandomCrop(S, padding=pad) (a shift of -pad..pad each way), then a flip with probability 1/2;
  * the draws are the loader's documented stream: uniform doubles from mnt_mix of (seed, epoch, id). */

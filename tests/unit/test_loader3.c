@@ -1,4 +1,4 @@
-/* test_loader3.c — the loader on format 3 (images of their own sizes, io/loader.h), on two sets
+/* test_loader3.c — the loader on format 3 (images of their own sizes, io/data/loader.h), on two sets
  * written here from the same smooth pictures of many sizes, one raw and one JPEG (quality 90):
  * every sample once per epoch and the same global batches (ids and pixels) on 1, 2 and 4 ranks;
  * each raw-set image equal (within REF_TOL) to a float64 reference of torchvision's
@@ -16,9 +16,9 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
-#include "io/dataset.h"
-#include "io/loader.h"
-#include "io/shard_write.h"
+#include "io/data/dataset.h"
+#include "io/data/loader.h"
+#include "io/convert/shard_write.h"
 #include "log.h"
 
 #include "tests/expect.h"
@@ -91,7 +91,7 @@ static int write3(const char *dir, int codec, int damage) {
   return st;
 }
 
-/* ---- the float64 references (independent of io/augment.c: its documented rules) -------------- */
+/* ---- the float64 references (independent of io/data/augment.c: its documented rules) -------------- */
 static double ref_uni(uint64_t *s) {
   *s = mnt_mix(*s, 0x2545f4914f6cdd1dull);
   return (double)(*s >> 11) / 9007199254740992.0;

@@ -1,4 +1,4 @@
-/* test_record.c — format 3's reading API (io/dataset.h) on sets written here through
+/* test_record.c — format 3's reading API (io/data/dataset.h) on sets written here through
  * mnt_convert_write from a source of records of many sizes (raw and JPEG-coded, some inputs skipped):
  * every record read back (mnt_dataset_read_record, mnt_dataset_read_run) equals what was written,
  * in the seeded global order, with its size (mnt_dataset_dims) and label, also from 4 threads at
@@ -15,9 +15,9 @@
 #include <unistd.h>
 
 #include "expect.h"
-#include "io/convert.h"
-#include "io/dataset.h"
-#include "io/shard_write.h"
+#include "io/convert/convert.h"
+#include "io/data/dataset.h"
+#include "io/convert/shard_write.h"
 #include "log.h"
 
 enum { N = 300, SEED = 11, SHARDS = 3 };

@@ -25,9 +25,9 @@
 #include <unistd.h>
 
 #include "expect.h"
-#include "io/convert.h"
-#include "io/dataset.h"
-#include "io/shard_write.h"
+#include "io/convert/convert.h"
+#include "io/data/dataset.h"
+#include "io/convert/shard_write.h"
 #include "log.h"
 
 enum { N2 = 80, SIZE2 = 4, N3 = 24, DEADLINE_S = 20 };

@@ -20,7 +20,7 @@
 
 #include "dtype.h"
 #include "env.h"
-#include "io/loader.h"
+#include "io/data/loader.h"
 #include "log.h"
 #include "simd.h"
 
@@ -39,7 +39,7 @@ static uint64_t next(void) {
 }
 static float unit(void) { return (float)((next() >> 40) * (1.0 / 16777216.0)); } /* [0, 1) */
 
-/* ---- the reference: the scalar code as it was before the dispatch (src/dtype.c, io/loader.c,
+/* ---- the reference: the scalar code as it was before the dispatch (src/dtype.c, io/data/loader.c,
  * src/backend/cpu/backend_cpu.c at 1de930f) -------------------------------------------------- */
 static uint16_t ref_f32_to_bf16(float f) {
   uint32_t x = bits(f);

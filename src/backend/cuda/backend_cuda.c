@@ -326,7 +326,7 @@ static int cu_cast_to_f32(mnt_backend *b, mnt_dtype t, const void *src, float *d
   return cu_cast(mnt_cuda_of(b), t, MNT_FP32, src, dst, n);
 }
 
-/* the loader's raw batches, augmented on the GPU (kernels/augment.cu, as io/loader.c computes it) */
+/* the loader's raw batches, augmented on the GPU (kernels/augment.cu, as io/data/loader.c computes it) */
 static int cu_augment_u8(mnt_backend *b, const uint8_t *src, int n, int S, int C, const float *boxes, int pad,
                              int out, int outC, const float *mean, const float *std, void *act) {
   mnt_cuda *c = mnt_cuda_of(b);

@@ -1,0 +1,86 @@
+/* export.c — see export.h. */
+#include "io/ckpt/export.h"
+
+#include <fcntl.h>
+#include <hdf5.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "tmpfile.h"
+#include "log.h"
+#include "path.h"
+
+int mnt_h5_put_f32(int64_t file, const char *path, const float *data, int ndims, const int *dims) {
+  hsize_t d[4];
+  for (int i = 0; i < ndims; i++) d[i] = (hsize_t)dims[i];
+  hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+  H5Pset_create_intermediate_group(lcpl, 1);
+  hid_t sp = H5Screate_simple(ndims, d, NULL);
+  hid_t ds = H5Dcreate2((hid_t)file, path, H5T_IEEE_F32LE, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+  herr_t e = ds < 0 ? -1 : H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+  if (ds >= 0) H5Dclose(ds);
+  H5Sclose(sp);
+  H5Pclose(lcpl);
+  if (e < 0) {
+    MNT_ERR("writing the dataset %s failed", path);
+    return MNT_ESYS;
+  }
+  return MNT_OK;
+}
+
+static int attr(hid_t loc, const char *name, hid_t type, int n, const void *v) {
+  hsize_t d = (hsize_t)n;
+  hid_t sp = n > 1 ? H5Screate_simple(1, &d, NULL) : H5Screate(H5S_SCALAR);
+  hid_t ft = type, a;
+  if (type == H5T_C_S1) {
+    ft = H5Tcopy(H5T_C_S1);
+    H5Tset_size(ft, strlen(v));
+  }
+  a = H5Acreate2(loc, name, type == H5T_NATIVE_INT ? H5T_STD_I32LE : type == H5T_NATIVE_FLOAT ? H5T_IEEE_F32LE : ft,
+                 sp, H5P_DEFAULT, H5P_DEFAULT);
+  herr_t e = a >= 0 ? H5Awrite(a, ft, v) : -1;
+  if (a >= 0) H5Aclose(a);
+  if (ft != type) H5Tclose(ft);
+  H5Sclose(sp);
+  return e < 0 ? MNT_ESYS : MNT_OK;
+}
+
+int mnt_export_h5(const mnt_resnet *r, const float *w, const float *bn, const mnt_dataset *d, const char *path) {
+  char tmp[MNT_PATH_MAX]; /* DIR/.NAME.XXXXXX, created exclusively, renamed when complete: a file at path is whole */
+  int fd = mnt_tmp_create(path, tmp, sizeof tmp);
+  if (fd < 0) return MNT_ESYS;
+  close(fd);
+  int st = MNT_OK;
+  hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT); /* our own file in a safe directory */
+  if (f < 0) {
+    st = MNT_SYSERR("%s: cannot create", tmp);
+    goto out;
+  }
+  char name[200];
+  st = attr(f, "format", H5T_C_S1, 1, "mntrain-weights");
+  if (st == MNT_OK) st = attr(f, "arch", H5T_C_S1, 1, r->arch);
+  if (st == MNT_OK) st = attr(f, "version", H5T_C_S1, 1, MNT_VERSION);
+  if (st == MNT_OK) st = attr(f, "classes", H5T_NATIVE_INT, 1, &r->classes);
+  if (st == MNT_OK) st = attr(f, "image_size", H5T_NATIVE_INT, 1, &r->size);
+  if (st == MNT_OK && d) st = attr(f, "mean", H5T_NATIVE_FLOAT, 3, d->mean);
+  if (st == MNT_OK && d) st = attr(f, "std", H5T_NATIVE_FLOAT, 3, d->std);
+  if (st != MNT_OK) MNT_ERR("%s: cannot write the attributes", tmp);
+  for (int i = 0; i < r->nparams && st == MNT_OK; i++) {
+    snprintf(name, sizeof name, "/model/%s", r->params[i].name);
+    st = mnt_h5_put_f32(f, name, w + r->params[i].off, r->params[i].ndims, r->params[i].dims);
+  }
+  for (int i = 0; i < r->nstats && st == MNT_OK; i++) {
+    snprintf(name, sizeof name, "/bn/%s", r->stats[i].name);
+    st = mnt_h5_put_f32(f, name, bn + r->stats[i].off, 1, r->stats[i].dims);
+  }
+  if (H5Fclose(f) < 0 && st == MNT_OK) {
+    MNT_ERR("%s: closing failed (disk full?)", tmp);
+    st = MNT_ESYS;
+  }
+out:
+  if (st == MNT_OK) return mnt_tmp_commit(tmp, path); /* tmp is removed when that fails */
+  unlink(tmp);
+  return st;
+}
