@@ -1,6 +1,6 @@
 // f32.cu — the CUDA backend's kernels over fp32 vectors (parameters, gradients, momentum):
-// accumulate, scale, the SGD step and the non-finite check.
-// defines: mnt_k_f32_acc, mnt_k_f32_scale, mnt_k_sgd, mnt_k_nonfinite (see ops.h).
+// accumulate, scale, the SGD and LARS steps and the non-finite check.
+// defines: mnt_k_f32_acc, mnt_k_f32_scale, mnt_k_sgd, mnt_k_lars, mnt_k_nonfinite (see ops.h).
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -35,6 +35,59 @@ __global__ void sgd_k(float *__restrict__ w, const float *__restrict__ g, float 
     w[i] -= lr * v;
   }
 }
+// LARS, pass 1: block x of segment y sums w^2 and g^2 over its grid-stride share into partial
+// [y][x] (two doubles), no atomics: pass 2 adds the blocks in order
+__global__ void lars_norms_k(const float *__restrict__ w, const float *__restrict__ g, const mnt_k_seg *seg,
+                             double *partial) {
+  __shared__ double sw[kThreads], sg[kThreads];
+  const mnt_k_seg s = seg[blockIdx.y];
+  double aw = 0, ag = 0;
+  if (s.adapt)
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < s.n; i += (uint64_t)gridDim.x * blockDim.x) {
+      double x = w[s.off + i], y = g[s.off + i];
+      aw += x * x;
+      ag += y * y;
+    }
+  sw[threadIdx.x] = aw;
+  sg[threadIdx.x] = ag;
+  __syncthreads();
+  for (int k = kThreads / 2; k > 0; k >>= 1) {
+    if ((int)threadIdx.x < k) {
+      sw[threadIdx.x] += sw[threadIdx.x + k];
+      sg[threadIdx.x] += sg[threadIdx.x + k];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    partial[2 * ((size_t)blockIdx.y * gridDim.x + blockIdx.x)] = sw[0];
+    partial[2 * ((size_t)blockIdx.y * gridDim.x + blockIdx.x) + 1] = sg[0];
+  }
+}
+// LARS, pass 2: the segment's trust ratio from the partial sums, then the step (rounded as the CPU's
+// loop in src/simd.c: no contraction into FMA)
+__global__ void lars_apply_k(float *__restrict__ w, const float *__restrict__ g, float *__restrict__ m,
+                             const mnt_k_seg *seg, const double *partial, float lr, float mu, float wd, float eta,
+                             int first) {
+  const mnt_k_seg s = seg[blockIdx.y];
+  float lr_i = lr, wd_i = 0.0f;
+  if (s.adapt) {
+    double ww = 0, gg = 0;
+    for (unsigned b = 0; b < gridDim.x; b++) {
+      ww += partial[2 * ((size_t)blockIdx.y * gridDim.x + b)];
+      gg += partial[2 * ((size_t)blockIdx.y * gridDim.x + b) + 1];
+    }
+    double wn = sqrt(ww), gn = sqrt(gg);
+    if (wn > 0 && gn > 0) lr_i = (float)(lr * (eta * wn / (gn + wd * wn)));
+    wd_i = wd;
+  }
+  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < s.n; i += (uint64_t)gridDim.x * blockDim.x) {
+    uint64_t k = s.off + i;
+    float d = __fmul_rn(lr_i, __fadd_rn(g[k], __fmul_rn(wd_i, w[k])));
+    float v = first ? d : __fadd_rn(__fmul_rn(mu, m[k]), d);
+    m[k] = v;
+    w[k] = __fsub_rn(w[k], v);
+  }
+}
 __global__ void nonfinite_k(const float *__restrict__ x, size_t n, int32_t *flag) {
   MNT_GRID_STRIDE(i, n) {
     if (!isfinite(x[i])) *flag = 1;  // every writer writes the same value
@@ -61,6 +114,15 @@ extern "C" int mnt_k_sgd(float *w, const float *g, float *m, size_t n, float lr,
                          void *stream) {
   if (n == 0) return 0;
   sgd_k<<<grid_for(n), kThreads, 0, S(stream)>>>(w, g, m, n, lr, mu, wd, first);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int mnt_k_lars(float *w, const float *g, float *m, const mnt_k_seg *seg, int nseg, double *partial,
+                          float lr, float mu, float wd, float eta, int first, void *stream) {
+  if (nseg <= 0) return 0;
+  dim3 grid(MNT_K_LARS_BLOCKS, (unsigned)nseg);
+  lars_norms_k<<<grid, kThreads, 0, S(stream)>>>(w, g, seg, partial);
+  lars_apply_k<<<grid, kThreads, 0, S(stream)>>>(w, g, m, seg, partial, lr, mu, wd, eta, first);
   return (int)cudaGetLastError();
 }
 

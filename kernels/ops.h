@@ -7,7 +7,7 @@
  *          mnt_k_gap_bwd, mnt_k_bias_rows, mnt_k_col_sum, mnt_k_nchw_to_act, mnt_k_act_to_nchw,
  *          mnt_k_xent_rows, mnt_k_xent_reduce;
  *          (weights) mnt_k_oihw_to_krsc_bf16, mnt_k_krsc_bf16_to_oihw;
- *          (fp32 vectors) mnt_k_f32_acc, mnt_k_f32_scale, mnt_k_sgd, mnt_k_nonfinite;
+ *          (fp32 vectors) mnt_k_f32_acc, mnt_k_f32_scale, mnt_k_sgd, mnt_k_lars (mnt_k_seg), mnt_k_nonfinite;
  *          (batch norm, bf16 NHWC, bn.cu) mnt_k_bn_ws_floats, mnt_k_bn_fwd_train, mnt_k_bn_fwd_infer,
  *          mnt_k_bn_bwd. */
 #ifndef MNT_KERNELS_OPS_H
@@ -54,6 +54,17 @@ int mnt_k_f32_acc(float *y, const float *x, size_t n, void *stream);   /* y += x
 int mnt_k_f32_scale(float *y, float a, size_t n, void *stream);        /* y *= a */
 /* PyTorch SGD: d = g + wd w; m = first ? d : mu m + d; w -= lr m */
 int mnt_k_sgd(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first, void *stream);
+/* LARS over tensors (device arrays): seg[s] = {off, n, adapt} of the slab; partial: 2 * nseg *
+ * MNT_K_LARS_BLOCKS doubles of scratch. adapt: t = eta |w| / (|g| + wd |w|) (1 when a norm is 0),
+ * m = mu m + lr t (g + wd w); else m = mu m + lr g; w -= m (no mu m when first). Norms are summed in
+ * a fixed order (the same bits every run); the element update rounds as the CPU's, no FMA. */
+enum { MNT_K_LARS_BLOCKS = 32 };
+typedef struct mnt_k_seg {
+  uint64_t off, n;
+  int32_t adapt, pad;
+} mnt_k_seg;
+int mnt_k_lars(float *w, const float *g, float *m, const mnt_k_seg *seg, int nseg, double *partial, float lr,
+               float mu, float wd, float eta, int first, void *stream);
 /* *flag = 1 when x[0..n) holds a NaN or an infinity, else 0 (flag is device memory) */
 int mnt_k_nonfinite(const float *x, size_t n, int32_t *flag, void *stream);
 

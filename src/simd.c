@@ -121,6 +121,21 @@ MNT_SIMD_BODY void sgd_body(float *w, const float *g, float *m, size_t n, float 
       w[i] -= lr * v;
     }
 }
+/* LARS's step on one tensor: v = mu m + lr (g + wd w) (v without mu m on the first step); m = v; w -= v */
+MNT_SIMD_BODY void lars_body(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first) {
+  if (first)
+    for (size_t i = 0; i < n; i++) {
+      float v = lr * (g[i] + wd * w[i]);
+      m[i] = v;
+      w[i] -= v;
+    }
+  else
+    for (size_t i = 0; i < n; i++) {
+      float v = mu * m[i] + lr * (g[i] + wd * w[i]);
+      m[i] = v;
+      w[i] -= v;
+    }
+}
 /* Inf and NaN: all exponent bits set (an integer test, so that the compiler vectorizes it) */
 MNT_SIMD_BODY int nonfinite_body(const float *x, size_t n) {
   uint32_t bad = 0;
@@ -138,6 +153,8 @@ MNT_SIMD_CLONES(add, (float *y, const float *a, const float *b, size_t n), (y, a
 MNT_SIMD_CLONES(relu, (float *y, const float *x, size_t n), (y, x, n))
 MNT_SIMD_CLONES(relu_bwd, (float *dx, const float *y, const float *dy, size_t n), (dx, y, dy, n))
 MNT_SIMD_CLONES(sgd, (float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first),
+                (w, g, m, n, lr, mu, wd, first))
+MNT_SIMD_CLONES(lars, (float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first),
                 (w, g, m, n, lr, mu, wd, first))
 MNT_SIMD_CLONES_RET(int, nonfinite, (const float *x, size_t n), (x, n))
 
@@ -209,6 +226,40 @@ void mnt_vec_sgd(float *w, const float *g, float *m, size_t n, float lr, float m
     chunk(n, &lo, &hi);
     if (hi > lo) f(w + lo, g + lo, m + lo, hi - lo, lr, mu, wd, first);
   }
+}
+
+void mnt_vec_lars(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first) {
+  void (*f)(float *, const float *, float *, size_t, float, float, float, int) = MNT_SIMD_PICK(lars);
+#pragma omp parallel if (n > PAR_MIN)
+  {
+    size_t lo, hi;
+    chunk(n, &lo, &hi);
+    if (hi > lo) f(w + lo, g + lo, m + lo, hi - lo, lr, mu, wd, first);
+  }
+}
+
+void mnt_vec_sumsq2(const float *x, const float *y, size_t n, double *xx, double *yy) {
+  /* blocks fixed by n alone (at most 1024 of them), summed in order: the same bits on any thread count */
+  enum { MAXB = 1024 };
+  size_t bs = (n + MAXB - 1) / MAXB;
+  if (bs < 4096) bs = 4096;
+  size_t nb = (n + bs - 1) / bs;
+  double px[MAXB], py[MAXB];
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+  for (size_t b = 0; b < nb; b++) {
+    size_t lo = b * bs, hi = lo + bs < n ? lo + bs : n;
+    double sx = 0, sy = 0;
+    for (size_t i = lo; i < hi; i++) {
+      sx += (double)x[i] * x[i];
+      sy += (double)y[i] * y[i];
+    }
+    px[b] = sx;
+    py[b] = sy;
+  }
+  double sx = 0, sy = 0;
+  for (size_t b = 0; b < nb; b++) sx += px[b], sy += py[b];
+  *xx = sx;
+  *yy = sy;
 }
 
 int mnt_vec_nonfinite(const float *x, size_t n) {

@@ -4,8 +4,8 @@
  *          mnt_simd_force (tests), mnt_simd_env_check (MNT_SIMD against this CPU, for main);
  *          MNT_SIMD_CLONES / MNT_SIMD_CLONES_RET / MNT_SIMD_PICK (one body compiled per variant,
  *          the active one called); mnt_vec_acc, mnt_vec_scale, mnt_vec_add, mnt_vec_relu,
- *          mnt_vec_relu_backward, mnt_vec_sgd, mnt_vec_nonfinite (the CPU backend's fp32 loops,
- *          OpenMP over chunks, each chunk run by the active variant).
+ *          mnt_vec_relu_backward, mnt_vec_sgd, mnt_vec_lars, mnt_vec_sumsq2, mnt_vec_nonfinite (the
+ *          CPU backend's fp32 loops, OpenMP over chunks, each chunk run by the active variant).
  * The code is built for baseline x86-64 (SSE2), so the binary runs on any x86-64 node. A loop
  * that matters is written once as a static inline body and compiled three times: baseline,
  * target("avx2,fma") and target("avx512f,avx512bw,avx512dq,avx512vl"); the variant is chosen once
@@ -75,6 +75,11 @@ void mnt_vec_relu_backward(float *dx, const float *y, const float *dy, size_t n)
 /* SGD with momentum and weight decay, as PyTorch: d = g + wd w; m = first ? d : mu m + d;
  * w -= lr m (threads above 64 Ki) */
 void mnt_vec_sgd(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first);
+/* LARS's step on one tensor: v = mu m + lr (g + wd w) (no mu m when first); m = v; w -= v (threads above
+ * 64 Ki) */
+void mnt_vec_lars(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first);
+/* *xx = sum x^2, *yy = sum y^2, in double, in blocks fixed by n (the same on any thread count) */
+void mnt_vec_sumsq2(const float *x, const float *y, size_t n, double *xx, double *yy);
 /* 1 when any x is Inf or NaN (threads above 64 Ki) */
 int mnt_vec_nonfinite(const float *x, size_t n);
 

@@ -231,18 +231,24 @@ FILE *mnt_rundir_open_log(const char *path, int64_t resumed_step, mnt_run_log ki
 int mnt_rundir_same_run(json_t *old, json_t *now, const char *dir) {
   static const char *const KEYS[] = {"arch", "size", "seed", "schedule", "lr", "warmup_epochs", "momentum", "wd",
                                      "no_bn_decay", "zero_init_residual", "min_crop", "pad_crop", "label_smoothing",
-                                     "global_batch", "steps", "data_fingerprint"};
+                                     "global_batch", "steps", "data_fingerprint", "optimizer", "lars_eta"};
+  json_t *sgd = json_string("sgd");
   for (size_t i = 0; i < sizeof KEYS / sizeof KEYS[0]; i++) {
     json_t *a = json_object_get(old, KEYS[i]), *b = json_object_get(now, KEYS[i]);
-    if (json_equal(a, b) || (json_is_number(a) && json_is_number(b) && json_number_value(a) == json_number_value(b)))
+    /* a run recorded before the optimizer was a choice ran sgd (whose momentum means another thing
+     * than lars's: a run keeps its optimizer) */
+    if (!strcmp(KEYS[i], "optimizer")) a = a ? a : sgd, b = b ? b : sgd;
+    if ((!a && !b) || json_equal(a, b) || (json_is_number(a) && json_is_number(b) && json_number_value(a) == json_number_value(b)))
       continue;
     char *x = a ? json_dumps(a, JSON_ENCODE_ANY) : NULL, *y = b ? json_dumps(b, JSON_ENCODE_ANY) : NULL;
     MNT_ERR("the checkpoint %s is of another run: its %s is %s, this command's is %s (start a new run with another "
             "--out and --ckpt-dir, or --force)", dir, KEYS[i], x ? x : "missing", y ? y : "missing");
     free(x);
     free(y);
+    json_decref(sgd);
     return MNT_EARG;
   }
+  json_decref(sgd);
   return MNT_OK;
 }
 

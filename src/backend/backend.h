@@ -31,6 +31,11 @@ typedef struct mnt_backend mnt_backend;
 typedef struct mnt_conv mnt_conv;
 typedef struct mnt_bn mnt_bn;
 typedef struct mnt_pool mnt_pool;
+/* one tensor of the parameter slab for mnt_lars_step */
+typedef struct mnt_lars_seg {
+  size_t off, n;
+  int32_t adapt; /* 1: trust ratio and weight decay (weights); 0: plain momentum SGD (biases, BN) */
+} mnt_lars_seg;
 
 typedef enum { MNT_PREC_FP32 = 0, MNT_PREC_BF16 = 1 } mnt_precision;
 int mnt_precision_parse(const char *s, mnt_precision *p); /* "fp32", "bf16"; -1 otherwise */
@@ -112,6 +117,8 @@ typedef struct mnt_backend_ops {
   int (*f32_scale)(mnt_backend *b, float *y, float a, size_t n);
   int (*sgd_step)(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd,
                   int first);
+  int (*lars_step)(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
+                   float lr, float mu, float wd, float eta, int first);
   int (*nonfinite)(mnt_backend *b, const float *x, size_t n, int32_t *flag);
   int (*cast_from_f32)(mnt_backend *b, mnt_dtype t, const float *src, void *dst, size_t n);
   int (*cast_to_f32)(mnt_backend *b, mnt_dtype t, const void *src, float *dst, size_t n);
@@ -268,6 +275,14 @@ static inline int mnt_f32_scale(mnt_backend *b, float *y, float a, size_t n) { r
 static inline int mnt_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd,
                                int first) {
   return b->ops->sgd_step(b, w, g, m, n, lr, mu, wd, first);
+}
+/* LARS over the tensors seg[0..nseg) (host array; off and n in floats of w, g and m): a segment with
+ * adapt = 1 takes the trust ratio t = eta |w| / (|g| + wd |w|) (norms over the segment; t = 1 when
+ * either is 0) and weight decay: m = mu m + lr t (g + wd w); adapt = 0: m = mu m + lr g. Then
+ * w -= m (m = the step on the first one). Elements outside every segment are not touched. */
+static inline int mnt_lars_step(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
+                                float lr, float mu, float wd, float eta, int first) {
+  return b->ops->lars_step(b, w, g, m, seg, nseg, lr, mu, wd, eta, first);
 }
 /* *flag (backend memory) = 1 when x[0..n) holds a NaN or an infinity, else 0 */
 static inline int mnt_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {

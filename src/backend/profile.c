@@ -178,6 +178,10 @@ static int p_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t
                       int first) {
   TIMED("sgd", "", prof_orig->sgd_step(b, w, g, m, n, lr, mu, wd, first));
 }
+static int p_lars_step(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
+                       float lr, float mu, float wd, float eta, int first) {
+  TIMED("lars", "", prof_orig->lars_step(b, w, g, m, seg, nseg, lr, mu, wd, eta, first));
+}
 static int p_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {
   TIMED("nonfinite", "", prof_orig->nonfinite(b, x, n, flag));
 }
@@ -226,6 +230,7 @@ int mnt_backend_profile_start(mnt_backend *b) {
   WRAP(f32_acc);
   WRAP(f32_scale);
   WRAP(sgd_step);
+  WRAP(lars_step);
   WRAP(nonfinite);
   WRAP(cast_from_f32);
   WRAP(cast_to_f32);

@@ -249,7 +249,13 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
       {"lr", 0, MNT_OPT_DOUBLE, &c->lr, "LR", "learning rate per 256 images (linear scaling; default 0.1)",
        MNT_RANGE(0, 1000)},
       {"warmup-epochs", 0, MNT_OPT_DOUBLE, &c->warmup_epochs, "W", "linear warm-up (default 0)", MNT_RANGE(0, 1e6)},
-      {"schedule", 0, MNT_OPT_CHOICE, &c->schedule, "step|cosine", "decay after warm-up (default step)", 0, 0},
+      {"schedule", 0, MNT_OPT_CHOICE, &c->schedule, "step|cosine|poly",
+       "decay after warm-up: x0.1 at 1/3, 2/3, 8/9 of the run; cosine to 0; poly: (1-t)^2 to 0 (default step)", 0, 0},
+      {"optimizer", 0, MNT_OPT_CHOICE, &c->optimizer, "sgd|lars",
+       "sgd: momentum SGD (PyTorch); lars: layer-wise trust ratio (You et al. 2017, as MLPerf's ResNet-50), "
+       "biases and BN parameters by plain momentum SGD without decay (default sgd)", 0, 0},
+      {"lars-eta", 0, MNT_OPT_DOUBLE, &c->lars_eta, "ETA", "LARS trust coefficient (default 0.001)",
+       MNT_RANGE(1e-9, 1)},
       {"momentum", 0, MNT_OPT_DOUBLE, &c->momentum, "M", "SGD momentum (default 0.9)", MNT_RANGE(0, 1)},
       {"wd", 0, MNT_OPT_DOUBLE, &c->wd, "WD", "weight decay (default 1e-4)", MNT_RANGE(0, 1)},
       {"no-bn-decay", 0, MNT_OPT_FLAG, &c->no_bn_decay, NULL, "no weight decay on BN parameters and biases", 0, 0},
@@ -393,7 +399,8 @@ static int validate(opts *o, int quiet, int *ckpt_on) {
 }
 
 int mnt_train_main(mnt_world *w, int argc, char **argv) {
-  opts o = {.t = {.arch = "resnet50", .schedule = "step", .comm = "auto", .topology = "flat", .grad_dtype = "fp32",
+  opts o = {.t = {.arch = "resnet50", .schedule = "step", .optimizer = "sgd", .lars_eta = 0.001,
+                  .comm = "auto", .topology = "flat", .grad_dtype = "fp32",
                   .precision = "fp32", .size = 224, .batch = 0, .epochs = 0, .steps = 0, .seed = 1, .lr = 0.1, .warmup_epochs = 0,
                   .bucket_mb = 25, .momentum = 0.9, .wd = 1e-4, .min_scale = 0.08, .val_crop = 0.875,
                   .loader_threads = 2},

@@ -45,6 +45,8 @@ json_t *mnt_train_config_json(const opts *o, const mnt_trainer *t) {
                         mnt_json_num(c->smoothing), "bn_batch", (int)t->s.bn_group, "data_fingerprint",
                         t->train.fingerprint);
   if (j) json_object_set_new(j, "precision", json_string(mnt_precision_name(t->be->precision)));
+  if (j) json_object_set_new(j, "optimizer", json_string(c->optimizer));
+  if (j && t->sgd.optimizer == MNT_OPTIM_LARS) json_object_set_new(j, "lars_eta", mnt_json_num(c->lars_eta));
   if (j && o->ckpt_dir) {
     json_object_set_new(j, "ckpt_dir", json_string(o->ckpt_dir));
     json_object_set_new(j, "ckpt_every_steps", json_integer(o->ckpt_steps));

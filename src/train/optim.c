@@ -5,6 +5,7 @@
 #include "log.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -13,6 +14,14 @@
 int mnt_sched_parse(const char *s, mnt_sched *out) {
   if (!strcasecmp(s, "step")) *out = MNT_SCHED_STEP;
   else if (!strcasecmp(s, "cosine")) *out = MNT_SCHED_COSINE;
+  else if (!strcasecmp(s, "poly")) *out = MNT_SCHED_POLY;
+  else return -1;
+  return 0;
+}
+
+int mnt_optim_parse(const char *s, mnt_optim *out) {
+  if (!strcasecmp(s, "sgd")) *out = MNT_OPTIM_SGD;
+  else if (!strcasecmp(s, "lars")) *out = MNT_OPTIM_LARS;
   else return -1;
   return 0;
 }
@@ -25,9 +34,10 @@ double mnt_lr_at(const mnt_sgd_cfg *c, double epoch) {
     return start + (peak - start) * epoch / w;
   }
   double T = c->epochs > w ? c->epochs : w + 1;
-  if (c->schedule == MNT_SCHED_COSINE) {
+  if (c->schedule == MNT_SCHED_COSINE || c->schedule == MNT_SCHED_POLY) {
     double t = (epoch - w) / (T - w);
     if (t > 1) t = 1;
+    if (c->schedule == MNT_SCHED_POLY) return peak * (1.0 - t) * (1.0 - t);
     return 0.5 * peak * (1.0 + cos(M_PI * t));
   }
   double f = epoch / T, lr = peak;
@@ -50,4 +60,22 @@ int mnt_sgd_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_ste
     i = j;
   }
   return MNT_OK;
+}
+
+int mnt_lars_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step) {
+  /* one segment per tensor: the trust ratio is a tensor's own (the padding between views stays zero) */
+  mnt_lars_seg *seg = malloc((size_t)r->nparams * sizeof *seg);
+  int st = MNT_OK;
+  if (!seg) return MNT_ENOMEM;
+  for (int i = 0; i < r->nparams; i++)
+    seg[i] = (mnt_lars_seg){.off = r->params[i].off, .n = r->params[i].n, .adapt = !r->params[i].no_decay};
+  MNT_CHECK_GOTO(mnt_lars_step(r->be, r->w, r->g, r->m, seg, r->nparams, (float)lr, (float)c->momentum,
+                               (float)c->weight_decay, (float)c->lars_eta, first_step), st, out);
+out:
+  free(seg);
+  return st;
+}
+
+int mnt_optim_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step) {
+  return c->optimizer == MNT_OPTIM_LARS ? mnt_lars_update(r, c, lr, first_step) : mnt_sgd_update(r, c, lr, first_step);
 }

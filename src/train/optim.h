@@ -1,14 +1,24 @@
-/* optim.h — SGD with momentum and weight decay (PyTorch semantics) and the learning-rate schedule.
- * defines: mnt_sgd_cfg, mnt_sched (step | cosine), mnt_lr_at, mnt_sgd_update.
- * The linear scaling rule: peak lr = base_lr * global_batch / 256 (Goyal et al.), reached by a
- * linear warm-up from peak / warm-up length, then step decay (x0.1 at 1/3, 2/3 and 8/9 of the run,
- * i.e. epochs 30, 60, 80 of 90) or cosine decay to zero. */
+/* optim.h — the optimizers (SGD with momentum and weight decay in PyTorch's semantics; LARS) and the
+ * learning-rate schedule.
+ * defines: mnt_sgd_cfg, mnt_sched (step | cosine | poly), mnt_optim (sgd | lars), mnt_lr_at,
+ *          mnt_optim_update (mnt_sgd_update, mnt_lars_update).
+ * The linear scaling rule: peak lr = base_lr * global_batch / 256 (Goyal et al., arXiv 1706.02677),
+ * reached by a linear warm-up from base_lr (peak * 256 / global_batch; no warm-up below 256 images),
+ * then step decay (x0.1 at 1/3, 2/3 and 8/9 of the run, i.e. epochs 30, 60, 80 of 90), cosine decay
+ * to zero, or polynomial decay of power 2 to zero (MLPerf's ResNet-50 with LARS).
+ * LARS (You, Gitman, Ginsburg, arXiv 1708.03888), as MLPerf's ResNet-50 reference applies it: for
+ * every weight tensor (convolutions, the fully connected weight) the trust ratio
+ *   t = eta |w| / (|g| + wd |w|)   (1 when |w| or |g| is 0),
+ * then v = mu v + lr t (g + wd w), w -= v; biases and batch-norm parameters are excluded from both
+ * the trust ratio and weight decay: v = mu v + lr g, w -= v. The momentum buffer holds v, the step
+ * with the learning rate in it (SGD's holds the unscaled one): a run keeps its optimizer on resume. */
 #ifndef MNT_OPTIM_H
 #define MNT_OPTIM_H
 
 #include "model/resnet.h"
 
-typedef enum { MNT_SCHED_STEP = 0, MNT_SCHED_COSINE = 1 } mnt_sched;
+typedef enum { MNT_SCHED_STEP = 0, MNT_SCHED_COSINE = 1, MNT_SCHED_POLY = 2 } mnt_sched;
+typedef enum { MNT_OPTIM_SGD = 0, MNT_OPTIM_LARS = 1 } mnt_optim;
 
 typedef struct mnt_sgd_cfg {
   double base_lr;       /* per 256 images (0.1 for ResNet-50) */
@@ -18,13 +28,18 @@ typedef struct mnt_sgd_cfg {
   mnt_sched schedule;
   double momentum;      /* 0.9 */
   double weight_decay;  /* 1e-4 */
-  int no_bn_bias_decay; /* no weight decay on BN weights/biases and biases */
+  int no_bn_bias_decay; /* no weight decay on BN weights/biases and biases (LARS: always) */
+  mnt_optim optimizer;
+  double lars_eta;      /* LARS trust coefficient (0.001) */
 } mnt_sgd_cfg;
 
 int mnt_sched_parse(const char *s, mnt_sched *out);
+int mnt_optim_parse(const char *s, mnt_optim *out);
 /* learning rate at a (fractional) epoch */
 double mnt_lr_at(const mnt_sgd_cfg *c, double epoch);
-/* one step over every parameter of r (gradients in r->g, momentum in r->m) */
+/* one step over every parameter of r (gradients in r->g, momentum in r->m), by c->optimizer */
+int mnt_optim_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step);
 int mnt_sgd_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step);
+int mnt_lars_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step);
 
 #endif

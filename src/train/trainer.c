@@ -128,8 +128,10 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
   t->s.global_batch = B;
   t->s.bn_group = bn;
   mnt_sched sched = MNT_SCHED_STEP;
+  mnt_optim optim = MNT_OPTIM_SGD;
   mnt_topology topo = MNT_TOPO_FLAT;
   mnt_sched_parse(o->schedule, &sched);
+  if (o->optimizer) mnt_optim_parse(o->optimizer, &optim);
   mnt_topology_parse(o->topology, &topo);
   mnt_dtype_parse(o->grad_dtype, &t->grad_dtype);
   int st = mnt_dataset_open(o->data, &t->train);
@@ -203,7 +205,8 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
   t->total = o->steps ? o->steps : t->per_epoch * o->epochs;
   t->sgd = (mnt_sgd_cfg){.base_lr = o->lr, .global_batch = (int)B, .warmup_epochs = o->warmup_epochs,
                          .epochs = (double)t->total / t->per_epoch, .schedule = sched, .momentum = o->momentum,
-                         .weight_decay = o->wd, .no_bn_bias_decay = o->no_bn_decay};
+                         .weight_decay = o->wd, .no_bn_bias_decay = o->no_bn_decay, .optimizer = optim,
+                         .lars_eta = o->lars_eta};
   t->m->grad_ready = mnt_reducer_ready;
   t->m->grad_ctx = t->red;
   *out = t;
@@ -358,7 +361,7 @@ static int optimizer_phase(mnt_trainer *t, const mnt_batch *b, mnt_step_out *out
     t->s.skipped++;
     if (t->w->rank == 0) MNT_WARN("step %lld: NaN or Inf in the gradients: step skipped", (long long)t->s.step);
   } else {
-    MNT_CHECK(mnt_sgd_update(m, &t->sgd, lr, t->s.step == 0));
+    MNT_CHECK(mnt_optim_update(m, &t->sgd, lr, t->s.step == 0));
     /* a skipped step's non-finite loss would poison the interval (and a checkpoint) */
     MNT_CHECK(mnt_f32_acc(be, t->iv_dev, m->out3, 2));
     t->s.iv_n += b->n;

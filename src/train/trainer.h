@@ -23,9 +23,9 @@
 #include "train/optim.h"
 
 typedef struct mnt_train_cfg {
-  const char *data, *val, *arch, *schedule, *comm, *topology, *grad_dtype, *device, *precision;
+  const char *data, *val, *arch, *schedule, *optimizer, *comm, *topology, *grad_dtype, *device, *precision;
   int size, batch, bn_batch, epochs, steps, loader_threads, seed, skip_nonfinite, zero_init, no_bn_decay, pad_crop;
-  double lr, warmup_epochs, bucket_mb, momentum, wd, min_scale, val_crop, smoothing;
+  double lr, warmup_epochs, bucket_mb, momentum, wd, min_scale, val_crop, smoothing, lars_eta;
 } mnt_train_cfg;
 
 /* the scalars a checkpoint saves */

@@ -525,6 +525,22 @@ static void test_f32(const pair *P) {
     cmp(first ? "sgd_step momentum (first)" : "sgd_step momentum", P->prec, want, got, n, rel);
     free(want), free(got);
   }
+  /* LARS: three tensors (a weight whose trust ratio applies, a BN-like one that is excluded, an
+   * all-zero weight whose ratio is 1) over two steps */
+  const mnt_lars_seg seg[3] = {{.off = 0, .n = 600, .adapt = 1}, {.off = 608, .n = 64, .adapt = 0},
+                               {.off = 704, .n = 200, .adapt = 1}};
+  OK(mnt_be_memset0(P->cpu, cw + 704, 200 * sizeof(float)));
+  OK(mnt_be_memset0(P->gpu, gw + 704, 200 * sizeof(float)));
+  for (int first = 1; first >= 0; first--) {
+    OK(mnt_lars_step(P->cpu, cw, cg, cm, seg, 3, 2.0f, 0.9f, 5e-4f, 0.001f, first));
+    OK(mnt_lars_step(P->gpu, gw, gg, gm, seg, 3, 2.0f, 0.9f, 5e-4f, 0.001f, first));
+    want = f32_get(P->cpu, cw, n), got = f32_get(P->gpu, gw, n);
+    cmp(first ? "lars_step w (first)" : "lars_step w", P->prec, want, got, n, 1e-5);
+    free(want), free(got);
+    want = f32_get(P->cpu, cm, n), got = f32_get(P->gpu, gm, n);
+    cmp(first ? "lars_step momentum (first)" : "lars_step momentum", P->prec, want, got, n, 1e-5);
+    free(want), free(got);
+  }
   /* nonfinite */
   int32_t *gf = NULL, flag = -1;
   OK(mnt_be_alloc(P->gpu, sizeof flag, (void **)&gf));

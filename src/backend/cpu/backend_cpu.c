@@ -837,6 +837,25 @@ static int cpu_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size
   return MNT_OK;
 }
 
+static int cpu_lars_step(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
+                         float lr, float mu, float wd, float eta, int first) {
+  (void)b;
+  for (int i = 0; i < nseg; i++) {
+    float *ws = w + seg[i].off, *ms = m + seg[i].off;
+    const float *gs = g + seg[i].off;
+    float lr_i = lr, wd_i = 0;
+    if (seg[i].adapt) {
+      double ww, gg;
+      mnt_vec_sumsq2(ws, gs, seg[i].n, &ww, &gg);
+      double wn = sqrt(ww), gn = sqrt(gg);
+      lr_i = wn > 0 && gn > 0 ? (float)(lr * (eta * wn / (gn + wd * wn))) : lr;
+      wd_i = wd;
+    }
+    mnt_vec_lars(ws, gs, ms, seg[i].n, lr_i, mu, wd_i, first);
+  }
+  return MNT_OK;
+}
+
 static int cpu_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {
   (void)b;
   *flag = mnt_vec_nonfinite(x, n);
@@ -879,6 +898,7 @@ static const mnt_backend_ops cpu_ops = {
     .add_forward = cpu_add_forward, .act_acc = cpu_act_acc, .gap_forward = cpu_gap_forward,
     .gap_backward = cpu_gap_backward, .fc_forward = cpu_fc_forward, .fc_backward = cpu_fc_backward,
     .softmax_xent = cpu_softmax_xent, .f32_acc = cpu_f32_acc, .f32_scale = cpu_f32_scale, .sgd_step = cpu_sgd_step,
+    .lars_step = cpu_lars_step,
     .nonfinite = cpu_nonfinite, .cast_from_f32 = cpu_cast_from_f32, .cast_to_f32 = cpu_cast_to_f32,
     .destroy = cpu_destroy};
 

@@ -294,6 +294,30 @@ static int cu_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_
   return MNT_OK;
 }
 
+/* the tensor table goes to the device when it differs from the last one (the trainer's is the same
+ * every step); a pageable copy is staged before cudaMemcpyAsync returns, so the host copy may change */
+static int cu_lars_step(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
+                        float lr, float mu, float wd, float eta, int first) {
+  mnt_cuda *c = mnt_cuda_of(b);
+  if (nseg <= 0) return MNT_OK;
+  int same = nseg == c->lars_n && c->lars_host;
+  for (int i = 0; same && i < nseg; i++)
+    same = c->lars_host[i].off == seg[i].off && c->lars_host[i].n == seg[i].n && c->lars_host[i].adapt == seg[i].adapt;
+  if (!same) {
+    mnt_k_seg *h = realloc(c->lars_host, (size_t)nseg * sizeof *h);
+    if (!h) return MNT_ENOMEM;
+    c->lars_host = h;
+    c->lars_n = 0;
+    for (int i = 0; i < nseg; i++) h[i] = (mnt_k_seg){.off = seg[i].off, .n = seg[i].n, .adapt = seg[i].adapt};
+    MNT_CHECK(mnt_cuda_reserve(c, &c->lars_seg, &c->lars_seg_bytes, (size_t)nseg * sizeof *h));
+    MNT_CUDA_CHECK(cudaMemcpyAsync(c->lars_seg, h, (size_t)nseg * sizeof *h, cudaMemcpyHostToDevice, c->stream));
+    c->lars_n = nseg;
+  }
+  MNT_CHECK(mnt_cuda_reserve(c, &c->lars_part, &c->lars_part_bytes, (size_t)nseg * MNT_K_LARS_BLOCKS * 2 * sizeof(double)));
+  MNT_KERNEL_CHECK(mnt_k_lars(w, g, m, c->lars_seg, nseg, c->lars_part, lr, mu, wd, eta, first, c->stream));
+  return MNT_OK;
+}
+
 static int cu_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {
   MNT_KERNEL_CHECK(mnt_k_nonfinite(x, n, flag, mnt_cuda_of(b)->stream));
   return MNT_OK;
@@ -384,6 +408,7 @@ static const mnt_backend_ops mnt_cuda_ops = {
     .f32_acc = cu_f32_acc,
     .f32_scale = cu_f32_scale,
     .sgd_step = cu_sgd_step,
+    .lars_step = cu_lars_step,
     .nonfinite = cu_nonfinite,
     .cast_from_f32 = cu_cast_from_f32,
     .cast_to_f32 = cu_cast_to_f32,
@@ -402,11 +427,14 @@ static void cu_destroy(mnt_backend *b) {
       mnt_cuda_release(c, &c->stage, &c->stage_bytes);
       mnt_cuda_release(c, &c->fc_w, &c->fc_w_bytes);
       mnt_cuda_release(c, &c->xent, &c->xent_bytes);
+      mnt_cuda_release(c, &c->lars_seg, &c->lars_seg_bytes);
+      mnt_cuda_release(c, &c->lars_part, &c->lars_part_bytes);
       MNT_CUDA_WARN(cudaStreamSynchronize(c->stream)); /* at backend destroy */
     }
     if (c->blas) MNT_CUBLAS_WARN(cublasDestroy(c->blas));
     if (c->dnn) MNT_CUDNN_WARN(cudnnDestroy(c->dnn));
     if (c->stream) MNT_CUDA_WARN(cudaStreamDestroy(c->stream));
+    free(c->lars_host);
     free(c);
   }
   free(b);

@@ -41,6 +41,12 @@ typedef struct mnt_cuda {
   size_t fc_w_bytes;
   void *xent;           /* softmax_xent: [N][3] per-row loss and hits */
   size_t xent_bytes;
+  void *lars_seg;       /* lars_step: its tensor table (mnt_k_seg), uploaded when it changes */
+  size_t lars_seg_bytes;
+  void *lars_part;      /* lars_step: the norms' partial sums */
+  size_t lars_part_bytes;
+  struct mnt_k_seg *lars_host; /* the table last uploaded */
+  int lars_n;
 } mnt_cuda;
 
 static inline mnt_cuda *mnt_cuda_of(mnt_backend *b) { return (mnt_cuda *)b->impl; }
