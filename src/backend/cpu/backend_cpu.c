@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "check.h"
 #include "log.h"
+#include "backend/cpu/cpu_ops.h"
 #include "simd.h"
 
 typedef struct cpu_impl {
@@ -704,38 +705,7 @@ static int cpu_act_download(mnt_backend *b, const void *act, float *dst, int N, 
   return MNT_OK;
 }
 
-/* ---- element-wise and small ops ---------------------------------------------------------- */
-static int cpu_relu_forward(mnt_backend *b, const void *xv, void *yv, size_t n) {
-  (void)b;
-  mnt_vec_relu(yv, xv, n);
-  return MNT_OK;
-}
-
-static int cpu_relu_backward(mnt_backend *b, const void *yv, const void *dyv, void *dxv, size_t n) {
-  (void)b;
-  mnt_vec_relu_backward(dxv, yv, dyv, n);
-  return MNT_OK;
-}
-
-static int cpu_add_forward(mnt_backend *b, const void *x1, const void *x2, void *yv, size_t n) {
-  (void)b;
-  mnt_vec_add(yv, x1, x2, n);
-  return MNT_OK;
-}
-
-static int cpu_f32_acc(mnt_backend *b, float *y, const float *x, size_t n) {
-  (void)b;
-  mnt_vec_acc(y, x, n);
-  return MNT_OK;
-}
-static int cpu_act_acc(mnt_backend *b, void *y, const void *x, size_t n) { return cpu_f32_acc(b, y, x, n); }
-
-static int cpu_f32_scale(mnt_backend *b, float *y, float a, size_t n) {
-  (void)b;
-  mnt_vec_scale(y, a, n);
-  return MNT_OK;
-}
-
+/* global average pooling: in the activations' layout */
 static int cpu_gap_forward(mnt_backend *b, const void *xv, void *yv, int N, int C, int HW) {
   (void)b;
   const float *x = xv;
@@ -763,118 +733,6 @@ static int cpu_gap_backward(mnt_backend *b, const void *dyv, void *dxv, int N, i
   return MNT_OK;
 }
 
-static int cpu_fc_forward(mnt_backend *b, const void *x, const float *w, const float *bias, void *yv, int N, int I,
-                          int O) {
-  (void)b;
-  float *y = yv;
-  for (int n = 0; n < N; n++) memcpy(y + (size_t)n * O, bias, (size_t)O * sizeof(float));
-  if (dnnl_sgemm('N', 'T', N, O, I, 1.0f, x, I, w, I, 1.0f, y, O) != dnnl_success) {
-    MNT_ERR("oneDNN sgemm failed (fully connected %d -> %d)", I, O);
-    return MNT_ESYS;
-  }
-  return MNT_OK;
-}
-
-static int cpu_fc_backward(mnt_backend *b, const void *x, const float *w, const void *dyv, void *dx, float *dw,
-                           float *dbias, int N, int I, int O) {
-  (void)b;
-  const float *dy = dyv;
-  /* dw[O,I] = dy^T[O,N] x[N,I]; dx[N,I] = dy[N,O] w[O,I]; dbias = sum over N */
-  if (dnnl_sgemm('T', 'N', O, I, N, 1.0f, dy, O, x, I, 0.0f, dw, I) != dnnl_success ||
-      (dx && dnnl_sgemm('N', 'N', N, I, O, 1.0f, dy, O, w, I, 0.0f, dx, I) != dnnl_success)) {
-    MNT_ERR("oneDNN sgemm failed (fully connected backward %d -> %d)", I, O);
-    return MNT_ESYS;
-  }
-  for (int o = 0; o < O; o++) {
-    float s = 0;
-    for (int n = 0; n < N; n++) s += dy[(size_t)n * O + o];
-    dbias[o] = s;
-  }
-  return MNT_OK;
-}
-
-static int cpu_softmax_xent(mnt_backend *b, const void *lv, const int32_t *labels, void *dv, int N, int classes,
-                            float smoothing, float *out3) {
-  (void)b;
-  const float *logits = lv;
-  float *dlogits = dv;
-  double loss = 0, on = 1.0 - smoothing, off = (double)smoothing / classes;
-  int t1 = 0, t5 = 0;
-  for (int n = 0; n < N; n++) {
-    const float *z = logits + (size_t)n * classes;
-    int y = labels[n];
-    if (y < 0 || y >= classes) {
-      loss = NAN;
-      continue;
-    }
-    float mx = -FLT_MAX;
-    for (int k = 0; k < classes; k++) mx = z[k] > mx ? z[k] : mx;
-    double s = 0, zsum = 0;
-    for (int k = 0; k < classes; k++) {
-      s += exp((double)(z[k] - mx));
-      zsum += z[k];
-    }
-    double lse = log(s) + mx;
-    loss += on * (lse - z[y]) + off * (classes * lse - zsum); /* target (1-e) onehot + e/K */
-    int above = 0; /* classes scoring higher than the label: rank of the label */
-    for (int k = 0; k < classes; k++) above += z[k] > z[y];
-    t1 += above < 1;
-    t5 += above < 5;
-    if (dlogits)
-      for (int k = 0; k < classes; k++)
-        dlogits[(size_t)n * classes + k] = (float)((exp((double)z[k] - lse) - on * (k == y) - off) / N);
-  }
-  out3[0] = (float)loss;
-  out3[1] = (float)t1;
-  out3[2] = (float)t5;
-  return MNT_OK;
-}
-
-static int cpu_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd,
-                        int first) {
-  (void)b;
-  mnt_vec_sgd(w, g, m, n, lr, mu, wd, first);
-  return MNT_OK;
-}
-
-static int cpu_lars_step(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
-                         float lr, float mu, float wd, float eta, int first) {
-  (void)b;
-  for (int i = 0; i < nseg; i++) {
-    float *ws = w + seg[i].off, *ms = m + seg[i].off;
-    const float *gs = g + seg[i].off;
-    float lr_i = lr, wd_i = 0;
-    if (seg[i].adapt) {
-      double ww, gg;
-      mnt_vec_sumsq2(ws, gs, seg[i].n, &ww, &gg);
-      double wn = sqrt(ww), gn = sqrt(gg);
-      lr_i = wn > 0 && gn > 0 ? (float)(lr * (eta * wn / (gn + wd * wn))) : lr;
-      wd_i = wd;
-    }
-    mnt_vec_lars(ws, gs, ms, seg[i].n, lr_i, mu, wd_i, first);
-  }
-  return MNT_OK;
-}
-
-static int cpu_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {
-  (void)b;
-  *flag = mnt_vec_nonfinite(x, n);
-  return MNT_OK;
-}
-
-static int cpu_cast_from_f32(mnt_backend *b, mnt_dtype t, const float *src, void *dst, size_t n) {
-  (void)b;
-  if (t == MNT_FP32) memmove(dst, src, n * sizeof(float));
-  else mnt_from_f32(t, src, dst, n);
-  return MNT_OK;
-}
-static int cpu_cast_to_f32(mnt_backend *b, mnt_dtype t, const void *src, float *dst, size_t n) {
-  (void)b;
-  if (t == MNT_FP32) memmove(dst, src, n * sizeof(float));
-  else mnt_to_f32(t, src, dst, n);
-  return MNT_OK;
-}
-
 static void cpu_destroy(mnt_backend *b) {
   if (!b) return;
   cpu_impl *c = IMPL(b);
@@ -894,12 +752,12 @@ static const mnt_backend_ops cpu_ops = {
     .bn_forward_infer = bn_forward_infer, .bn_backward = bn_backward, .bn_destroy = bn_destroy,
     .pool_create = pool_create, .pool_forward = pool_forward, .pool_backward = pool_backward,
     .pool_destroy = pool_destroy, .conv_impl = conv_impl, .bn_impl = bn_impl, .pool_impl = pool_impl,
-    .relu_forward = cpu_relu_forward, .relu_backward = cpu_relu_backward,
-    .add_forward = cpu_add_forward, .act_acc = cpu_act_acc, .gap_forward = cpu_gap_forward,
-    .gap_backward = cpu_gap_backward, .fc_forward = cpu_fc_forward, .fc_backward = cpu_fc_backward,
-    .softmax_xent = cpu_softmax_xent, .f32_acc = cpu_f32_acc, .f32_scale = cpu_f32_scale, .sgd_step = cpu_sgd_step,
-    .lars_step = cpu_lars_step,
-    .nonfinite = cpu_nonfinite, .cast_from_f32 = cpu_cast_from_f32, .cast_to_f32 = cpu_cast_to_f32,
+    .relu_forward = mnt_cpu_relu_forward, .relu_backward = mnt_cpu_relu_backward,
+    .add_forward = mnt_cpu_add_forward, .act_acc = mnt_cpu_act_acc, .gap_forward = cpu_gap_forward,
+    .gap_backward = cpu_gap_backward, .fc_forward = mnt_cpu_fc_forward, .fc_backward = mnt_cpu_fc_backward,
+    .softmax_xent = mnt_cpu_softmax_xent, .f32_acc = mnt_cpu_f32_acc, .f32_scale = mnt_cpu_f32_scale, .sgd_step = mnt_cpu_sgd_step,
+    .lars_step = mnt_cpu_lars_step,
+    .nonfinite = mnt_cpu_nonfinite, .cast_from_f32 = mnt_cpu_cast_from_f32, .cast_to_f32 = mnt_cpu_cast_to_f32,
     .destroy = cpu_destroy};
 
 int mnt_backend_cpu_create(const mnt_backend_opts *o, mnt_backend **out) {
