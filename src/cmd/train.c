@@ -130,6 +130,7 @@ static int evaluate(run *r, loop *l, int64_t step, double epoch_f) {
   mnt_trace_pop();
   if (st != MNT_OK) return st;
   l->val_top1 = v1;
+  if (!(l->best_top1 >= v1)) l->best_top1 = v1;
   if (r->w->rank == 0) {
     mnt_train_progress_stamp(r->o);
     printf("epoch %.2f validation: loss %.4f top1 %.4f top5 %.4f (%lld samples)\n", epoch_f, vl, v1, v5,
@@ -145,6 +146,31 @@ static int evaluate(run *r, loop *l, int64_t step, double epoch_f) {
   if (l->done > l->warm) l->eval_timed_s += dt;
   l->iv_t0 = mnt_now();
   return MNT_OK;
+}
+
+/* after an evaluation, --target-top1: reached (the same on every rank: the value is the
+ * allreduce's), the step, epoch and the run's wall time recorded; the run ends here */
+static int check_target(run *r, loop *l, int64_t step, double epoch_f) {
+  mnt_trainer *t = r->t;
+  if (!(r->o->target_top1 > 0) || !(l->val_top1 >= r->o->target_top1)) return MNT_OK;
+  t->s.target_step = step;
+  r->target_time_s = l->elapsed0 + mnt_now() - l->t_start;
+  if (r->w->rank == 0) {
+    mnt_train_progress_stamp(r->o);
+    printf("mntrain train: target top-1 %.4f reached at step %lld (epoch %.2f) after %.1f s: the run ends here\n",
+           r->o->target_top1, (long long)step, epoch_f, r->target_time_s);
+    fflush(stdout);
+  }
+  return mnt_train_metric(r, json_pack("{s:I, s:o, s:o, s:o}", "step", (json_int_t)step, "epoch",
+                                       mnt_json_num(epoch_f), "target_top1", mnt_json_num(r->o->target_top1),
+                                       "target_time_s", mnt_json_num(r->target_time_s)));
+}
+
+/* an evaluation after this step: every --eval-every epochs (fractions allowed) and at the end */
+static int eval_point(const mnt_trainer *t, double every, int64_t step) {
+  if (step == t->total) return 1;
+  double per = every * (double)t->per_epoch; /* steps between evaluations */
+  return floor((double)step / per + 1e-9) > floor((double)(step - 1) / per + 1e-9);
 }
 
 /* ---- the step loop ------------------------------------------------------------------------ */
@@ -169,7 +195,8 @@ static int train_loop(run *r) {
   opts *o = r->o;
   mnt_trainer *t = r->t;
   mnt_world *w = r->w;
-  loop l = {.step0 = t->s.step, .todo = t->total - t->s.step, .last_loss = NAN, .last_top1 = NAN, .val_top1 = NAN};
+  loop l = {.step0 = t->s.step, .todo = t->s.target_step ? 0 : t->total - t->s.step, .last_loss = NAN,
+            .last_top1 = NAN, .val_top1 = NAN, .best_top1 = NAN, .elapsed0 = t->s.elapsed_s};
   if (l.todo < 0) { /* mnt_rundir_same_run found the run's steps the checkpoint's, and state_ok
                      * (cmd/train_setup.c) its step within them */
     MNT_ERR("resumed at step %lld of a run of %lld steps", (long long)t->s.step, (long long)t->total);
@@ -188,18 +215,22 @@ static int train_loop(run *r) {
   r->last_ckpt_time = mnt_now();
   t->comm_span = 0;
   mnt_world_phase(w, MNT_PHASE_PREP); /* model, data, the start's sync and the outputs */
-  if (t->s.eval_due && t->have_val && t->s.step < t->total) /* the validation the stop left out */
+  if (t->s.eval_due && t->have_val && l.todo > 0) { /* the validation the stop left out */
     st = evaluate(r, &l, t->s.step, (double)t->s.step / t->per_epoch);
+    if (st == MNT_OK) st = check_target(r, &l, t->s.step, (double)t->s.step / t->per_epoch);
+    if (st == MNT_OK && t->s.target_step) l.todo = 0;
+  }
   t->s.eval_due = 0;
-  while (t->s.step < t->total && st == MNT_OK) {
+  while (t->s.step < t->total && l.todo > 0 && !t->s.target_step && st == MNT_OK) {
     mnt_step_out so;
     if ((st = mnt_trainer_step(t, &so)) != MNT_OK) break;
     int64_t step = t->s.step; /* steps done, this one included */
     if (step == l.step0 + 1 && (st = report_setup(r)) != MNT_OK) break;
     record_step(r, &l, &so, step);
+    t->s.elapsed_s = l.elapsed0 + mnt_now() - l.t_start; /* what a checkpoint of this step records */
     int stop = 0, due_time = 0;
     if (ckpt_on && (st = control(r, &stop, &due_time)) != MNT_OK) break;
-    int end_epoch = step % t->per_epoch == 0;
+    int end_epoch = step % t->per_epoch == 0, eval_now = t->have_val && eval_point(t, o->eval_every, step);
     double epoch_f = (double)step / t->per_epoch;
     if ((step % o->log_every == 0 || step == t->total || end_epoch) &&
         (st = log_interval(r, &l, step, epoch_f)) != MNT_OK)
@@ -207,12 +238,14 @@ static int train_loop(run *r) {
     if (ckpt_on && o->stop_after && l.done >= o->stop_after) stop = 1;
     if (stop && step < t->total) { /* every rank knows: a checkpoint now (before any evaluation: a
                                     * preempted job has seconds; the resumed one does it), synchronously, then out */
-      t->s.eval_due = t->have_val && end_epoch;
+      t->s.eval_due = eval_now;
       if ((st = mnt_train_checkpoint_begin(r)) == MNT_OK && (st = mnt_train_checkpoint_finish(r)) == MNT_OK)
         l.stopped = 1;
       break;
     }
-    if (t->have_val && (end_epoch || step == t->total) && (st = evaluate(r, &l, step, epoch_f)) != MNT_OK) break;
+    if (eval_now && ((st = evaluate(r, &l, step, epoch_f)) != MNT_OK || (st = check_target(r, &l, step, epoch_f)) != MNT_OK))
+      break;
+    if (t->s.target_step) break; /* the finished run's checkpoint and summary follow */
     if (ckpt_on && step < t->total && ((o->ckpt_steps && step % o->ckpt_steps == 0) || due_time) &&
         (st = mnt_train_checkpoint_begin(r)) != MNT_OK)
       break;
@@ -239,7 +272,13 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
   mnt_train_cfg *c = &o->t;
   const mnt_opt table[] = {
       {"data", 0, MNT_OPT_PATH, &c->data, "DIR", "training set (mntrain convert), required", 0, 0},
-      {"val", 0, MNT_OPT_PATH, &c->val, "DIR", "validation set, evaluated after every epoch", 0, 0},
+      {"val", 0, MNT_OPT_PATH, &c->val, "DIR", "validation set, evaluated every --eval-every epochs and at the end",
+       0, 0},
+      {"eval-every", 0, MNT_OPT_DOUBLE, &o->eval_every, "E", "epochs between evaluations of --val, fractions allowed "
+       "(default 1)", MNT_RANGE(1e-6, 1e6)},
+      {"target-top1", 0, MNT_OPT_DOUBLE, &o->target_top1, "X",
+       "stop when validation top-1 reaches X (a fraction: 0.759), recording the step, epoch and wall time "
+       "(MLPerf's time to accuracy) in metrics.jsonl and summary.json; needs --val", MNT_RANGE(0, 1)},
       {"arch", 0, MNT_OPT_STRING, &c->arch, "A", "resnet8|20|18|34|50|101 (default resnet50)", 0, 0},
       {"size", 0, MNT_OPT_INT, &c->size, "S", "training crop in pixels (default 224)", MNT_RANGE(1, 4096)},
       {"batch-per-rank", 0, MNT_OPT_INT, &c->batch, "B",
@@ -361,6 +400,7 @@ static int validate(opts *o, int quiet, int *ckpt_on) {
   else if (mnt_topology_parse(c->topology, &topo)) bad = "--topology: flat or hier";
   else if (c->pad_crop >= c->size) bad = "--pad-crop must be smaller than --size";
   else if (c->bn_batch && c->batch && c->batch % c->bn_batch) bad = "--bn-batch must divide --batch-per-rank";
+  else if (o->target_top1 > 0 && !c->val) bad = "--target-top1 needs --val DIR (the set it is measured on)";
   else if (o->force && o->resume && strcmp(o->resume, "none"))
     bad = "--force starts the run over: it cannot be combined with --resume auto|PATH";
   if (!o->trace_dir && mnt_env_trace() && mnt_env_trace()[0]) o->trace_dir = mnt_env_trace();
@@ -404,7 +444,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
                   .precision = "fp32", .size = 224, .batch = 0, .epochs = 0, .steps = 0, .seed = 1, .lr = 0.1, .warmup_epochs = 0,
                   .bucket_mb = 25, .momentum = 0.9, .wd = 1e-4, .min_scale = 0.08, .val_crop = 0.875,
                   .loader_threads = 2},
-            .device = "auto", .out = "mntrain-out", .log_every = 10, .keep = 2, .stripe = 1 << 20};
+            .device = "auto", .out = "mntrain-out", .log_every = 10, .keep = 2, .stripe = 1 << 20, .eval_every = 1};
   int help = 0, ckpt_on = 0;
   int quiet = mnt_opts_quiet();
   int st = parse_options(&o, argc, argv, quiet, &help);

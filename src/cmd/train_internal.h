@@ -30,6 +30,7 @@ typedef struct opts {
   int threads, log_every, force, ckpt_steps, keep, no_verify, stop_after, sample_log;
   int timestamps; /* --timestamps: progress lines start with the wall-clock time */
   double ckpt_minutes;
+  double target_top1, eval_every; /* --target-top1 (0: none), --eval-every (epochs) */
   char ckpt_buf[MNT_PATH_MAX];
   size_t stripe;
 } opts;
@@ -47,6 +48,7 @@ typedef struct run {
   int64_t ckpt_step, ncheckpoints;
   double resumed_images; /* images of the interval in progress trained before the resume */
   int rebuilt;           /* summary.json rebuilt from metrics.jsonl (mnt_train_resumed_complete) */
+  double target_time_s;  /* --target-top1: the run's wall seconds when this job reached it */
 } run;
 
 /* What the loop measures for the progress lines and summary.json. Phases: data, forward, backward,
@@ -58,7 +60,8 @@ typedef struct loop {
   double ph[5], ph_all[5];
   double t_start, t_after_warmup, iv_t0; /* the job's, the timed steps' and the interval's start */
   double eval_s, eval_timed_s;           /* evaluation time, all and after warm-up */
-  double last_loss, last_top1, val_top1;
+  double last_loss, last_top1, val_top1, best_top1; /* best_top1: this job's best validation */
+  double elapsed0; /* the run's wall seconds before this job (its checkpoint's) */
   int stopped; /* stopped on request, with a checkpoint */
 } loop;
 

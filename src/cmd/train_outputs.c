@@ -46,6 +46,8 @@ json_t *mnt_train_config_json(const opts *o, const mnt_trainer *t) {
                         t->train.fingerprint);
   if (j) json_object_set_new(j, "precision", json_string(mnt_precision_name(t->be->precision)));
   if (j) json_object_set_new(j, "optimizer", json_string(c->optimizer));
+  if (j) json_object_set_new(j, "eval_every", mnt_json_num(o->eval_every));
+  if (j && o->target_top1 > 0) json_object_set_new(j, "target_top1", mnt_json_num(o->target_top1));
   if (j && t->sgd.optimizer == MNT_OPTIM_LARS) json_object_set_new(j, "lars_eta", mnt_json_num(c->lars_eta));
   if (j && o->ckpt_dir) {
     json_object_set_new(j, "ckpt_dir", json_string(o->ckpt_dir));
@@ -228,6 +230,17 @@ static int write_summary(run *r, const loop *l, const timing *tm) {
   if (sm) /* not timed */
     json_object_set_new(sm, "warmup_steps", json_integer(timed < l->done ? (json_int_t)l->warm : 0));
   if (sm && !isnan(l->val_top1)) json_object_set_new(sm, "val_top1", mnt_json_num(l->val_top1));
+  if (sm && !isnan(l->best_top1)) json_object_set_new(sm, "best_val_top1", mnt_json_num(l->best_top1));
+  if (sm) json_object_set_new(sm, "steps_done", json_integer((json_int_t)t->s.step));
+  if (sm && o->target_top1 > 0) { /* time to accuracy, MLPerf's measure */
+    json_object_set_new(sm, "target_top1", mnt_json_num(o->target_top1));
+    json_object_set_new(sm, "target_reached", json_boolean(t->s.target_step > 0));
+    if (t->s.target_step > 0) {
+      json_object_set_new(sm, "target_step", json_integer((json_int_t)t->s.target_step));
+      json_object_set_new(sm, "target_epoch", mnt_json_num((double)t->s.target_step / t->per_epoch));
+      if (r->target_time_s > 0) json_object_set_new(sm, "target_time_s", mnt_json_num(r->target_time_s));
+    }
+  }
   if (sm && tm->ranks) json_object_set_new(sm, "rank_stats", rank_stats_json(w, tm->ranks));
   if (sm && r->rebuilt) json_object_set_new(sm, "rebuilt_from", json_string("metrics.jsonl"));
   if (sm && r->ncheckpoints) {
@@ -288,8 +301,11 @@ int mnt_train_finish_run(run *r, loop *l) {
   if (st == MNT_OK) {
     printf("mntrain train: done: %lld steps, %.1f img/s (%.1f per rank; %.1f s of evaluation apart), loss %.4f, "
            "top1 %.4f; %s/summary.json\n",
-           (long long)t->total, tm.ips, tm.ips / w->size, l->eval_s, l->last_loss, l->last_top1, o->out);
+           (long long)t->s.step, tm.ips, tm.ips / w->size, l->eval_s, l->last_loss, l->last_top1, o->out);
     if (!isnan(l->val_top1)) printf("mntrain train: validation top1 %.4f\n", l->val_top1);
+    if (o->target_top1 > 0 && !t->s.target_step)
+      printf("mntrain train: target top-1 %.4f not reached in %lld steps (best %.4f)\n", o->target_top1,
+             (long long)t->total, isnan(l->best_top1) ? 0.0 : l->best_top1);
     if (o->export_path) printf("mntrain train: weights in %s\n", o->export_path);
   }
   return st;
@@ -302,10 +318,11 @@ int mnt_train_finish_run(run *r, loop *l) {
  * rebuilt, 0 when metrics.jsonl does not cover the run (said). */
 static int rebuild_summary(run *r) {
   mnt_trainer *t = r->t;
-  loop l = {.done = t->total, .warm = t->total > 20 ? 5 : t->total > 4 ? 1 : 0, .last_loss = NAN, .last_top1 = NAN,
-            .val_top1 = NAN};
+  int64_t end = t->s.target_step ? t->s.target_step : t->total; /* a run ended at its target ends there */
+  loop l = {.done = end, .warm = end > 20 ? 5 : end > 4 ? 1 : 0, .last_loss = NAN, .last_top1 = NAN,
+            .val_top1 = NAN, .best_top1 = NAN};
   FILE *f = fopen(r->mpath, "r");
-  if (!f || !(l.step_ms = calloc((size_t)t->total + 1, sizeof *l.step_ms))) {
+  if (!f || !(l.step_ms = calloc((size_t)end + 1, sizeof *l.step_ms))) {
     if (f) fclose(f);
     return f ? MNT_ENOMEM : MNT_SYSERR("%s: cannot read", r->mpath);
   }
@@ -318,8 +335,13 @@ static int rebuild_summary(run *r) {
     json_t *ms = json_object_get(j, "ms");
     int64_t step = json_is_integer(json_object_get(j, "step")) ? json_integer_value(json_object_get(j, "step")) : -1;
     double ips = json_number_value(json_object_get(j, "img_per_s"));
-    if (json_is_number(json_object_get(j, "val_top1"))) l.val_top1 = json_number_value(json_object_get(j, "val_top1"));
-    if (step > prev && step <= t->total && ips > 0 && isfinite(ips) && json_is_object(ms)) {
+    if (json_is_number(json_object_get(j, "val_top1"))) {
+      l.val_top1 = json_number_value(json_object_get(j, "val_top1"));
+      if (!(l.best_top1 >= l.val_top1)) l.best_top1 = l.val_top1;
+    }
+    if (json_is_number(json_object_get(j, "target_time_s")))
+      r->target_time_s = json_number_value(json_object_get(j, "target_time_s"));
+    if (step > prev && step <= end && ips > 0 && isfinite(ips) && json_is_object(ms)) {
       double step_ms = 1e3 * (double)t->s.global_batch / ips;
       static const char *const PH[5] = {"data", "forward", "backward", "comm_exposed", "optimizer"};
       for (int64_t k = prev + 1; k <= step; k++, filled++) {
@@ -338,13 +360,13 @@ static int rebuild_summary(run *r) {
   free(line);
   fclose(f);
   int st = MNT_OK;
-  if (tm.timed == 0 || filled != t->total) {
+  if (tm.timed == 0 || filled != end) {
     MNT_WARN("%s/summary.json is missing and %s covers %lld of the run's %lld steps: not rebuilt", r->o->out, r->mpath,
-             (long long)filled, (long long)t->total);
+             (long long)filled, (long long)end);
   } else {
-    tm.skip = t->total - tm.timed;
+    tm.skip = end - tm.timed;
     tm.ips = (double)tm.timed * (double)t->s.global_batch / tm.span;
-    for (int64_t i = tm.skip; i < t->total; i++) tm.mean += l.step_ms[i];
+    for (int64_t i = tm.skip; i < end; i++) tm.mean += l.step_ms[i];
     tm.mean /= (double)tm.timed;
     qsort(l.step_ms + tm.skip, (size_t)tm.timed, sizeof *l.step_ms, cmp_d);
     r->rebuilt = 1;

@@ -36,8 +36,10 @@ typedef struct mnt_train_state {
   int64_t global_batch, bn_group;  /* the run's invariants (a resume on other rank counts keeps them) */
   double iv_loss, iv_top1, iv_n;   /* sums over the log interval in progress: this rank's while it trains,
                                     * all ranks' in a checkpoint (restored to rank 0 alone) */
-  int eval_due;                    /* 1: saved at an epoch's end before its validation (a stop: a preempted
-                                    * job has seconds); the resumed run evaluates first */
+  int eval_due;                    /* 1: saved at an evaluation point before its validation (a stop: a
+                                    * preempted job has seconds); the resumed run evaluates first */
+  int64_t target_step;             /* --target-top1 reached after this step (0: not): the run is complete */
+  double elapsed_s;                /* wall seconds of this run's jobs up to the state (time to accuracy) */
 } mnt_train_state;
 
 /* what one step did (this rank) */

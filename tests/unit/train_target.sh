@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# train_target.sh — `mntrain train --target-top1 X --eval-every E` (time to accuracy; one process, no
+# cluster), on a learnable synthetic set:
+# - the run evaluates every E epochs (E = 0.5: at steps 8, 16, ... of 16 per epoch), stops after the
+#   first evaluation whose top-1 reaches X, and records it: a metrics.jsonl line with "target_top1"
+#   and "target_time_s" at that step, summary.json's target_reached, target_step, target_epoch,
+#   target_time_s, steps_done (< steps) and best_val_top1;
+# - a run that cannot reach its target (X = 1 in 4 steps) says so, and summary.json has
+#   target_reached false and steps_done = steps;
+# - the same command again, with checkpoints, finds the run complete at its target step and
+#   trains nothing (a requeued job must not train on past its target);
+# - a run stopped between two evaluation points and resumed evaluates where the first would have
+#   (--eval-every is kept across a stop);
+# - --target-top1 without --val is a usage error (exit 2) naming --val.
+#   train_target.sh path/to/mntrain
+set -u
+# shellcheck source=/dev/null
+. "$(dirname "$0")/../lib.sh"
+m=$(realpath "$1")
+fail=0
+w=$(mktemp -d)
+trap 'rm -rf "$w"' EXIT
+py=/usr/bin/python3
+"$m" convert synth "$w/tr" --classes 4 --images 512 --size 16 --shards 1 >/dev/null || exit 1
+"$m" convert synth "$w/va" --classes 4 --images 128 --size 16 --shards 1 --seed 9 >/dev/null || exit 1
+base=(train --data "$w/tr" --val "$w/va" --arch resnet8 --size 16 --batch-per-rank 32 --threads 1
+  --loader-threads 1 --lr 0.2 --eval-every 0.5)
+
+# reached: 6 epochs of 16 steps, evaluated at every half epoch
+"$m" "${base[@]}" --epochs 6 --target-top1 0.9 --out "$w/hit" >"$w/hit.log" 2>&1 ||
+  { echo "FAIL: the run with a target exited $?"; cat "$w/hit.log"; fail=1; }
+$py - "$w/hit" <<'PY' || fail=1
+import json, sys
+d = sys.argv[1]
+s = json.load(open(f"{d}/summary.json"))
+lines = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
+evals = [l for l in lines if "val_top1" in l]
+hits = [l for l in lines if "target_time_s" in l]
+bad = []
+if [l["step"] for l in evals] != list(range(8, 8 * len(evals) + 1, 8)):
+    bad.append(f"evaluations at steps {[l['step'] for l in evals]}, not every 8 (--eval-every 0.5)")
+first = next((l for l in evals if l["val_top1"] >= 0.9), None)
+if first is None:
+    bad.append("no evaluation reached 0.9: the set is not learnable enough for this test")
+else:
+    if evals[-1] is not first:
+        bad.append(f"evaluated on after the target was reached at step {first['step']}")
+    if len(hits) != 1 or hits[0]["step"] != first["step"]:
+        bad.append(f"the target's metrics line is {hits}, want one at step {first['step']}")
+    want = {"target_reached": True, "target_step": first["step"], "steps_done": first["step"], "target_top1": 0.9}
+    for k, v in want.items():
+        if s.get(k) != v:
+            bad.append(f"summary.json {k} = {s.get(k)!r}, want {v!r}")
+    if abs(s.get("target_epoch", -1) - first["step"] / 16) > 1e-9 or not s.get("target_time_s", 0) > 0:
+        bad.append(f"summary.json target_epoch/target_time_s = {s.get('target_epoch')}/{s.get('target_time_s')}")
+    if s["steps"] != 96 or s["steps_done"] >= s["steps"]:
+        bad.append(f"steps {s['steps']}, steps_done {s['steps_done']}: the run did not end early")
+    if s.get("best_val_top1") != max(l["val_top1"] for l in evals):
+        bad.append(f"best_val_top1 {s.get('best_val_top1')} is not the best evaluation")
+for b in bad:
+    print("FAIL:", b)
+sys.exit(1 if bad else 0)
+PY
+grep -q "target top-1 0.9000 reached at step" "$w/hit.log" || { echo "FAIL: no 'reached' line"; fail=1; }
+
+# not reached
+"$m" "${base[@]}" --steps 4 --target-top1 1 --out "$w/miss" >"$w/miss.log" 2>&1 ||
+  { echo "FAIL: the run that misses its target exited $?"; cat "$w/miss.log"; fail=1; }
+grep -q "target top-1 1.0000 not reached in 4 steps" "$w/miss.log" || { echo "FAIL: no 'not reached' line"; cat "$w/miss.log"; fail=1; }
+$py -c 'import json,sys; s=json.load(open(sys.argv[1])); sys.exit(0 if s["target_reached"] is False and s["steps_done"] == 4 and "target_step" not in s else 1)' \
+  "$w/miss/summary.json" || { echo "FAIL: summary.json of a missed target: $(cat "$w/miss/summary.json")"; fail=1; }
+
+# with checkpoints: reached, then the same command again trains nothing
+ck=("${base[@]}" --epochs 6 --target-top1 0.9 --out "$w/ck" --ckpt-every-steps 5)
+"$m" "${ck[@]}" >"$w/ck1.log" 2>&1 || { echo "FAIL: checkpointed run exited $?"; cat "$w/ck1.log"; fail=1; }
+"$m" "${ck[@]}" >"$w/ck2.log" 2>&1 || { echo "FAIL: the rerun exited $?"; cat "$w/ck2.log"; fail=1; }
+step=$($py -c 'import json,sys; print(json.load(open(sys.argv[1]))["target_step"])' "$w/ck/summary.json" 2>/dev/null)
+if ! grep -q "the run is complete (step $step of 96)" "$w/ck2.log" || grep -q '^epoch' "$w/ck2.log"; then
+  echo "FAIL: rerunning a run that reached its target (step $step):"; cat "$w/ck2.log"; fail=1
+fi
+
+# stopped at step 5 (between evaluations at 8 and 16) and resumed: evaluations still every 8 steps
+st=("${base[@]}" --epochs 1 --out "$w/st" --ckpt-every-steps 100)
+"$m" "${st[@]}" --stop-after 5 >"$w/st1.log" 2>&1
+rc=$?
+[ $rc -eq 3 ] || { echo "FAIL: --stop-after 5 exited $rc, want 3"; cat "$w/st1.log"; fail=1; }
+"$m" "${st[@]}" >"$w/st2.log" 2>&1 || { echo "FAIL: the resumed run exited $?"; cat "$w/st2.log"; fail=1; }
+got=$($py -c 'import json,sys; print(" ".join(str(json.loads(l)["step"]) for l in open(sys.argv[1]) if "val_top1" in l))' "$w/st/metrics.jsonl")
+[ "$got" = "8 16" ] || { echo "FAIL: a stopped and resumed run evaluated at steps '$got', want '8 16'"; fail=1; }
+
+# a usage error
+"$m" train --data "$w/tr" --arch resnet8 --size 16 --target-top1 0.5 --out "$w/u" >"$w/u.log" 2>&1
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q -- "--target-top1 needs --val" "$w/u.log"; then
+  echo "FAIL: --target-top1 without --val: exit $rc"; cat "$w/u.log"; fail=1
+fi
+
+[ $fail -eq 0 ] && echo "train_target: ok"
+exit $fail
