@@ -15,9 +15,12 @@ static const struct {
     {NULL, "ranks"},          {NULL, "nodes"},           {NULL, "ranks_per_node"},   {NULL, "image_size"},
     {NULL, "batch_per_rank"}, {NULL, "global_batch"},    {NULL, "grad_bytes"},       {NULL, "img_per_s"},
     {"step_ms", "mean"},      {NULL, "threads_per_rank"}, {NULL, "devices_per_rank"}, {NULL, "steps"},
-    {NULL, "steps_this_job"}, {NULL, "warmup_steps"},    {NULL, "resumed_from_step"}, {"phases_ms", "data"},
-    {"phases_ms", "forward"}, {"phases_ms", "backward"}, {"phases_ms", "comm_exposed"}, {"phases_ms", "optimizer"},
+    {NULL, "steps_this_job"}, {NULL, "warmup_steps"},    {NULL, "resumed_from_step"}, {NULL, "steps_done"},
+    {NULL, "val_top1"},       {NULL, "best_val_top1"},   {NULL, "target_top1"},      {NULL, "target_step"},
+    {NULL, "target_epoch"},   {NULL, "target_time_s"},   {"phases_ms", "data"},      {"phases_ms", "forward"},
+    {"phases_ms", "backward"}, {"phases_ms", "comm_exposed"}, {"phases_ms", "optimizer"},
 };
+_Static_assert(MNT_RS_N <= 32, "present and integer are 32-bit masks");
 
 /* a string key into out: "" when absent, not a string, or too long; *have: the key is there */
 static void get_str(json_t *j, const char *key, char *out, size_t n, int *have) {
@@ -56,6 +59,9 @@ int mnt_run_summary_read(const char *path, mnt_run_summary *s) {
   get_str(j, "device", s->device, sizeof s->device, &s->have_device);
   get_str(j, "precision", s->precision, sizeof s->precision, NULL);
   get_str(j, "topology", s->topology, sizeof s->topology, NULL);
+  get_str(j, "optimizer", s->optimizer, sizeof s->optimizer, NULL);
+  json_t *tr = json_object_get(j, "target_reached");
+  s->target_reached = json_is_boolean(tr) ? json_is_true(tr) : -1;
   json_decref(j);
   return MNT_OK;
 }

@@ -25,6 +25,13 @@ enum {
   MNT_RS_STEPS_THIS_JOB,    /* "steps_this_job" */
   MNT_RS_WARMUP_STEPS,      /* "warmup_steps" */
   MNT_RS_RESUMED_FROM_STEP, /* "resumed_from_step" */
+  MNT_RS_STEPS_DONE,        /* "steps_done" (fewer than steps when --target-top1 ended the run) */
+  MNT_RS_VAL_TOP1,          /* "val_top1" (the last evaluation) */
+  MNT_RS_BEST_VAL_TOP1,     /* "best_val_top1" */
+  MNT_RS_TARGET_TOP1,       /* "target_top1" (--target-top1) */
+  MNT_RS_TARGET_STEP,       /* "target_step" (reached at) */
+  MNT_RS_TARGET_EPOCH,      /* "target_epoch" */
+  MNT_RS_TARGET_TIME_S,     /* "target_time_s" */
   MNT_RS_PHASE,             /* "phases_ms.data", then forward, backward, comm_exposed, optimizer */
   MNT_RS_NPHASE = 5,
   MNT_RS_N = MNT_RS_PHASE + MNT_RS_NPHASE
@@ -35,10 +42,12 @@ enum { MNT_RS_STRMAX = 64 };
 typedef struct mnt_run_summary {
   double num[MNT_RS_N];  /* the value when a JSON number, else NAN */
   int64_t ival[MNT_RS_N]; /* the value when a JSON integer, else 0 */
-  uint32_t present;       /* bit k: key k is there (of any type) */
+  uint32_t present;       /* bit k: key k is there (of any type); MNT_RS_N <= 32 */
   uint32_t integer;       /* bit k: key k is a JSON integer */
   /* strings: "" when absent, not a string, or MNT_RS_STRMAX bytes or longer */
   char arch[MNT_RS_STRMAX], device[MNT_RS_STRMAX], precision[MNT_RS_STRMAX], topology[MNT_RS_STRMAX];
+  char optimizer[MNT_RS_STRMAX];
+  int target_reached; /* "target_reached": -1 absent or not a boolean, else 0 or 1 */
   int have_arch, have_device; /* the key is there (of any type) */
   int phases_ms;              /* "phases_ms": 0 absent, 1 there but not an object, 2 an object */
   /* why the read failed: jansson's text and line, or "not a JSON object" (parsed: 1) */

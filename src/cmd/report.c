@@ -1,6 +1,7 @@
 /* cmd/report.c — `mntrain report RUN_DIR...` (see cmd/cmd.h): the scaling table of a sweep of runs
  * from their summary.json (src/runsum.h; metrics.jsonl for the spread), and OUT/scaling.csv and
- * OUT/scaling.svg (cmd/report_svg.c: throughput and efficiency against ranks, with the ideal lines).
+ * OUT/scaling.svg (cmd/report_svg.c: throughput and efficiency against ranks, with the ideal lines);
+ * then, for runs with validation points, the learning table and curves (cmd/report_learn.c).
  * The numbers (README "Runs and their outputs"), with N0 the fewest ranks of the sweep (the baseline run):
  *   speedup    S_N = ips_N / ips_N0
  *   efficiency E_N = (ips_N / N) / (ips_N0 / N0)
@@ -86,6 +87,22 @@ static int read_metrics(run *r, long long timed_from) {
     json_t *step = json_object_get(l, "step"), *ips = json_object_get(l, "img_per_s");
     if (!json_is_object(l)) {
       MNT_WARN("%s:%lld: not a JSON object (%s): line left out of the spread", path, lineno, l ? "" : e.text);
+    } else if (json_is_integer(step) && json_object_get(l, "val_top1")) { /* an evaluation */
+      json_t *ep = json_object_get(l, "epoch"), *v = json_object_get(l, "val_top1"),
+             *el = json_object_get(l, "elapsed_s");
+      mnt_report_point p = {(long long)json_integer_value(step), json_number_value(ep), json_number_value(v), NAN};
+      if (json_is_number(el) && isfinite(json_number_value(el)) && json_number_value(el) >= 0)
+        p.time = json_number_value(el);
+      if (!json_is_number(ep) || !json_is_number(v) || !(p.epoch >= 0) || !isfinite(p.epoch) || !(p.top1 >= 0) ||
+          !(p.top1 <= 1) || p.step < 0) {
+        MNT_WARN("%s:%lld: an evaluation without a valid epoch and val_top1 (a fraction): left out of the learning "
+                 "curve", path, lineno);
+      } else if (mnt_report_add_point(r, p) != MNT_OK) {
+        json_decref(l);
+        free(line);
+        fclose(f);
+        return MNT_ENOMEM;
+      }
     } else if (json_is_integer(step) && ips) {
       long long s = (long long)json_integer_value(step);
       if (prev >= timed_from && s > prev && json_is_number(ips)) {
@@ -170,6 +187,23 @@ static int read_run(const char *arg, int order, run *r) {
   }
   if (st != MNT_OK) return st;
   r->ips = ips;
+  snprintf(r->optimizer, sizeof r->optimizer, "%.*s", (int)sizeof r->optimizer - 1, j->optimizer);
+  /* the target of --target-top1: a fraction in (0, 1]; where it was reached, when */
+  double tg = j->num[MNT_RS_TARGET_TOP1], te = j->num[MNT_RS_TARGET_EPOCH], tt = j->num[MNT_RS_TARGET_TIME_S];
+  r->target = r->target_epoch = r->target_time = NAN;
+  r->target_reached = -1;
+  if (mnt_rs_present(j, MNT_RS_TARGET_TOP1) && !(tg > 0 && tg <= 1)) {
+    MNT_WARN("%s: 'target_top1' is not a fraction in (0, 1]: the run is shown without its target", path);
+  } else if (tg > 0) {
+    r->target = tg;
+    r->target_reached = j->target_reached == 1;
+    if (j->target_reached < 0)
+      MNT_WARN("%s: 'target_reached' is missing or not true/false: taken as not reached", path);
+    if (r->target_reached) {
+      r->target_epoch = te >= 0 && isfinite(te) ? te : NAN;
+      r->target_time = tt >= 0 && isfinite(tt) ? tt : NAN;
+    }
+  }
   for (int k = 0; k < NPH; k++) r->ph[k] = j->num[MNT_RS_PHASE + k]; /* NAN: null, not finite when written */
   /* devices per rank: GPUs with cuda (one per rank), compute threads per rank on cpu */
   long long thr = opt_int(j, MNT_RS_THREADS_PER_RANK, 1);
@@ -204,8 +238,8 @@ static int cmp_run(const void *pa, const void *pb) {
   return (a->order > b->order) - (a->order < b->order);
 }
 
-/* r[0..n) sorted, one configuration: weak or strong scaling, else MNT_EARG naming the runs */
-static int scale(run *r, int n, int *strong) {
+/* r[0..n) sorted, one configuration: weak or strong scaling, else MNT_EARG with why[] naming the runs */
+static int scale(run *r, int n, int *strong, char *why, size_t whylen) {
   int ib = -1, ig = -1;
   for (int i = 1; i < n; i++) {
     if (ib < 0 && r[i].batch_per_rank != r[0].batch_per_rank) ib = i;
@@ -215,10 +249,11 @@ static int scale(run *r, int n, int *strong) {
     char also[2 * MNT_PATH_MAX + 16];
     if (ig == ib) snprintf(also, sizeof also, "and");
     else snprintf(also, sizeof also, "and %s and %s", r[0].dir, r[ig].dir);
-    MNT_ERR("%s and %s differ in batch_per_rank (%lld vs %lld) %s in global_batch (%lld vs %lld): neither weak "
-            "scaling (the same batch_per_rank) nor strong scaling (the same global_batch)",
-            r[0].dir, r[ib].dir, (long long)r[0].batch_per_rank, (long long)r[ib].batch_per_rank, also,
-            (long long)r[0].global_batch, (long long)r[ig].global_batch);
+    snprintf(why, whylen,
+             "%s and %s differ in batch_per_rank (%lld vs %lld) %s in global_batch (%lld vs %lld): neither weak "
+             "scaling (the same batch_per_rank) nor strong scaling (the same global_batch)",
+             r[0].dir, r[ib].dir, (long long)r[0].batch_per_rank, (long long)r[ib].batch_per_rank, also,
+             (long long)r[0].global_batch, (long long)r[ig].global_batch);
     return MNT_EARG;
   }
   *strong = ib >= 0;
@@ -351,7 +386,17 @@ static const char ABOUT[] =
     "img/s is summary.json's img_per_s (every step after train's warm-up over its wall time); sd is\n"
     "the sample standard deviation of metrics.jsonl's per-interval img_per_s over the intervals that\n"
     "start after the warm-up ('-' with fewer than two). A RUN_DIR without summary.json (missing, or\n"
-    "not finished) is exit 2.";
+    "not finished) is exit 2.\n"
+    "\n"
+    "Learning (runs trained with --val): a second table, a row per run with validation points, sorted\n"
+    "by ranks then global batch: optimizer, evaluations, epochs, final and best validation top-1 and,\n"
+    "with --target-top1, the target and the epochs and wall time to it (the run's, over all its jobs,\n"
+    "at the first evaluation that reached it: MLPerf's time to accuracy; 'missed' when it ended\n"
+    "below). Writes OUT/learning.csv (columns ranks,nodes,global_batch,optimizer,evaluations,epochs,\n"
+    "final_top1,best_top1,target_top1,target_reached,target_epoch,target_time_s,run) and\n"
+    "OUT/learning.svg (validation top-1 against epochs and against wall time, a line per run, the\n"
+    "target dashed). A sweep of batch sizes on the same ranks is neither weak nor strong scaling: it\n"
+    "gets no scaling table, only the learning one, when every run of it has validation points.";
 
 /* RUN_DIR... apart from the options (mnt_parse_opts takes one argument per row): an option and
  * its value go to oargv, everything else is a run directory */
@@ -402,7 +447,7 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
   int group = 0, help = 0;
   const mnt_opt opts[] = {
       {"out", 'o', MNT_OPT_PATH, &out, "DIR",
-       "where scaling.csv and scaling.svg go (default: the current directory; created)", 0, 0},
+       "where scaling.csv, scaling.svg, learning.csv and learning.svg go (default: the current directory; created)", 0, 0},
       {"group", 0, MNT_OPT_FLAG, &group, NULL,
        "several sweeps: grouped by arch, image_size, device and precision, a table and "
        "scaling-ARCH-SIZEpx-DEVICE-PRECISION.{csv,svg} each",
@@ -417,7 +462,8 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
   char **oargv = calloc((size_t)argc + 1, sizeof *oargv);
   const char **dirs = calloc((size_t)argc + 1, sizeof *dirs);
   run *runs = NULL;
-  int *strong = NULL, *start = NULL; /* per configuration: strong scaling; its first row */
+  int *strong = NULL, *start = NULL; /* per configuration: strong scaling (-1: no scaling table); its first row */
+  char (*why)[4 * MNT_PATH_MAX + 512] = NULL; /* per configuration: why there is no scaling table */
   int oargc = 0, ndirs = 0, ngroups = 0, st = MNT_OK;
   if (!oargv || !dirs) {
     MNT_ERR("out of memory");
@@ -449,31 +495,57 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
   if (st != MNT_OK) goto out;
   qsort(runs, (size_t)ndirs, sizeof *runs, cmp_run);
   strong = calloc((size_t)ndirs, sizeof *strong);
+  why = calloc((size_t)ndirs, sizeof *why);
   /* ndirs > 0 here; said again so that gcc 13 at -O3 can bound the size (-Walloc-size-larger-than) */
   start = calloc(ndirs > 0 ? (size_t)ndirs + 1 : 1, sizeof *start);
-  if (!strong || !start) {
+  if (!strong || !start || !why) {
     MNT_ERR("out of memory");
     st = MNT_ENOMEM;
   }
   for (int i = 0; i < ndirs && st == MNT_OK; i++)
     if (i == 0 || runs[i].group != runs[i - 1].group) start[ngroups++] = i;
   if (st == MNT_OK) start[ngroups] = ndirs;
-  for (int g = 0; g < ngroups && st == MNT_OK; g++) st = scale(runs + start[g], start[g + 1] - start[g], &strong[g]);
+  /* a sweep that is neither weak nor strong scaling (batch sizes on the same ranks): no scaling
+   * table, but still a learning table when every run of it has validation points */
+  for (int g = 0; g < ngroups && st == MNT_OK; g++) {
+    int n = start[g + 1] - start[g], curves = 1;
+    if (scale(runs + start[g], n, &strong[g], why[g], sizeof why[g]) == MNT_OK) continue;
+    for (int i = start[g]; i < start[g + 1]; i++) curves &= runs[i].nval > 0;
+    if (curves) {
+      strong[g] = -1;
+    } else {
+      MNT_ERR("%s (a sweep of batch sizes is reported when every run has validation points: train --val)", why[g]);
+      st = MNT_EARG;
+    }
+  }
   if (st == MNT_OK) st = mnt_dir_secure(out, "--out", 1, MNT_DIR_FILES);
   for (int g = 0; g < ngroups && st == MNT_OK; g++) {
     const run *r = runs + start[g];
     int n = start[g + 1] - start[g];
     char csv[MNT_PATH_MAX], svg[MNT_PATH_MAX];
+    if (g) printf("\n");
+    if (strong[g] < 0) {
+      printf("== %s, %lld px, %s, %s: no scaling table: %s\n", r[0].arch, (long long)r[0].image_size, r[0].device,
+             r[0].precision, why[g]);
+      continue;
+    }
     out_name(csv, sizeof csv, out, r, ngroups > 1, "csv");
     out_name(svg, sizeof svg, out, r, ngroups > 1, "svg");
-    if (g) printf("\n");
     print_table(r, n, strong[g]);
     mnt_report_slow_ranks(r, n);
     if ((st = write_csv(csv, r, n)) == MNT_OK && (st = mnt_report_write_svg(svg, r, n, strong[g])) == MNT_OK)
       printf("   wrote %s and %s\n", csv, svg);
   }
+  for (int i = 0; i < ndirs && st == MNT_OK; i++)
+    if (runs[i].nval > 0) {
+      printf("\n");
+      st = mnt_report_learning(runs, ndirs, out);
+      break;
+    }
   fflush(stdout);
 out:
+  for (int i = 0; runs && i < ndirs; i++) free(runs[i].val);
+  free(why);
   free(strong);
   free(start);
   free(runs);

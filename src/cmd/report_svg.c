@@ -12,7 +12,7 @@
 
 typedef mnt_report_run run;
 
-static void xml_text(FILE *f, const char *s) {
+void mnt_report_xml_text(FILE *f, const char *s) {
   for (; *s; s++) {
     if (*s == '&') fputs("&amp;", f);
     else if (*s == '<') fputs("&lt;", f);
@@ -22,8 +22,7 @@ static void xml_text(FILE *f, const char *s) {
   }
 }
 
-/* 1, 2 or 5 times a power of ten: about `target` steps over range */
-static double nice_step(double range, int target) {
+double mnt_report_nice_step(double range, int target) {
   if (!(range > 0)) return 1;
   double raw = range / target, p = pow(10, floor(log10(raw))), m = raw / p;
   return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
@@ -72,8 +71,8 @@ static void svg_layout(const run *r, int n, layout *L) {
   double ideal_max = b->ips * x.hi / (double)b->ranks;
   if (ideal_max > ymax0) ymax0 = ideal_max;
   L->x = x;
-  L->ystep[0] = nice_step(ymax0, 5);
-  L->ystep[1] = nice_step(emax * 1.05, 6);
+  L->ystep[0] = mnt_report_nice_step(ymax0, 5);
+  L->ystep[1] = mnt_report_nice_step(emax * 1.05, 6);
   L->ytop[0] = ceil(ymax0 * 1.02 / L->ystep[0]) * L->ystep[0];
   L->ytop[1] = ceil(emax * 1.05 / L->ystep[1]) * L->ystep[1];
 }
@@ -85,11 +84,11 @@ static void svg_head(FILE *f, const run *b, const char *what) {
              "viewBox=\"0 0 %d %d\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n",
           SVG_W, SVG_H, SVG_W, SVG_H);
   fprintf(f, "<title>mntrain report: ");
-  xml_text(f, b->arch);
+  mnt_report_xml_text(f, b->arch);
   fprintf(f, " %lld px %s %s, %s</title>\n", (long long)b->image_size, b->device, b->precision, what);
   fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", SVG_W, SVG_H);
   fprintf(f, "<text x=\"%d\" y=\"28\" text-anchor=\"middle\" font-size=\"17\" font-weight=\"bold\">", SVG_W / 2);
-  xml_text(f, b->arch);
+  mnt_report_xml_text(f, b->arch);
   fprintf(f, ", %lld px, %s, %s: %s</text>\n", (long long)b->image_size, b->device, b->precision, what);
   fprintf(f, "<text x=\"%d\" y=\"50\" text-anchor=\"middle\" fill=\"#444\">baseline: %lld rank%s, %.1f img/s; "
              "efficiency E = (img/s_N / N) / (img/s_N0 / N0)</text>\n",
@@ -121,7 +120,7 @@ static void svg_axes(FILE *f, int p, double left, const axis *x, const axis *y, 
       fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f</text>\n", px, bottom + 16, v);
     }
   } else {
-    double s = nice_step(x->hi - x->lo, 6);
+    double s = mnt_report_nice_step(x->hi - x->lo, 6);
     if (s < 1) s = 1;
     for (double v = ceil(x->lo / s) * s; v <= x->hi * (1 + 1e-9); v += s) {
       double px = ax_px(x, v);
@@ -169,7 +168,7 @@ static void svg_data(FILE *f, int p, const run *r, int n, const axis *x, const a
             (long long)r[i].nodes, r[i].ips);
     if (!isnan(r[i].spread)) fprintf(f, " \xc2\xb1 %.1f", r[i].spread);
     fprintf(f, ", speedup %.2f, efficiency %.1f%% (", r[i].speedup, 100 * r[i].eff);
-    xml_text(f, r[i].dir);
+    mnt_report_xml_text(f, r[i].dir);
     fprintf(f, ")</title></circle>\n");
   }
 }

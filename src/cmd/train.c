@@ -137,9 +137,12 @@ static int evaluate(run *r, loop *l, int64_t step, double epoch_f) {
            (long long)t->val.total);
     fflush(stdout);
   }
-  st = mnt_train_metric(r, json_pack("{s:I, s:o, s:o, s:o, s:o}", "step", (json_int_t)step, "epoch",
+  /* elapsed_s: the run's wall time at this point, over all its jobs (the learning curve against time) */
+  l->val_elapsed = l->elapsed0 + mnt_now() - l->t_start;
+  st = mnt_train_metric(r, json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "step", (json_int_t)step, "epoch",
                                      mnt_json_num(epoch_f), "val_loss", mnt_json_num(vl), "val_top1", mnt_json_num(v1),
-                                     "val_top5", mnt_json_num(v5)));
+                                     "val_top5", mnt_json_num(v5), "elapsed_s",
+                                     mnt_json_num(l->val_elapsed)));
   if (st) return st;
   double dt = mnt_now() - te;
   l->eval_s += dt;
@@ -154,7 +157,7 @@ static int check_target(run *r, loop *l, int64_t step, double epoch_f) {
   mnt_trainer *t = r->t;
   if (!(r->o->target_top1 > 0) || !(l->val_top1 >= r->o->target_top1)) return MNT_OK;
   t->s.target_step = step;
-  r->target_time_s = l->elapsed0 + mnt_now() - l->t_start;
+  r->target_time_s = l->val_elapsed; /* the evaluation's line says the same */
   if (r->w->rank == 0) {
     mnt_train_progress_stamp(r->o);
     printf("mntrain train: target top-1 %.4f reached at step %lld (epoch %.2f) after %.1f s: the run ends here\n",

@@ -220,6 +220,7 @@ static int write_summary(run *r, const loop *l, const timing *tm) {
       "eval_seconds", mnt_json_num(l->eval_s), "resumed_from_step", (json_int_t)l->step0, "steps_this_job",
       (json_int_t)l->done);
   if (sm) json_object_set_new(sm, "precision", json_string(mnt_precision_name(t->be->precision)));
+  if (sm) json_object_set_new(sm, "optimizer", json_string(t->sgd.optimizer == MNT_OPTIM_LARS ? "lars" : "sgd"));
   if (sm) { /* what the layers ran: a throughput figure says what it measured */
     static char buf[8192];
     mnt_resnet_impls(t->m, MNT_LAYER_BN, buf, sizeof buf);

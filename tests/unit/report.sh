@@ -11,6 +11,9 @@
 # - scaling.csv exactly; scaling.svg well-formed XML (Python's minidom), SVG namespace, the ideal
 #   throughput line from the baseline (above the measured 4-rank point: 400 vs 360) and the 100%
 #   line, log2 axis for powers of two and a linear one otherwise;
+# - learning (tests/fixtures/report/learn: a batch sweep on 2 ranks with validation points): no
+#   scaling table, said; the learning table, learning.csv exactly, learning.svg checked like
+#   scaling.svg (a line per run in each plot, every point on the plot's one linear scale);
 # - exit 2 naming the runs: a missing directory, one without summary.json, a different arch (and
 #   --group reports both configurations apart), batch_per_rank and global_batch both different;
 #   nothing written then.
@@ -45,7 +48,7 @@ for row in '^ +1 +1 +2 +32 +100\.0 +± 2\.0 +1\.00x +100\.0% +1\.50 +100\.00 +20
   '^== resnet8, 28 px, cpu, fp32: weak scaling, 32 images per rank; baseline 1 rank \(weak/r1\)$'; do
   grep -Eq -- "$row" "$w/weak.txt" || bad "weak sweep: no line matching $row"
 done
-[ "$(grep -Ec '^ +[0-9]+ +[0-9]+ ' "$w/weak.txt")" -eq 3 ] || bad "weak sweep: not 3 rows"
+[ "$(sed '/^== learning/,$d' "$w/weak.txt" | grep -Ec '^ +[0-9]+ +[0-9]+ ')" -eq 3 ] || bad "weak sweep: not 3 rows"
 grep -Eq '^ +1 .*weak/r1$' <(grep -E '^ +[0-9]+ +[0-9]+ ' "$w/weak.txt" | head -n1) || bad "weak sweep: rows not sorted by ranks"
 [ $fail -eq 0 ] && ok "weak sweep: table rows (sorted), speedup, efficiency, ± sd, phases"
 
@@ -113,6 +116,80 @@ grep -qx "6,2,2,192,480.00,,4.8000,0.8000,2.500,103.000,206.000,20.000,11.000,$f
   grep -q '>ranks</text>' "$w/cwd/scaling.svg" && ! grep -q 'log2' "$w/cwd/scaling.svg" &&
   ok "1 + 6 ranks: E 0.8000, linear axis, files in the current directory" ||
   { bad "1 + 6 ranks (linear axis, default --out)"; ls "$w/cwd"; cat "$w/lin.txt"; }
+
+# ---- learning: a sweep of global batches (256, 2048, 8192 on 2 ranks: neither weak nor strong scaling)
+# whose runs have validation points: no scaling table (said), the learning table, learning.csv and
+# learning.svg. By hand: b256 reached 0.80 at epoch 2.00 after 30.5 s (final = best = 0.81);
+# b2048 (no optimizer in its summary: sgd) was resumed at step 6: its second job's evaluation at
+# step 9 (0.72) replaces the stopped job's (0.99), so final 0.72, best 0.75, target missed;
+# b8192 (lars) reached it at 2.50 after 40.3 s; its line with val_top1 1.5 is left out, warned.
+"$m" report learn/b8192 learn/b256 learn/b2048 --out "$w/learn" >"$w/learn.txt" 2>"$w/learn.err"
+rc=$?
+[ $rc -eq 0 ] && ok "batch sweep with validation: exit 0" || { bad "batch sweep with validation: exit $rc"; cat "$w/learn.err"; }
+cat >"$w/learning.csv" <<'EOF'
+ranks,nodes,global_batch,optimizer,evaluations,epochs,final_top1,best_top1,target_top1,target_reached,target_epoch,target_time_s,run
+2,2,256,sgd,2,2.0000,0.8100,0.8100,0.8000,true,2.0000,30.50,learn/b256
+2,2,2048,sgd,3,3.0000,0.7200,0.7500,0.8000,false,,,learn/b2048
+2,2,8192,lars,5,2.5000,0.8200,0.8200,0.8000,true,2.5000,40.30,learn/b8192
+EOF
+diff "$w/learning.csv" "$w/learn/learning.csv" && ok "learning.csv as worked out by hand" || bad "learning.csv differs (above)"
+for row in '^ +2 +256 +sgd +2 +2\.00 +81\.00% +81\.00% +80\.00% +2\.00 ep +30\.5 s +learn/b256$' \
+  '^ +2 +2048 +sgd +3 +3\.00 +72\.00% +75\.00% +80\.00% +missed +- +learn/b2048$' \
+  '^ +2 +8192 +lars +5 +2\.50 +82\.00% +82\.00% +80\.00% +2\.50 ep +40\.3 s +learn/b8192$' \
+  '^== resnet8, 28 px, cpu, fp32: no scaling table: .*neither weak scaling'; do
+  grep -Eq -- "$row" "$w/learn.txt" || bad "learning table: no line matching $row"
+done
+grep -q 'learn/b8192/metrics.jsonl:5: an evaluation without a valid epoch and val_top1' "$w/learn.err" ||
+  bad "the bad evaluation line of learn/b8192 is not named: $(cat "$w/learn.err")"
+ls "$w/learn"/scaling* >/dev/null 2>&1 && bad "a scaling.csv/svg was written for a batch sweep"
+$py - "$w/learn/learning.svg" <<'PY' || fail=1
+import sys, xml.dom.minidom as md
+path = sys.argv[1]
+try:
+    d = md.parse(path)
+except Exception as e:
+    print(f"FAIL: {path} is not well-formed XML: {e}"); sys.exit(1)
+s = d.documentElement
+lines = {p.getAttribute("id"): [tuple(map(float, q.split(","))) for q in p.getAttribute("points").split()]
+         for p in d.getElementsByTagName("polyline")}
+texts = [t.firstChild.data for t in d.getElementsByTagName("text") if t.firstChild]
+errs = []
+if s.tagName != "svg" or s.getAttribute("xmlns") != "http://www.w3.org/2000/svg" or s.getAttribute("version") != "1.1":
+    errs.append("root is not an SVG 1.1 <svg> in the SVG namespace")
+# rows sorted by global batch: 0 = b256, 1 = b2048 (the superseded 0.99 left out), 2 = b8192 (1.5 left out)
+top1 = {0: [0.70, 0.81], 1: [0.60, 0.75, 0.72], 2: [0.50, 0.60, 0.70, 0.78, 0.82]}
+epochs = {0: [1, 2], 1: [1, 2, 3], 2: [0.5, 1, 1.5, 2, 2.5]}
+secs = {0: [15, 30.5], 1: [10, 20, 31], 2: [8, 16, 24, 32, 40.3]}
+if sorted(lines) != sorted([f"{p}-{k}" for p in ("epochs", "time") for k in range(3)]):
+    errs.append(f"lines {sorted(lines)}, want epochs-0..2 and time-0..2 (one per run per plot)")
+else:
+    # one linear scale for every point of a plot: pixel = a + b * value, fitted on two points
+    for plot, xs in (("epochs", epochs), ("time", secs)):
+        if [len(lines[f"{plot}-{k}"]) for k in range(3)] != [2, 3, 5]:
+            errs.append(f"{plot}: point counts {[len(lines[f'{plot}-{k}']) for k in range(3)]}, want 2, 3, 5")
+            continue
+        pts = [(xs[k][i], top1[k][i], lines[f"{plot}-{k}"][i]) for k in range(3) for i in range(len(top1[k]))]
+        (x0, y0, p0), (x1, y1, p1) = pts[0], pts[-1]
+        bx, by = (p1[0] - p0[0]) / (x1 - x0), (p1[1] - p0[1]) / (y1 - y0)
+        if not (bx > 0 and by < 0):
+            errs.append(f"{plot}: x does not grow rightwards or top-1 upwards")
+        for x, y, p in pts:
+            if abs(p0[0] + bx * (x - x0) - p[0]) > 0.6 or abs(p0[1] + by * (y - y0) - p[1]) > 0.6:
+                errs.append(f"{plot}: the point ({x}, {y}) is drawn at {p}, off the plot's scale")
+                break
+targets = [l for l in d.getElementsByTagName("line") if l.getAttribute("class") == "target"]
+if len(targets) != 2 or any(abs(float(t.getAttribute("y1")) - float(t.getAttribute("y2"))) > 0.01 for t in targets):
+    errs.append(f"{len(targets)} target lines, want one flat line per plot")
+for want in ("against epochs", "against wall time", "epochs", "wall time (s)", "validation top-1"):
+    if want not in texts:
+        errs.append(f"no text '{want}'")
+legend = [t for t in texts if t.startswith("2 ranks, global batch")]
+if len(legend) != 3 or "lars" not in legend[2] or "target missed" not in legend[1]:
+    errs.append(f"legend: {legend}")
+print("FAIL: learning.svg: " + "; ".join(errs) if errs else
+      "ok: learning.svg: well-formed SVG 1.1, a line per run in each plot on one scale, the target, a legend")
+sys.exit(1 if errs else 0)
+PY
 
 # ---- errors: exit 2, naming the runs, writing nothing
 err() { # err NAME 'PATTERN'... -- RUN_DIR...: exit 2, every pattern in stderr, no scaling.* written

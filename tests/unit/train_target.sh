@@ -11,6 +11,8 @@
 #   trains nothing (a requeued job must not train on past its target);
 # - a run stopped between two evaluation points and resumed evaluates where the first would have
 #   (--eval-every is kept across a stop);
+# - mntrain report of the two runs: learning.csv's target columns are summary.json's, and every
+#   evaluation's metrics line carries the run's wall time (elapsed_s);
 # - --target-top1 without --val is a usage error (exit 2) naming --val.
 #   train_target.sh path/to/mntrain
 set -u
@@ -69,6 +71,32 @@ grep -q "target top-1 0.9000 reached at step" "$w/hit.log" || { echo "FAIL: no '
 grep -q "target top-1 1.0000 not reached in 4 steps" "$w/miss.log" || { echo "FAIL: no 'not reached' line"; cat "$w/miss.log"; fail=1; }
 $py -c 'import json,sys; s=json.load(open(sys.argv[1])); sys.exit(0 if s["target_reached"] is False and s["steps_done"] == 4 and "target_step" not in s else 1)' \
   "$w/miss/summary.json" || { echo "FAIL: summary.json of a missed target: $(cat "$w/miss/summary.json")"; fail=1; }
+
+# mntrain report of both: the learning table and learning.csv carry the target as summary.json says;
+# every evaluation line has the run's wall time (elapsed_s), growing
+"$m" report "$w/hit" "$w/miss" --out "$w/rep" >"$w/rep.log" 2>&1 || { echo "FAIL: report exited $?"; cat "$w/rep.log"; fail=1; }
+$py - "$w" <<'PY' || fail=1
+import csv, json, sys
+w = sys.argv[1]
+rows = {r["run"]: r for r in csv.DictReader(open(f"{w}/rep/learning.csv"))}
+s = json.load(open(f"{w}/hit/summary.json"))
+bad = []
+h, m = rows.get(f"{w}/hit"), rows.get(f"{w}/miss")
+if not h or not m:
+    bad.append(f"learning.csv rows {sorted(rows)}")
+else:
+    if h["target_reached"] != "true" or abs(float(h["target_time_s"]) - s["target_time_s"]) > 0.006 \
+            or abs(float(h["target_epoch"]) - s["target_epoch"]) > 1e-4:
+        bad.append(f"hit: {h} against summary.json {s}")
+    if m["target_reached"] != "false" or m["target_time_s"] != "":
+        bad.append(f"miss: {m}")
+t = [json.loads(l).get("elapsed_s") for l in open(f"{w}/hit/metrics.jsonl") if "val_top1" in l]
+if None in t or t != sorted(t) or not t[0] > 0:
+    bad.append(f"elapsed_s of the evaluations: {t}")
+for b in bad:
+    print("FAIL: report:", b)
+sys.exit(1 if bad else 0)
+PY
 
 # with checkpoints: reached, then the same command again trains nothing
 ck=("${base[@]}" --epochs 6 --target-top1 0.9 --out "$w/ck" --ckpt-every-steps 5)
