@@ -131,6 +131,7 @@ static int evaluate(run *r, loop *l, int64_t step, double epoch_f) {
   if (st != MNT_OK) return st;
   l->val_top1 = v1;
   if (!(l->best_top1 >= v1)) l->best_top1 = v1;
+  if (v1 > t->s.best_top1) t->s.best_top1 = v1; /* the run's, kept in its checkpoints */
   if (r->w->rank == 0) {
     mnt_train_progress_stamp(r->o);
     printf("epoch %.2f validation: loss %.4f top1 %.4f top5 %.4f (%lld samples)\n", epoch_f, vl, v1, v5,
@@ -199,7 +200,8 @@ static int train_loop(run *r) {
   mnt_trainer *t = r->t;
   mnt_world *w = r->w;
   loop l = {.step0 = t->s.step, .todo = t->s.target_step ? 0 : t->total - t->s.step, .last_loss = NAN,
-            .last_top1 = NAN, .val_top1 = NAN, .best_top1 = NAN, .elapsed0 = t->s.elapsed_s};
+            .last_top1 = NAN, .val_top1 = NAN, .best_top1 = t->s.best_top1 > 0 ? t->s.best_top1 : NAN,
+            .elapsed0 = t->s.elapsed_s};
   if (l.todo < 0) { /* mnt_rundir_same_run found the run's steps the checkpoint's, and state_ok
                      * (cmd/train_setup.c) its step within them */
     MNT_ERR("resumed at step %lld of a run of %lld steps", (long long)t->s.step, (long long)t->total);

@@ -60,7 +60,7 @@ typedef struct loop {
   double ph[5], ph_all[5];
   double t_start, t_after_warmup, iv_t0; /* the job's, the timed steps' and the interval's start */
   double eval_s, eval_timed_s;           /* evaluation time, all and after warm-up */
-  double last_loss, last_top1, val_top1, best_top1; /* best_top1: this job's best validation */
+  double last_loss, last_top1, val_top1, best_top1; /* best_top1: the run's best validation (all its jobs) */
   double elapsed0;    /* the run's wall seconds before this job (its checkpoint's) */
   double val_elapsed; /* the run's wall seconds at the last evaluation (metrics.jsonl "elapsed_s") */
   int stopped; /* stopped on request, with a checkpoint */

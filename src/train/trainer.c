@@ -21,24 +21,25 @@
 
 /* ---- state -------------------------------------------------------------------------------- */
 json_t *mnt_train_state_json(const mnt_train_state *s) {
-  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:b, s:I, s:f}", "step", (json_int_t)s->step,
+  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:b, s:I, s:f, s:f}", "step", (json_int_t)s->step,
                    "epoch", (json_int_t)s->epoch, "cursor", (json_int_t)s->cursor, "skipped_steps",
                    (json_int_t)s->skipped, "global_batch", (json_int_t)s->global_batch, "bn_group",
                    (json_int_t)s->bn_group, "interval_loss_sum", s->iv_loss, "interval_top1_sum", s->iv_top1,
                    "interval_images", s->iv_n, "eval_due", s->eval_due, "target_step", (json_int_t)s->target_step,
-                   "elapsed_s", s->elapsed_s);
+                   "elapsed_s", s->elapsed_s, "best_val_top1", s->best_top1);
 }
 
 int mnt_train_state_parse(json_t *o, mnt_train_state *s, char *why, size_t n) {
   json_error_t e;
-  json_int_t st, ep, cu, sk, gb, bg, ts = 0; /* target_step, elapsed_s, eval_due: absent from checkpoints */
-  int due = 0;                                /* written before they were kept */
-  double il, it, in, el = 0;
+  /* target_step, elapsed_s, best_val_top1, eval_due: absent from checkpoints written before they were kept */
+  json_int_t st, ep, cu, sk, gb, bg, ts = 0;
+  int due = 0;
+  double il, it, in, el = 0, bt = 0;
   if (!json_is_object(o) ||
-      json_unpack_ex(o, &e, 0, "{s:I, s:I, s:I, s:I, s:I, s:I, s:F, s:F, s:F, s?b, s?I, s?F}", "step", &st, "epoch",
+      json_unpack_ex(o, &e, 0, "{s:I, s:I, s:I, s:I, s:I, s:I, s:F, s:F, s:F, s?b, s?I, s?F, s?F}", "step", &st, "epoch",
                      &ep, "cursor", &cu, "skipped_steps", &sk, "global_batch", &gb, "bn_group", &bg,
                      "interval_loss_sum", &il, "interval_top1_sum", &it, "interval_images", &in, "eval_due", &due,
-                     "target_step", &ts, "elapsed_s", &el) != 0) {
+                     "target_step", &ts, "elapsed_s", &el, "best_val_top1", &bt) != 0) {
     snprintf(why, n, "the training state is incomplete: %s", json_is_object(o) ? e.text : "not an object");
     return MNT_EDATA;
   }
@@ -46,7 +47,7 @@ int mnt_train_state_parse(json_t *o, mnt_train_state *s, char *why, size_t n) {
    * position on the batch grid, no more skipped steps than steps */
   if (st < 0 || st > (json_int_t)1 << 40 || ep < 0 || ep > st || gb < 1 || gb > 1 << 30 || bg < 1 || bg > gb ||
       cu < 0 || cu % gb || sk < 0 || sk > st || !(in >= 0) || !isfinite(il) || !isfinite(it) || ts < 0 || ts > st ||
-      !(el >= 0) || !isfinite(el)) {
+      !(el >= 0) || !isfinite(el) || !(bt >= 0 && bt <= 1)) {
     snprintf(why, n, "the training state is out of range (step %lld, epoch %lld, cursor %lld, skipped %lld, global "
              "batch %lld, bn group %lld)", (long long)st, (long long)ep, (long long)cu, (long long)sk, (long long)gb,
              (long long)bg);
@@ -54,7 +55,7 @@ int mnt_train_state_parse(json_t *o, mnt_train_state *s, char *why, size_t n) {
   }
   *s = (mnt_train_state){.step = st, .epoch = ep, .cursor = cu, .skipped = sk, .global_batch = gb, .bn_group = bg,
                          .iv_loss = il, .iv_top1 = it, .iv_n = in, .eval_due = due, .target_step = ts,
-                         .elapsed_s = el};
+                         .elapsed_s = el, .best_top1 = bt};
   return MNT_OK;
 }
 

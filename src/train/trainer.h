@@ -40,6 +40,7 @@ typedef struct mnt_train_state {
                                     * preempted job has seconds); the resumed run evaluates first */
   int64_t target_step;             /* --target-top1 reached after this step (0: not): the run is complete */
   double elapsed_s;                /* wall seconds of this run's jobs up to the state (time to accuracy) */
+  double best_top1;                /* the run's best validation top-1 so far (0: none yet) */
 } mnt_train_state;
 
 /* what one step did (this rank) */

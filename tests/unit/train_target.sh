@@ -10,7 +10,7 @@
 # - the same command again, with checkpoints, finds the run complete at its target step and
 #   trains nothing (a requeued job must not train on past its target);
 # - a run stopped between two evaluation points and resumed evaluates where the first would have
-#   (--eval-every is kept across a stop);
+#   (--eval-every is kept across a stop), and its checkpoint keeps the best top-1 so far;
 # - mntrain report of the two runs: learning.csv's target columns are summary.json's, and every
 #   evaluation's metrics line carries the run's wall time (elapsed_s);
 # - --target-top1 without --val is a usage error (exit 2) naming --val.
@@ -107,14 +107,21 @@ if ! grep -q "the run is complete (step $step of 96)" "$w/ck2.log" || grep -q '^
   echo "FAIL: rerunning a run that reached its target (step $step):"; cat "$w/ck2.log"; fail=1
 fi
 
-# stopped at step 5 (between evaluations at 8 and 16) and resumed: evaluations still every 8 steps
+# stopped at step 12 (between evaluations at 8 and 16) and resumed: evaluations still every 8 steps;
+# the checkpoint keeps the run's best top-1 so far, and summary.json's best is over both jobs
 st=("${base[@]}" --epochs 1 --out "$w/st" --ckpt-every-steps 100)
-"$m" "${st[@]}" --stop-after 5 >"$w/st1.log" 2>&1
+"$m" "${st[@]}" --stop-after 12 >"$w/st1.log" 2>&1
 rc=$?
-[ $rc -eq 3 ] || { echo "FAIL: --stop-after 5 exited $rc, want 3"; cat "$w/st1.log"; fail=1; }
+[ $rc -eq 3 ] || { echo "FAIL: --stop-after 12 exited $rc, want 3"; cat "$w/st1.log"; fail=1; }
+v8=$($py -c 'import json,sys; print([json.loads(l)["val_top1"] for l in open(sys.argv[1]) if "val_top1" in l])' "$w/st/metrics.jsonl")
+kept=$($py -c 'import json,sys; print(json.load(open(sys.argv[1]))["state"].get("best_val_top1"))' "$w/st/ckpt/step-00000012/MANIFEST.json" 2>&1)
+[ "[$kept]" = "$v8" ] || { echo "FAIL: the checkpoint of step 12 keeps best_val_top1 $kept, the evaluations before it: $v8"; fail=1; }
 "$m" "${st[@]}" >"$w/st2.log" 2>&1 || { echo "FAIL: the resumed run exited $?"; cat "$w/st2.log"; fail=1; }
 got=$($py -c 'import json,sys; print(" ".join(str(json.loads(l)["step"]) for l in open(sys.argv[1]) if "val_top1" in l))' "$w/st/metrics.jsonl")
 [ "$got" = "8 16" ] || { echo "FAIL: a stopped and resumed run evaluated at steps '$got', want '8 16'"; fail=1; }
+$py -c 'import json,sys; v=[json.loads(l)["val_top1"] for l in open(sys.argv[1]) if "val_top1" in l]; s=json.load(open(sys.argv[2]))
+sys.exit(0 if s.get("best_val_top1") == max(v) else 1)' "$w/st/metrics.jsonl" "$w/st/summary.json" ||
+  { echo "FAIL: the resumed run's best_val_top1 is not the best of both jobs' evaluations"; fail=1; }
 
 # a usage error
 "$m" train --data "$w/tr" --arch resnet8 --size 16 --target-top1 0.5 --out "$w/u" >"$w/u.log" 2>&1
