@@ -310,12 +310,6 @@ static void print_table(const run *r, int n, int strong) {
          !strcmp(r[0].device, "cpu") ? "compute threads per rank" : "devices per rank");
 }
 
-/* ",v" with `digits` decimals, or "," alone when v is unknown */
-static void csv_num(FILE *f, int digits, double v) {
-  if (isnan(v)) fputc(',', f);
-  else fprintf(f, ",%.*f", digits, v);
-}
-
 static int write_csv(const char *path, const run *r, int n) {
   char tmp[MNT_PATH_MAX];
   FILE *f = mnt_tmp_fopen(path, tmp, sizeof tmp);
@@ -326,22 +320,13 @@ static int write_csv(const char *path, const run *r, int n) {
     const run *x = &r[i];
     fprintf(f, "%lld,%lld,%lld,%lld", (long long)x->ranks, (long long)x->nodes, (long long)x->devices,
             (long long)x->global_batch);
-    csv_num(f, 2, x->ips);
-    csv_num(f, 2, x->spread);
-    csv_num(f, 4, x->speedup);
-    csv_num(f, 4, x->eff);
-    for (int k = 0; k < NPH; k++) csv_num(f, 3, x->ph[k]);
+    mnt_report_csv_num(f, 2, x->ips);
+    mnt_report_csv_num(f, 2, x->spread);
+    mnt_report_csv_num(f, 4, x->speedup);
+    mnt_report_csv_num(f, 4, x->eff);
+    for (int k = 0; k < NPH; k++) mnt_report_csv_num(f, 3, x->ph[k]);
     fputc(',', f);
-    if (strpbrk(x->dir, ",\"\r\n")) { /* RFC 4180 */
-      fputc('"', f);
-      for (const char *c = x->dir; *c; c++) {
-        if (*c == '"') fputc('"', f);
-        fputc(*c, f);
-      }
-      fputc('"', f);
-    } else {
-      fputs(x->dir, f);
-    }
+    mnt_report_csv_str(f, x->dir);
     fputc('\n', f);
   }
   return mnt_tmp_fcommit(f, tmp, path);

@@ -2,8 +2,8 @@
  * share; not an interface outside `mntrain report`.
  * defines: mnt_report_run (one run of the sweep), mnt_report_point (one evaluation), MNT_REPORT_NPH,
  *          mnt_report_describe, mnt_report_write_svg (files written whole or not at all through
- *          tmpfile.h's mnt_tmp_fopen / mnt_tmp_fcommit), mnt_report_xml_text, mnt_report_nice_step
- *          (report_svg.c), mnt_report_slow_ranks (report_ranks.c), mnt_report_trace (report_trace.c),
+ *          tmpfile.h's mnt_tmp_fopen / mnt_tmp_fcommit), mnt_report_svg_open, mnt_report_xml_text,
+ *          mnt_report_nice_step, mnt_report_csv_num, mnt_report_csv_str (report_svg.c), mnt_report_slow_ranks (report_ranks.c), mnt_report_trace (report_trace.c),
  *          mnt_report_add_point, mnt_report_learning (report_learn.c) */
 #ifndef MNT_REPORT_INTERNAL_H
 #define MNT_REPORT_INTERNAL_H
@@ -44,6 +44,11 @@ typedef struct mnt_report_point {
 void mnt_report_describe(const mnt_report_run *r, int strong, char *out, size_t len);
 /* path: throughput and efficiency against ranks of the sorted sweep r[0..n), with the ideal lines */
 int mnt_report_write_svg(const char *path, const mnt_report_run *r, int n, int strong);
+/* the XML declaration and an SVG 1.1 <svg> of w x h pixels (the caller closes it) */
+void mnt_report_svg_open(FILE *f, int w, int h);
+/* CSV fields: ",v" with `digits` decimals (",": unknown, NAN); s quoted as RFC 4180 where it must be */
+void mnt_report_csv_num(FILE *f, int digits, double v);
+void mnt_report_csv_str(FILE *f, const char *s);
 /* SVG text: & < > " escaped */
 void mnt_report_xml_text(FILE *f, const char *s);
 /* 1, 2 or 5 times a power of ten: about `target` steps over range */

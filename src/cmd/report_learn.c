@@ -78,25 +78,6 @@ static void print_table(const run *const *r, int n, int targets) {
          "job's after its checkpoint)\n");
 }
 
-/* ",v" with `digits` decimals, or "," alone when v is unknown */
-static void csv_num(FILE *f, int digits, double v) {
-  if (isnan(v)) fputc(',', f);
-  else fprintf(f, ",%.*f", digits, v);
-}
-
-static void csv_str(FILE *f, const char *s) {
-  if (!strpbrk(s, ",\"\r\n")) {
-    fputs(s, f);
-    return;
-  }
-  fputc('"', f); /* RFC 4180 */
-  for (; *s; s++) {
-    if (*s == '"') fputc('"', f);
-    fputc(*s, f);
-  }
-  fputc('"', f);
-}
-
 static int write_csv(const char *path, const run *const *r, int n) {
   char tmp[MNT_PATH_MAX];
   FILE *f = mnt_tmp_fopen(path, tmp, sizeof tmp);
@@ -106,15 +87,15 @@ static int write_csv(const char *path, const run *const *r, int n) {
   for (int i = 0; i < n; i++) {
     const run *x = r[i];
     fprintf(f, "%lld,%lld,%lld,%s,%d", x->ranks, x->nodes, x->global_batch, opt_name(x), x->nval);
-    csv_num(f, 4, x->val[x->nval - 1].epoch);
-    csv_num(f, 4, x->val[x->nval - 1].top1);
-    csv_num(f, 4, best_of(x));
-    csv_num(f, 4, x->target_reached >= 0 ? x->target : NAN);
+    mnt_report_csv_num(f, 4, x->val[x->nval - 1].epoch);
+    mnt_report_csv_num(f, 4, x->val[x->nval - 1].top1);
+    mnt_report_csv_num(f, 4, best_of(x));
+    mnt_report_csv_num(f, 4, x->target_reached >= 0 ? x->target : NAN);
     fprintf(f, ",%s", x->target_reached < 0 ? "" : x->target_reached ? "true" : "false");
-    csv_num(f, 4, x->target_epoch);
-    csv_num(f, 2, x->target_time);
+    mnt_report_csv_num(f, 4, x->target_epoch);
+    mnt_report_csv_num(f, 2, x->target_time);
     fputc(',', f);
-    csv_str(f, x->dir);
+    mnt_report_csv_str(f, x->dir);
     fputc('\n', f);
   }
   return mnt_tmp_fcommit(f, tmp, path);
@@ -212,10 +193,7 @@ static int write_svg(const char *path, const run *const *r, int n) {
   char tmp[MNT_PATH_MAX];
   FILE *f = mnt_tmp_fopen(path, tmp, sizeof tmp);
   if (!f) return MNT_ESYS;
-  fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
-             "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
-             "viewBox=\"0 0 %d %d\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n",
-          W, h, W, h);
+  mnt_report_svg_open(f, W, h);
   fprintf(f, "<title>mntrain report: validation top-1 of %d run%s</title>\n", n, n == 1 ? "" : "s");
   fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, h);
   fprintf(f, "<text x=\"%d\" y=\"26\" text-anchor=\"middle\" font-size=\"17\" font-weight=\"bold\">", W / 2);

@@ -4,6 +4,7 @@
  * 1.1 written with fprintf; opens in any browser. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "log.h"
 #include "path.h"
@@ -20,6 +21,31 @@ void mnt_report_xml_text(FILE *f, const char *s) {
     else if (*s == '"') fputs("&quot;", f);
     else fputc(*s, f);
   }
+}
+
+void mnt_report_svg_open(FILE *f, int w, int h) {
+  fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
+             "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
+             "viewBox=\"0 0 %d %d\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n",
+          w, h, w, h);
+}
+
+void mnt_report_csv_num(FILE *f, int digits, double v) {
+  if (isnan(v)) fputc(',', f);
+  else fprintf(f, ",%.*f", digits, v);
+}
+
+void mnt_report_csv_str(FILE *f, const char *s) {
+  if (!strpbrk(s, ",\"\r\n")) {
+    fputs(s, f);
+    return;
+  }
+  fputc('"', f); /* RFC 4180 */
+  for (; *s; s++) {
+    if (*s == '"') fputc('"', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
 }
 
 double mnt_report_nice_step(double range, int target) {
@@ -79,10 +105,7 @@ static void svg_layout(const run *r, int n, layout *L) {
 
 /* the XML declaration, <svg>, the title and the heading */
 static void svg_head(FILE *f, const run *b, const char *what) {
-  fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
-             "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
-             "viewBox=\"0 0 %d %d\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n",
-          SVG_W, SVG_H, SVG_W, SVG_H);
+  mnt_report_svg_open(f, SVG_W, SVG_H);
   fprintf(f, "<title>mntrain report: ");
   mnt_report_xml_text(f, b->arch);
   fprintf(f, " %lld px %s %s, %s</title>\n", (long long)b->image_size, b->device, b->precision, what);
