@@ -477,13 +477,16 @@ int mnt_trainer_save(mnt_trainer *t, mnt_ckpt_writer *wr, json_t *config) {
   int nt;
   mnt_ckpt_tensor *v = tensors(t, hw, hm, hbn, &nt);
   if (!v) return MNT_ENOMEM;
-  /* the log interval's sums over all ranks: one state, the same on every rank */
-  float iv[3] = {(float)t->s.iv_loss, (float)t->s.iv_top1, (float)t->s.iv_n};
-  MNT_CHECK(mnt_allreduce(t->c, iv, 3, MNT_FP32, MNT_SUM));
+  /* the log interval's sums over all ranks, and rank 0's wall time (each rank's own clock differs; a
+   * double as two floats, the others adding 0): one state, the same on every rank */
+  double e0 = t->w->rank == 0 ? t->s.elapsed_s : 0;
+  float hi = (float)e0, iv[5] = {(float)t->s.iv_loss, (float)t->s.iv_top1, (float)t->s.iv_n, hi, (float)(e0 - hi)};
+  MNT_CHECK(mnt_allreduce(t->c, iv, 5, MNT_FP32, MNT_SUM));
   mnt_train_state s = t->s;
   s.iv_loss = iv[0];
   s.iv_top1 = iv[1];
   s.iv_n = iv[2];
+  s.elapsed_s = (double)iv[3] + (double)iv[4];
   json_t *state = mnt_train_state_json(&s);
   json_object_set_new(state, "lr", json_real(mnt_trainer_lr(t)));
   const mnt_dataset *d = &t->train; /* what makes the file self-describing; fixed for the run */
