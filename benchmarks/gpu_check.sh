@@ -178,7 +178,7 @@ finish() {
       printf '%-26s %s\n' "batch norm (bf16)" "${bn_mode:-unknown}"
       printf '%-26s %s\n' "convolution algorithms" "cuDNN's ranking: ${mnt:-n/a} img/s; timed at start-up: ${timed_ips:-n/a} img/s${timed_algos:+ ($timed_algos)}"
       printf '%-26s %s\n' "NCCL collectives" "${nccl_mode:-unknown}"
-      printf '%-26s %s\n' "stem input channels" "3 (not padded to 4)"
+      printf '%-26s %s\n' "stem input channels" "${stem_mode:-unknown}"
       printf '%-26s %s\n' "bf16 weight copies" "cast once per step in forward, reused by backward-data"
       printf '%-26s %s\n' "batch upload (train)" "on the compute stream (no copy overlap)"
     } | tee -a "$results"
@@ -433,6 +433,12 @@ fi
 bn_mode=$(sed -n 's/\r$//; s/^#[[:space:]]*[Bb]atch[ -]\{0,1\}[Nn]orm[a-z]*[[:space:]]*:[[:space:]]*//p' "$log" | tail -1 |
   sed 's/[[:space:]]*;[[:space:]]*/ + /g; s/[[:space:]]*,[[:space:]]*/ + /g; s/[[:space:]]\{1,\}/ /g; s/ $//')
 [[ -n $bn_mode ]] || bn_mode=unknown
+# the stem's input channels: the bf16 stem convolution names its padding in "# convolution: ..."
+if grep -q '^# convolution:.*input padded 3->4 channels' "$log"; then
+  stem_mode="4 (3 padded with a zero channel inside the layer, MNT_STEM_PAD=on)"
+elif grep -q '^# convolution:' "$log"; then
+  stem_mode="3 (not padded)"
+fi
 say "mntrain: batch norm $bn_mode" | tee -a "$log"
 footer mntrain "$st"
 

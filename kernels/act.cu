@@ -218,20 +218,31 @@ __global__ void xent_reduce_k(const float *__restrict__ rows, int N, float *__re
 }
 
 // ---- conv weights ---------------------------------------------------------------------------
-__global__ void oihw_to_krsc_k(const float *__restrict__ w, __nv_bfloat16 *__restrict__ out, int K, int C, int R) {
-  MNT_GRID_STRIDE(i, (size_t)K * C * R * R) {
-    size_t c = i % C, t = i / C, s = t % R;
+// Cp >= C: the KRSC copy's channel count; channels C..Cp-1 are zero (the stem's padding to 4)
+__global__ void oihw_to_krsc_k(const float *__restrict__ w, __nv_bfloat16 *__restrict__ out, int K, int C, int Cp,
+                               int R) {
+  MNT_GRID_STRIDE(i, (size_t)K * Cp * R * R) {
+    size_t c = i % Cp, t = i / Cp, s = t % R;
     t /= R;
     size_t r = t % R, k = t / R;
-    out[i] = __float2bfloat16_rn(w[((k * C + c) * R + r) * R + s]);
+    out[i] = c < (size_t)C ? __float2bfloat16_rn(w[((k * C + c) * R + r) * R + s]) : __float2bfloat16_rn(0.0f);
   }
 }
-__global__ void krsc_to_oihw_k(const __nv_bfloat16 *__restrict__ in, float *__restrict__ w, int K, int C, int R) {
+__global__ void krsc_to_oihw_k(const __nv_bfloat16 *__restrict__ in, float *__restrict__ w, int K, int C, int Cp,
+                               int R) {
   MNT_GRID_STRIDE(i, (size_t)K * C * R * R) {
     size_t s = i % R, t = i / R, r = t % R;
     t /= R;
     size_t c = t % C, k = t / C;
-    w[i] = __bfloat162float(in[((k * R + r) * R + s) * C + c]);
+    w[i] = __bfloat162float(in[((k * R + r) * R + s) * Cp + c]);
+  }
+}
+// NHWC with C channels -> NHWC with Cp >= C, the added channels zero
+__global__ void pad_channels_k(const __nv_bfloat16 *__restrict__ x, __nv_bfloat16 *__restrict__ y, size_t npix, int C,
+                               int Cp) {
+  MNT_GRID_STRIDE(i, npix * Cp) {
+    size_t c = i % Cp, p = i / Cp;
+    y[i] = c < (size_t)C ? x[p * C + c] : __float2bfloat16_rn(0.0f);
   }
 }
 
@@ -364,16 +375,24 @@ extern "C" int mnt_k_xent_reduce(const float *rows, int N, float *out3, void *st
   return launched();
 }
 
-extern "C" int mnt_k_oihw_to_krsc_bf16(const float *w, void *out, int K, int C, int R, void *stream) {
-  size_t n = (size_t)K * C * R * R;
-  if (n == 0) return 0;
-  oihw_to_krsc_k<<<grid_for(n), kThreads, 0, S(stream)>>>(w, static_cast<bf *>(out), K, C, R);
+extern "C" int mnt_k_oihw_to_krsc_bf16(const float *w, void *out, int K, int C, int Cp, int R, void *stream) {
+  size_t n = (size_t)K * Cp * R * R;
+  if (n == 0 || Cp < C) return n == 0 ? 0 : (int)cudaErrorInvalidValue;
+  oihw_to_krsc_k<<<grid_for(n), kThreads, 0, S(stream)>>>(w, static_cast<bf *>(out), K, C, Cp, R);
   return launched();
 }
 
-extern "C" int mnt_k_krsc_bf16_to_oihw(const void *in, float *w, int K, int C, int R, void *stream) {
+extern "C" int mnt_k_krsc_bf16_to_oihw(const void *in, float *w, int K, int C, int Cp, int R, void *stream) {
   size_t n = (size_t)K * C * R * R;
-  if (n == 0) return 0;
-  krsc_to_oihw_k<<<grid_for(n), kThreads, 0, S(stream)>>>(static_cast<const bf *>(in), w, K, C, R);
+  if (n == 0 || Cp < C) return n == 0 ? 0 : (int)cudaErrorInvalidValue;
+  krsc_to_oihw_k<<<grid_for(n), kThreads, 0, S(stream)>>>(static_cast<const bf *>(in), w, K, C, Cp, R);
+  return launched();
+}
+
+extern "C" int mnt_k_pad_channels_bf16(const void *x, void *y, size_t npix, int C, int Cp, void *stream) {
+  size_t n = npix * (size_t)Cp;
+  if (n == 0 || Cp < C) return n == 0 ? 0 : (int)cudaErrorInvalidValue;
+  pad_channels_k<<<grid_for(n), kThreads, 0, S(stream)>>>(static_cast<const bf *>(x), static_cast<bf *>(y), npix, C,
+                                                          Cp);
   return launched();
 }

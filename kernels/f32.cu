@@ -19,7 +19,11 @@ unsigned grid_for(size_t n) {
 #define MNT_GRID_STRIDE(i, n) \
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
-__global__ void acc_k(float *y, const float *x, size_t n) {
+// skip: the non-finite flag (or NULL); set, the kernel writes nothing (one load per thread, cached)
+__device__ __forceinline__ bool skipped(const int32_t *skip) { return skip && *skip; }
+
+__global__ void acc_k(float *y, const float *x, size_t n, const int32_t *skip) {
+  if (skipped(skip)) return;
   MNT_GRID_STRIDE(i, n) { y[i] += x[i]; }
 }
 __global__ void scale_k(float *y, float a, size_t n) {
@@ -27,7 +31,8 @@ __global__ void scale_k(float *y, float a, size_t n) {
 }
 // PyTorch's SGD (torch.optim.SGD, dampening 0, no Nesterov) in the CPU backend's order
 __global__ void sgd_k(float *__restrict__ w, const float *__restrict__ g, float *__restrict__ m, size_t n, float lr,
-                      float mu, float wd, int first) {
+                      float mu, float wd, int first, const int32_t *skip) {
+  if (skipped(skip)) return;
   MNT_GRID_STRIDE(i, n) {
     float d = g[i] + wd * w[i];
     float v = first ? d : mu * m[i] + d;
@@ -67,7 +72,8 @@ __global__ void lars_norms_k(const float *__restrict__ w, const float *__restric
 // loop in src/simd.c: no contraction into FMA)
 __global__ void lars_apply_k(float *__restrict__ w, const float *__restrict__ g, float *__restrict__ m,
                              const mnt_k_seg *seg, const double *partial, float lr, float mu, float wd, float eta,
-                             int first) {
+                             int first, const int32_t *skip) {
+  if (skipped(skip)) return;
   const mnt_k_seg s = seg[blockIdx.y];
   float lr_i = lr, wd_i = 0.0f;
   if (s.adapt) {
@@ -98,9 +104,9 @@ cudaStream_t S(void *s) { return static_cast<cudaStream_t>(s); }
 
 }  // namespace
 
-extern "C" int mnt_k_f32_acc(float *y, const float *x, size_t n, void *stream) {
+extern "C" int mnt_k_f32_acc(float *y, const float *x, size_t n, const int32_t *skip, void *stream) {
   if (n == 0) return 0;
-  acc_k<<<grid_for(n), kThreads, 0, S(stream)>>>(y, x, n);
+  acc_k<<<grid_for(n), kThreads, 0, S(stream)>>>(y, x, n, skip);
   return (int)cudaGetLastError();
 }
 
@@ -111,18 +117,18 @@ extern "C" int mnt_k_f32_scale(float *y, float a, size_t n, void *stream) {
 }
 
 extern "C" int mnt_k_sgd(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first,
-                         void *stream) {
+                         const int32_t *skip, void *stream) {
   if (n == 0) return 0;
-  sgd_k<<<grid_for(n), kThreads, 0, S(stream)>>>(w, g, m, n, lr, mu, wd, first);
+  sgd_k<<<grid_for(n), kThreads, 0, S(stream)>>>(w, g, m, n, lr, mu, wd, first, skip);
   return (int)cudaGetLastError();
 }
 
 extern "C" int mnt_k_lars(float *w, const float *g, float *m, const mnt_k_seg *seg, int nseg, double *partial,
-                          float lr, float mu, float wd, float eta, int first, void *stream) {
+                          float lr, float mu, float wd, float eta, int first, const int32_t *skip, void *stream) {
   if (nseg <= 0) return 0;
   dim3 grid(MNT_K_LARS_BLOCKS, (unsigned)nseg);
   lars_norms_k<<<grid, kThreads, 0, S(stream)>>>(w, g, seg, partial);
-  lars_apply_k<<<grid, kThreads, 0, S(stream)>>>(w, g, m, seg, partial, lr, mu, wd, eta, first);
+  lars_apply_k<<<grid, kThreads, 0, S(stream)>>>(w, g, m, seg, partial, lr, mu, wd, eta, first, skip);
   return (int)cudaGetLastError();
 }
 

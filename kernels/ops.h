@@ -6,7 +6,7 @@
  * defines (activations): mnt_k_relu_fwd, mnt_k_relu_bwd, mnt_k_add, mnt_k_acc, mnt_k_gap_fwd,
  *          mnt_k_gap_bwd, mnt_k_bias_rows, mnt_k_col_sum, mnt_k_nchw_to_act, mnt_k_act_to_nchw,
  *          mnt_k_xent_rows, mnt_k_xent_reduce;
- *          (weights) mnt_k_oihw_to_krsc_bf16, mnt_k_krsc_bf16_to_oihw;
+ *          (weights) mnt_k_oihw_to_krsc_bf16, mnt_k_krsc_bf16_to_oihw, mnt_k_pad_channels_bf16;
  *          (fp32 vectors) mnt_k_f32_acc, mnt_k_f32_scale, mnt_k_sgd, mnt_k_lars (mnt_k_seg), mnt_k_nonfinite;
  *          (batch norm, bf16 NHWC, bn.cu) mnt_k_bn_ws_floats, mnt_k_bn_fwd_train, mnt_k_bn_fwd_infer,
  *          mnt_k_bn_bwd. */
@@ -44,16 +44,22 @@ int mnt_k_xent_rows(int bf16, const void *logits, const int32_t *labels, void *d
 int mnt_k_xent_reduce(const float *rows, int N, float *out3, void *stream);
 
 /* ---- conv weights (act.cu) ---- */
-/* fp32 OIHW [K,C,R,R] -> bf16 KRSC [K,R,R,C] (cuDNN's NHWC filter) */
-int mnt_k_oihw_to_krsc_bf16(const float *w, void *out, int K, int C, int R, void *stream);
-/* bf16 KRSC -> fp32 OIHW (overwritten) */
-int mnt_k_krsc_bf16_to_oihw(const void *in, float *w, int K, int C, int R, void *stream);
+/* fp32 OIHW [K,C,R,R] -> bf16 KRSC [K,R,R,Cp] (cuDNN's NHWC filter); Cp >= C, channels C..Cp-1 zero
+ * (the stem's 3 input channels padded to 4) */
+int mnt_k_oihw_to_krsc_bf16(const float *w, void *out, int K, int C, int Cp, int R, void *stream);
+/* bf16 KRSC [K,R,R,Cp] -> fp32 OIHW [K,C,R,R] (overwritten; channels C..Cp-1 dropped) */
+int mnt_k_krsc_bf16_to_oihw(const void *in, float *w, int K, int C, int Cp, int R, void *stream);
+/* bf16 NHWC [npix][C] -> [npix][Cp], Cp >= C, the added channels zero */
+int mnt_k_pad_channels_bf16(const void *x, void *y, size_t npix, int C, int Cp, void *stream);
 
 /* ---- fp32 vectors (f32.cu) ---- */
-int mnt_k_f32_acc(float *y, const float *x, size_t n, void *stream);   /* y += x */
+/* skip (device memory, or NULL): when *skip is non-zero as the kernel runs, nothing is written (the
+ * non-finite flag, read on the device) */
+int mnt_k_f32_acc(float *y, const float *x, size_t n, const int32_t *skip, void *stream); /* y += x */
 int mnt_k_f32_scale(float *y, float a, size_t n, void *stream);        /* y *= a */
 /* PyTorch SGD: d = g + wd w; m = first ? d : mu m + d; w -= lr m */
-int mnt_k_sgd(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first, void *stream);
+int mnt_k_sgd(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first, const int32_t *skip,
+              void *stream);
 /* LARS over tensors (device arrays): seg[s] = {off, n, adapt} of the slab; partial: 2 * nseg *
  * MNT_K_LARS_BLOCKS doubles of scratch. adapt: t = eta |w| / (|g| + wd |w|) (1 when a norm is 0),
  * m = mu m + lr t (g + wd w); else m = mu m + lr g; w -= m (no mu m when first). Norms are summed in
@@ -64,7 +70,7 @@ typedef struct mnt_k_seg {
   int32_t adapt, pad;
 } mnt_k_seg;
 int mnt_k_lars(float *w, const float *g, float *m, const mnt_k_seg *seg, int nseg, double *partial, float lr,
-               float mu, float wd, float eta, int first, void *stream);
+               float mu, float wd, float eta, int first, const int32_t *skip, void *stream);
 /* *flag = 1 when x[0..n) holds a NaN or an infinity, else 0 (flag is device memory) */
 int mnt_k_nonfinite(const float *x, size_t n, int32_t *flag, void *stream);
 

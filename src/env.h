@@ -52,7 +52,11 @@
     "how --device cuda picks each convolution's algorithms: deterministic (cuDNN's heuristic ranking, "         \
     "deterministic ones first: every rerun runs the same ones), heuristic (cuDNN's first choice, "              \
     "deterministic or not) or timed (each run once on the layer's shapes at start-up, the fastest "             \
-    "deterministic one; all ranks run rank 0's choice; a rerun may choose otherwise)")
+    "deterministic one; all ranks run rank 0's choice; a rerun may choose otherwise)")                       \
+  X(stem_pad, "MNT_STEM_PAD", CHOICE, "on", 0, 0, 0, "on|off",                                                      \
+    "--device cuda --precision bf16: the first convolution's 3 input channels are padded with a zero fourth "  \
+    "for cuDNN (tensor-core NHWC kernels want a multiple of 4, as NVIDIA's ResNet-50 recipes pad); off: "       \
+    "cuDNN gets the 3 channels")
 
 /* the typed getters: SECONDS and BYTES return MNT_OK or MNT_EARG (logged, naming the variable);
  * STRING and CHOICE return the value or NULL when unset or empty. What a CHOICE's word means is

@@ -113,12 +113,14 @@ typedef struct mnt_backend_ops {
   int (*softmax_xent)(mnt_backend *b, const void *logits, const int32_t *labels, void *dlogits, int N, int classes,
                       float smoothing, float *out3);
   /* fp32 vectors (parameters, gradients, statistics) */
-  int (*f32_acc)(mnt_backend *b, float *y, const float *x, size_t n);
+  /* skip (backend memory, or NULL): the update is not made when *skip is non-zero, decided where the
+   * work runs (the device reads the non-finite flag: no round trip to the host before the update) */
+  int (*f32_acc)(mnt_backend *b, float *y, const float *x, size_t n, const int32_t *skip);
   int (*f32_scale)(mnt_backend *b, float *y, float a, size_t n);
   int (*sgd_step)(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd,
-                  int first);
+                  int first, const int32_t *skip);
   int (*lars_step)(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
-                   float lr, float mu, float wd, float eta, int first);
+                   float lr, float mu, float wd, float eta, int first, const int32_t *skip);
   int (*nonfinite)(mnt_backend *b, const float *x, size_t n, int32_t *flag);
   int (*cast_from_f32)(mnt_backend *b, mnt_dtype t, const float *src, void *dst, size_t n);
   int (*cast_to_f32)(mnt_backend *b, mnt_dtype t, const void *src, float *dst, size_t n);
@@ -192,7 +194,8 @@ void mnt_conv_out_hw(const mnt_conv *c, int *OH, int *OW);
 int mnt_conv_forward(mnt_conv *c, const void *x, const float *w, void *y);
 /* dx and dw from dy; both are overwritten. dx NULL: not needed (it must be NULL when the layer was
  * created with need_dx 0). w must hold the values the layer's last forward was given, when that
- * forward had the same w (the cuda backend reuses the bf16 copy of the weights that forward made). */
+ * forward had the same w (the cuda backend reuses the bf16 copy of the weights that forward made);
+ * likewise x (the cuda backend's bf16 stem reuses the 4-channel copy of its input). */
 int mnt_conv_backward(mnt_conv *c, const void *x, const float *w, const void *dy, void *dx, float *dw);
 void mnt_conv_destroy(mnt_conv *c);
 
@@ -269,20 +272,29 @@ static inline int mnt_softmax_xent(mnt_backend *b, const void *logits, const int
   return b->ops->softmax_xent(b, logits, labels, dlogits, N, classes, smoothing, out3);
 }
 /* y += x, y *= a (fp32) */
-static inline int mnt_f32_acc(mnt_backend *b, float *y, const float *x, size_t n) { return b->ops->f32_acc(b, y, x, n); }
+static inline int mnt_f32_acc(mnt_backend *b, float *y, const float *x, size_t n) {
+  return b->ops->f32_acc(b, y, x, n, NULL);
+}
+/* y += x unless *skip (backend memory) is non-zero when the work runs */
+static inline int mnt_f32_acc_unless(mnt_backend *b, float *y, const float *x, size_t n, const int32_t *skip) {
+  return b->ops->f32_acc(b, y, x, n, skip);
+}
 static inline int mnt_f32_scale(mnt_backend *b, float *y, float a, size_t n) { return b->ops->f32_scale(b, y, a, n); }
-/* PyTorch SGD: g += wd * w; m = mu * m + g (m = g on the first step); w -= lr * m. */
+/* PyTorch SGD: g += wd * w; m = mu * m + g (m = g on the first step); w -= lr * m. skip (backend
+ * memory, or NULL): w and m are left as they are when *skip is non-zero as the step runs (the
+ * non-finite flag of mnt_nonfinite, read where the work runs). */
 static inline int mnt_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd,
-                               int first) {
-  return b->ops->sgd_step(b, w, g, m, n, lr, mu, wd, first);
+                               int first, const int32_t *skip) {
+  return b->ops->sgd_step(b, w, g, m, n, lr, mu, wd, first, skip);
 }
 /* LARS over the tensors seg[0..nseg) (host array; off and n in floats of w, g and m): a segment with
  * adapt = 1 takes the trust ratio t = eta |w| / (|g| + wd |w|) (norms over the segment; t = 1 when
  * either is 0) and weight decay: m = mu m + lr t (g + wd w); adapt = 0: m = mu m + lr g. Then
- * w -= m (m = the step on the first one). Elements outside every segment are not touched. */
+ * w -= m (m = the step on the first one). Elements outside every segment are not touched; none is
+ * when *skip is non-zero (as mnt_sgd_step). */
 static inline int mnt_lars_step(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
-                                float lr, float mu, float wd, float eta, int first) {
-  return b->ops->lars_step(b, w, g, m, seg, nseg, lr, mu, wd, eta, first);
+                                float lr, float mu, float wd, float eta, int first, const int32_t *skip) {
+  return b->ops->lars_step(b, w, g, m, seg, nseg, lr, mu, wd, eta, first, skip);
 }
 /* *flag (backend memory) = 1 when x[0..n) holds a NaN or an infinity, else 0 */
 static inline int mnt_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {

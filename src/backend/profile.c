@@ -168,19 +168,19 @@ static int p_softmax_xent(mnt_backend *b, const void *logits, const int32_t *lab
                           float smoothing, float *out3) {
   TIMED("softmax xent", "", prof_orig->softmax_xent(b, logits, labels, dlogits, N, classes, smoothing, out3));
 }
-static int p_f32_acc(mnt_backend *b, float *y, const float *x, size_t n) {
-  TIMED("f32 acc", "", prof_orig->f32_acc(b, y, x, n));
+static int p_f32_acc(mnt_backend *b, float *y, const float *x, size_t n, const int32_t *skip) {
+  TIMED("f32 acc", "", prof_orig->f32_acc(b, y, x, n, skip));
 }
 static int p_f32_scale(mnt_backend *b, float *y, float a, size_t n) {
   TIMED("f32 scale", "", prof_orig->f32_scale(b, y, a, n));
 }
 static int p_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd,
-                      int first) {
-  TIMED("sgd", "", prof_orig->sgd_step(b, w, g, m, n, lr, mu, wd, first));
+                      int first, const int32_t *skip) {
+  TIMED("sgd", "", prof_orig->sgd_step(b, w, g, m, n, lr, mu, wd, first, skip));
 }
 static int p_lars_step(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
-                       float lr, float mu, float wd, float eta, int first) {
-  TIMED("lars", "", prof_orig->lars_step(b, w, g, m, seg, nseg, lr, mu, wd, eta, first));
+                       float lr, float mu, float wd, float eta, int first, const int32_t *skip) {
+  TIMED("lars", "", prof_orig->lars_step(b, w, g, m, seg, nseg, lr, mu, wd, eta, first, skip));
 }
 static int p_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {
   TIMED("nonfinite", "", prof_orig->nonfinite(b, x, n, flag));

@@ -47,7 +47,7 @@ double mnt_lr_at(const mnt_sgd_cfg *c, double epoch) {
   return lr;
 }
 
-int mnt_sgd_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step) {
+int mnt_sgd_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step, const int32_t *skip) {
   /* one fused update per run of consecutive parameters with the same weight decay (the whole slab
    * when every parameter decays); the padding between views is zero in w, g and m and stays so */
   for (int i = 0; i < r->nparams;) {
@@ -56,13 +56,13 @@ int mnt_sgd_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_ste
     while (j < r->nparams && (c->no_bn_bias_decay && r->params[j].no_decay ? 0.0f : (float)c->weight_decay) == wd) j++;
     size_t off = r->params[i].off, end = r->params[j - 1].off + r->params[j - 1].n;
     MNT_CHECK(mnt_sgd_step(r->be, r->w + off, r->g + off, r->m + off, end - off, (float)lr, (float)c->momentum, wd,
-                           first_step));
+                           first_step, skip));
     i = j;
   }
   return MNT_OK;
 }
 
-int mnt_lars_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step) {
+int mnt_lars_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step, const int32_t *skip) {
   /* one segment per tensor: the trust ratio is a tensor's own (the padding between views stays zero) */
   mnt_lars_seg *seg = malloc((size_t)r->nparams * sizeof *seg);
   int st = MNT_OK;
@@ -70,12 +70,13 @@ int mnt_lars_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_st
   for (int i = 0; i < r->nparams; i++)
     seg[i] = (mnt_lars_seg){.off = r->params[i].off, .n = r->params[i].n, .adapt = !r->params[i].no_decay};
   MNT_CHECK_GOTO(mnt_lars_step(r->be, r->w, r->g, r->m, seg, r->nparams, (float)lr, (float)c->momentum,
-                               (float)c->weight_decay, (float)c->lars_eta, first_step), st, out);
+                               (float)c->weight_decay, (float)c->lars_eta, first_step, skip), st, out);
 out:
   free(seg);
   return st;
 }
 
-int mnt_optim_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step) {
-  return c->optimizer == MNT_OPTIM_LARS ? mnt_lars_update(r, c, lr, first_step) : mnt_sgd_update(r, c, lr, first_step);
+int mnt_optim_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step, const int32_t *skip) {
+  return c->optimizer == MNT_OPTIM_LARS ? mnt_lars_update(r, c, lr, first_step, skip)
+                                        : mnt_sgd_update(r, c, lr, first_step, skip);
 }

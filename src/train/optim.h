@@ -38,8 +38,8 @@ int mnt_optim_parse(const char *s, mnt_optim *out);
 /* learning rate at a (fractional) epoch */
 double mnt_lr_at(const mnt_sgd_cfg *c, double epoch);
 /* one step over every parameter of r (gradients in r->g, momentum in r->m), by c->optimizer */
-int mnt_optim_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step);
-int mnt_sgd_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step);
-int mnt_lars_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step);
+int mnt_optim_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step, const int32_t *skip);
+int mnt_sgd_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step, const int32_t *skip);
+int mnt_lars_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step, const int32_t *skip);
 
 #endif

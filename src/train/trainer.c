@@ -350,12 +350,18 @@ static int optimizer_phase(mnt_trainer *t, const mnt_batch *b, mnt_step_out *out
   mnt_resnet *m = t->m;
   mnt_backend *be = t->be;
   if (t->w->size > 1) t->comm_span += t4 - mnt_reducer_first_start(t->red);
-  /* the gradients are identical on every rank now: every rank decides the same */
+  /* the gradients are identical on every rank now: every rank decides the same. The update and the
+   * interval's sums read the non-finite flag where they run (on a GPU: no round trip to the host
+   * between the allreduce and the update); the host reads it once, as the step ends */
   int32_t bad = 0;
-  MNT_CHECK(mnt_nonfinite(be, m->g, m->nw, m->flag));
-  MNT_CHECK(mnt_be_copy(be, &bad, m->flag, sizeof bad, MNT_COPY_D2H));
   double lr = mnt_trainer_lr(t);
-  if (bad) {
+  MNT_CHECK(mnt_nonfinite(be, m->g, m->nw, m->flag));
+  MNT_CHECK(mnt_optim_update(m, &t->sgd, lr, t->s.step == 0, m->flag));
+  /* a skipped step's non-finite loss would poison the interval (and a checkpoint) */
+  MNT_CHECK(mnt_f32_acc_unless(be, t->iv_dev, m->out3, 2, m->flag));
+  /* the one wait of the step: the flag is final once the update has run (the optimizer's time is its own) */
+  MNT_CHECK(mnt_be_copy(be, &bad, m->flag, sizeof bad, MNT_COPY_D2H));
+  if (bad) { /* the update was not made: w and the momentum are the last good step's */
     if (!t->cfg.skip_nonfinite) {
       float l3[3] = {NAN, 0, 0};
       mnt_resnet_read_loss(m, l3);
@@ -367,12 +373,8 @@ static int optimizer_phase(mnt_trainer *t, const mnt_batch *b, mnt_step_out *out
     t->s.skipped++;
     if (t->w->rank == 0) MNT_WARN("step %lld: NaN or Inf in the gradients: step skipped", (long long)t->s.step);
   } else {
-    MNT_CHECK(mnt_optim_update(m, &t->sgd, lr, t->s.step == 0));
-    /* a skipped step's non-finite loss would poison the interval (and a checkpoint) */
-    MNT_CHECK(mnt_f32_acc(be, t->iv_dev, m->out3, 2));
     t->s.iv_n += b->n;
   }
-  MNT_CHECK(mnt_be_sync(be)); /* the optimizer's time is its own */
   double t5 = mnt_now();
   t->s.step++;
   mnt_loader_position(t->ld, &t->s.epoch, &t->s.cursor);

@@ -68,7 +68,7 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < r->nparams; i++) /* lr 0.01, momentum 0.9, weight decay 1e-4 on all, as torch.optim.SGD */
       mnt_sgd_step(be, r->w + r->params[i].off, r->g + r->params[i].off, r->m + r->params[i].off, r->params[i].n, 0.01f,
-                   0.9f, 1e-4f, k == 0);
+                   0.9f, 1e-4f, k == 0, NULL);
   }
   int n1 = steps + 1;
   err |= put(f, "/losses", losses, 1, &n1);

@@ -30,12 +30,12 @@ int mnt_cpu_add_forward(mnt_backend *b, const void *x1, const void *x2, void *yv
   return MNT_OK;
 }
 
-int mnt_cpu_f32_acc(mnt_backend *b, float *y, const float *x, size_t n) {
+int mnt_cpu_f32_acc(mnt_backend *b, float *y, const float *x, size_t n, const int32_t *skip) {
   (void)b;
-  mnt_vec_acc(y, x, n);
+  if (!(skip && *skip)) mnt_vec_acc(y, x, n);
   return MNT_OK;
 }
-int mnt_cpu_act_acc(mnt_backend *b, void *y, const void *x, size_t n) { return mnt_cpu_f32_acc(b, y, x, n); }
+int mnt_cpu_act_acc(mnt_backend *b, void *y, const void *x, size_t n) { return mnt_cpu_f32_acc(b, y, x, n, NULL); }
 
 int mnt_cpu_f32_scale(mnt_backend *b, float *y, float a, size_t n) {
   (void)b;
@@ -111,15 +111,17 @@ int mnt_cpu_softmax_xent(mnt_backend *b, const void *lv, const int32_t *labels, 
 }
 
 int mnt_cpu_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd,
-                        int first) {
+                     int first, const int32_t *skip) {
   (void)b;
+  if (skip && *skip) return MNT_OK;
   mnt_vec_sgd(w, g, m, n, lr, mu, wd, first);
   return MNT_OK;
 }
 
 int mnt_cpu_lars_step(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
-                         float lr, float mu, float wd, float eta, int first) {
+                      float lr, float mu, float wd, float eta, int first, const int32_t *skip) {
   (void)b;
+  if (skip && *skip) return MNT_OK;
   for (int i = 0; i < nseg; i++) {
     float *ws = w + seg[i].off, *ms = m + seg[i].off;
     const float *gs = g + seg[i].off;

@@ -278,8 +278,8 @@ static int cu_softmax_xent(mnt_backend *b, const void *logits, const int32_t *la
 }
 
 /* ---- fp32 vectors ---------------------------------------------------------------------------- */
-static int cu_f32_acc(mnt_backend *b, float *y, const float *x, size_t n) {
-  MNT_KERNEL_CHECK(mnt_k_f32_acc(y, x, n, mnt_cuda_of(b)->stream));
+static int cu_f32_acc(mnt_backend *b, float *y, const float *x, size_t n, const int32_t *skip) {
+  MNT_KERNEL_CHECK(mnt_k_f32_acc(y, x, n, skip, mnt_cuda_of(b)->stream));
   return MNT_OK;
 }
 
@@ -289,15 +289,15 @@ static int cu_f32_scale(mnt_backend *b, float *y, float a, size_t n) {
 }
 
 static int cu_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd,
-                           int first) {
-  MNT_KERNEL_CHECK(mnt_k_sgd(w, g, m, n, lr, mu, wd, first, mnt_cuda_of(b)->stream));
+                       int first, const int32_t *skip) {
+  MNT_KERNEL_CHECK(mnt_k_sgd(w, g, m, n, lr, mu, wd, first, skip, mnt_cuda_of(b)->stream));
   return MNT_OK;
 }
 
 /* the tensor table goes to the device when it differs from the last one (the trainer's is the same
  * every step); a pageable copy is staged before cudaMemcpyAsync returns, so the host copy may change */
 static int cu_lars_step(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
-                        float lr, float mu, float wd, float eta, int first) {
+                        float lr, float mu, float wd, float eta, int first, const int32_t *skip) {
   mnt_cuda *c = mnt_cuda_of(b);
   if (nseg <= 0) return MNT_OK;
   int same = nseg == c->lars_n && c->lars_host;
@@ -314,7 +314,7 @@ static int cu_lars_step(mnt_backend *b, float *w, const float *g, float *m, cons
     c->lars_n = nseg;
   }
   MNT_CHECK(mnt_cuda_reserve(c, &c->lars_part, &c->lars_part_bytes, (size_t)nseg * MNT_K_LARS_BLOCKS * 2 * sizeof(double)));
-  MNT_KERNEL_CHECK(mnt_k_lars(w, g, m, c->lars_seg, nseg, c->lars_part, lr, mu, wd, eta, first, c->stream));
+  MNT_KERNEL_CHECK(mnt_k_lars(w, g, m, c->lars_seg, nseg, c->lars_part, lr, mu, wd, eta, first, skip, c->stream));
   return MNT_OK;
 }
 
@@ -484,6 +484,8 @@ int mnt_backend_cuda_create(const mnt_backend_opts *o, mnt_backend **out) {
   c->algo_policy = !policy || !strcasecmp(policy, "deterministic") ? MNT_CUDA_ALGO_DETERMINISTIC
                    : !strcasecmp(policy, "heuristic")             ? MNT_CUDA_ALGO_HEURISTIC
                                                                   : MNT_CUDA_ALGO_TIMED;
+  const char *pad = mnt_env_stem_pad(); /* on|off, any case */
+  c->stem_pad = !pad || strcasecmp(pad, "off");
   *b = (mnt_backend){.ops = &mnt_cuda_ops,
                      .name = "cuda",
                      .host_visible = 0,

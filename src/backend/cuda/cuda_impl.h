@@ -25,6 +25,7 @@ typedef struct mnt_cuda {
   int pools;            /* cudaMallocAsync available */
   int sms;              /* multiprocessors (sizes kernels/bn.cu's reductions) */
   int algo_policy;      /* MNT_CUDA_ALGO_*: how convolutions choose their algorithms */
+  int stem_pad;         /* bf16: a 3-channel convolution without dx (the stem) sees 4 (MNT_STEM_PAD) */
   cudaStream_t stream;  /* be->stream */
   cudnnHandle_t dnn;
   cublasHandle_t blas;
@@ -63,7 +64,8 @@ int mnt_cuda_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int 
 int mnt_cuda_conv_forward(void *h, const void *x, const float *w, void *y);
 int mnt_cuda_conv_backward(void *h, const void *x, const float *w, const void *dy, void *dx, float *dw);
 void mnt_cuda_conv_destroy(void *h);
-/* "fwd A, bwd-data B, bwd-weights C" (cuDNN's algorithm names; no bwd-data when need_dx was 0) */
+/* "fwd A, bwd-data B, bwd-weights C" (cuDNN's algorithm names; no bwd-data when need_dx was 0), and
+ * ", input padded 3->4 channels" where the layer pads (the stem in bf16, MNT_STEM_PAD) */
 const char *mnt_cuda_conv_impl(void *h, int *slow);
 /* the algorithms in use (forward, backward data, backward filter; -1: none), or set them (backend.h) */
 int mnt_cuda_conv_algos(void *h, int algos[3], int set);

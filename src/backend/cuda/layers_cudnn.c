@@ -7,6 +7,8 @@
  * fp32: NCHW tensors, OIHW filters, FMA math only (no TF32: results agree with the CPU backend to
  * fp32 rounding). bf16: NHWC tensors, the fp32 OIHW master weights cast each call into a bf16
  * KRSC copy the layer owns, fp32 accumulation (cuDNN's pseudo-bf16 configuration, tensor cores).
+ * The stem (3 input channels, no dx) in bf16 pads its input and weights to 4 channels with zeros
+ * (MNT_STEM_PAD, env.h): tensor-core NHWC kernels want a multiple of 4.
  *
  * cuDNN 9 marks these calls deprecated, but warns only when CUDNN_WARN_DEPRECATED is defined
  * (cudnn_graph.h), which this build does not; they remain supported through cuDNN 9. */
@@ -54,6 +56,7 @@ enum { MNT_CONV_MAX_CANDS = 32 };
 typedef struct mnt_cuda_conv {
   mnt_cuda *c;
   int N, C, H, W, K, R, s, p, OH, OW;
+  int Cp;                             /* the input channels cuDNN sees: C, or 4 for the padded stem */
   int need_dx;                        /* 0: backward never computes dx, nothing chosen for it */
   cudnnTensorDescriptor_t xd, yd;
   cudnnFilterDescriptor_t wd;
@@ -62,6 +65,8 @@ typedef struct mnt_cuda_conv {
   int nchoice[3], cur[3];                         /* how many; the one in use */
   void *w16, *dw16;                               /* bf16 only: KRSC weights and their gradient */
   const float *w16_of;                            /* the fp32 weights the last forward cast into w16 */
+  void *x4;                                       /* padded stem only: the input with Cp channels */
+  const void *x4_of;                              /* the input the last forward padded into x4 */
   char impl[128];                                 /* mnt_cuda_conv_impl's text */
 } mnt_cuda_conv;
 
@@ -233,10 +238,11 @@ void mnt_cuda_conv_destroy(void *h) {
   if (cv->wd) MNT_CUDNN_WARN(cudnnDestroyFilterDescriptor(cv->wd));
   for (int d = 0; d < 3; d++)
     if (cv->cd[d]) MNT_CUDNN_WARN(cudnnDestroyConvolutionDescriptor(cv->cd[d]));
-  if (cv->w16 || cv->dw16) {
+  if (cv->w16 || cv->dw16 || cv->x4) {
     MNT_CUDA_WARN(cudaStreamSynchronize(cv->c->stream)); /* the stream may still use them */
     if (cv->w16) MNT_CUDA_WARN(cudaFree(cv->w16));
     if (cv->dw16) MNT_CUDA_WARN(cudaFree(cv->dw16));
+    if (cv->x4) MNT_CUDA_WARN(cudaFree(cv->x4));
   }
   free(cv);
 }
@@ -248,9 +254,9 @@ static int conv_setup(mnt_cuda_conv *cv) {
   MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&cv->xd));
   MNT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&cv->yd));
   MNT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&cv->wd));
-  MNT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(cv->xd, fmt, dt, cv->N, cv->C, cv->H, cv->W));
+  MNT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(cv->xd, fmt, dt, cv->N, cv->Cp, cv->H, cv->W));
   MNT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(cv->yd, fmt, dt, cv->N, cv->K, cv->OH, cv->OW));
-  MNT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(cv->wd, dt, fmt, cv->K, cv->C, cv->R, cv->R));
+  MNT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(cv->wd, dt, fmt, cv->K, cv->Cp, cv->R, cv->R));
   for (int d = 0; d < 3; d++) {
     if (d == MNT_CONV_BWD_DATA && !cv->need_dx) continue;
     MNT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&cv->cd[d]));
@@ -271,8 +277,8 @@ static int conv_setup(mnt_cuda_conv *cv) {
   mnt_conv_bufs tb = {0}, *timing = NULL;
   int st = MNT_OK;
   if (c->algo_policy == MNT_CUDA_ALGO_TIMED) {
-    size_t ab = c->be->act_bytes, wb = (size_t)cv->K * cv->C * cv->R * cv->R * ab;
-    size_t xb = (size_t)cv->N * cv->C * cv->H * cv->W * ab, yb = (size_t)cv->N * cv->K * cv->OH * cv->OW * ab;
+    size_t ab = c->be->act_bytes, wb = (size_t)cv->K * cv->Cp * cv->R * cv->R * ab;
+    size_t xb = (size_t)cv->N * cv->Cp * cv->H * cv->W * ab, yb = (size_t)cv->N * cv->K * cv->OH * cv->OW * ab;
     tb.ws_bytes = MNT_CUDA_TIMING_WS;
     void **bufs[] = {&tb.x, &tb.y, &tb.w, &tb.w2, &tb.ws};
     size_t sizes[] = {xb, yb, wb, wb, tb.ws_bytes};
@@ -295,10 +301,11 @@ static int conv_setup(mnt_cuda_conv *cv) {
   MNT_CHECK(st);
   MNT_CHECK(mnt_cuda_reserve(c, &c->ws, &c->ws_bytes, need));
   if (c->bf16) {
-    size_t bytes = (size_t)cv->K * cv->C * cv->R * cv->R * 2;
+    size_t bytes = (size_t)cv->K * cv->Cp * cv->R * cv->R * 2;
     MNT_CUDA_CHECK(cudaMalloc(&cv->w16, bytes));
     MNT_CUDA_CHECK(cudaMalloc(&cv->dw16, bytes));
   }
+  if (cv->Cp != cv->C) MNT_CUDA_CHECK(cudaMalloc(&cv->x4, (size_t)cv->N * cv->H * cv->W * cv->Cp * 2));
   return MNT_OK;
 }
 
@@ -320,7 +327,13 @@ int mnt_cuda_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int 
     return MNT_ENOMEM;
   }
   *cv = (mnt_cuda_conv){.c = mnt_cuda_of(b), .N = N, .C = C, .H = H, .W = W, .K = K, .R = R, .s = s, .p = p,
-                        .OH = OH, .OW = OW, .need_dx = need_dx ? 1 : 0};
+                        .OH = OH, .OW = OW, .need_dx = need_dx ? 1 : 0, .Cp = C};
+  /* bf16 NHWC: cuDNN's tensor-core kernels want a multiple of 4 (better 8) input channels, and the
+   * stem has 3; NVIDIA's ResNet-50 recipes pad them to 4. A zero fourth channel, with zero weights,
+   * is the same convolution: the layer pads its input into x4 (one pass over the N x H x W x 3 input)
+   * and its bf16 weights, and drops the fourth channel of dw. Only without dx (the stem), where no
+   * gradient of the padded input is wanted. */
+  if (cv->c->bf16 && cv->c->stem_pad && C == 3 && !need_dx) cv->Cp = 4;
   int rc = conv_setup(cv);
   if (rc != MNT_OK) {
     MNT_ERR("could not set up a %dx%d convolution %d->%d channels, stride %d, on %dx%dx%dx%d", R, R, C, K, s, N, C,
@@ -336,8 +349,13 @@ int mnt_cuda_conv_forward(void *h, const void *x, const float *w, void *y) {
   mnt_cuda_conv *cv = h;
   mnt_cuda *c = cv->c;
   const void *wk = w;
+  if (cv->Cp != cv->C) { /* backward-filter reuses the padded copy (backend.h: x unchanged until then) */
+    MNT_KERNEL_CHECK(mnt_k_pad_channels_bf16(x, cv->x4, (size_t)cv->N * cv->H * cv->W, cv->C, cv->Cp, c->stream));
+    cv->x4_of = x;
+    x = cv->x4;
+  }
   if (c->bf16) { /* once per step: backward reuses this copy (backend.h: w unchanged until then) */
-    MNT_KERNEL_CHECK(mnt_k_oihw_to_krsc_bf16(w, cv->w16, cv->K, cv->C, cv->R, c->stream));
+    MNT_KERNEL_CHECK(mnt_k_oihw_to_krsc_bf16(w, cv->w16, cv->K, cv->C, cv->Cp, cv->R, c->stream));
     cv->w16_of = w;
     wk = cv->w16;
   }
@@ -361,6 +379,12 @@ int mnt_cuda_conv_backward(void *h, const void *x, const float *w, const void *d
             cv->R, cv->R, cv->s, cv->p, cv->C, cv->K, cv->N, cv->C, cv->H, cv->W);
     return MNT_EARG;
   }
+  if (cv->Cp != cv->C) {
+    if (cv->x4_of != x) /* no forward of this input before: pad it here */
+      MNT_KERNEL_CHECK(mnt_k_pad_channels_bf16(x, cv->x4, (size_t)cv->N * cv->H * cv->W, cv->C, cv->Cp, c->stream));
+    cv->x4_of = x;
+    x = cv->x4;
+  }
   int d = MNT_CONV_BWD_FILTER;
   cudnnStatus_t st;
   do {
@@ -369,12 +393,12 @@ int mnt_cuda_conv_backward(void *h, const void *x, const float *w, const void *d
                                         c->ws_bytes, &mnt_zero, cv->wd, c->bf16 ? cv->dw16 : (void *)dw);
   } while (st != CUDNN_STATUS_SUCCESS && conv_next(cv, d, st));
   MNT_CHECK(mnt_cudnn_ok_at(st, "cudnnConvolutionBackwardFilter", __FILE__, __LINE__));
-  if (c->bf16) MNT_KERNEL_CHECK(mnt_k_krsc_bf16_to_oihw(cv->dw16, dw, cv->K, cv->C, cv->R, c->stream));
+  if (c->bf16) MNT_KERNEL_CHECK(mnt_k_krsc_bf16_to_oihw(cv->dw16, dw, cv->K, cv->C, cv->Cp, cv->R, c->stream));
   if (!dx) return MNT_OK;
   const void *wk = w;
   if (c->bf16) {
     if (cv->w16_of != w) /* no forward of these weights before: cast them here */
-      MNT_KERNEL_CHECK(mnt_k_oihw_to_krsc_bf16(w, cv->w16, cv->K, cv->C, cv->R, c->stream));
+      MNT_KERNEL_CHECK(mnt_k_oihw_to_krsc_bf16(w, cv->w16, cv->K, cv->C, cv->Cp, cv->R, c->stream));
     cv->w16_of = w;
     wk = cv->w16;
   }
@@ -414,8 +438,8 @@ const char *mnt_cuda_conv_impl(void *h, int *slow) {
              conv_algo_name(MNT_CONV_FWD, f->algo), conv_algo_name(MNT_CONV_BWD_DATA, d->algo),
              conv_algo_name(MNT_CONV_BWD_FILTER, w->algo));
   } else {
-    snprintf(cv->impl, sizeof cv->impl, "fwd %s, bwd-weights %s", conv_algo_name(MNT_CONV_FWD, f->algo),
-             conv_algo_name(MNT_CONV_BWD_FILTER, w->algo));
+    snprintf(cv->impl, sizeof cv->impl, "fwd %s, bwd-weights %s%s", conv_algo_name(MNT_CONV_FWD, f->algo),
+             conv_algo_name(MNT_CONV_BWD_FILTER, w->algo), cv->Cp != cv->C ? ", input padded 3->4 channels" : "");
   }
   return cv->impl;
 }
