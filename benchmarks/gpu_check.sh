@@ -51,7 +51,8 @@ printing one final line:
   gpu_check: mntrain NNNN img/s, pytorch NNNN img/s, ratio X.XX, bn MODE
 (MODE: e.g. "nhwc-kernels x53"; "unknown" when mntrain did not say), after a table of the step's
 settings in this run (batch norm, convolution algorithms by ranking and timed, whether NCCL's
-collectives run on a blocking communicator, the stem's input channels, the bf16 weight copies).
+collectives run on a blocking communicator, the stem's input channels, the bf16 weight copies, the
+training batch's upload beside the step and its check, where the non-finite flag is read).
 Logs and results.txt go to $OUT when set (the device tool brings $OUT back), else to --out.
 
 Options:
@@ -180,7 +181,8 @@ finish() {
       printf '%-26s %s\n' "NCCL collectives" "${nccl_mode:-unknown}"
       printf '%-26s %s\n' "stem input channels" "${stem_mode:-unknown}"
       printf '%-26s %s\n' "bf16 weight copies" "cast once per step in forward, reused by backward-data"
-      printf '%-26s %s\n' "batch upload (train)" "on the compute stream (no copy overlap)"
+      printf '%-26s %s\n' "batch upload (train)" "copy stream, the next batch beside the step (MNT_COPY_OVERLAP=on): ${overlap_check:-not checked (gpu_train did not run)}"
+      printf '%-26s %s\n' "non-finite check" "the update reads the flag on the device; one stream wait per step, at its end"
     } | tee -a "$results"
   fi
   if [[ $build_only == 1 ]]; then
@@ -384,6 +386,9 @@ if ((n_skip > 0)); then
     say "gpu_check: WARNING: $n_skip of $n_run gpu tests skipped (above)"
   fi
 fi
+# the copy overlap's check (gpu_train: the same checkpoint with MNT_COPY_OVERLAP on and off), from
+# every test's output that CTest keeps
+overlap_check=$(grep -hoE '^(ok|FAIL): overlap: .*' "$build/Testing/Temporary/LastTest.log" 2>/dev/null | head -1 || true)
 if [[ $st == skipped ]]; then footer gpu-tests ok; else footer gpu-tests "$st"; fi
 
 # ---- 5: mntrain bench step ---------------------------------------------------------------------------

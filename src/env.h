@@ -53,6 +53,10 @@
     "deterministic ones first: every rerun runs the same ones), heuristic (cuDNN's first choice, "              \
     "deterministic or not) or timed (each run once on the layer's shapes at start-up, the fastest "             \
     "deterministic one; all ranks run rank 0's choice; a rerun may choose otherwise)")                       \
+  X(copy_overlap, "MNT_COPY_OVERLAP", CHOICE, "on", 0, 0, 0, "on|off",                                              \
+    "--device cuda: the next batch's pixels, boxes and labels go up to the GPU on a copy stream while the "     \
+    "current batch trains; off: each batch goes up at the start of its own step (the same results, no "         \
+    "overlap)")                                                                                                 \
   X(stem_pad, "MNT_STEM_PAD", CHOICE, "on", 0, 0, 0, "on|off",                                                      \
     "--device cuda --precision bf16: the first convolution's 3 input channels are padded with a zero fourth "  \
     "for cuDNN (tensor-core NHWC kernels want a multiple of 4, as NVIDIA's ResNet-50 recipes pad); off: "       \

@@ -130,6 +130,13 @@ typedef struct mnt_backend_ops {
    * (pad: zeros outside the image); mean/std: host arrays. NULL where the host augments (cpu). */
   int (*augment_u8)(mnt_backend *b, const uint8_t *src, int n, int S, int C, const float *boxes, int pad, int out,
                     int outC, const float *mean, const float *std, void *act);
+  /* uploads beside the work (cuda: a copy stream and events): two lanes (0, 1) of device buffers,
+   * so that the next batch goes up while the current one trains. NULL where there is no copy engine
+   * (cpu: the host's memory is the backend's). See mnt_upload_*. */
+  int (*upload_start)(mnt_backend *b, int lane, void *const *dst, const void *const *src, const size_t *bytes, int n);
+  int (*upload_use)(mnt_backend *b, int lane);
+  int (*upload_release)(mnt_backend *b, int lane);
+  int (*upload_host_done)(mnt_backend *b, int lane);
   void (*destroy)(mnt_backend *b);
 } mnt_backend_ops;
 
@@ -300,6 +307,23 @@ static inline int mnt_lars_step(mnt_backend *b, float *w, const float *g, float 
 static inline int mnt_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {
   return b->ops->nonfinite(b, x, n, flag);
 }
+/* Uploads beside the work, in two lanes (backends with upload_start; see mnt_be_has_upload):
+ * - mnt_upload_start: n host-to-device copies (page-locked sources) queued on the copy stream,
+ *   after the compute work that the lane's last mnt_upload_release followed (its buffers are free);
+ * - mnt_upload_use: the compute work queued after it waits for the lane's copies (no host wait);
+ * - mnt_upload_release: the lane's device buffers may be overwritten once the compute work queued
+ *   so far has run;
+ * - mnt_upload_host_done: the host waits until the lane's copies have read their sources (which may
+ *   then be reused). A lane never started or released counts as done and free. */
+static inline int mnt_be_has_upload(const mnt_backend *b) { return b->ops->upload_start != NULL; }
+static inline int mnt_upload_start(mnt_backend *b, int lane, void *const *dst, const void *const *src,
+                                   const size_t *bytes, int n) {
+  return b->ops->upload_start(b, lane, dst, src, bytes, n);
+}
+static inline int mnt_upload_use(mnt_backend *b, int lane) { return b->ops->upload_use(b, lane); }
+static inline int mnt_upload_release(mnt_backend *b, int lane) { return b->ops->upload_release(b, lane); }
+static inline int mnt_upload_host_done(mnt_backend *b, int lane) { return b->ops->upload_host_done(b, lane); }
+
 /* fp32 <-> bf16/fp16 (t = MNT_FP32 copies), in backend memory */
 static inline int mnt_be_cast_from_f32(mnt_backend *b, mnt_dtype t, const float *src, void *dst, size_t n) {
   return b->ops->cast_from_f32(b, t, src, dst, n);

@@ -635,14 +635,22 @@ int mnt_resnet_forward(mnt_resnet *r, const float *x, int train) {
 
 const void *mnt_resnet_logits(const mnt_resnet *r) { return r->act[r->nact - 1]; }
 
+int mnt_resnet_loss_dev(mnt_resnet *r, const int32_t *dev_labels, int n, int for_backward) {
+  if (n < 1 || n > r->batch) {
+    MNT_ERR("internal: a loss over %d of a batch of %d", n, r->batch);
+    return MNT_EARG;
+  }
+  return mnt_softmax_xent(r->be, r->act[r->nact - 1], dev_labels, for_backward ? r->dact[r->nact - 1] : NULL, n,
+                          r->classes, for_backward ? r->label_smoothing : 0.0f, r->out3);
+}
+
 int mnt_resnet_loss(mnt_resnet *r, const int32_t *labels, int n, int for_backward) {
   if (n < 1 || n > r->batch) {
     MNT_ERR("internal: a loss over %d of a batch of %d", n, r->batch);
     return MNT_EARG;
   }
   MNT_CHECK(mnt_be_copy(r->be, r->labels, labels, (size_t)n * sizeof *labels, MNT_COPY_H2D));
-  return mnt_softmax_xent(r->be, r->act[r->nact - 1], r->labels, for_backward ? r->dact[r->nact - 1] : NULL, n,
-                          r->classes, for_backward ? r->label_smoothing : 0.0f, r->out3);
+  return mnt_resnet_loss_dev(r, r->labels, n, for_backward);
 }
 
 int mnt_resnet_read_loss(mnt_resnet *r, float out[3]) {

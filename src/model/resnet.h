@@ -101,6 +101,8 @@ const void *mnt_resnet_logits(const mnt_resnet *r);
  * the label smoothing, keeping dlogits for backward (n must be the batch); else the plain loss
  * (evaluation). */
 int mnt_resnet_loss(mnt_resnet *r, const int32_t *labels, int n, int for_backward);
+/* the same with the labels in backend memory already (the trainer's upload lanes) */
+int mnt_resnet_loss_dev(mnt_resnet *r, const int32_t *dev_labels, int n, int for_backward);
 /* copies r->out3 to the host (waits for the queued work) */
 int mnt_resnet_read_loss(mnt_resnet *r, float out[3]);
 /* gradients of every parameter into r->g (overwritten), in reverse layer order */

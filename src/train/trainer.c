@@ -1,9 +1,11 @@
-/* trainer.c — see trainer.h. One step, top to bottom: the next global batch's slice (io/loader),
- * forward, loss, backward on the compute backend; the gradient allreduce runs in buckets of
- * --bucket-mb (comm/reducer.c), each started as soon as backward has finished its slab range, so
- * that it overlaps the rest of backward and the step waits only for what is still in flight
- * ("exposed comm"); then the non-finite check on the backend (one flag read back) and SGD. The
- * loss and top-1 stay on the backend and are read at log time. */
+/* trainer.c — see trainer.h. One step, top to bottom: the next global batch's slice (io/loader;
+ * on a backend that augments, from the upload lane that the last step filled, the next batch then
+ * going up beside this one), forward, loss, backward on the compute backend; the gradient allreduce
+ * runs in buckets of --bucket-mb (comm/reducer.c), each started as soon as backward has finished
+ * its slab range, so that it overlaps the rest of backward and the step waits only for what is
+ * still in flight ("exposed comm"); then the non-finite check and the update, which reads the
+ * check's flag on the backend, and the step's one wait, for that flag. The loss and top-1 stay on
+ * the backend and are read at log time. */
 #include "train/trainer.h"
 
 #include <hdf5.h>
@@ -188,9 +190,19 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
     lc.alloc_ctx = t->be;
     int side, ch; /* format 1/2: the stored squares; format 3: the CPU's crops at the output size */
     mnt_loader_raw_shape(&t->train, o->size, &side, &ch);
-    size_t px = (size_t)side * side * ch;
-    st = mnt_be_alloc(t->be, (size_t)o->batch * px, (void **)&t->raw_dev);
-    if (st == MNT_OK) st = mnt_be_alloc(t->be, (size_t)o->batch * MNT_BOX_FLOATS * sizeof(float), (void **)&t->box_dev);
+    size_t px = (size_t)side * side * ch, nb = (size_t)o->batch;
+    const char *ov = mnt_env_copy_overlap(); /* on|off, any case (env.c checked it) */
+    t->raw = 1;
+    t->overlap = mnt_be_has_upload(t->be) && (!ov || strcasecmp(ov, "off"));
+    for (int i = 0; i < 2 && st == MNT_OK; i++) {
+      struct mnt_up_lane *L = &t->lane[i];
+      st = mnt_be_alloc(t->be, nb * px, (void **)&L->raw_dev);
+      if (st == MNT_OK) st = mnt_be_alloc(t->be, nb * MNT_BOX_FLOATS * sizeof(float), (void **)&L->box_dev);
+      if (st == MNT_OK) st = mnt_be_alloc(t->be, nb * sizeof(int32_t), (void **)&L->lab_dev);
+      if (st == MNT_OK) st = mnt_be_host_alloc(t->be, nb * MNT_BOX_FLOATS * sizeof(float), (void **)&L->box_host);
+      if (st == MNT_OK) st = mnt_be_host_alloc(t->be, nb * sizeof(int32_t), (void **)&L->lab_host);
+      if (st == MNT_OK && !(L->ids = malloc(nb * sizeof *L->ids))) st = MNT_ENOMEM;
+    }
   }
   if (st == MNT_OK) st = mnt_loader_open(&t->ld, &t->train, &lc, t->s.epoch, t->s.cursor);
   if (st == MNT_OK)
@@ -224,8 +236,17 @@ void mnt_trainer_destroy(mnt_trainer *t) {
   mnt_reducer_destroy(t->red);
   if (t->be) {
     mnt_be_free(t->be, t->iv_dev);
-    mnt_be_free(t->be, t->raw_dev);
-    mnt_be_free(t->be, t->box_dev);
+    for (int i = 0; i < 2; i++) {
+      struct mnt_up_lane *L = &t->lane[i];
+      /* a copy under way reads the loader's page-locked buffer: done before the loader closes */
+      if (L->full && mnt_be_has_upload(t->be)) (void)mnt_upload_host_done(t->be, i);
+      mnt_be_free(t->be, L->raw_dev);
+      mnt_be_free(t->be, L->box_dev);
+      mnt_be_free(t->be, L->lab_dev);
+      mnt_be_host_free(t->be, L->box_host);
+      mnt_be_host_free(t->be, L->lab_host);
+      free(L->ids);
+    }
   }
   free(t->hw);
   free(t->hm);
@@ -295,19 +316,58 @@ int mnt_trainer_step(mnt_trainer *t, mnt_step_out *out) {
   return st;
 }
 
-/* the next batch into the model's input (the device augments raw batches: pixels and boxes up) */
+/* The loader's next batch into lane i, on its way up: boxes, labels and ids copied out of the
+ * loader's (pageable) buffers into the lane's, the pixels sent from the loader's page-locked buffer,
+ * which the copy reads until mnt_upload_host_done (the loader's batch is valid until its next call) */
+static int lane_fill(mnt_trainer *t, int i) {
+  mnt_backend *be = t->be;
+  struct mnt_up_lane *L = &t->lane[i];
+  const mnt_batch *b;
+  if (mnt_be_has_upload(be)) {
+    MNT_CHECK(mnt_upload_host_done(be, i));     /* this lane's host buffers are free again */
+    MNT_CHECK(mnt_upload_host_done(be, i ^ 1)); /* the loader's current batch has been read */
+  }
+  MNT_CHECK(mnt_loader_next(t->ld, &b));
+  size_t n = (size_t)b->n;
+  memcpy(L->box_host, b->boxes, n * MNT_BOX_FLOATS * sizeof(float));
+  memcpy(L->lab_host, b->labels, n * sizeof(int32_t));
+  memcpy(L->ids, b->ids, n * sizeof *L->ids);
+  L->b = *b;
+  L->b.labels = L->lab_host, L->b.ids = L->ids, L->b.boxes = L->box_host;
+  L->b.raw = NULL, L->b.images = NULL; /* the loader's, not to be read after its next call */
+  mnt_loader_position(t->ld, &L->epoch, &L->cursor);
+  L->full = 1;
+  void *dst[3] = {L->raw_dev, L->box_dev, L->lab_dev};
+  const void *src[3] = {b->raw, L->box_host, L->lab_host};
+  size_t bytes[3] = {n * b->size * b->size * b->channels, n * MNT_BOX_FLOATS * sizeof(float), n * sizeof(int32_t)};
+  if (mnt_be_has_upload(be)) return mnt_upload_start(be, i, dst, src, bytes, 3);
+  for (int k = 0; k < 3; k++) MNT_CHECK(mnt_be_copy(be, dst[k], src[k], bytes[k], MNT_COPY_H2D));
+  return MNT_OK;
+}
+
+/* the next batch into the model's input. A backend that augments (cuda) takes it from the step's
+ * lane (uploaded during the last step, or now for the first), and the batch after it goes up into
+ * the other lane while this step trains */
 static int data_phase(mnt_trainer *t, const mnt_batch **out) {
   mnt_backend *be = t->be;
-  const mnt_batch *b;
-  MNT_CHECK(mnt_loader_next(t->ld, &b));
-  t->last = b;
-  *out = b;
-  if (!b->raw) return MNT_OK;
+  if (!t->raw) {
+    const mnt_batch *b;
+    MNT_CHECK(mnt_loader_next(t->ld, &b));
+    t->last = b;
+    *out = b;
+    return MNT_OK;
+  }
+  int i = t->cur_lane;
+  struct mnt_up_lane *L = &t->lane[i];
+  if (!L->full) MNT_CHECK(lane_fill(t, i)); /* the first step, or MNT_COPY_OVERLAP=off */
+  if (mnt_be_has_upload(be)) MNT_CHECK(mnt_upload_use(be, i));
   const mnt_dataset *d = &t->train;
-  MNT_CHECK(mnt_be_copy(be, t->raw_dev, b->raw, (size_t)b->n * b->size * b->size * b->channels, MNT_COPY_H2D));
-  MNT_CHECK(mnt_be_copy(be, t->box_dev, b->boxes, (size_t)b->n * MNT_BOX_FLOATS * sizeof(float), MNT_COPY_H2D));
-  return be->ops->augment_u8(be, t->raw_dev, b->n, b->size, b->channels, t->box_dev, t->cfg.pad_crop > 0, t->cfg.size,
-                             3, d->mean, d->std, mnt_resnet_input(t->m));
+  MNT_CHECK(be->ops->augment_u8(be, L->raw_dev, L->b.n, L->b.size, L->b.channels, L->box_dev, t->cfg.pad_crop > 0,
+                                t->cfg.size, 3, d->mean, d->std, mnt_resnet_input(t->m)));
+  t->last = &L->b;
+  *out = &L->b;
+  if (t->overlap) MNT_CHECK(lane_fill(t, i ^ 1));
+  return MNT_OK;
 }
 
 static int step_phases(mnt_trainer *t, mnt_step_out *out) {
@@ -320,8 +380,12 @@ static int step_phases(mnt_trainer *t, mnt_step_out *out) {
   MNT_CHECK(st);
   double t1 = mnt_now();
   mnt_trace_push("forward", 0);
-  st = mnt_resnet_forward(m, b->raw ? NULL : b->images, 1);
-  if (st == MNT_OK) st = mnt_resnet_loss(m, b->labels, b->n, 1);
+  st = mnt_resnet_forward(m, t->raw ? NULL : b->images, 1);
+  if (st == MNT_OK && !t->raw) st = mnt_resnet_loss(m, b->labels, b->n, 1);
+  if (st == MNT_OK && t->raw) { /* the lane's labels, on the device; its buffers free after the loss */
+    st = mnt_resnet_loss_dev(m, t->lane[t->cur_lane].lab_dev, b->n, 1);
+    if (st == MNT_OK && mnt_be_has_upload(t->be)) st = mnt_upload_release(t->be, t->cur_lane);
+  }
   mnt_trace_pop();
   MNT_CHECK(st);
   double t2 = mnt_now();
@@ -377,7 +441,14 @@ static int optimizer_phase(mnt_trainer *t, const mnt_batch *b, mnt_step_out *out
   }
   double t5 = mnt_now();
   t->s.step++;
-  mnt_loader_position(t->ld, &t->s.epoch, &t->s.cursor);
+  if (t->raw) { /* the position after the batch trained, not after the one on its way up */
+    struct mnt_up_lane *L = &t->lane[t->cur_lane];
+    t->s.epoch = L->epoch, t->s.cursor = L->cursor;
+    L->full = 0;
+    t->cur_lane ^= 1;
+  } else {
+    mnt_loader_position(t->ld, &t->s.epoch, &t->s.cursor);
+  }
   *out = (mnt_step_out){.phase = {t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4}, .n = b->n, .skipped = bad != 0};
   return MNT_OK;
 }

@@ -65,8 +65,20 @@ typedef struct mnt_trainer {
   /* this job only */
   mnt_reducer *red;
   float *iv_dev;            /* backend memory: this interval's loss sum, top-1 and top-5 (read at log time) */
-  uint8_t *raw_dev;         /* backends that augment (cuda): the raw batch and its boxes, on the device */
-  float *box_dev;
+  /* backends that augment (cuda): raw batches go up in two lanes (backend.h, mnt_upload_*), the next
+   * batch on the copy stream while the current one trains (MNT_COPY_OVERLAP=off: each at the start
+   * of its own step). A lane holds the batch's pixels, boxes and labels on the device, its boxes and
+   * labels page-locked on the host (the loader's own are pageable) and what the step reads of it. */
+  struct mnt_up_lane {
+    uint8_t *raw_dev;
+    float *box_dev, *box_host;
+    int32_t *lab_dev, *lab_host;
+    int64_t *ids;
+    mnt_batch b;                 /* n, ids and labels the lane's own; raw not to be read */
+    int64_t epoch, cursor;       /* the loader's position after this batch */
+    int full;                    /* uploaded (or under way), not trained yet */
+  } lane[2];
+  int raw, overlap, cur_lane;   /* raw: the backend augments; cur_lane: the lane of the step in progress */
   float *hw, *hm, *hbn;     /* host copies of weights, momentum and BN statistics for checkpoints and
                              * exports when the backend's memory is not the host's (else the model's) */
   double comm_span;         /* seconds from a step's first bucket start to its last completion */

@@ -557,6 +557,24 @@ static void test_f32(const pair *P) {
     cmp(first ? "lars_step momentum (first)" : "lars_step momentum", P->prec, want, got, n, 1e-5);
     free(want), free(got);
   }
+  /* the skip flag (device memory), read by the kernels: set, sgd, lars and acc write nothing */
+  {
+    int32_t one = 1, *gflag = NULL;
+    OK(mnt_be_alloc(P->gpu, sizeof *gflag, (void **)&gflag));
+    OK(mnt_be_copy(P->gpu, gflag, &one, sizeof one, MNT_COPY_H2D));
+    float *w0 = f32_get(P->gpu, gw, n), *m0 = f32_get(P->gpu, gm, n);
+    OK(mnt_sgd_step(P->gpu, gw, gg, gm, n, 0.1f, 0.9f, 1e-4f, 0, gflag));
+    OK(mnt_lars_step(P->gpu, gw, gg, gm, seg, 3, 2.0f, 0.9f, 5e-4f, 0.001f, 0, gflag));
+    OK(mnt_f32_acc_unless(P->gpu, gw, gg, n, gflag));
+    float *w1 = f32_get(P->gpu, gw, n), *m1 = f32_get(P->gpu, gm, n);
+    checks++;
+    if (memcmp(w0, w1, n * sizeof *w0) || memcmp(m0, m1, n * sizeof *m0)) {
+      failures++;
+      fprintf(stderr, "FAIL skip flag (%s): sgd/lars/acc changed w or the momentum with the flag set\n", P->prec);
+    }
+    free(w0), free(m0), free(w1), free(m1);
+    mnt_be_free(P->gpu, gflag);
+  }
   /* nonfinite */
   int32_t *gf = NULL, flag = -1;
   OK(mnt_be_alloc(P->gpu, sizeof flag, (void **)&gf));
@@ -596,6 +614,45 @@ static void test_f32(const pair *P) {
   free(hw), free(hg), free(hm);
 }
 
+/* the upload lanes (a copy stream and events): what each lane's copies wrote is on the device for
+ * the compute stream after mnt_upload_use, both lanes in flight at once, a lane reused after its
+ * release, and the host buffers reusable after mnt_upload_host_done */
+static void test_upload(const pair *P) {
+  enum { N = 3 << 20 };
+  uint8_t *h[2] = {NULL, NULL}, *d[2] = {NULL, NULL}, *back = malloc(N);
+  if (!back) exit(1);
+  for (int i = 0; i < 2; i++) {
+    OK(mnt_be_host_alloc(P->gpu, N, (void **)&h[i]));
+    OK(mnt_be_alloc(P->gpu, N, (void **)&d[i]));
+  }
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < 2; i++) {
+      for (size_t k = 0; k < N; k++) h[i][k] = (uint8_t)(k * 31 + 7 * i + 13 * round);
+      void *dst[1] = {d[i]};
+      const void *src[1] = {h[i]};
+      size_t bytes[1] = {N};
+      OK(mnt_upload_start(P->gpu, i, dst, src, bytes, 1));
+    }
+    for (int i = 0; i < 2; i++) {
+      OK(mnt_upload_use(P->gpu, i));
+      OK(mnt_be_copy(P->gpu, back, d[i], N, MNT_COPY_D2H)); /* on the compute stream, after the use */
+      OK(mnt_upload_release(P->gpu, i));
+      OK(mnt_upload_host_done(P->gpu, i));
+      size_t bad = N;
+      for (size_t k = 0; k < N && bad == N; k++)
+        if (back[k] != (uint8_t)(k * 31 + 7 * i + 13 * round)) bad = k;
+      checks++;
+      if (bad != N) {
+        failures++;
+        fprintf(stderr, "FAIL upload lane %d round %d (%s): byte %zu is %u on the device, %u was sent\n", i, round,
+                P->prec, bad, back[bad], (uint8_t)(bad * 31 + 7 * i + 13 * round));
+      }
+    }
+  }
+  for (int i = 0; i < 2; i++) mnt_be_host_free(P->gpu, h[i]), mnt_be_free(P->gpu, d[i]);
+  free(back);
+}
+
 static int run_round(mnt_precision prec) {
   mnt_backend_opts co = {.precision = MNT_PREC_FP32, .device = -1}, go = {.precision = prec, .device = -1};
   pair P = {.prec = mnt_precision_name(prec), .rel = prec == MNT_PREC_BF16 ? 2e-2 : 1e-4};
@@ -632,6 +689,7 @@ static int run_round(mnt_precision prec) {
   test_xent(&P, 8, 10, 0.1f);
   test_xent(&P, 8, 10, 0.0f);
   test_f32(&P);
+  test_upload(&P);
   OK(mnt_be_sync(P.gpu));
   cudaError_t e = cudaPeekAtLastError(); /* every error the backend met was handled, and cleared */
   checks++;

@@ -4,7 +4,8 @@
 #   1. --device cuda (the communicator follows: nccl), fp32, resnet8;
 #   2. --comm nccl (the device follows: cuda), bf16 activations and bf16 gradients, resnet18 with
 #      2 MB buckets (a dozen allreduce requests waited for per step), validation at the end and a
-#      checkpoint every 4 steps (host buffers staged through the GPU).
+#      checkpoint every 4 steps (host buffers staged through the GPU);
+#   3. bf16 resnet8 with and without MNT_COPY_OVERLAP: the same checkpoint, bit for bit.
 # Each must exit 0 with a finite loss and a summary.json that says cuda and nccl; the log must not
 # hold a CUDA error. The first kernel after an NCCL wait that saw "not ready" used to fail with
 # "device not ready" (a poll's cudaErrorNotReady left as the thread's last error): both runs
@@ -90,6 +91,43 @@ else
     echo "FAIL: bf16: no committed checkpoint in $w/bf16: $(find "$w/bf16" -maxdepth 3 | tr '\n' ' ')"
     fail=1
   fi
+fi
+# 3. the upload of the next batch beside the current step (two lanes, a copy stream) changes no
+#    number: the same run with MNT_COPY_OVERLAP=off (each batch up at its own step's start) ends with
+#    the same weights, momentum and BN statistics, bit for bit, and the same position in the data
+#    (the checkpoint names the batch trained, not the one already on its way up)
+run overlap_on --device cuda --arch resnet8 --precision bf16 --ckpt-every-steps 8
+rc_on=$?
+MNT_COPY_OVERLAP=off run overlap_off --device cuda --arch resnet8 --precision bf16 --ckpt-every-steps 8
+rc_off=$?
+if [ $rc_on -ne 0 ] || [ $rc_off -ne 0 ]; then
+  echo "FAIL: overlap: mntrain train exited $rc_on (MNT_COPY_OVERLAP=on) and $rc_off (off)"
+  tail -n 20 "$w/overlap_on.log" "$w/overlap_off.log"
+  fail=1
+else
+  "$py" - "$w/overlap_on/ckpt/step-00000008" "$w/overlap_off/ckpt/step-00000008" <<'PY' || fail=1
+import json, sys
+def load(d):
+    m = json.load(open(f"{d}/MANIFEST.json"))
+    with open(f"{d}/{m['file']}", "rb") as f:
+        data = {}
+        for ds in m["datasets"]:
+            if ds["name"].startswith(("/model/", "/optim/", "/bn/")):
+                f.seek(ds["offset"])
+                data[ds["name"]] = f.read(ds["bytes"])
+    return m["state"], data
+(s_on, on), (s_off, off) = load(sys.argv[1]), load(sys.argv[2])
+bad = [k for k in on if on[k] != off.get(k)] + [k for k in off if k not in on]
+pos = [(k, s_on[k], s_off[k]) for k in ("step", "epoch", "cursor") if s_on[k] != s_off[k]]
+for k in bad[:5]:
+    print(f"FAIL: overlap: {k} differs between MNT_COPY_OVERLAP=on and off")
+for k, a, b in pos:
+    print(f"FAIL: overlap: the checkpoint's {k} is {a} with the overlap, {b} without")
+if not bad and not pos and on:
+    print(f"ok: overlap: {len(on)} tensors bit-identical with and without the copy overlap, position "
+          f"epoch {s_on['epoch']} cursor {s_on['cursor']}")
+sys.exit(1 if bad or pos or not on else 0)
+PY
 fi
 [ $fail -eq 0 ] && echo "train_cuda: ok" || echo "train_cuda: FAILED"
 exit $fail

@@ -1,8 +1,9 @@
 /* backend_cuda.c — the CUDA compute backend (see backend.h): one GPU, one non-blocking stream on
  * which every op is queued, cuDNN (layers_cudnn.c) and cuBLAS handles bound to it, and the
- * kernels of kernels/ops.h. Activations are fp32 NCHW, or bf16 NHWC with --precision bf16;
- * parameters, gradients and statistics are fp32. No op synchronizes except a copy to the host,
- * act_download and sync (and alloc, once, so that fresh memory is zero on every stream). */
+ * kernels of kernels/ops.h; a second stream for the uploads beside the work (upload_*: events
+ * between the two). Activations are fp32 NCHW, or bf16 NHWC with --precision bf16; parameters,
+ * gradients and statistics are fp32. No op synchronizes except a copy to the host, act_download,
+ * sync and upload_host_done (and alloc, once, so that fresh memory is zero on every stream). */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -366,6 +367,55 @@ static int cu_augment_u8(mnt_backend *b, const uint8_t *src, int n, int S, int C
   return MNT_OK;
 }
 
+/* ---- uploads beside the work: a copy stream, two lanes (backend.h, mnt_upload_*) ------------ */
+static int up_lane(mnt_cuda *c, int lane) {
+  if (lane != 0 && lane != 1) {
+    MNT_ERR("internal: upload lane %d (0 or 1)", lane);
+    return MNT_EARG;
+  }
+  if (c->copy_stream) return MNT_OK;
+  /* events without timing: the cheapest to record and wait for */
+  for (int i = 0; i < 2; i++) {
+    MNT_CUDA_CHECK(cudaEventCreateWithFlags(&c->up_ready[i], cudaEventDisableTiming));
+    MNT_CUDA_CHECK(cudaEventCreateWithFlags(&c->up_freed[i], cudaEventDisableTiming));
+  }
+  MNT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking));
+  return MNT_OK;
+}
+
+static int cu_upload_start(mnt_backend *b, int lane, void *const *dst, const void *const *src, const size_t *bytes,
+                           int n) {
+  mnt_cuda *c = mnt_cuda_of(b);
+  MNT_CHECK(up_lane(c, lane));
+  /* an event never recorded is complete: the first use of a lane waits for nothing */
+  MNT_CUDA_CHECK(cudaStreamWaitEvent(c->copy_stream, c->up_freed[lane], 0));
+  for (int i = 0; i < n; i++)
+    if (bytes[i]) MNT_CUDA_CHECK(cudaMemcpyAsync(dst[i], src[i], bytes[i], cudaMemcpyHostToDevice, c->copy_stream));
+  MNT_CUDA_CHECK(cudaEventRecord(c->up_ready[lane], c->copy_stream));
+  return MNT_OK;
+}
+
+static int cu_upload_use(mnt_backend *b, int lane) {
+  mnt_cuda *c = mnt_cuda_of(b);
+  MNT_CHECK(up_lane(c, lane));
+  MNT_CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->up_ready[lane], 0));
+  return MNT_OK;
+}
+
+static int cu_upload_release(mnt_backend *b, int lane) {
+  mnt_cuda *c = mnt_cuda_of(b);
+  MNT_CHECK(up_lane(c, lane));
+  MNT_CUDA_CHECK(cudaEventRecord(c->up_freed[lane], c->stream));
+  return MNT_OK;
+}
+
+static int cu_upload_host_done(mnt_backend *b, int lane) {
+  mnt_cuda *c = mnt_cuda_of(b);
+  MNT_CHECK(up_lane(c, lane));
+  MNT_CUDA_CHECK(cudaEventSynchronize(c->up_ready[lane]));
+  return MNT_OK;
+}
+
 /* ---- the table, create, destroy ---------------------------------------------------------- */
 static void cu_destroy(mnt_backend *b);
 
@@ -410,6 +460,10 @@ static const mnt_backend_ops mnt_cuda_ops = {
     .sgd_step = cu_sgd_step,
     .lars_step = cu_lars_step,
     .nonfinite = cu_nonfinite,
+    .upload_start = cu_upload_start,
+    .upload_use = cu_upload_use,
+    .upload_release = cu_upload_release,
+    .upload_host_done = cu_upload_host_done,
     .cast_from_f32 = cu_cast_from_f32,
     .cast_to_f32 = cu_cast_to_f32,
     .augment_u8 = cu_augment_u8,
@@ -433,6 +487,14 @@ static void cu_destroy(mnt_backend *b) {
     }
     if (c->blas) MNT_CUBLAS_WARN(cublasDestroy(c->blas));
     if (c->dnn) MNT_CUDNN_WARN(cudnnDestroy(c->dnn));
+    if (c->copy_stream) {
+      MNT_CUDA_WARN(cudaStreamSynchronize(c->copy_stream)); /* its copies read host buffers */
+      MNT_CUDA_WARN(cudaStreamDestroy(c->copy_stream));
+    }
+    for (int i = 0; i < 2; i++) {
+      if (c->up_ready[i]) MNT_CUDA_WARN(cudaEventDestroy(c->up_ready[i]));
+      if (c->up_freed[i]) MNT_CUDA_WARN(cudaEventDestroy(c->up_freed[i]));
+    }
     if (c->stream) MNT_CUDA_WARN(cudaStreamDestroy(c->stream));
     free(c->lars_host);
     free(c);

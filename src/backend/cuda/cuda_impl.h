@@ -48,6 +48,10 @@ typedef struct mnt_cuda {
   size_t lars_part_bytes;
   struct mnt_k_seg *lars_host; /* the table last uploaded */
   int lars_n;
+  /* uploads beside the work (upload_*): a copy stream, made at the first upload; per lane, the
+   * event after its copies (ready) and after the compute work that last used it (freed) */
+  cudaStream_t copy_stream;
+  cudaEvent_t up_ready[2], up_freed[2];
 } mnt_cuda;
 
 static inline mnt_cuda *mnt_cuda_of(mnt_backend *b) { return (mnt_cuda *)b->impl; }
