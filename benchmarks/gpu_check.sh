@@ -181,7 +181,7 @@ finish() {
       printf '%-26s %s\n' "NCCL collectives" "${nccl_mode:-unknown}"
       printf '%-26s %s\n' "stem input channels" "${stem_mode:-unknown}"
       printf '%-26s %s\n' "bf16 weight copies" "cast once per step in forward, reused by backward-data"
-      printf '%-26s %s\n' "batch upload (train)" "copy stream, the next batch beside the step (MNT_COPY_OVERLAP=on): ${overlap_check:-not checked (gpu_train did not run)}"
+      printf '%-26s %s\n' "batch upload (train)" "copy stream, the next batch beside the step (MNT_COPY_OVERLAP=${MNT_COPY_OVERLAP:-on}): ${overlap_check:-not checked (gpu_train did not run)}"
       printf '%-26s %s\n' "non-finite check" "the update reads the flag on the device; one stream wait per step, at its end"
     } | tee -a "$results"
   fi

@@ -573,6 +573,27 @@ static void test_f32(const pair *P) {
       fprintf(stderr, "FAIL skip flag (%s): sgd/lars/acc changed w or the momentum with the flag set\n", P->prec);
     }
     free(w0), free(m0), free(w1), free(m1);
+    /* clear (0, as the trainer passes it every good step): the same as no flag, bit for bit */
+    int32_t zero = 0;
+    OK(mnt_be_copy(P->gpu, gflag, &zero, sizeof zero, MNT_COPY_H2D));
+    float *x0 = f32_get(P->gpu, gw, n), *y0 = f32_get(P->gpu, gm, n);
+    OK(mnt_sgd_step(P->gpu, gw, gg, gm, n, 0.1f, 0.9f, 1e-4f, 0, gflag));
+    OK(mnt_lars_step(P->gpu, gw, gg, gm, seg, 3, 2.0f, 0.9f, 5e-4f, 0.001f, 0, gflag));
+    OK(mnt_f32_acc_unless(P->gpu, gw, gg, n, gflag));
+    float *wf = f32_get(P->gpu, gw, n), *mf = f32_get(P->gpu, gm, n);
+    OK(mnt_be_copy(P->gpu, gw, x0, n * sizeof *x0, MNT_COPY_H2D));
+    OK(mnt_be_copy(P->gpu, gm, y0, n * sizeof *y0, MNT_COPY_H2D));
+    OK(mnt_sgd_step(P->gpu, gw, gg, gm, n, 0.1f, 0.9f, 1e-4f, 0, NULL));
+    OK(mnt_lars_step(P->gpu, gw, gg, gm, seg, 3, 2.0f, 0.9f, 5e-4f, 0.001f, 0, NULL));
+    OK(mnt_f32_acc(P->gpu, gw, gg, n));
+    float *wn = f32_get(P->gpu, gw, n), *mn = f32_get(P->gpu, gm, n);
+    checks++;
+    if (memcmp(wf, wn, n * sizeof *wf) || memcmp(mf, mn, n * sizeof *mf) || !memcmp(wf, x0, n * sizeof *wf)) {
+      failures++;
+      fprintf(stderr, "FAIL skip flag clear (%s): sgd/lars/acc differ from the calls without a flag, or did nothing\n",
+              P->prec);
+    }
+    free(x0), free(y0), free(wf), free(mf), free(wn), free(mn);
     mnt_be_free(P->gpu, gflag);
   }
   /* nonfinite */

@@ -96,16 +96,23 @@ fi
 #    number: the same run with MNT_COPY_OVERLAP=off (each batch up at its own step's start) ends with
 #    the same weights, momentum and BN statistics, bit for bit, and the same position in the data
 #    (the checkpoint names the batch trained, not the one already on its way up)
-run overlap_on --device cuda --arch resnet8 --precision bf16 --ckpt-every-steps 8
+#    (20 steps: the prefetch crosses the epoch of 16 batches; the checkpoint of step 16 compared)
+run overlap_on --device cuda --arch resnet8 --precision bf16 --steps 20 --ckpt-every-steps 8
 rc_on=$?
-MNT_COPY_OVERLAP=off run overlap_off --device cuda --arch resnet8 --precision bf16 --ckpt-every-steps 8
+MNT_COPY_OVERLAP=off run overlap_off --device cuda --arch resnet8 --precision bf16 --steps 20 --ckpt-every-steps 8
 rc_off=$?
+for n in overlap_on overlap_off; do
+  if grep -nE 'not ready|cudaError|CUDA error|failed: ' "$w/$n.log"; then
+    echo "FAIL: $n: a CUDA error in the log (above)"
+    fail=1
+  fi
+done
 if [ $rc_on -ne 0 ] || [ $rc_off -ne 0 ]; then
   echo "FAIL: overlap: mntrain train exited $rc_on (MNT_COPY_OVERLAP=on) and $rc_off (off)"
   tail -n 20 "$w/overlap_on.log" "$w/overlap_off.log"
   fail=1
 else
-  "$py" - "$w/overlap_on/ckpt/step-00000008" "$w/overlap_off/ckpt/step-00000008" <<'PY' || fail=1
+  "$py" - "$w/overlap_on/ckpt/step-00000016" "$w/overlap_off/ckpt/step-00000016" <<'PY' || fail=1
 import json, sys
 def load(d):
     m = json.load(open(f"{d}/MANIFEST.json"))

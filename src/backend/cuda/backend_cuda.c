@@ -374,6 +374,7 @@ static int up_lane(mnt_cuda *c, int lane) {
     return MNT_EARG;
   }
   if (c->copy_stream) return MNT_OK;
+  MNT_CUDA_CHECK(cudaSetDevice(c->device)); /* the stream and events in the compute stream's context */
   /* events without timing: the cheapest to record and wait for */
   for (int i = 0; i < 2; i++) {
     MNT_CUDA_CHECK(cudaEventCreateWithFlags(&c->up_ready[i], cudaEventDisableTiming));
@@ -389,10 +390,12 @@ static int cu_upload_start(mnt_backend *b, int lane, void *const *dst, const voi
   MNT_CHECK(up_lane(c, lane));
   /* an event never recorded is complete: the first use of a lane waits for nothing */
   MNT_CUDA_CHECK(cudaStreamWaitEvent(c->copy_stream, c->up_freed[lane], 0));
-  for (int i = 0; i < n; i++)
-    if (bytes[i]) MNT_CUDA_CHECK(cudaMemcpyAsync(dst[i], src[i], bytes[i], cudaMemcpyHostToDevice, c->copy_stream));
-  MNT_CUDA_CHECK(cudaEventRecord(c->up_ready[lane], c->copy_stream));
-  return MNT_OK;
+  int st = MNT_OK;
+  for (int i = 0; i < n && st == MNT_OK; i++)
+    if (bytes[i]) st = MNT_CUDA_OK(cudaMemcpyAsync(dst[i], src[i], bytes[i], cudaMemcpyHostToDevice, c->copy_stream));
+  /* recorded on failure too: upload_host_done then waits for the copies that were queued */
+  int rs = MNT_CUDA_OK(cudaEventRecord(c->up_ready[lane], c->copy_stream));
+  return st != MNT_OK ? st : rs;
 }
 
 static int cu_upload_use(mnt_backend *b, int lane) {
