@@ -335,6 +335,19 @@ int mnt_cuda_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int 
    * gradient of the padded input is wanted. */
   if (cv->c->bf16 && cv->c->stem_pad && C == 3 && !need_dx) cv->Cp = 4;
   int rc = conv_setup(cv);
+  if (rc != MNT_OK && cv->Cp != C) { /* cuDNN refused the padded shape: the 3 channels as they are */
+    MNT_WARN("conv %dx%d s%d p%d 3->%d on %dx%dx%dx%d: no cuDNN algorithm for the input padded to %d channels; "
+             "running on 3 channels (MNT_STEM_PAD=off does the same)", R, R, s, p, K, N, C, H, W, cv->Cp);
+    (void)cudaGetLastError();
+    mnt_cuda_conv_destroy(cv);
+    if (!(cv = calloc(1, sizeof *cv))) {
+      MNT_ERR("calloc of a convolution failed");
+      return MNT_ENOMEM;
+    }
+    *cv = (mnt_cuda_conv){.c = mnt_cuda_of(b), .N = N, .C = C, .H = H, .W = W, .K = K, .R = R, .s = s, .p = p,
+                          .OH = OH, .OW = OW, .need_dx = need_dx ? 1 : 0, .Cp = C};
+    rc = conv_setup(cv);
+  }
   if (rc != MNT_OK) {
     MNT_ERR("could not set up a %dx%d convolution %d->%d channels, stride %d, on %dx%dx%dx%d", R, R, C, K, s, N, C,
             H, W);
