@@ -515,6 +515,14 @@ static void test_xent(const pair *P, int N, int K, float smoothing) {
 }
 
 /* ---- fp32 vectors (the same in both rounds) ------------------------------------------------ */
+/* one SGD step, one LARS step and an accumulate on the GPU, with the skip flag given (NULL: none) */
+static void skip_flag_steps(const pair *P, float *gw, const float *gg, float *gm, size_t n, const mnt_lars_seg *seg,
+                            const int32_t *flag) {
+  OK(mnt_sgd_step(P->gpu, gw, gg, gm, n, 0.1f, 0.9f, 1e-4f, 0, flag));
+  OK(mnt_lars_step(P->gpu, gw, gg, gm, seg, 3, 2.0f, 0.9f, 5e-4f, 0.001f, 0, flag));
+  OK(mnt_f32_acc_unless(P->gpu, gw, gg, n, flag));
+}
+
 static void test_f32(const pair *P) {
   const size_t n = 1000;
   const double rel = 1e-6;
@@ -563,9 +571,7 @@ static void test_f32(const pair *P) {
     OK(mnt_be_alloc(P->gpu, sizeof *gflag, (void **)&gflag));
     OK(mnt_be_copy(P->gpu, gflag, &one, sizeof one, MNT_COPY_H2D));
     float *w0 = f32_get(P->gpu, gw, n), *m0 = f32_get(P->gpu, gm, n);
-    OK(mnt_sgd_step(P->gpu, gw, gg, gm, n, 0.1f, 0.9f, 1e-4f, 0, gflag));
-    OK(mnt_lars_step(P->gpu, gw, gg, gm, seg, 3, 2.0f, 0.9f, 5e-4f, 0.001f, 0, gflag));
-    OK(mnt_f32_acc_unless(P->gpu, gw, gg, n, gflag));
+    skip_flag_steps(P, gw, gg, gm, n, seg, gflag);
     float *w1 = f32_get(P->gpu, gw, n), *m1 = f32_get(P->gpu, gm, n);
     checks++;
     if (memcmp(w0, w1, n * sizeof *w0) || memcmp(m0, m1, n * sizeof *m0)) {
@@ -577,15 +583,11 @@ static void test_f32(const pair *P) {
     int32_t zero = 0;
     OK(mnt_be_copy(P->gpu, gflag, &zero, sizeof zero, MNT_COPY_H2D));
     float *x0 = f32_get(P->gpu, gw, n), *y0 = f32_get(P->gpu, gm, n);
-    OK(mnt_sgd_step(P->gpu, gw, gg, gm, n, 0.1f, 0.9f, 1e-4f, 0, gflag));
-    OK(mnt_lars_step(P->gpu, gw, gg, gm, seg, 3, 2.0f, 0.9f, 5e-4f, 0.001f, 0, gflag));
-    OK(mnt_f32_acc_unless(P->gpu, gw, gg, n, gflag));
+    skip_flag_steps(P, gw, gg, gm, n, seg, gflag);
     float *wf = f32_get(P->gpu, gw, n), *mf = f32_get(P->gpu, gm, n);
     OK(mnt_be_copy(P->gpu, gw, x0, n * sizeof *x0, MNT_COPY_H2D));
     OK(mnt_be_copy(P->gpu, gm, y0, n * sizeof *y0, MNT_COPY_H2D));
-    OK(mnt_sgd_step(P->gpu, gw, gg, gm, n, 0.1f, 0.9f, 1e-4f, 0, NULL));
-    OK(mnt_lars_step(P->gpu, gw, gg, gm, seg, 3, 2.0f, 0.9f, 5e-4f, 0.001f, 0, NULL));
-    OK(mnt_f32_acc(P->gpu, gw, gg, n));
+    skip_flag_steps(P, gw, gg, gm, n, seg, NULL);
     float *wn = f32_get(P->gpu, gw, n), *mn = f32_get(P->gpu, gm, n);
     checks++;
     if (memcmp(wf, wn, n * sizeof *wf) || memcmp(mf, mn, n * sizeof *mf) || !memcmp(wf, x0, n * sizeof *wf)) {
