@@ -5,7 +5,6 @@
  * a thread that holds a lock: a span being written may show half-written, which a dump tolerates). */
 #include "trace.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -17,6 +16,7 @@
 #include "check.h"
 #include "log.h"
 #include "path.h"
+#include "tmpfile.h"
 
 #if MNT_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>
@@ -202,22 +202,42 @@ void mnt_trace_span(const char *track, const char *name, uint64_t t0, uint64_t t
 
 /* ---- the file ---------------------------------------------------------------------------------- */
 
-int mnt_trace_write(const char *dir, const char *node, int size) {
+/* s as a JSON string (names come from PMIx and the command line: never trusted to be plain) */
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; s && *s; s++) {
+    if (*s == '"' || *s == '\\') fputc('\\', f), fputc(*s, f);
+    else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", (unsigned)(unsigned char)*s);
+    else fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+int mnt_trace_write(const char *dir, const mnt_trace_id *id) {
   char path[MNT_PATH_MAX + 64], tmp[MNT_PATH_MAX + 72];
-  snprintf(path, sizeof path, "%s/" MNT_TRACE_FILE_FMT, dir, T.rank);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f) return MNT_SYSERR("cannot write the trace %s", tmp);
+  if (snprintf(path, sizeof path, "%s/" MNT_TRACE_FILE_FMT, dir, T.rank) >= (int)sizeof path) {
+    MNT_ERR("--trace %s: path too long", dir);
+    return MNT_EARG;
+  }
+  FILE *f = mnt_tmp_fopen(path, tmp, sizeof tmp); /* DIR/.trace-rank-R.json.XXXXXX, exclusive: never a link */
+  if (!f) return MNT_ESYS;
   int n = atomic_load(&T.n);
-  fprintf(f, "{\"version\": 1, \"rank\": %d, \"size\": %d, \"node\": \"%s\", \"clock\": \"CLOCK_MONOTONIC\",\n"
+  fprintf(f, "{\"version\": %d, \"rank\": %d, \"size\": %d, \"job\": ", MNT_TRACE_VERSION, T.rank, id->size);
+  json_str(f, id->job);
+  fprintf(f, ", \"run_id\": ");
+  json_str(f, id->run_id);
+  fprintf(f, ", \"node\": ");
+  json_str(f, id->node);
+  fprintf(f, ", \"clock\": \"CLOCK_MONOTONIC\",\n"
              " \"offset_ns\": %lld, \"offset_err_ns\": %lld, \"steps\": [%lld, %lld], \"truncated\": %s,\n"
              " \"threads\": [",
-          T.rank, size, node ? node : "", (long long)T.offset_ns, (long long)T.offset_err_ns, (long long)T.first,
-          (long long)T.last, atomic_load(&T.truncated) ? "true" : "false");
+          (long long)T.offset_ns, (long long)T.offset_err_ns, (long long)T.first, (long long)T.last,
+          atomic_load(&T.truncated) ? "true" : "false");
   for (int i = 0; i < n; i++) {
     pthread_mutex_lock(&T.bufs[i]->mu);
-    fprintf(f, "%s{\"id\": %d, \"name\": \"%s\", \"track\": %s}", i ? ", " : "", i, T.bufs[i]->name,
-            T.bufs[i]->track ? "true" : "false");
+    fprintf(f, "%s{\"id\": %d, \"name\": ", i ? ", " : "", i);
+    json_str(f, T.bufs[i]->name);
+    fprintf(f, ", \"track\": %s}", T.bufs[i]->track ? "true" : "false");
     pthread_mutex_unlock(&T.bufs[i]->mu);
   }
   /* events: [thread, start ns, duration ns, name, arg, step, depth] */
@@ -228,21 +248,16 @@ int mnt_trace_write(const char *dir, const char *node, int size) {
     pthread_mutex_lock(&b->mu);
     for (size_t k = 0; k < b->nwin; k++) {
       const event *e = &b->win[k];
-      fprintf(f, "%s\n  [%d, %llu, %llu, \"%s\", %lld, %lld, %d]", first ? "" : ",", i, (unsigned long long)e->t0,
-              (unsigned long long)(e->t1 - e->t0), e->name, (long long)e->arg, (long long)e->step, e->depth);
+      fprintf(f, "%s\n  [%d, %llu, %llu, ", first ? "" : ",", i, (unsigned long long)e->t0,
+              (unsigned long long)(e->t1 - e->t0));
+      json_str(f, e->name);
+      fprintf(f, ", %lld, %lld, %d]", (long long)e->arg, (long long)e->step, e->depth);
       first = 0;
     }
     pthread_mutex_unlock(&b->mu);
   }
   fprintf(f, "\n]}\n");
-  int bad = ferror(f);
-  if (fclose(f) != 0 || bad) {
-    int st = MNT_SYSERR("cannot write the trace %s", tmp);
-    unlink(tmp);
-    return st;
-  }
-  if (rename(tmp, path) != 0) return MNT_SYSERR("cannot rename %s to %s", tmp, path);
-  return MNT_OK;
+  return mnt_tmp_fcommit(f, tmp, path); /* on disk, then renamed over DIR/trace-rank-R.json */
 }
 
 /* ---- a hang's explanation ---------------------------------------------------------------------- */
@@ -275,11 +290,11 @@ int mnt_trace_dump_last(const char *dir, const char *why) {
   uint64_t now = mnt_trace_now(), last = atomic_load(&T.last_dump);
   if (last && now - last < 5000000000ull) return 0;
   if (!atomic_compare_exchange_strong(&T.last_dump, &last, now)) return 0;
-  char path[MNT_PATH_MAX + 64];
+  char path[MNT_PATH_MAX + 64], tmp[MNT_PATH_MAX + 72];
   snprintf(path, sizeof path, "%s/last-events-rank-%05d.txt", dir, T.rank);
-  FILE *f = fopen(path, "w");
+  FILE *f = mnt_tmp_fopen(path, tmp, sizeof tmp); /* exclusive, renamed into place: never through a link */
   if (!f) {
-    MNT_WARN("cannot write %s: %s", path, strerror(errno));
+    MNT_WARN("cannot write %s", path);
     return 0;
   }
   char act[256];
@@ -307,7 +322,10 @@ int mnt_trace_dump_last(const char *dir, const char *why) {
               (long long)e.arg);
     }
   }
-  fclose(f);
+  if (mnt_tmp_fcommit(f, tmp, path) != MNT_OK) {
+    MNT_WARN("cannot write %s", path);
+    return 0;
+  }
   MNT_WARN("the last events of every thread of rank %d are in %s (%s)", T.rank, path, why ? why : "asked");
   return 1;
 }

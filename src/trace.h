@@ -4,7 +4,7 @@
  * defines: mnt_trace_init, mnt_trace_thread, mnt_trace_push / mnt_trace_pop (a span on the calling
  *          thread, nested), mnt_trace_span (a span with its own times on a named track),
  *          mnt_trace_step, mnt_trace_now, mnt_trace_on, mnt_trace_set_offset, mnt_trace_write,
- *          mnt_trace_activity, mnt_trace_dump_last, MNT_TRACE_FILE_FMT.
+ *          mnt_trace_activity, mnt_trace_dump_last, mnt_trace_id, MNT_TRACE_FILE_FMT, MNT_TRACE_VERSION.
  *
  * Two records, one cost. Every span goes into its thread's ring of the last 256 (always: a hung
  * job says what each thread did last, even without --trace) and, while the step counter is in the
@@ -48,9 +48,20 @@ void mnt_trace_pop(void);
 void mnt_trace_span(const char *track, const char *name, uint64_t t0, uint64_t t1, int64_t arg);
 /* ns to add to this rank's times to get rank 0's, and the uncertainty of that measurement */
 void mnt_trace_set_offset(int64_t offset_ns, int64_t err_ns);
-/* DIR/trace-rank-RRRRR.json: this rank's window (node: its node's name). MNT_OK, or an error naming
- * the file. Safe to call more than once (the last call wins). */
-int mnt_trace_write(const char *dir, const char *node, int size);
+/* who wrote a trace file: what `mntrain report --trace` checks before it merges ranks */
+typedef struct mnt_trace_id {
+  const char *node;   /* this rank's node */
+  const char *job;    /* the job step: PMIx's namespace (slurm.pmix.JOB.STEP), unique per launch */
+  const char *run_id; /* the training run (config.json's run_id), kept across its jobs */
+  int size;           /* ranks in the job */
+} mnt_trace_id;
+/* the version of the file's layout (its "version") */
+#define MNT_TRACE_VERSION 2
+/* DIR/trace-rank-RRRRR.json: this rank's window and who wrote it. Written through the safe writer
+ * (src/tmpfile.h: a new file under a name nobody can guess, renamed into place), into a directory the
+ * caller has accepted (train: io/rundir/safefs.h). MNT_OK, or an error naming the file. Safe to
+ * call more than once (the last call wins). */
+int mnt_trace_write(const char *dir, const mnt_trace_id *id);
 /* what the main thread is doing now, for a hang's message: "step 12: backward > bucket 3" ("" when
  * nothing is open) */
 void mnt_trace_activity(char *out, size_t n);
@@ -58,7 +69,8 @@ void mnt_trace_activity(char *out, size_t n);
  * why it was written; at most once every 5 s (a chain of stall warnings writes it once). dir NULL:
  * the directory set by mnt_trace_set_dump_dir, if any. Returns 1 when written. */
 int mnt_trace_dump_last(const char *dir, const char *why);
-/* where mnt_trace_dump_last writes when called without a directory (train: --trace DIR or --out) */
+/* where mnt_trace_dump_last writes when called without a directory (train: --trace DIR or --out, once
+ * the run has accepted it: nothing is written into a directory that was refused); NULL: nowhere */
 void mnt_trace_set_dump_dir(const char *dir);
 
 #endif

@@ -1,5 +1,5 @@
 /* safefs.h — where mntrain writes, kept safe from the other users of a shared filesystem.
- * defines: mnt_dir_secure (a directory mntrain may write into). The files written in it: src/tmpfile.h
+ * defines: mnt_dir_secure (a directory mntrain may write into), mnt_dir_usable (the same, asked quietly). The files written in it: src/tmpfile.h
  *          (created under a name nobody can guess, renamed into place; logs never through a link).
  *
  * The rules (README "Who may own a run directory"):
@@ -27,4 +27,7 @@ enum {
  * allows. `what` names it in errors ("--out", "--ckpt-dir"). MNT_EARG naming path, its owner and
  * mode when it breaks a rule, is not a directory, or cannot be created. */
 int mnt_dir_secure(const char *path, const char *what, int create, int kind);
+/* 1 when path is a directory that `kind` allows, 0 otherwise; nothing logged (a rank that only may
+ * write there, where another rank has already accepted the directory) */
+int mnt_dir_usable(const char *path, int kind);
 #endif

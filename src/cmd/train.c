@@ -457,8 +457,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   MNT_CHECK(validate(&o, quiet, &ckpt_on));
   if (o.threads > 0) omp_set_num_threads(o.threads);
   int have_sig_thr = mnt_train_signals_start(ckpt_on);
-  mnt_trace_thread("main");
-  mnt_trace_set_dump_dir(o.trace_dir ? o.trace_dir : o.out);
+  mnt_trace_thread("main"); /* its last events go to --trace or --out once they are accepted (train_setup.c) */
   run r = {.o = &o, .w = w, .ckpt_step = -1};
   mnt_ckpt ck = {0};
   mnt_runlock *locks[2] = {NULL, NULL}; /* rank 0: --out's and --ckpt-dir's */
@@ -477,8 +476,10 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   MNT_CHECK_GOTO(mnt_train_open_outputs(&r, found, &rs), st, out);
   st = train_loop(&r);
 out:
-  if (o.trace_dir && w->up) { /* at the end, at a stop and on a failure */
-    int ts = mnt_trace_write(o.trace_dir, w->node_name ? w->node_name[w->node_of[w->rank]] : w->hostname, w->size);
+  if (o.trace_dir && r.dirs_ok) { /* at the end, at a stop and on a failure, into a directory accepted */
+    mnt_trace_id tid = {.node = w->node_name ? w->node_name[w->node_of[w->rank]] : w->hostname, .job = w->nspace,
+                        .run_id = r.run_id, .size = w->size};
+    int ts = mnt_trace_write(o.trace_dir, &tid);
     if (ts == MNT_OK && w->rank == 0)
       printf("mntrain train: timeline of steps in %s (mntrain report --trace %s merges the ranks)\n", o.trace_dir,
              o.trace_dir);

@@ -21,6 +21,11 @@
 #include "train/trainer.h"
 #include "world.h"
 
+/* a run's identity: 16 hex digits, drawn when the run starts and kept in its checkpoints, so that
+ * every job of the run writes the same one into config.json, each metrics.jsonl line, summary.json
+ * and the trace files (mntrain report uses a run's own lines and names the rest) */
+#define MNT_RUN_ID_LEN 16
+
 /* the command line: the trainer's configuration and the command's own options */
 typedef struct opts {
   mnt_train_cfg t;
@@ -49,6 +54,9 @@ typedef struct run {
   double resumed_images; /* images of the interval in progress trained before the resume */
   int rebuilt;           /* summary.json rebuilt from metrics.jsonl (mnt_train_resumed_complete) */
   double target_time_s;  /* --target-top1: the run's wall seconds when this job reached it */
+  int dirs_ok;           /* --out and --trace accepted on every rank (mnt_train_negotiate_resume): only
+                          * then is anything written into them (a trace, a hang's last events) */
+  char run_id[MNT_RUN_ID_LEN + 1]; /* the run's identity, kept across its jobs (config.json's run_id) */
 } run;
 
 /* What the loop measures for the progress lines and summary.json. Phases: data, forward, backward,

@@ -65,7 +65,7 @@ int mnt_train_metric(run *r, json_t *line) {
   if (r->w->rank == 0) {
     char ts[MNT_ISO_TIME_LEN];
     mnt_iso_time_now(ts);
-    json_t *o = line ? json_pack("{s:s}", "time", ts) : NULL;
+    json_t *o = line ? json_pack("{s:s, s:s}", "time", ts, "run_id", r->run_id) : NULL;
     if (o && json_object_update(o, line) != 0) {
       json_decref(o);
       o = NULL; /* mnt_json_append names the file: the line could not be made */
@@ -219,6 +219,7 @@ static int write_summary(run *r, const loop *l, const timing *tm) {
       mnt_json_num(l->last_top1), "skipped_steps", (json_int_t)t->s.skipped, "train_seconds", mnt_json_num(tm->span),
       "eval_seconds", mnt_json_num(l->eval_s), "resumed_from_step", (json_int_t)l->step0, "steps_this_job",
       (json_int_t)l->done);
+  if (sm) json_object_set_new(sm, "run_id", json_string(r->run_id));
   if (sm) json_object_set_new(sm, "precision", json_string(mnt_precision_name(t->be->precision)));
   if (sm) json_object_set_new(sm, "optimizer", json_string(t->sgd.optimizer == MNT_OPTIM_LARS ? "lars" : "sgd"));
   if (sm) { /* what the layers ran: a throughput figure says what it measured */
@@ -333,6 +334,11 @@ static int rebuild_summary(run *r) {
   timing tm = {0};
   while (getline(&line, &cap, f) > 0) {
     json_t *j = json_loads(line, 0, NULL);
+    const char *rid = json_string_value(json_object_get(j, "run_id"));
+    if (rid && strcmp(rid, r->run_id)) { /* another run's line: not this run's record */
+      json_decref(j);
+      continue;
+    }
     json_t *ms = json_object_get(j, "ms");
     int64_t step = json_is_integer(json_object_get(j, "step")) ? json_integer_value(json_object_get(j, "step")) : -1;
     double ips = json_number_value(json_object_get(j, "img_per_s"));

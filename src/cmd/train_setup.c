@@ -8,15 +8,19 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "cmd/train_internal.h"
 #include "cmd/train_signals.h"
 #include "io/rundir/rundir.h"
+#include "io/rundir/safefs.h"
 #include "jsonio.h"
 #include "log.h"
 #include "placement.h"
+#include "trace.h"
 
 /* ---- the rank's CPUs ---------------------------------------------------------------------- */
 
@@ -63,6 +67,20 @@ static int state_ok(const mnt_ckpt *c, void *arg, char *why, size_t n) {
   return MNT_OK;
 }
 
+/* rank 0: the run's identity, the checkpoint's when it has one (a run keeps it across its jobs),
+ * else a new one */
+static int run_identity(const mnt_ckpt *ck, char out[MNT_RUN_ID_LEN + 1]) {
+  const char *old = ck ? json_string_value(json_object_get(json_object_get(ck->manifest, "config"), "run_id")) : NULL;
+  if (old && strlen(old) == MNT_RUN_ID_LEN && strspn(old, "0123456789abcdef") == MNT_RUN_ID_LEN) {
+    memcpy(out, old, MNT_RUN_ID_LEN + 1);
+    return MNT_OK;
+  }
+  uint64_t x;
+  if (getrandom(&x, sizeof x, 0) != (ssize_t)sizeof x) return MNT_SYSERR("getrandom: the run's identity");
+  snprintf(out, MNT_RUN_ID_LEN + 1, "%016llx", (unsigned long long)x);
+  return MNT_OK;
+}
+
 /* every rank: rank 0 prepares the run directories (io/rundir/rundir.h), reads and verifies the checkpoint
  * to resume (once, here) and broadcasts whether there is one and its state. The global batch is the
  * run's invariant: the batch per rank follows the rank count, the BN groups the checkpoint's where
@@ -74,14 +92,24 @@ int mnt_train_negotiate_resume(run *r, mnt_ckpt *ck, mnt_train_state *rs, int *f
   mnt_rundir_cfg rc = {.out = o->out, .ckpt_dir = o->ckpt_dir, .trace_dir = o->trace_dir, .export_path = o->export_path,
                        .resume = o->resume, .force = o->force, .no_verify = o->no_verify, .accept = state_ok};
   int st = w->rank == 0 ? mnt_rundir_prepare(&rc, w->jobid, ck, found, locks) : MNT_OK;
+  /* --trace on a node-local filesystem: each node's directory is this user's own too (made if need be) */
+  if (st == MNT_OK && w->rank != 0 && o->trace_dir) st = mnt_dir_secure(o->trace_dir, "--trace", 1, MNT_DIR_RUN);
   char why[600];
   if (st == MNT_OK && *found && (st = mnt_train_state_parse(json_object_get(ck->manifest, "state"), rs, why,
                                                             sizeof why)) != MNT_OK)
     MNT_ERR("%s: %s", ck->dir, why); /* accepted by state_ok: not reached */
+  struct { int64_t found; mnt_train_state s; char run_id[MNT_RUN_ID_LEN + 1]; } hdr = {*found, *rs, ""};
+  if (st == MNT_OK && w->rank == 0) st = run_identity(*found ? ck : NULL, hdr.run_id);
   MNT_CHECK(mnt_world_agree(w, st));
-  struct { int64_t found; mnt_train_state s; } hdr = {*found, *rs};
   MNT_CHECK(mnt_world_bcast(w, &hdr, sizeof hdr, 0));
   *found = (int)hdr.found;
+  memcpy(r->run_id, hdr.run_id, sizeof r->run_id);
+  r->run_id[MNT_RUN_ID_LEN] = '\0';
+  /* accepted everywhere: a hang's last events may go there from now on (--out: where this rank sees
+   * it as rank 0 did; a node-local --out that is not the user's own gets none) */
+  r->dirs_ok = 1;
+  if (o->trace_dir) mnt_trace_set_dump_dir(o->trace_dir);
+  else if (w->rank == 0 || mnt_dir_usable(o->out, MNT_DIR_RUN)) mnt_trace_set_dump_dir(o->out);
   r->resumed_images = *found ? hdr.s.iv_n : 0;
   if (!*found) {
     if (!c->batch) c->batch = 32;
@@ -126,6 +154,7 @@ int mnt_train_start_trainer(run *r, mnt_ckpt *ck, const mnt_train_state *rs, int
   if (st != MNT_OK) return st;
   mnt_trainer *t = r->t;
   r->config = mnt_train_config_json(o, t);
+  if (r->config) json_object_set_new(r->config, "run_id", json_string(r->run_id));
   if (w->rank == 0) {
     if (found) {
       st = mnt_trainer_load(t, ck);

@@ -4,7 +4,7 @@
 #   output that another user owns, or that others may write without the sticky bit, or a symbolic
 #   link another user owns, is refused (exit 2) naming it, its owner and mode, and nothing is
 #   written through it (the probe's attack: a user pre-creates the next job's run directory and
-#   plants a link where the job writes);
+#   plants a link where the job writes); a refused --trace directory gets no trace;
 # - a --ckpt-dir that is a regular file: exit 2 naming it;
 # - a checkpoint directory gone missing (an unmounted filesystem) for a run whose metrics.jsonl
 #   records committed checkpoints: exit 1 naming both, metrics.jsonl untouched, nothing created;
@@ -69,6 +69,19 @@ rc=$?
 expect 2 "$w/a2.log" "owned by $probe" "--out owned by another user, with --force and planted links"
 [ "$(cat "$w/victim")" = precious ] || bad "the victim file was written through a link: $(head -c 80 "$w/victim")"
 [ -e "$w/shared/run-a/metrics.jsonl" ] && bad "metrics.jsonl was written into another user's directory"
+
+# a refused --trace directory gets nothing: not the trace, not through the probe's link at the name
+# the trace's temporary file once had, nor at the trace's own name
+as_probe mkdir -m 777 "$w/shared/probe-trace"
+as_probe ln -s "$w/victim" "$w/shared/probe-trace/trace-rank-00000.json.tmp"
+as_probe ln -s "$w/victim" "$w/shared/probe-trace/trace-rank-00000.json"
+"$m" "${base[@]}" --steps 2 --out "$w/t" --trace "$w/shared/probe-trace" >"$w/t.log" 2>&1
+rc=$?
+expect 2 "$w/t.log" "--trace .*probe-trace is owned by $probe" "--trace into another user's directory"
+grep -q "timeline of steps" "$w/t.log" && bad "a refused --trace directory was said to hold the timeline"
+[ "$(cat "$w/victim")" = precious ] || bad "the trace was written through the probe's link: $(head -c 80 "$w/victim")"
+[ "$(find "$w/shared/probe-trace" -newer "$w/t.log" -o -name '.trace*' | wc -l)" -eq 0 ] ||
+  bad "files written into the refused --trace directory: $(ls -A "$w/shared/probe-trace")"
 
 mkdir -m 777 "$w/shared/run-b" && chmod 777 "$w/shared/run-b" # ours, but anybody may write: no sticky bit
 "$m" "${base[@]}" --steps 2 --out "$w/shared/run-b" >"$w/b.log" 2>&1

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -54,16 +55,33 @@ int main(void) {
     mnt_trace_pop();
     mnt_trace_pop();
   }
-  EXPECT(mnt_trace_write(dir, "node9", 4) == MNT_OK, "write: %s", mnt_last_error());
-  char path[256];
+  /* links planted where the file goes, and where the writer once put its temporary file: replaced,
+   * never followed (the victim keeps its bytes) */
+  char path[256], victim[256], link[300];
   snprintf(path, sizeof path, "%s/trace-rank-00003.json", dir);
+  snprintf(victim, sizeof victim, "%s/victim", dir);
+  FILE *vf = fopen(victim, "w");
+  if (vf) fputs("victim\n", vf), fclose(vf);
+  snprintf(link, sizeof link, "%s.tmp", path);
+  EXPECT(symlink(victim, path) == 0 && symlink(victim, link) == 0, "links planted");
+  mnt_trace_id id = {.node = "node\"9\\", .job = "slurm.pmix.77.0", .run_id = "0123456789abcdef", .size = 4};
+  EXPECT(mnt_trace_write(dir, &id) == MNT_OK, "write: %s", mnt_last_error());
+  char vb[64] = {0};
+  vf = fopen(victim, "r");
+  if (vf) (void)!fread(vb, 1, sizeof vb - 1, vf), fclose(vf);
+  EXPECT(!strcmp(vb, "victim\n"), "the file a link pointed to is untouched: '%s'", vb);
+  struct stat lb;
+  EXPECT(lstat(path, &lb) == 0 && S_ISREG(lb.st_mode), "the trace replaced the link with a file of its own");
   json_error_t e;
   json_t *t = json_load_file(path, 0, &e);
   EXPECT(t != NULL, "%s is not JSON: %s (line %d)", path, e.text, e.line);
   if (t) {
     EXPECT(json_integer_value(json_object_get(t, "rank")) == 3 && json_integer_value(json_object_get(t, "size")) == 4 &&
-               !strcmp(json_string_value(json_object_get(t, "node")), "node9"),
-           "rank, size and node");
+               !strcmp(json_string_value(json_object_get(t, "node")), "node\"9\\") &&
+               !strcmp(json_string_value(json_object_get(t, "job")), "slurm.pmix.77.0") &&
+               !strcmp(json_string_value(json_object_get(t, "run_id")), "0123456789abcdef") &&
+               json_integer_value(json_object_get(t, "version")) == MNT_TRACE_VERSION,
+           "rank, size, node (escaped), job, run_id and version");
     json_t *steps = events_named(t, "step"), *fw = events_named(t, "forward"), *work = events_named(t, "work"),
            *b = events_named(t, "bucket");
     EXPECT(json_array_size(steps) == 2 && json_integer_value(json_array_get(json_array_get(steps, 0), 5)) == 2 &&
@@ -92,7 +110,14 @@ int main(void) {
     json_decref(steps), json_decref(fw), json_decref(work), json_decref(b), json_decref(t);
   }
   /* the rings: steps outside the window too; once every 5 s */
+  snprintf(path, sizeof path, "%s/last-events-rank-00003.txt", dir);
+  EXPECT(symlink(victim, path) == 0, "a link planted where the last events go");
   EXPECT(mnt_trace_dump_last(dir, "the test asked") == 1, "the first dump is written");
+  vf = fopen(victim, "r");
+  memset(vb, 0, sizeof vb);
+  if (vf) (void)!fread(vb, 1, sizeof vb - 1, vf), fclose(vf);
+  EXPECT(!strcmp(vb, "victim\n") && lstat(path, &lb) == 0 && S_ISREG(lb.st_mode),
+         "the last events replace the link, the file it pointed to is untouched: '%s'", vb);
   EXPECT(mnt_trace_dump_last(dir, "again") == 0, "a second dump within 5 s is not");
   snprintf(path, sizeof path, "%s/last-events-rank-00003.txt", dir);
   FILE *f = fopen(path, "r");
