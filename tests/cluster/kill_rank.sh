@@ -62,7 +62,7 @@ if ! grep -qE "rank $victim on $node (died|closed its connection|does not answer
   echo "FAIL: no message names the dead rank $victim on $node"; fail=1
 fi
 if [ ${#stop[@]} -gt 0 ]; then
-  if ! grep -E "warning: .*no progress for [0-9]+ s" "$out" | grep -qE "rank $victim on $node does not answer"; then
+  if ! grep -E "warning: .*no progress for [0-9.]+ s" "$out" | grep -qE "rank $victim on $node does not answer"; then
     echo "FAIL: no early warning names the stopped rank $victim on $node"; fail=1
   fi
   if grep "aborting the job" "$out" | grep -vqE "rank $victim on $node does not answer"; then

@@ -157,25 +157,35 @@ static void sleep_on_bell(cpu_comm *c, uint32_t seen, double secs) {
   atomic_store(&me->sleeping, 0u);
 }
 
-/* no progress for `waited` s while waiting for rank peer: warn or fail, naming who holds it up */
-static int stalled(cpu_comm *c, const plan *p, int peer, double waited, int final) {
+/* how long the ranks are asked what they wait for (mnt_watchdog_blame) when a collective stalls */
+static double blame_probe_s(const cpu_comm *c) {
+  return c->timeout_s / 4 < 0.5 ? 0.5 : c->timeout_s / 4 > 5 ? 5 : c->timeout_s / 4;
+}
+
+/* No progress since `last` while waiting for rank peer: a warning (final = 0: who holds it up is
+ * asked now, up to blame_probe_s) or the failure (final = 1, with `who` asked before the deadline).
+ * The seconds said are measured when the message is written, after the asking: the warning, the
+ * last events' "(N s)" and the deadline tell one story (MNT_COMM_TIMEOUT is when the wait ends, not
+ * when the asking before the end begins). */
+static int stalled(cpu_comm *c, const plan *p, int peer, double last, int final, const char *who_asked) {
   char who[2000];
-  double probe_s = c->timeout_s / 4 < 0.5 ? 0.5 : c->timeout_s / 4 > 5 ? 5 : c->timeout_s / 4;
-  mnt_watchdog_blame(c->wd, peer, probe_s, who, sizeof who);
+  if (final) snprintf(who, sizeof who, "%s", who_asked);
+  else mnt_watchdog_blame(c->wd, peer, blame_probe_s(c), who, sizeof who);
   const char *node = c->w->node_name[c->w->node_of[peer]];
   char doing[160];
   mnt_trace_activity(doing, sizeof doing);
+  double waited = mnt_now() - last;
   char why[2400];
-  snprintf(why, sizeof why, "%s %s for %.0f s waiting for rank %d on %s (this rank: %s): %s", p->what,
+  snprintf(why, sizeof why, "%s %s after %.1f s waiting for rank %d on %s (this rank: %s): %s", p->what,
            final ? "gave up" : "stalled", waited, peer, node, doing[0] ? doing : "no step open", who);
   mnt_trace_dump_last(NULL, why); /* the last events of every thread of this rank, once */
   if (!final) {
-    MNT_WARN("%s: no progress for %.0f s, waiting for rank %d on %s: %s; giving up after %.0f s (MNT_COMM_TIMEOUT)",
+    MNT_WARN("%s: no progress for %.1f s, waiting for rank %d on %s: %s; giving up at %.0f s (MNT_COMM_TIMEOUT)",
              p->what, waited, peer, node, who, c->timeout_s);
     return MNT_OK;
   }
-  MNT_ERR("%s made no progress for %.0f s: %s (this rank waited for rank %d on %s; MNT_COMM_TIMEOUT)", p->what,
-          waited, who, peer, node);
+  MNT_ERR("%s made no progress for %.1f s: %s (this rank waited for rank %d on %s; MNT_COMM_TIMEOUT %.0f s)", p->what,
+          waited, who, peer, node, c->timeout_s);
   return MNT_ETIMEOUT;
 }
 
@@ -196,7 +206,9 @@ static int run_plan(cpu_comm *c, const plan *p) {
   size_t so = 0, ro = 0; /* bytes done within it */
   double last = mnt_now(), checked = last;
   double warn_after = c->timeout_s / 2 < 30 ? c->timeout_s / 2 : 30;
-  int spins = 0, announced = 0;
+  double ask_at = c->timeout_s - blame_probe_s(c); /* the asking ends at the deadline */
+  char who[2000];
+  int spins = 0, announced = 0, asked = 0;
   int uses_shm = link_is(r->send, MNT_LINK_SHM) || link_is(r->recv, MNT_LINK_SHM);
   while (ss < p->nsend || rs < p->nrecv) {
     uint32_t bell = c->have_shm ? atomic_load(&c->shm.slots[c->shm.me].bell) : 0;
@@ -259,7 +271,7 @@ static int run_plan(cpu_comm *c, const plan *p) {
       last = mnt_now();
       if (announced) {
         mnt_watchdog_waiting(c->wd, -1, 0, NULL);
-        announced = 0;
+        announced = asked = 0;
         warn_after = c->timeout_s / 2 < 30 ? c->timeout_s / 2 : 30;
       }
       continue;
@@ -274,9 +286,14 @@ static int run_plan(cpu_comm *c, const plan *p) {
       mnt_watchdog_waiting(c->wd, peer, last, p->what);
       announced = 1;
     }
-    if (now - last > c->timeout_s) return stalled(c, p, peer, now - last, 1);
-    if (now - last > warn_after) {
-      stalled(c, p, peer, now - last, 0);
+    if (!asked && now - last > ask_at) { /* who holds it up, asked before the deadline, not after it */
+      mnt_watchdog_blame(c->wd, peer, blame_probe_s(c), who, sizeof who);
+      asked = 1;
+      now = mnt_now();
+    }
+    if (now - last >= c->timeout_s) return stalled(c, p, peer, last, 1, who);
+    if (now - last > warn_after && !asked) { /* a warning the final asking does not overtake */
+      if (warn_after < ask_at) stalled(c, p, peer, last, 0, NULL);
       warn_after *= 2;
     }
     if (now - checked > LIVENESS_S) {

@@ -186,7 +186,7 @@ int mnt_watchdog_blame(mnt_watchdog *wd, int peer, double probe_s, char *out, si
     }
     size_t l = strlen(chain);
     rep.doing[sizeof rep.doing - 1] = '\0';
-    snprintf(chain + l, sizeof chain - l, "%srank %d on %s waits for rank %d on %s (%.0f s, %s%s%s)", l ? ", " : "",
+    snprintf(chain + l, sizeof chain - l, "%srank %d on %s waits for rank %d on %s (%.1f s, %s%s%s)", l ? ", " : "",
              r, NODE(r), rep.waiting_on, NODE(rep.waiting_on), rep.waited_s, rep.what, rep.doing[0] ? "; " : "",
              rep.doing);
     if (seen[rep.waiting_on]) {
