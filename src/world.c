@@ -3,6 +3,7 @@
 #include "world.h"
 
 #include <pmix.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,21 +59,227 @@ static void jobid_from_nspace(const char *ns, char *out, size_t n) {
   out[len] = '\0';
 }
 
-static int fence(mnt_world *w, int collect) {
+/* ---- fences with a deadline mntrain keeps itself --------------------------------------------
+ * Slurm's PMIx server does not honour PMIX_TIMEOUT on a fence (seen with Slurm 22.05's mpi/pmix_v4:
+ * a rank stopped during set-up held the others in PMIx_Fence for the plugin's own 300 s, twice).
+ * So every fence is PMIx_Fence_nb, waited for until MNT_COMM_TIMEOUT. Each rank first commits an
+ * arrival record for the fence (mnt.at.N); when the deadline passes, rank 0 asks every rank for
+ * its record (PMIx_Get_nb, answered by the rank's node from what the rank committed: direct modex)
+ * and names those that did not arrive with their nodes; the other ranks ask rank 0 only. Seen here:
+ * a rank that arrived answers at once, one stopped before or after PMIx_Init answers NOT-FOUND,
+ * TIMEOUT or not at all, whether or not earlier fences filled the caches. */
+
+/* non-blocking PMIx calls waited for until a deadline: the callbacks may come after the waiter has
+ * given up, so this lives on the heap and the last of waiter and callbacks frees it */
+typedef struct pwait pwait;
+typedef struct pprobe {
+  pwait *pw;
+  int rank;
+} pprobe;
+struct pwait {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int pending;        /* callbacks still to come */
+  int abandoned;      /* the waiter has left: the last callback frees */
+  pmix_status_t st;   /* a fence's status */
+  unsigned want;      /* a probe: the fence number the record must hold */
+  int n;
+  unsigned char *here; /* a probe: 1 for every rank whose record answered */
+  pprobe probe[];
+};
+
+static pwait *pwait_new(int n, int pending) {
+  pwait *p = calloc(1, sizeof *p + (size_t)n * sizeof(pprobe) + (size_t)n);
+  if (!p) return NULL;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&p->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  p->n = n;
+  p->pending = pending;
+  p->here = (unsigned char *)(p->probe + n);
+  return p;
+}
+
+static void pwait_free(pwait *p) {
+  pthread_mutex_destroy(&p->mu);
+  pthread_cond_destroy(&p->cv);
+  free(p);
+}
+
+/* one callback has come (its result recorded by the caller under the lock); frees when last */
+static void pwait_done_locked(pwait *p) {
+  int last = --p->pending == 0 && p->abandoned;
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  if (last) pwait_free(p);
+}
+
+/* wait until every callback came or `seconds` passed; copy what is needed, then leave. Returns 1
+ * when all came. The caller must not touch p afterwards. */
+static int pwait_until(pwait *p, double seconds, pmix_status_t *st, unsigned char *here) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  double end = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec + seconds;
+  ts.tv_sec = (time_t)end;
+  ts.tv_nsec = (long)((end - (double)ts.tv_sec) * 1e9);
+  pthread_mutex_lock(&p->mu);
+  while (p->pending > 0 && pthread_cond_timedwait(&p->cv, &p->mu, &ts) == 0) {
+  }
+  int all = p->pending == 0;
+  if (st) *st = p->st;
+  if (here) memcpy(here, p->here, (size_t)p->n);
+  p->abandoned = 1;
+  int last = p->pending == 0;
+  pthread_mutex_unlock(&p->mu);
+  if (last) pwait_free(p);
+  return all;
+}
+
+static void fence_cb(pmix_status_t status, void *cbdata) {
+  pwait *p = cbdata;
+  pthread_mutex_lock(&p->mu);
+  p->st = status;
+  pwait_done_locked(p);
+}
+
+static void probe_cb(pmix_status_t status, pmix_value_t *v, void *cbdata) {
+  pprobe *q = cbdata;
+  pwait *p = q->pw;
+  pthread_mutex_lock(&p->mu);
+  if (status == PMIX_SUCCESS && v && v->type == PMIX_UINT32 && v->data.uint32 == p->want) p->here[q->rank] = 1;
+  pwait_done_locked(p);
+}
+
+/* which of ranks[0..n) committed their arrival record of fence `no`, asked within `seconds`:
+ * here[i] = 1 for those that answered with it */
+static void probe_arrivals(mnt_world *w, unsigned no, const int *ranks, int n, double seconds, unsigned char *here) {
+  memset(here, 0, (size_t)n);
+  pwait *p = pwait_new(n, n);
+  if (!p) return;
+  p->want = no;
+  char key[32];
+  snprintf(key, sizeof key, "mnt.at.%u", no);
+  int tmo = (int)(seconds + 0.5) > 0 ? (int)(seconds + 0.5) : 1;
+  for (int i = 0; i < n; i++) {
+    pmix_proc_t proc;
+    pmix_info_t info;
+    PMIX_LOAD_PROCID(&proc, g_me.nspace, (pmix_rank_t)ranks[i]);
+    PMIx_Info_load(&info, PMIX_TIMEOUT, &tmo, PMIX_INT);
+    p->probe[i] = (pprobe){p, i};
+    pmix_status_t rc = ranks[i] == w->rank ? PMIX_ERR_NOT_FOUND : PMIx_Get_nb(&proc, key, &info, 1, probe_cb, &p->probe[i]);
+    PMIX_INFO_DESTRUCT(&info);
+    if (ranks[i] == w->rank) p->here[i] = 1; /* this rank is here */
+    if (rc != PMIX_SUCCESS) {                /* no callback will come */
+      pthread_mutex_lock(&p->mu);
+      p->pending--;
+      pthread_mutex_unlock(&p->mu);
+    }
+  }
+  pwait_until(p, seconds, NULL, here);
+}
+
+/* "rank 1 on node2, rank 5 on node3 and 2 more" */
+static void name_ranks(const mnt_world *w, const int *ranks, int n, char *out, size_t len) {
+  size_t l = 0;
+  out[0] = '\0';
+  for (int i = 0; i < n && l + 1 < len; i++) {
+    if (i == 8) {
+      snprintf(out + l, len - l, " and %d more", n - i);
+      return;
+    }
+    const char *node = w->node_name && w->node_of && w->node_name[w->node_of[ranks[i]]][0]
+                           ? w->node_name[w->node_of[ranks[i]]] : "a node not known yet";
+    l += (size_t)snprintf(out + l, len - l, "%srank %d on %s", i ? ", " : "", ranks[i], node);
+  }
+}
+
+/* the fence did not complete within the deadline (or the server gave up on it: server_rc): who did
+ * not arrive, said; MNT_ETIMEOUT */
+static int fence_late(mnt_world *w, unsigned no, pmix_status_t server_rc) {
+  double probe_s = w->timeout_s / 2 < 5 ? w->timeout_s / 2 : 5;
+  int n = w->rank == 0 ? w->size : 1, *ranks = malloc((size_t)n * sizeof *ranks), *late = malloc((size_t)n * sizeof *late);
+  unsigned char *here = malloc((size_t)n);
+  if (!ranks || !late || !here) {
+    free(ranks), free(late), free(here);
+    MNT_ERR("a PMIx exchange (fence %u) did not complete within %.0f s (MNT_COMM_TIMEOUT)", no, w->timeout_s);
+    return MNT_ETIMEOUT;
+  }
+  for (int i = 0; i < n; i++) ranks[i] = i; /* rank 0: every rank; the others: rank 0 */
+  probe_arrivals(w, no, ranks, n, probe_s, here);
+  int nlate = 0;
+  for (int i = 0; i < n; i++)
+    if (!here[i]) late[nlate++] = ranks[i];
+  char names[600], what[200];
+  name_ranks(w, late, nlate, names, sizeof names);
+  if (server_rc == PMIX_SUCCESS)
+    snprintf(what, sizeof what, "a PMIx exchange of the job (fence %u) did not complete within %.0f s (MNT_COMM_TIMEOUT)",
+             no, w->timeout_s);
+  else
+    snprintf(what, sizeof what, "a PMIx exchange of the job (fence %u) failed: %s (MNT_COMM_TIMEOUT %.0f s)", no,
+             PMIx_Error_string(server_rc), w->timeout_s);
+  if (nlate > 0) {
+    MNT_ERR("%s: %s did not arrive (%s)", what, names,
+            nlate == 1 ? "stopped, hung, slow or gone" : "each stopped, hung or slow, or waiting for one that is");
+  } else if (w->rank == 0) {
+    MNT_ERR("%s, although every rank arrived at it (the PMIx server or the network between nodes is stuck)", what);
+  } else {
+    /* rank 0 is there and names the ranks missing: its abort should be the job's message */
+    MNT_ERR("%s: rank 0 names the ranks that did not arrive", what);
+    struct timespec ts = {(time_t)(probe_s + 2), 0};
+    nanosleep(&ts, NULL);
+  }
+  free(ranks), free(late), free(here);
+  return MNT_ETIMEOUT;
+}
+
+static int fence_(mnt_world *w, int collect) {
+  unsigned no = w->fences++;
+  char key[32];
+  snprintf(key, sizeof key, "mnt.at.%u", no); /* this rank's arrival, for the names of those late */
+  pmix_value_t val;
+  PMIX_VALUE_CONSTRUCT(&val);
+  val.type = PMIX_UINT32;
+  val.data.uint32 = no;
+  pmix_status_t rc;
+  if (PMIX_SUCCESS != (rc = PMIx_Put(PMIX_GLOBAL, key, &val)) || PMIX_SUCCESS != (rc = PMIx_Commit())) {
+    MNT_ERR("PMIx_Put/Commit(%s) failed: %s", key, PMIx_Error_string(rc));
+    return MNT_EPMIX;
+  }
   pmix_info_t info[2];
   bool flag = collect ? true : false;
   int tmo = (int)(w->timeout_s + 0.5);
   PMIx_Info_load(&info[0], PMIX_COLLECT_DATA, &flag, PMIX_BOOL);
-  PMIx_Info_load(&info[1], PMIX_TIMEOUT, &tmo, PMIX_INT);
-  pmix_status_t rc = PMIx_Fence(NULL, 0, info, 2);
+  PMIx_Info_load(&info[1], PMIX_TIMEOUT, &tmo, PMIX_INT); /* for servers that honour it */
+  pwait *p = pwait_new(0, 1);
+  if (!p) return MNT_ENOMEM;
+  rc = PMIx_Fence_nb(NULL, 0, info, 2, fence_cb, p);
   PMIX_INFO_DESTRUCT(&info[0]);
   PMIX_INFO_DESTRUCT(&info[1]);
+  if (rc != PMIX_SUCCESS) { /* no callback will come */
+    pwait_free(p);
+  } else if (!pwait_until(p, w->timeout_s, &rc, NULL)) {
+    return fence_late(w, no, PMIX_SUCCESS);
+  } else if (rc == PMIX_ERR_TIMEOUT) { /* a server that keeps PMIX_TIMEOUT: the same question */
+    return fence_late(w, no, rc);
+  }
   if (rc != PMIX_SUCCESS) {
-    MNT_ERR("PMIx_Fence failed: %s (a rank died or did not arrive within %.0f s)",
-            PMIx_Error_string(rc), w->timeout_s);
+    MNT_ERR("PMIx_Fence failed: %s (a rank died or did not arrive within %.0f s)", PMIx_Error_string(rc), w->timeout_s);
     return MNT_EPMIX;
   }
   return MNT_OK;
+}
+
+static int fence(mnt_world *w, int collect) {
+  if (w->fence_failed) { /* a fence left behind: the ranks are out of step for good, no wait helps */
+    MNT_DBG("fence %u not entered: fence %u failed", w->fences, w->fences - 1);
+    return w->fence_failed;
+  }
+  int st = fence_(w, collect);
+  if (st != MNT_OK) w->fence_failed = st;
+  return st;
 }
 
 typedef struct {

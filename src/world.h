@@ -42,6 +42,8 @@ typedef struct mnt_world {
   int *node_of, *local_of;
   char (*node_name)[MNT_NODENAME_MAX];
   unsigned seq;               /* exchange counter: keys are unique per call */
+  unsigned fences;            /* fences so far: each rank's arrival record names its fence */
+  int fence_failed;           /* a fence's failure: every later one fails at once with it */
   unsigned long records_read; /* PMIx records this rank has read, atomically (the set-up report) */
   double timeout_s;           /* deadline of every exchange (MNT_COMM_TIMEOUT) */
   int up;                     /* mnt_world_init got far enough that finalize (and abort) apply */
