@@ -231,7 +231,8 @@ FILE *mnt_rundir_open_log(const char *path, int64_t resumed_step, mnt_run_log ki
 int mnt_rundir_same_run(json_t *old, json_t *now, const char *dir) {
   static const char *const KEYS[] = {"arch", "size", "seed", "schedule", "lr", "warmup_epochs", "momentum", "wd",
                                      "no_bn_decay", "zero_init_residual", "min_crop", "pad_crop", "label_smoothing",
-                                     "global_batch", "steps", "data_fingerprint", "optimizer", "lars_eta"};
+                                     "global_batch", "steps", "data_fingerprint", "optimizer", "lars_eta",
+                                     "target_top1"};
   json_t *sgd = json_string("sgd");
   for (size_t i = 0; i < sizeof KEYS / sizeof KEYS[0]; i++) {
     json_t *a = json_object_get(old, KEYS[i]), *b = json_object_get(now, KEYS[i]);
@@ -240,9 +241,15 @@ int mnt_rundir_same_run(json_t *old, json_t *now, const char *dir) {
     if (!strcmp(KEYS[i], "optimizer")) a = a ? a : sgd, b = b ? b : sgd;
     if ((!a && !b) || json_equal(a, b) || (json_is_number(a) && json_is_number(b) && json_number_value(a) == json_number_value(b)))
       continue;
-    char *x = a ? json_dumps(a, JSON_ENCODE_ANY) : NULL, *y = b ? json_dumps(b, JSON_ENCODE_ANY) : NULL;
-    MNT_ERR("the checkpoint %s is of another run: its %s is %s, this command's is %s (start a new run with another "
-            "--out and --ckpt-dir, or --force)", dir, KEYS[i], x ? x : "missing", y ? y : "missing");
+    char *x = a ? json_dumps(a, JSON_ENCODE_ANY | JSON_REAL_PRECISION(15)) : NULL,
+         *y = b ? json_dumps(b, JSON_ENCODE_ANY | JSON_REAL_PRECISION(15)) : NULL;
+    if (!strcmp(KEYS[i], "target_top1")) /* the time to accuracy counts from the run's first step */
+      MNT_ERR("--target-top1 %s is not the run's: the checkpoint %s was trained toward %s, and a run keeps its "
+              "target (its time to accuracy counts from its first step); give the run's own, or start a new run "
+              "with another --out and --ckpt-dir, or --force", y ? y : "(none)", dir, x ? x : "no target");
+    else
+      MNT_ERR("the checkpoint %s is of another run: its %s is %s, this command's is %s (start a new run with another "
+              "--out and --ckpt-dir, or --force)", dir, KEYS[i], x ? x : "missing", y ? y : "missing");
     free(x);
     free(y);
     json_decref(sgd);

@@ -44,7 +44,8 @@ typedef struct mnt_rundir_cfg {
 int mnt_rundir_prepare(const mnt_rundir_cfg *c, const char *jobid, mnt_ckpt *ck, int *found, mnt_runlock **locks);
 /* Rank 0: the checkpoint's run (its manifest's "config") and this command's configuration `now`
  * describe the same training (architecture, size, seed, schedule and optimizer, global batch,
- * steps, data fingerprint); MNT_EARG naming the first key that differs and the checkpoint dir */
+ * steps, data fingerprint, the --target-top1 it trains toward); MNT_EARG naming the first key that
+ * differs and the checkpoint dir */
 int mnt_rundir_same_run(json_t *old, json_t *now, const char *dir);
 
 typedef enum mnt_run_log {

@@ -283,7 +283,7 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
        "(default 1)", MNT_RANGE(1e-6, 1e6)},
       {"target-top1", 0, MNT_OPT_DOUBLE, &o->target_top1, "X",
        "stop when validation top-1 reaches X (a fraction: 0.759), recording the step, epoch and wall time "
-       "(MLPerf's time to accuracy) in metrics.jsonl and summary.json; needs --val", MNT_RANGE(0, 1)},
+       "(MLPerf's time to accuracy) in metrics.jsonl and summary.json; needs --val; a run keeps its target", MNT_RANGE(0, 1)},
       {"arch", 0, MNT_OPT_STRING, &c->arch, "A", "resnet8|20|18|34|50|101 (default resnet50)", 0, 0},
       {"size", 0, MNT_OPT_INT, &c->size, "S", "training crop in pixels (default 224)", MNT_RANGE(1, 4096)},
       {"batch-per-rank", 0, MNT_OPT_INT, &c->batch, "B",
@@ -405,6 +405,7 @@ static int validate(opts *o, int quiet, int *ckpt_on) {
   else if (mnt_topology_parse(c->topology, &topo)) bad = "--topology: flat or hier";
   else if (c->pad_crop >= c->size) bad = "--pad-crop must be smaller than --size";
   else if (c->bn_batch && c->batch && c->batch % c->bn_batch) bad = "--bn-batch must divide --batch-per-rank";
+  else if (o->target_top1 == 0) bad = "--target-top1: a fraction above 0 and at most 1 (0.759): every evaluation reaches 0";
   else if (o->target_top1 > 0 && !c->val) bad = "--target-top1 needs --val DIR (the set it is measured on)";
   else if (o->force && o->resume && strcmp(o->resume, "none"))
     bad = "--force starts the run over: it cannot be combined with --resume auto|PATH";
@@ -449,7 +450,8 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
                   .precision = "fp32", .size = 224, .batch = 0, .epochs = 0, .steps = 0, .seed = 1, .lr = 0.1, .warmup_epochs = 0,
                   .bucket_mb = 25, .momentum = 0.9, .wd = 1e-4, .min_scale = 0.08, .val_crop = 0.875,
                   .loader_threads = 2},
-            .device = "auto", .out = "mntrain-out", .log_every = 10, .keep = 2, .stripe = 1 << 20, .eval_every = 1};
+            .device = "auto", .out = "mntrain-out", .log_every = 10, .keep = 2, .stripe = 1 << 20, .eval_every = 1,
+            .target_top1 = -1 /* none (0 given is refused) */};
   int help = 0, ckpt_on = 0;
   int quiet = mnt_opts_quiet();
   int st = parse_options(&o, argc, argv, quiet, &help);

@@ -35,7 +35,7 @@ typedef struct opts {
   int threads, log_every, force, ckpt_steps, keep, no_verify, stop_after, sample_log;
   int timestamps; /* --timestamps: progress lines start with the wall-clock time */
   double ckpt_minutes;
-  double target_top1, eval_every; /* --target-top1 (0: none), --eval-every (epochs) */
+  double target_top1, eval_every; /* --target-top1 (-1: none), --eval-every (epochs) */
   char ckpt_buf[MNT_PATH_MAX];
   size_t stripe;
 } opts;

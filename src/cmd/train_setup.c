@@ -160,8 +160,9 @@ int mnt_train_start_trainer(run *r, mnt_ckpt *ck, const mnt_train_state *rs, int
       st = mnt_trainer_load(t, ck);
       if (st == MNT_OK) st = mnt_rundir_same_run(json_object_get(ck->manifest, "config"), r->config, ck->dir);
       char p[MNT_PATH_MAX];
-      snprintf(p, sizeof p, "%s/summary.json", o->out); /* resumed and unfinished: the run has no summary */
-      if (st == MNT_OK && rs->step < t->total && unlink(p) != 0 && errno != ENOENT) {
+      snprintf(p, sizeof p, "%s/summary.json", o->out); /* resumed and unfinished: the run has no summary
+                                                         * (one ended at its target is finished: it keeps it) */
+      if (st == MNT_OK && rs->step < t->total && !rs->target_step && unlink(p) != 0 && errno != ENOENT) {
         st = MNT_SYSERR("%s: cannot remove", p);
       }
     } else if (o->init) {

@@ -8,12 +8,13 @@
 # - a run that cannot reach its target (X = 1 in 4 steps) says so, and summary.json has
 #   target_reached false and steps_done = steps;
 # - the same command again, with checkpoints, finds the run complete at its target step and
-#   trains nothing (a requeued job must not train on past its target);
+#   trains nothing (a requeued job must not train on past its target), its summary.json kept as it
+#   was; the same run with another --target-top1 is refused (a run keeps its target);
 # - a run stopped between two evaluation points and resumed evaluates where the first would have
 #   (--eval-every is kept across a stop), and its checkpoint keeps the best top-1 so far;
 # - mntrain report of the two runs: learning.csv's target columns are summary.json's, and every
 #   evaluation's metrics line carries the run's wall time (elapsed_s);
-# - --target-top1 without --val is a usage error (exit 2) naming --val.
+# - --target-top1 without --val, or 0, is a usage error (exit 2).
 #   train_target.sh path/to/mntrain
 set -u
 # shellcheck source=/dev/null
@@ -101,11 +102,26 @@ PY
 # with checkpoints: reached, then the same command again trains nothing
 ck=("${base[@]}" --epochs 6 --target-top1 0.9 --out "$w/ck" --ckpt-every-steps 5)
 "$m" "${ck[@]}" >"$w/ck1.log" 2>&1 || { echo "FAIL: checkpointed run exited $?"; cat "$w/ck1.log"; fail=1; }
+cp "$w/ck/summary.json" "$w/ck-summary.json"
 "$m" "${ck[@]}" >"$w/ck2.log" 2>&1 || { echo "FAIL: the rerun exited $?"; cat "$w/ck2.log"; fail=1; }
 step=$($py -c 'import json,sys; print(json.load(open(sys.argv[1]))["target_step"])' "$w/ck/summary.json" 2>/dev/null)
 if ! grep -q "the run is complete (step $step of 96)" "$w/ck2.log" || grep -q '^epoch' "$w/ck2.log"; then
   echo "FAIL: rerunning a run that reached its target (step $step):"; cat "$w/ck2.log"; fail=1
 fi
+# ... and keeps its summary.json as the run wrote it (a requeue of a finished run once deleted it and
+# rebuilt a poorer one from metrics.jsonl, or none when the log lines did not cover the run)
+cmp -s "$w/ck/summary.json" "$w/ck-summary.json" ||
+  { echo "FAIL: rerunning a run that reached its target changed its summary.json:"; cat "$w/ck2.log"; fail=1; }
+"$m" "${ck[@]}" --log-every 1000 >"$w/ck3.log" 2>&1 || { echo "FAIL: the second rerun exited $?"; cat "$w/ck3.log"; fail=1; }
+cmp -s "$w/ck/summary.json" "$w/ck-summary.json" ||
+  { echo "FAIL: rerunning a run that reached its target changed its summary.json:"; cat "$w/ck3.log"; fail=1; }
+# another target for the same run: refused (exit 2) naming the run's, nothing changed
+"$m" "${base[@]}" --epochs 6 --target-top1 0.95 --out "$w/ck" --ckpt-every-steps 5 >"$w/ck4.log" 2>&1
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q -- "--target-top1 0.95 is not the run's: .* was trained toward 0.9" "$w/ck4.log"; then
+  echo "FAIL: a rerun with another --target-top1: exit $rc"; cat "$w/ck4.log"; fail=1
+fi
+cmp -s "$w/ck/summary.json" "$w/ck-summary.json" || { echo "FAIL: the refused rerun changed summary.json"; fail=1; }
 
 # stopped at step 12 (between evaluations at 8 and 16) and resumed: evaluations still every 8 steps;
 # the checkpoint keeps the run's best top-1 so far, and summary.json's best is over both jobs
@@ -123,12 +139,20 @@ $py -c 'import json,sys; v=[json.loads(l)["val_top1"] for l in open(sys.argv[1])
 sys.exit(0 if s.get("best_val_top1") == max(v) else 1)' "$w/st/metrics.jsonl" "$w/st/summary.json" ||
   { echo "FAIL: the resumed run's best_val_top1 is not the best of both jobs' evaluations"; fail=1; }
 
-# a usage error
+# usage errors: without --val, and 0 (which every evaluation reaches), with --val or without
 "$m" train --data "$w/tr" --arch resnet8 --size 16 --target-top1 0.5 --out "$w/u" >"$w/u.log" 2>&1
 rc=$?
 if [ $rc -ne 2 ] || ! grep -q -- "--target-top1 needs --val" "$w/u.log"; then
   echo "FAIL: --target-top1 without --val: exit $rc"; cat "$w/u.log"; fail=1
 fi
+for v in "" "--val $w/va"; do
+  # shellcheck disable=SC2086 # $v: no flag, or the flag and its value
+  "$m" train --data "$w/tr" $v --arch resnet8 --size 16 --steps 2 --target-top1 0 --out "$w/z" >"$w/z.log" 2>&1
+  rc=$?
+  if [ $rc -ne 2 ] || ! grep -q -- "--target-top1: a fraction above 0" "$w/z.log"; then
+    echo "FAIL: --target-top1 0 ${v:+with --val }was accepted (exit $rc)"; cat "$w/z.log"; fail=1
+  fi
+done
 
 [ $fail -eq 0 ] && echo "train_target: ok"
 exit $fail
