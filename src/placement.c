@@ -33,8 +33,9 @@ void mnt_place_rank(const mnt_world *w, mnt_placement *p) {
     snprintf(p->why, sizeof p->why, "left as it is (sched_getaffinity: %s)", strerror(errno));
     return;
   }
-  int n = CPU_COUNT(&all), L = w->local_size, l = w->local_rank;
+  int n = CPU_COUNT(&all), L = w->local_size > 0 ? w->local_size : 1, l = w->local_rank;
   p->cpus = p->node_cpus = n;
+  p->share = n / L > 1 ? n / L : 1; /* where the node's CPUs stay shared */
   const char *mode = mnt_env_cpu_bind(), *slurm = getenv("SLURM_CPU_BIND_TYPE");
   if (mode && !strcasecmp(mode, "none")) {
     snprintf(p->why, sizeof p->why, "left as it is (MNT_CPU_BIND=none): %d CPUs", n);
@@ -42,6 +43,7 @@ void mnt_place_rank(const mnt_world *w, mnt_placement *p) {
   }
   if (slurm && *slurm && strncasecmp(slurm, "none", 4)) {
     snprintf(p->why, sizeof p->why, "bound by Slurm (%s): %d CPUs", slurm, n);
+    p->share = n; /* its own */
     return;
   }
   if (L <= 1 || n < L) {
@@ -63,7 +65,7 @@ void mnt_place_rank(const mnt_world *w, mnt_placement *p) {
     return;
   }
   p->bound = 1;
-  p->cpus = mine;
+  p->cpus = p->share = mine;
   snprintf(p->why, sizeof p->why, "local rank %d of %d on CPUs %s (%d of the node's %d; MNT_CPU_BIND=none leaves it)",
            l, L, list, mine, n);
 }

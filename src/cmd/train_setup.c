@@ -25,21 +25,26 @@
 /* ---- the rank's CPUs ---------------------------------------------------------------------- */
 
 /* every rank: its share of the node's CPUs (placement.h) and, unless --threads or OMP_NUM_THREADS
- * say otherwise, that many compute threads; local rank 0 says what it did and warns when the node's
+ * say otherwise, that many compute threads (at least 1, also where the CPUs stay shared); local rank 0 says what it did and warns when the node's
  * ranks ask for more compute threads than it has CPUs (each rank also runs a communicator thread
  * and --loader-threads) */
 void mnt_train_place(const opts *o, const mnt_world *w) {
   mnt_placement pl;
   mnt_place_rank(w, &pl);
   const char *env = getenv("OMP_NUM_THREADS");
-  if (o->threads <= 0 && !(env && *env) && pl.bound) omp_set_num_threads(pl.cpus);
+  if (o->threads <= 0 && !(env && *env) && pl.share > 0) omp_set_num_threads(pl.share);
   int threads = o->threads > 0 ? o->threads : omp_get_max_threads();
   if (w->local_rank != 0) return;
   if (w->rank == 0) {
     printf("mntrain train: placement: %s; %d compute thread%s per rank\n", pl.why, threads, threads == 1 ? "" : "s");
     fflush(stdout);
   }
-  if ((long)threads * w->local_size > pl.node_cpus)
+  if (threads == 1 && w->local_size > pl.node_cpus)
+    MNT_WARN("%d ranks on %s share %d CPUs (one compute thread each, besides each one's communicator and loader "
+             "threads): the ranks take turns and their steps drift apart; run at most %d ranks on a node of %d CPUs "
+             "(or give the job more: sbatch --cpus-per-task)", w->local_size, w->hostname, pl.node_cpus,
+             pl.node_cpus, pl.node_cpus);
+  else if ((long)threads * w->local_size > pl.node_cpus)
     MNT_WARN("%d ranks on %s ask for %d compute threads each (%d in all) but have %d CPUs: the threads take turns "
              "and the ranks' steps drift apart; give each rank its CPUs (sbatch --cpus-per-task=C with "
              "srun --cpu-bind=cores, or fewer ranks per node) or fewer threads (--threads)",
