@@ -1,6 +1,8 @@
 // f32.cu — the CUDA backend's kernels over fp32 vectors (parameters, gradients, momentum):
-// accumulate, scale, the SGD and LARS steps and the non-finite check.
-// defines: mnt_k_f32_acc, mnt_k_f32_scale, mnt_k_sgd, mnt_k_lars, mnt_k_nonfinite (see ops.h).
+// accumulate, scale, the SGD and LARS steps, the non-finite check and the poison that carries a
+// rank's own non-finite values into the averaged gradients.
+// defines: mnt_k_f32_acc, mnt_k_f32_scale, mnt_k_sgd, mnt_k_lars, mnt_k_nonfinite, mnt_k_f32_poison
+// (see ops.h).
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -100,6 +102,13 @@ __global__ void nonfinite_k(const float *__restrict__ x, size_t n, int32_t *flag
   }
 }
 
+__global__ void poison_k(float *x, size_t n, const int32_t *flags, int nflags) {
+  int any = 0;
+  for (int k = 0; k < nflags; k++) any |= flags[k];  // a few loads per thread, cached
+  if (!any) return;
+  MNT_GRID_STRIDE(i, n) { x[i] = __int_as_float(0x7fc00000); }  // a quiet NaN
+}
+
 cudaStream_t S(void *s) { return static_cast<cudaStream_t>(s); }
 
 }  // namespace
@@ -136,5 +145,11 @@ extern "C" int mnt_k_nonfinite(const float *x, size_t n, int32_t *flag, void *st
   cudaError_t e = cudaMemsetAsync(flag, 0, sizeof *flag, S(stream));
   if (e != cudaSuccess || n == 0) return (int)e;
   nonfinite_k<<<grid_for(n), kThreads, 0, S(stream)>>>(x, n, flag);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int mnt_k_f32_poison(float *x, size_t n, const int32_t *flags, int nflags, void *stream) {
+  if (n == 0 || nflags <= 0) return 0;
+  poison_k<<<grid_for(n), kThreads, 0, S(stream)>>>(x, n, flags, nflags);
   return (int)cudaGetLastError();
 }

@@ -7,7 +7,8 @@
  *          mnt_k_gap_bwd, mnt_k_bias_rows, mnt_k_col_sum, mnt_k_nchw_to_act, mnt_k_act_to_nchw,
  *          mnt_k_xent_rows, mnt_k_xent_reduce;
  *          (weights) mnt_k_oihw_to_krsc_bf16, mnt_k_krsc_bf16_to_oihw, mnt_k_pad_channels_bf16;
- *          (fp32 vectors) mnt_k_f32_acc, mnt_k_f32_scale, mnt_k_sgd, mnt_k_lars (mnt_k_seg), mnt_k_nonfinite;
+ *          (fp32 vectors) mnt_k_f32_acc, mnt_k_f32_scale, mnt_k_sgd, mnt_k_lars (mnt_k_seg), mnt_k_nonfinite,
+ *          mnt_k_f32_poison;
  *          (batch norm, bf16 NHWC, bn.cu) mnt_k_bn_ws_floats, mnt_k_bn_fwd_train, mnt_k_bn_fwd_infer,
  *          mnt_k_bn_bwd. */
 #ifndef MNT_KERNELS_OPS_H
@@ -73,6 +74,8 @@ int mnt_k_lars(float *w, const float *g, float *m, const mnt_k_seg *seg, int nse
                float mu, float wd, float eta, int first, const int32_t *skip, void *stream);
 /* *flag = 1 when x[0..n) holds a NaN or an infinity, else 0 (flag is device memory) */
 int mnt_k_nonfinite(const float *x, size_t n, int32_t *flag, void *stream);
+/* x[0..n) = NaN when any of flags[0..nflags) (device memory) is non-zero as the kernel runs */
+int mnt_k_f32_poison(float *x, size_t n, const int32_t *flags, int nflags, void *stream);
 
 /* ---- batch normalization over bf16 NHWC activations (bn.cu) ----
  * Per channel c of C over the M = N*H*W rows; gamma, beta, statistics fp32 [C]; relu: a ReLU fused

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <hdf5.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include "io/ckpt/ckpt_internal.h"
 #include "log.h"
 #include "path.h"
+#include "simd.h"
 
 int mnt_ckpt_cmp_extent(const void *a, const void *b) {
   const mnt_ckpt_extent *x = a, *y = b;
@@ -561,6 +563,34 @@ static int check_state(const char *path, json_t *m, const mnt_ckpt_extent *ext, 
   return MNT_OK;
 }
 
+/* every float32 dataset finite: a checkpoint of a run that had diverged (written before mntrain checked
+ * the whole state, or by hand) is a damaged one, never resumed from or reported as ok */
+static int check_finite(const char *path, json_t *m, const mnt_ckpt_extent *ext, size_t nd, const uint8_t *img,
+                        char *why, size_t wn) {
+  json_t *ds = json_object_get(m, "datasets");
+  size_t bad = 0;
+  const char *first = NULL;
+  for (size_t i = 0; i < nd; i++) {
+    json_t *d = json_array_get(ds, (size_t)ext[i].t);
+    if (strcmp(json_string_value(json_object_get(d, "type")), "float32") || ext[i].bytes % sizeof(float)) continue;
+    float x;
+    int nf = 0;
+    if ((uintptr_t)(img + ext[i].packed) % sizeof(float) == 0) {
+      nf = mnt_vec_nonfinite((const float *)(const void *)(img + ext[i].packed), ext[i].bytes / sizeof(float));
+    } else {
+      for (uint64_t k = 0; k < ext[i].bytes && !nf; k += sizeof x) {
+        memcpy(&x, img + ext[i].packed + k, sizeof x);
+        nf = !isfinite(x);
+      }
+    }
+    if (nf && !bad++) first = json_string_value(json_object_get(d, "name"));
+  }
+  if (!bad) return MNT_OK;
+  snprintf(why, wn, "%s: %s%s holds NaN or Inf (the run had diverged): not a state to resume or use", path, first,
+           bad > 1 ? " and more tensors" : "");
+  return MNT_EDATA;
+}
+
 int mnt_ckpt_read_one(const char *dir, json_t *m, int verify, mnt_ckpt *out, char *why, size_t wn) {
   char path[MNT_PATH_MAX];
   MNT_CHECK(mnt_path_join(path, dir, MNT_CKPT_FILE));
@@ -579,6 +609,7 @@ int mnt_ckpt_read_one(const char *dir, json_t *m, int verify, mnt_ckpt *out, cha
   if (st == MNT_OK) st = read_image(path, ext, nd, img, why, wn);
   if (st == MNT_OK && verify) st = verify_shares(dir, path, m, ext, img, total, why, wn);
   if (st == MNT_OK) st = check_state(path, m, ext, nd, img, why, wn);
+  if (st == MNT_OK) st = check_finite(path, m, ext, nd, img, why, wn);
   free(ext);
   if (st != MNT_OK) {
     free(img);

@@ -151,9 +151,13 @@ int mnt_rundir_prepare(const mnt_rundir_cfg *o, const char *jobid, mnt_ckpt *ck,
     if (*found) {
       printf("mntrain train: resuming from %s (step %lld%s)\n", ck->dir, (long long)ck->step,
              ck->verified ? ", checksums verified" : ", checksums not verified");
+      struct stat nb;
       if (ev.step > ck->step)
         MNT_WARN("%s/metrics.jsonl records a newer checkpoint, %s (step %lld), than the one resumed from (step %lld): "
-                 "it is gone; the steps after %lld are trained again", o->out, ev.dir, ev.step, (long long)ck->step,
+                 "%s; the steps after %lld are trained again", o->out, ev.dir, ev.step, (long long)ck->step,
+                 lstat(ev.dir, &nb) == 0 ? "it is damaged (said above) and kept, set aside as STEP.superseded-K "
+                                           "when the run writes its next checkpoint"
+                                         : "it is gone",
                  (long long)ck->step);
       has_run = 0;
     } else if (ev.step >= 0 || ev.resumed >= 0) { /* the run had checkpoints: they are missing, not absent */

@@ -122,6 +122,7 @@ typedef struct mnt_backend_ops {
   int (*lars_step)(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
                    float lr, float mu, float wd, float eta, int first, const int32_t *skip);
   int (*nonfinite)(mnt_backend *b, const float *x, size_t n, int32_t *flag);
+  int (*f32_poison)(mnt_backend *b, float *x, size_t n, const int32_t *flags, int nflags);
   int (*cast_from_f32)(mnt_backend *b, mnt_dtype t, const float *src, void *dst, size_t n);
   int (*cast_to_f32)(mnt_backend *b, mnt_dtype t, const void *src, float *dst, size_t n);
   /* the loader's raw batches augmented here: n uint8 HWC images of S×S×C and their boxes
@@ -306,6 +307,12 @@ static inline int mnt_lars_step(mnt_backend *b, float *w, const float *g, float 
 /* *flag (backend memory) = 1 when x[0..n) holds a NaN or an infinity, else 0 */
 static inline int mnt_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {
   return b->ops->nonfinite(b, x, n, flag);
+}
+/* x[0..n) = NaN when any of flags[0..nflags) (backend memory) is non-zero as the work runs (a rank's
+ * own non-finite values carried into the gradients that every rank averages: no round trip to the
+ * host) */
+static inline int mnt_f32_poison(mnt_backend *b, float *x, size_t n, const int32_t *flags, int nflags) {
+  return b->ops->f32_poison(b, x, n, flags, nflags);
 }
 /* Uploads beside the work, in two lanes (backends with upload_start; see mnt_be_has_upload):
  * - mnt_upload_start: n host-to-device copies (page-locked sources) queued on the copy stream,

@@ -185,6 +185,9 @@ static int p_lars_step(mnt_backend *b, float *w, const float *g, float *m, const
 static int p_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {
   TIMED("nonfinite", "", prof_orig->nonfinite(b, x, n, flag));
 }
+static int p_f32_poison(mnt_backend *b, float *x, size_t n, const int32_t *flags, int nflags) {
+  TIMED("f32 poison", "", prof_orig->f32_poison(b, x, n, flags, nflags));
+}
 static int p_cast_from_f32(mnt_backend *b, mnt_dtype t, const float *src, void *dst, size_t n) {
   TIMED("cast from f32", "", prof_orig->cast_from_f32(b, t, src, dst, n));
 }
@@ -232,6 +235,7 @@ int mnt_backend_profile_start(mnt_backend *b) {
   WRAP(sgd_step);
   WRAP(lars_step);
   WRAP(nonfinite);
+  WRAP(f32_poison);
   WRAP(cast_from_f32);
   WRAP(cast_to_f32);
   WRAP(augment_u8);

@@ -100,10 +100,15 @@ static int log_interval(run *r, loop *l, int64_t step, double epoch_f) {
   r->resumed_images = 0;
   double eta = (now - l->t_start - l->eval_s) / l->done * (double)(t->total - step);
   double lr = mnt_lr_at(&t->sgd, (double)(step - 1) / t->per_epoch), ms = 1e3 / images * t->s.global_batch;
-  if (r->w->rank == 0) {
+  if (r->w->rank == 0 && images > 0) {
     mnt_train_progress_stamp(o);
     printf("epoch %.2f step %lld/%lld loss %.4f top1 %.3f lr %.4g %.1f img/s ETA %.0f s\n", epoch_f,
            (long long)step, (long long)t->total, l->last_loss, l->last_top1, lr, ips, eta);
+    fflush(stdout);
+  } else if (r->w->rank == 0) { /* --skip-nonfinite skipped them all: no loss to show */
+    mnt_train_progress_stamp(o);
+    printf("epoch %.2f step %lld/%lld: every step since the last line was skipped (non-finite; %lld in all) lr %.4g "
+           "ETA %.0f s\n", epoch_f, (long long)step, (long long)t->total, (long long)t->s.skipped, lr, eta);
     fflush(stdout);
   }
   double *ph = l->ph;

@@ -263,7 +263,8 @@ int mnt_train_finish_run(run *r, loop *l) {
   double t_end = mnt_now();
   int st;
   if ((st = mnt_be_sync(t->be)) != MNT_OK ||
-      (st = mnt_allreduce(t->c, t->m->bn, t->m->nbn, MNT_FP32, MNT_AVG)) != MNT_OK)
+      (st = mnt_allreduce(t->c, t->m->bn, t->m->nbn, MNT_FP32, MNT_AVG)) != MNT_OK ||
+      (st = mnt_trainer_check_state(t, "checked at the end")) != MNT_OK) /* no summary or export of a diverged run */
     return st;
   timing tm = {.timed = l->done - l->warm};
   int after_warmup = tm.timed > 0 && l->t_after_warmup > 0;
@@ -301,9 +302,14 @@ int mnt_train_finish_run(run *r, loop *l) {
   free(all);
   if (st == MNT_OK && o->export_path) st = export_model(t, o->export_path);
   if (st == MNT_OK) {
-    printf("mntrain train: done: %lld steps, %.1f img/s (%.1f per rank; %.1f s of evaluation apart), loss %.4f, "
-           "top1 %.4f; %s/summary.json\n",
-           (long long)t->s.step, tm.ips, tm.ips / w->size, l->eval_s, l->last_loss, l->last_top1, o->out);
+    char lt[96];
+    if (isnan(l->last_loss)) snprintf(lt, sizeof lt, "no loss (the last interval's steps were all skipped)");
+    else snprintf(lt, sizeof lt, "loss %.4f, top1 %.4f", l->last_loss, l->last_top1);
+    printf("mntrain train: done: %lld steps, %.1f img/s (%.1f per rank; %.1f s of evaluation apart), %s; "
+           "%s/summary.json\n", (long long)t->s.step, tm.ips, tm.ips / w->size, l->eval_s, lt, o->out);
+    if (t->s.skipped)
+      printf("mntrain train: %lld of %lld steps skipped for NaN or Inf (--skip-nonfinite; summary.json skipped_steps)\n",
+             (long long)t->s.skipped, (long long)t->s.step);
     if (!isnan(l->val_top1)) printf("mntrain train: validation top1 %.4f\n", l->val_top1);
     if (o->target_top1 > 0 && !t->s.target_step)
       printf("mntrain train: target top-1 %.4f not reached in %lld steps (best %.4f)\n", o->target_top1,

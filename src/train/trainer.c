@@ -18,6 +18,7 @@
 #include "check.h"
 #include "env.h"
 #include "log.h"
+#include "simd.h"
 #include "sysmem.h"
 #include "trace.h"
 
@@ -90,6 +91,9 @@ static int same_algorithms(mnt_world *w, mnt_resnet *m) {
   free(a);
   return st;
 }
+
+/* the model's gradient hook: this rank's own non-finite values into the allreduce (below) */
+static void grad_hook(void *ctx, size_t off, size_t n);
 
 static int cmp_i64(const void *a, const void *b) {
   int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -208,6 +212,9 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
   if (st == MNT_OK)
     st = mnt_reducer_create(t->c, t->be, t->m->g, t->m->nw, t->grad_dtype, (size_t)(o->bucket_mb * 1e6 / 4), &t->red);
   if (st == MNT_OK) st = mnt_be_alloc(t->be, 4 * sizeof(float), (void **)&t->iv_dev);
+  if (st == MNT_OK) st = mnt_be_alloc(t->be, (t->m->nbn + 1) * sizeof(float), (void **)&t->bn_prev);
+  if (st == MNT_OK) st = mnt_be_alloc(t->be, 2 * sizeof(int32_t), (void **)&t->own_flag);
+  if (st == MNT_OK) st = mnt_be_alloc(t->be, 3 * sizeof(int32_t), (void **)&t->state_flag);
   if (st == MNT_OK && !t->be->host_visible &&
       (!(t->hw = malloc(t->m->nw * sizeof(float))) || !(t->hm = malloc(t->m->nw * sizeof(float))) ||
        !(t->hbn = malloc((t->m->nbn + 1) * sizeof(float)))))
@@ -225,8 +232,8 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
                          .epochs = (double)t->total / t->per_epoch, .schedule = sched, .momentum = o->momentum,
                          .weight_decay = o->wd, .no_bn_bias_decay = o->no_bn_decay, .optimizer = optim,
                          .lars_eta = o->lars_eta};
-  t->m->grad_ready = mnt_reducer_ready;
-  t->m->grad_ctx = t->red;
+  t->m->grad_ready = grad_hook; /* this rank's own non-finite values, then the reducer */
+  t->m->grad_ctx = t;
   *out = t;
   return MNT_OK;
 }
@@ -236,6 +243,9 @@ void mnt_trainer_destroy(mnt_trainer *t) {
   mnt_reducer_destroy(t->red);
   if (t->be) {
     mnt_be_free(t->be, t->iv_dev);
+    mnt_be_free(t->be, t->bn_prev);
+    mnt_be_free(t->be, t->own_flag);
+    mnt_be_free(t->be, t->state_flag);
     for (int i = 0; i < 2; i++) {
       struct mnt_up_lane *L = &t->lane[i];
       /* a copy under way reads the loader's page-locked buffer: done before the loader closes */
@@ -302,6 +312,85 @@ static int pull_interval(mnt_trainer *t) {
 
 /* ---- the step ----------------------------------------------------------------------------- */
 double mnt_trainer_lr(const mnt_trainer *t) { return mnt_lr_at(&t->sgd, (double)t->s.step / t->per_epoch); }
+
+/* ---- non-finite values (trainer.h) ----------------------------------------------------------- */
+
+/* the first tensor of a list that holds a non-finite value, named PREFIX NAME ("model/" for
+ * "model/layer1.0.conv1.weight"; n bytes); 0 when none does */
+static int first_nonfinite(const mnt_param *ps, int np, const float *base, const char *prefix, char *out, size_t n) {
+  for (int i = 0; i < np; i++)
+    if (mnt_vec_nonfinite(base + ps[i].off, ps[i].n)) {
+      snprintf(out, n, "%s%s", prefix, ps[i].name);
+      return 1;
+    }
+  return 0;
+}
+
+/* what holds a non-finite value on this rank, named as a checkpoint names it, in the order a
+ * cause comes before its effects: this rank's loss, its BN statistics, the weights, the momentum, the
+ * averaged gradients (g: 1 to look at them). "" when nothing does (or it cannot be read) */
+static void name_nonfinite(mnt_trainer *t, int g, char *out, size_t n) {
+  mnt_resnet *m = t->m;
+  out[0] = '\0';
+  float *hw, *hm, *hbn, l3[3] = {0, 0, 0};
+  if (mnt_trainer_host_model(t, &hw, &hm, &hbn) != MNT_OK) return;
+  if (g && mnt_be_copy(t->be, l3, m->out3, sizeof l3, MNT_COPY_D2H) == MNT_OK && !isfinite(l3[0])) {
+    snprintf(out, n, "the loss of this rank's batch (%g)", (double)l3[0]);
+    return;
+  }
+  if (first_nonfinite(m->stats, m->nstats, hbn, "bn/", out, n) || first_nonfinite(m->params, m->nparams, hw, "model/", out, n) ||
+      first_nonfinite(m->params, m->nparams, hm, "optim/momentum/", out, n) || !g)
+    return;
+  float *hg = t->be->host_visible ? m->g : malloc(m->nw * sizeof *hg);
+  if (hg && (t->be->host_visible || mnt_be_copy(t->be, hg, m->g, m->nw * sizeof *hg, MNT_COPY_D2H) == MNT_OK))
+    first_nonfinite(m->params, m->nparams, hg, "the averaged gradient of ", out, n);
+  if (hg != m->g) free(hg);
+}
+
+/* the gradient hook (the model's grad_ready): the first range backward reports (the last layer's)
+ * takes this rank's own non-finite flags (a NaN when set) into the allreduce, then the reducer */
+static void grad_hook(void *ctx, size_t off, size_t n) {
+  mnt_trainer *t = ctx;
+  if (t->poison_due) {
+    t->poison_due = 0;
+    int st = mnt_f32_poison(t->be, t->m->g + off, 1, t->own_flag, 2);
+    if (st != MNT_OK && t->hook_st == MNT_OK) t->hook_st = st;
+  }
+  mnt_reducer_ready(t->red, off, n);
+}
+
+/* this rank's weights, momentum and BN statistics: *bad = 1 when one holds a NaN or an infinity */
+static int state_nonfinite(mnt_trainer *t, int *bad) {
+  mnt_resnet *m = t->m;
+  int32_t f[3] = {0, 0, 0};
+  MNT_CHECK(mnt_nonfinite(t->be, m->w, m->nw, t->state_flag));
+  MNT_CHECK(mnt_nonfinite(t->be, m->m, m->nw, t->state_flag + 1));
+  if (m->nbn) MNT_CHECK(mnt_nonfinite(t->be, m->bn, m->nbn, t->state_flag + 2));
+  MNT_CHECK(mnt_be_copy(t->be, f, t->state_flag, sizeof f, MNT_COPY_D2H));
+  *bad = f[0] || f[1] || (m->nbn && f[2]);
+  return MNT_OK;
+}
+
+/* every rank, the ranks having found a non-finite state (an allreduce said so): this rank's finding
+ * said, and the failure agreed (the job ends together, exit 1) */
+static int state_failed(mnt_trainer *t, const char *when) {
+  char what[300];
+  name_nonfinite(t, 0, what, sizeof what);
+  if (what[0] || t->w->rank == 0)
+    MNT_ERR("after step %lld (epoch %.3f), %s: NaN or Inf in %s: the run has diverged and stops here (no checkpoint "
+            "or export of it is written; the last checkpoint is kept: resume from an earlier one with a lower --lr, "
+            "or a warm-up)", (long long)t->s.step, (double)t->s.step / t->per_epoch, when,
+            what[0] ? what : "another rank's state (its message names it)");
+  return mnt_world_agree(t->w, MNT_EDATA);
+}
+
+int mnt_trainer_check_state(mnt_trainer *t, const char *when) {
+  int bad = 0;
+  MNT_CHECK(state_nonfinite(t, &bad));
+  float f = (float)bad;
+  MNT_CHECK(mnt_allreduce(t->c, &f, 1, MNT_FP32, MNT_SUM));
+  return f > 0 ? state_failed(t, when) : MNT_OK;
+}
 
 /* the step's phases on the timeline (trace.h): "step" holds data, forward, backward, comm, optimizer */
 static int step_phases(mnt_trainer *t, mnt_step_out *out);
@@ -380,17 +469,30 @@ static int step_phases(mnt_trainer *t, mnt_step_out *out) {
   MNT_CHECK(st);
   double t1 = mnt_now();
   mnt_trace_push("forward", 0);
-  st = mnt_resnet_forward(m, t->raw ? NULL : b->images, 1);
+  /* the BN statistics before the forward moves them: a step not applied leaves them as they were */
+  st = m->nbn ? mnt_be_copy(t->be, t->bn_prev, m->bn, m->nbn * sizeof(float), MNT_COPY_D2D) : MNT_OK;
+  if (st == MNT_OK) st = mnt_resnet_forward(m, t->raw ? NULL : b->images, 1);
   if (st == MNT_OK && !t->raw) st = mnt_resnet_loss(m, b->labels, b->n, 1);
   if (st == MNT_OK && t->raw) { /* the lane's labels, on the device; its buffers free after the loss */
     st = mnt_resnet_loss_dev(m, t->lane[t->cur_lane].lab_dev, b->n, 1);
     if (st == MNT_OK && mnt_be_has_upload(t->be)) st = mnt_upload_release(t->be, t->cur_lane);
   }
+  /* this rank's own: its BN statistics and its loss, checked where they are; the gradient hook takes
+   * the flags into the allreduce, so that every rank finds the averaged gradients non-finite */
+  if (st == MNT_OK && m->nbn) st = mnt_nonfinite(t->be, m->bn, m->nbn, t->own_flag);
+  if (st == MNT_OK) st = mnt_nonfinite(t->be, m->out3, 1, t->own_flag + 1);
   mnt_trace_pop();
   MNT_CHECK(st);
   double t2 = mnt_now();
   mnt_trace_push("backward", 0);
+  t->poison_due = 1;
+  t->hook_st = MNT_OK;
   st = mnt_resnet_backward(m);
+  if (st == MNT_OK && t->poison_due) { /* no range was reported (no reducer hook): the slab's first */
+    t->poison_due = 0;
+    st = mnt_f32_poison(t->be, m->g, 1, t->own_flag, 2);
+  }
+  if (st == MNT_OK) st = t->hook_st;
   mnt_trace_pop();
   if (st != MNT_OK) { /* buckets already started must finish (or time out) before anything is freed */
     (void)mnt_reducer_finish(t->red);
@@ -426,16 +528,25 @@ static int optimizer_phase(mnt_trainer *t, const mnt_batch *b, mnt_step_out *out
   /* the one wait of the step: the flag is final once the update has run (the optimizer's time is its own) */
   MNT_CHECK(mnt_be_copy(be, &bad, m->flag, sizeof bad, MNT_COPY_D2H));
   if (bad) { /* the update was not made: w and the momentum are the last good step's */
+    int32_t own[2] = {0, 0};
+    char what[300];
+    MNT_CHECK(mnt_be_copy(be, own, t->own_flag, sizeof own, MNT_COPY_D2H));
+    name_nonfinite(t, 1, what, sizeof what);
+    /* and the BN statistics this step's forward moved go back to what they were */
+    if (m->nbn) MNT_CHECK(mnt_be_copy(be, m->bn, t->bn_prev, m->nbn * sizeof(float), MNT_COPY_D2D));
+    int64_t at = t->s.step + 1; /* the step as the progress lines number it */
     if (!t->cfg.skip_nonfinite) {
-      float l3[3] = {NAN, 0, 0};
-      mnt_resnet_read_loss(m, l3);
-      MNT_ERR("step %lld (epoch %.3f): NaN or Inf in the averaged gradients (local loss %g); stopping "
-              "(--skip-nonfinite skips such steps)", (long long)t->s.step, (double)t->s.step / t->per_epoch,
-              (double)l3[0] / b->n);
+      if (own[0] || own[1] || t->w->rank == 0)
+        MNT_ERR("step %lld (epoch %.3f): NaN or Inf in %s; the run stops here, its last checkpoint kept "
+                "(--skip-nonfinite skips such steps)", (long long)at, (double)at / t->per_epoch,
+                what[0] ? what : "the averaged gradients");
       return mnt_world_agree(t->w, MNT_EDATA); /* every rank found it: they stop together */
     }
     t->s.skipped++;
-    if (t->w->rank == 0) MNT_WARN("step %lld: NaN or Inf in the gradients: step skipped", (long long)t->s.step);
+    if ((own[0] || own[1] || t->w->rank == 0) && (t->s.skipped <= 10 || t->s.skipped % 100 == 0))
+      MNT_WARN("step %lld: NaN or Inf in %s: the step is skipped (no update, batch-norm statistics restored; %lld "
+               "skipped so far%s)", (long long)at, what[0] ? what : "the averaged gradients", (long long)t->s.skipped,
+               t->s.skipped == 10 ? ": from now on every 100th is said" : "");
   } else {
     t->s.iv_n += b->n;
   }
@@ -455,9 +566,12 @@ static int optimizer_phase(mnt_trainer *t, const mnt_batch *b, mnt_step_out *out
 
 int mnt_trainer_interval(mnt_trainer *t, double *loss, double *top1, double *images) {
   MNT_CHECK(pull_interval(t));
+  int bad = 0;
+  MNT_CHECK(state_nonfinite(t, &bad)); /* what the updates made: checked once an interval, agreed below */
   /* in double: exact for any sum a float holds exactly, and the order of ranks fixed by the ring */
-  float agg[3] = {(float)t->s.iv_loss, (float)t->s.iv_top1, (float)t->s.iv_n};
-  MNT_CHECK(mnt_allreduce(t->c, agg, 3, MNT_FP32, MNT_SUM));
+  float agg[4] = {(float)t->s.iv_loss, (float)t->s.iv_top1, (float)t->s.iv_n, (float)bad};
+  MNT_CHECK(mnt_allreduce(t->c, agg, 4, MNT_FP32, MNT_SUM));
+  if (agg[3] > 0) return state_failed(t, "checked at the log interval");
   *loss = agg[0] / agg[2];
   *top1 = agg[1] / agg[2];
   *images = agg[2];
@@ -545,6 +659,7 @@ int mnt_trainer_save(mnt_trainer *t, mnt_ckpt_writer *wr, json_t *config) {
   MNT_CHECK(mnt_be_sync(t->be));
   MNT_CHECK(mnt_allreduce(t->c, t->m->bn, t->m->nbn, MNT_FP32, MNT_AVG));
   MNT_CHECK(pull_interval(t));
+  MNT_CHECK(mnt_trainer_check_state(t, "checked before its checkpoint")); /* finite values only */
   float *hw, *hm, *hbn;
   MNT_CHECK(mnt_trainer_host_model(t, &hw, &hm, &hbn));
   int nt;
@@ -606,6 +721,13 @@ static int read_named(hid_t f, const char *path, const char *name, float *dst, i
   } else if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0) {
     MNT_ERR("--init %s: reading %s failed", path, name);
     st = MNT_EDATA;
+  } else {
+    size_t n = 1;
+    for (int k = 0; k < ndims; k++) n *= (size_t)dims[k];
+    if (mnt_vec_nonfinite(dst, n)) {
+      MNT_ERR("--init %s: %s holds NaN or Inf (weights of a run that had diverged): not a start", path, name);
+      st = MNT_EARG;
+    }
   }
   if (sp >= 0) H5Sclose(sp);
   if (ds >= 0) H5Dclose(ds);

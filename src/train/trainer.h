@@ -6,7 +6,15 @@
  * statistics (tensors, under torchvision's names), and mnt_train_state (below). Everything else
  * is derived from the configuration: the learning rate from (config, step), the data order and
  * every augmentation from (seed, epoch, sample) — there is no other random state to carry.
- * Collective calls (every rank, same order): create, sync, step, interval, evaluate, save. */
+ * Collective calls (every rank, same order): create, sync, step, interval, check_state, evaluate, save.
+ *
+ * Non-finite values: every step checks what it computed before the update (the averaged gradients,
+ * and each rank's own loss and BN statistics, which a rank carries into the gradient allreduce as a
+ * NaN so that every rank decides alike); a step that fails the check is not applied (no update, the
+ * BN statistics restored) and is skipped (--skip-nonfinite) or stops the run (MNT_EDATA, exit 1)
+ * naming the tensor and the step. The weights and momentum an update makes are checked at every
+ * log interval, checkpoint and the end (mnt_trainer_check_state): an update cannot be undone, so a
+ * non-finite one stops the run even with --skip-nonfinite, the last finite checkpoint kept. */
 #ifndef MNT_TRAINER_H
 #define MNT_TRAINER_H
 
@@ -82,6 +90,12 @@ typedef struct mnt_trainer {
   float *hw, *hm, *hbn;     /* host copies of weights, momentum and BN statistics for checkpoints and
                              * exports when the backend's memory is not the host's (else the model's) */
   double comm_span;         /* seconds from a step's first bucket start to its last completion */
+  /* the non-finite check of the whole state (trainer.c "Non-finite values"): backend memory */
+  float *bn_prev;           /* the BN statistics before the step in progress (restored when it is skipped) */
+  int32_t *own_flag;        /* [0] this rank's BN statistics, [1] its loss: non-finite after the forward */
+  int32_t *state_flag;      /* [0] weights, [1] momentum, [2] BN statistics: non-finite (mnt_trainer_check_state) */
+  int poison_due;           /* the first gradient backward reports takes own_flag into the allreduce */
+  int hook_st;              /* a failure inside the gradient hook */
   const mnt_batch *last;    /* the newest batch (ids for a sample log) */
 } mnt_trainer;
 
@@ -98,8 +112,13 @@ int mnt_trainer_sync(mnt_trainer *t);
 /* Collective: one training step (reads, forward, loss, backward overlapped with the gradient
  * allreduce, non-finite check, SGD). */
 int mnt_trainer_step(mnt_trainer *t, mnt_step_out *out);
-/* Collective: the log interval's mean loss and top-1 over all ranks and its images; resets it */
+/* Collective: the log interval's mean loss and top-1 over all ranks and its images; resets it. The
+ * whole state is checked too (as mnt_trainer_check_state). */
 int mnt_trainer_interval(mnt_trainer *t, double *loss, double *top1, double *images);
+/* Collective: the weights, momentum and BN statistics all finite; else MNT_EDATA on every rank (agreed),
+ * the first non-finite tensor and the step named (when: "checked before its checkpoint"): nothing
+ * non-finite is checkpointed or exported */
+int mnt_trainer_check_state(mnt_trainer *t, const char *when);
 /* Collective: BN statistics averaged over ranks, then loss / top-1 / top-5 on --val, every sample
  * once (ChainerMN's multi-node evaluator). */
 int mnt_trainer_evaluate(mnt_trainer *t, double *loss, double *top1, double *top5);

@@ -613,6 +613,25 @@ static void test_f32(const pair *P) {
     checks++;
     if (flag != 1) failures++, fprintf(stderr, "FAIL nonfinite (%s): %s not flagged (%d)\n", P->prec, k ? "NaN" : "inf", (int)flag);
   }
+  /* the poison: x[0..3) NaN on the device when one of two flags is set, nothing when none is */
+  {
+    int32_t *gfl = NULL, hf[2] = {0, 0};
+    float hx[4] = {1, 2, 3, 4};
+    float *gx = f32_new(P->gpu, hx, 4);
+    OK(mnt_be_alloc(P->gpu, sizeof hf, (void **)&gfl));
+    for (int k = 0; k < 2; k++) {
+      hf[1] = k;
+      OK(mnt_be_copy(P->gpu, gfl, hf, sizeof hf, MNT_COPY_H2D));
+      OK(mnt_f32_poison(P->gpu, gx, 3, gfl, 2));
+      float px[4];
+      OK(mnt_be_copy(P->gpu, px, gx, sizeof px, MNT_COPY_D2H));
+      checks++;
+      int want_nan = k == 1, okay = px[3] == 4 && (want_nan ? isnan(px[0]) && isnan(px[2]) : px[0] == 1 && px[2] == 3);
+      if (!okay) failures++, fprintf(stderr, "FAIL f32_poison (%s): flag %d gave %g %g %g %g\n", P->prec, k, px[0], px[1], px[2], px[3]);
+    }
+    mnt_be_free(P->gpu, gfl);
+    mnt_be_free(P->gpu, gx);
+  }
   /* casts: fp32 -> t -> fp32 equals the CPU's rounding */
   for (int t = 0; t <= 2; t++) {
     void *g16 = NULL;

@@ -275,6 +275,13 @@ static void test_sgd(void) {
   v[n - 3] = 0;
   v[7] = NAN;
   EXPECT(mnt_nonfinite(g_be, v, n, &flag) == MNT_OK && flag == 1, "nonfinite: a NaN missed");
+  /* the poison: every element NaN when any flag is set, untouched when none is */
+  int32_t flags[2] = {0, 0};
+  v[7] = 0.5f;
+  EXPECT(mnt_f32_poison(g_be, v, 3, flags, 2) == MNT_OK && v[0] == v[0] && v[7] == 0.5f, "poison: flags clear, x changed");
+  flags[1] = 1;
+  EXPECT(mnt_f32_poison(g_be, v, 3, flags, 2) == MNT_OK && isnan(v[0]) && isnan(v[2]) && !isnan(v[3]),
+         "poison: the second flag set, x[0..3) not NaN or x[3] touched");
   free(v);
 }
 

@@ -144,6 +144,14 @@ int mnt_cpu_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {
   return MNT_OK;
 }
 
+int mnt_cpu_f32_poison(mnt_backend *b, float *x, size_t n, const int32_t *flags, int nflags) {
+  (void)b;
+  int any = 0;
+  for (int i = 0; i < nflags; i++) any |= flags[i] != 0;
+  for (size_t i = 0; any && i < n; i++) x[i] = NAN;
+  return MNT_OK;
+}
+
 int mnt_cpu_cast_from_f32(mnt_backend *b, mnt_dtype t, const float *src, void *dst, size_t n) {
   (void)b;
   if (t == MNT_FP32) memmove(dst, src, n * sizeof(float));

@@ -324,6 +324,11 @@ static int cu_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag)
   return MNT_OK;
 }
 
+static int cu_f32_poison(mnt_backend *b, float *x, size_t n, const int32_t *flags, int nflags) {
+  MNT_KERNEL_CHECK(mnt_k_f32_poison(x, n, flags, nflags, mnt_cuda_of(b)->stream));
+  return MNT_OK;
+}
+
 static int cu_cast(mnt_cuda *c, mnt_dtype from, mnt_dtype to, const void *src, void *dst, size_t n) {
   if (n == 0) return MNT_OK;
   if (from == to) {
@@ -463,6 +468,7 @@ static const mnt_backend_ops mnt_cuda_ops = {
     .sgd_step = cu_sgd_step,
     .lars_step = cu_lars_step,
     .nonfinite = cu_nonfinite,
+    .f32_poison = cu_f32_poison,
     .upload_start = cu_upload_start,
     .upload_use = cu_upload_use,
     .upload_release = cu_upload_release,
