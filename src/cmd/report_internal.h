@@ -20,6 +20,7 @@ typedef struct mnt_report_run {
   int order;                   /* position on the command line */
   int group;                   /* with --group: the order of the first run of its configuration */
   char arch[64], device[32], precision[32];
+  char run_id[24];             /* summary.json's run_id; "" for a run from before run ids */
   long long image_size, ranks, nodes, devices, batch_per_rank, global_batch;
   double ips, ph[MNT_REPORT_NPH]; /* phases: data, forward, backward, comm_exposed, optimizer */
   double spread;                  /* NAN with fewer than two intervals after warm-up */

@@ -262,9 +262,16 @@ int mnt_report_learning(const run *r, int n, const char *out) {
       targets |= r[i].target_reached >= 0;
     }
   int st = MNT_OK;
-  if (m > 0) { /* else nothing: a throughput sweep without --val */
+  if (m == 0) printf("== learning table: left out, no run evaluated a validation set (train --val)\n");
+  if (m > 0) {
     qsort(v, (size_t)m, sizeof *v, cmp_learn);
     print_table(v, m, targets);
+    if (m < n) { /* the runs without evaluations, named */
+      printf("   left out of the learning table (no evaluation: train --val):");
+      for (int i = 0, k = 0; i < n; i++)
+        if (r[i].nval == 0) printf("%s %s", k++ ? "," : "", r[i].dir);
+      printf("\n");
+    }
     char csv[MNT_PATH_MAX], svg[MNT_PATH_MAX];
     snprintf(csv, sizeof csv, "%s/learning.csv", out);
     snprintf(svg, sizeof svg, "%s/learning.svg", out);

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# report_inputs.sh — `mntrain report` on inputs that do not belong together, made from hand-written
+# runs (tests/fixtures/report/ids) by moving a file from one to another the way a user's copy would:
+# - run directories (ids/r1, r2, r2b: three runs with their run_id in config.json, summary.json and
+#   every metrics.jsonl line): another run's metrics.jsonl swapped in is exit 2 naming the file and
+#   the other run_id, and so is another run's summary.json (against config.json, or without it
+#   against every metrics line); another run's lines appended, or lines without a run_id after the
+#   run's own, are left out and named (file, count, lines, run_id): the tables and CSVs are the
+#   clean run's exactly; the same run given twice is named; a summary.json whose run_id is not one
+#   is exit 2; runs from before run ids (tests/fixtures/report/weak) are read as before, said once;
+# - no evaluation: the learning table is left out and the report says why;
+#   report_inputs.sh path/to/mntrain
+# shellcheck disable=SC2015  # ok() always succeeds: "A && ok ... || bad ..." is an if-else here
+set -u
+# shellcheck source=/dev/null
+. "$(dirname "$0")/../lib.sh" # ok, bad, fail, skip, finish
+m=$(realpath "$1")
+py=/usr/bin/python3
+[ -x "$py" ] || skip "no $py (the test edits JSON files and reads trace.json with it)"
+fx=$(cd "$(dirname "$0")/../fixtures/report" && pwd)
+w=$(mktemp -d)
+trap 'rm -rf "$w"' EXIT
+fail=0 cases=0
+cd "$w" || exit 1
+
+# rep NAME ARGS...: mntrain report ARGS --out NAME.out; stdout in NAME.txt, stderr in NAME.err, status in rc
+rep() {
+  local name=$1
+  shift
+  cases=$((cases + 1))
+  "$m" report "$@" --out "$name.out" >"$name.txt" 2>"$name.err"
+  rc=$?
+}
+show() { sed 's/^/    /' "$1.err" "$1.txt"; }
+# refused NAME PATTERN...: exit 2, every pattern in stderr (fixed strings), nothing written
+refused() {
+  local name=$1 good=1 p
+  shift
+  [ "$rc" -eq 2 ] || good=0
+  for p in "$@"; do grep -qF -- "$p" "$name.err" || good=0; done
+  ls "$name.out"/*.csv "$name.out"/trace.* >/dev/null 2>&1 && good=0
+  if [ $good -eq 1 ]; then ok "$name: exit 2: $(grep -m1 'error' "$name.err" | cut -c1-220)"
+  else bad "$name: exit $rc, want 2 naming: $*"; show "$name"; fi
+}
+# warned NAME PATTERN...: exit 0, every pattern in a warning line of stderr (fixed strings)
+warned() {
+  local name=$1 good=1 p
+  shift
+  [ "$rc" -eq 0 ] || good=0
+  for p in "$@"; do grep 'warning' "$name.err" | grep -qF -- "$p" || good=0; done
+  if [ $good -eq 1 ]; then ok "$name: exit 0, named: $(grep -m1 'warning' "$name.err" | cut -c1-220)"
+  else bad "$name: exit $rc, want 0 with a warning naming: $*"; show "$name"; fi
+}
+# jedit FILE PYTHON: FILE's JSON as t, changed by PYTHON, written back
+jedit() { $py -c 'import json, sys; t = json.load(open(sys.argv[1])); exec(sys.argv[2]); json.dump(t, open(sys.argv[1], "w"))' "$1" "$2"; }
+run_copy() { rm -rf "$1" && mkdir -p "$1" && cp "$fx/ids/r1" "$fx/ids/r2" "$1"/ -r; }
+
+r1=3c9f2a71d04be865 r2=8e41b07c5a92d3f6 r2b=b5d20e9f7c13a48e
+
+# ---- run directories ------------------------------------------------------------------------------
+run_copy clean
+rep clean clean/r1 clean/r2
+[ "$rc" -eq 0 ] && [ -f clean.out/scaling.csv ] && [ -f clean.out/learning.csv ] && ! grep -q warning clean.err &&
+  ok "clean: r1 and r2, exit 0, no warning" || { bad "clean: exit $rc"; show clean; }
+# the CSVs of a case against the clean one's (the run column names the directory: the same here)
+same_csvs() {
+  local name=$1 f good=1
+  for f in scaling.csv learning.csv; do
+    sed 's/,[^,]*$//' "clean.out/$f" >"$name.want.$f"
+    sed 's/,[^,]*$//' "$name.out/$f" >"$name.have.$f" 2>/dev/null || good=0
+    diff "$name.want.$f" "$name.have.$f" >/dev/null || good=0
+  done
+  [ $good -eq 1 ] && ok "$name: scaling.csv and learning.csv are the clean run's" ||
+    { bad "$name: the CSVs differ from the clean run's"; diff clean.out/scaling.csv "$name.out/scaling.csv"; diff clean.out/learning.csv "$name.out/learning.csv"; }
+}
+
+# another run's metrics.jsonl swapped in: every line is r1's
+run_copy swap && cp "$fx/ids/r1/metrics.jsonl" swap/r2/
+rep swap swap/r1 swap/r2
+refused swap "swap/r2/metrics.jsonl" "$r1" "$r2"
+
+# another run's lines appended: left out, named with their count, lines and run_id
+run_copy append && cat "$fx/ids/r2b/metrics.jsonl" >>append/r2/metrics.jsonl
+rep append append/r1 append/r2
+warned append "append/r2/metrics.jsonl" "$r2b" "6 lines" "7-12"
+same_csvs append
+
+# another run's summary.json copied in: config.json says otherwise
+run_copy sumcfg && cp "$fx/ids/r2b/summary.json" sumcfg/r2/
+rep sumcfg sumcfg/r1 sumcfg/r2
+refused sumcfg "sumcfg/r2/summary.json" "$r2b" "sumcfg/r2/config.json" "$r2"
+
+# the same without config.json: every metrics line is of another run than the summary
+run_copy sumlines && cp "$fx/ids/r2b/summary.json" sumlines/r2/ && rm sumlines/r2/config.json
+rep sumlines sumlines/r1 sumlines/r2
+refused sumlines "sumlines/r2" "$r2b" "$r2" "metrics.jsonl"
+
+# lines without a run_id after the run's own (an older mntrain's run appended): left out, named
+run_copy legacyapp && cat "$fx/weak/r2/metrics.jsonl" >>legacyapp/r2/metrics.jsonl
+rep legacyapp legacyapp/r1 legacyapp/r2
+warned legacyapp "legacyapp/r2/metrics.jsonl" "without a run_id"
+same_csvs legacyapp
+
+# a summary.json whose run_id is not one
+run_copy badid && jedit badid/r2/summary.json 't["run_id"] = 12345'
+rep badid badid/r1 badid/r2
+refused badid "badid/r2/summary.json" "run_id"
+
+# the same run twice (a copied directory)
+run_copy twice && cp -r twice/r1 twice/r1copy
+rep twice twice/r1 twice/r2 twice/r1copy
+warned twice "twice/r1" "twice/r1copy" "$r1"
+
+# runs from before run ids: read as before, said once for all of them
+rep legacy "$fx/weak/r1" "$fx/weak/r2" "$fx/weak/r4"
+n=$(grep -c 'before run ids' legacy.err)
+[ "$rc" -eq 0 ] && [ "$n" -eq 1 ] && grep 'before run ids' legacy.err | grep -q 'weak/r4' &&
+  grep -qx "4,2,2,128,360.00,10.00,3.6000,0.9000,2.000,102.000,204.000,12.500,11.000,$fx/weak/r4" legacy.out/scaling.csv &&
+  ok "legacy: runs without run_id read as before (r4's row), said once" || { bad "legacy: exit $rc, said $n times"; show legacy; }
+
+# a run without run_id whose metrics.jsonl has another run's lines (with a run_id) appended
+rm -rf legapp && cp -r "$fx/weak/r2" legapp && cat "$fx/ids/r2b/metrics.jsonl" >>legapp/metrics.jsonl
+rep legapp legapp
+warned legapp "legapp/metrics.jsonl" "$r2b"
+grep -q '^2,2,2,64,190.00,5.00,' legapp.out/scaling.csv && ok "legapp: the spread is the run's own (5.00)" ||
+  { bad "legapp: spread"; cat legapp.out/scaling.csv; }
+
+# ---- no evaluation: no learning table, said why ----------------------------------------------------
+rep noval "$fx/strong/s1" "$fx/strong/s2" "$fx/strong/s4"
+[ "$rc" -eq 0 ] && grep -q 'learning table: left out' noval.txt && grep -q 'train --val' noval.txt &&
+  [ ! -f noval.out/learning.csv ] && ok "noval: $(grep 'learning table' noval.txt)" || { bad "noval: no reason said"; show noval; }
+run_copy someval && grep -v val_top1 someval/r2/metrics.jsonl >someval/m && mv someval/m someval/r2/metrics.jsonl
+rep someval someval/r1 someval/r2
+[ "$rc" -eq 0 ] && grep -q 'left out of the learning table.*someval/r2' someval.txt &&
+  [ "$(grep -c '' someval.out/learning.csv)" -eq 2 ] && ok "someval: the run without evaluations is named under the table" ||
+  { bad "someval: the run without evaluations is not named"; show someval; }
+
+echo "report_inputs: $cases cases run"
+[ $cases -eq 12 ] || bad "only $cases cases ran"
+finish report_inputs "$fail"
