@@ -654,7 +654,8 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
       {"trace", 0, MNT_OPT_PATH, &trace, "DIR",
        "merge the timelines of mntrain train --trace DIR into OUT/trace.json (Chrome trace format: Perfetto, "
        "chrome://tracing; one process per rank, one track per thread, on rank 0's clock) and OUT/trace.svg (the "
-       "slowest traced step, the critical rank marked); RUN_DIRs are then optional",
+       "slowest traced step, the critical rank marked); one job's files only (exit 2 naming a file of another "
+       "rank, job or size, or one not a trace); a rank's incomplete timeline is named; RUN_DIRs are then optional",
        0, 0},
       {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
   /* RUN_DIR... apart from the options (mnt_parse_opts takes one argument per row) */

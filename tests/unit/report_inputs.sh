@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # report_inputs.sh — `mntrain report` on inputs that do not belong together, made from hand-written
-# runs (tests/fixtures/report/ids) by moving a file from one to another the way a user's copy would:
+# runs and traces (tests/fixtures/report/ids, tests/fixtures/report/trace/job41) by moving a file
+# from one to another the way a user's copy would:
 # - run directories (ids/r1, r2, r2b: three runs with their run_id in config.json, summary.json and
 #   every metrics.jsonl line): another run's metrics.jsonl swapped in is exit 2 naming the file and
 #   the other run_id, and so is another run's summary.json (against config.json, or without it
@@ -9,6 +10,12 @@
 #   clean run's exactly; the same run given twice is named; a summary.json whose run_id is not one
 #   is exit 2; runs from before run ids (tests/fixtures/report/weak) are read as before, said once;
 # - no evaluation: the learning table is left out and the report says why;
+# - traces (job41: 2 ranks of one job): a rank's file under another rank's name, two jobs or two
+#   runs, sizes 2 and 4, rank 5 of 2, a negative duration or start, a version 1 file beside version
+#   2 ones, a file cut short before its events are exit 2 naming the file and what is wrong; a
+#   "truncated" trace and a file cut short inside its events are merged with the rank's timeline
+#   named incomplete (a warning, trace.json's otherData, the SVG); a missing rank, a name train
+#   never writes and version 1 files (said once) are warnings.
 #   report_inputs.sh path/to/mntrain
 # shellcheck disable=SC2015  # ok() always succeeds: "A && ok ... || bad ..." is an if-else here
 set -u
@@ -135,6 +142,88 @@ rep someval someval/r1 someval/r2
   [ "$(grep -c '' someval.out/learning.csv)" -eq 2 ] && ok "someval: the run without evaluations is named under the table" ||
   { bad "someval: the run without evaluations is not named"; show someval; }
 
+# ---- traces -----------------------------------------------------------------------------------------
+trace_copy() { rm -rf "$1" && cp -r "$fx/trace/job41" "$1"; }
+t0=trace-rank-00000.json t1=trace-rank-00001.json
+trace_copy tclean
+rep tclean --trace tclean
+$py - tclean.out/trace.json 14 14 <<'PY' && [ "$rc" -eq 0 ] && ! grep -q warning tclean.err && ok "tclean: 2 ranks, 28 spans, no warning" || { bad "tclean"; show tclean; }
+import json, sys
+t = json.load(open(sys.argv[1]))
+n = [sum(1 for e in t["traceEvents"] if e.get("ph") == "X" and e["pid"] == r) for r in (0, 1)]
+sys.exit(0 if n == [int(sys.argv[2]), int(sys.argv[3])] and not t["otherData"].get("incomplete_ranks") else 1)
+PY
+
+trace_copy tcopy && cp tcopy/$t0 tcopy/$t1
+rep tcopy --trace tcopy
+refused tcopy "tcopy/$t1" "rank 0"
+
+trace_copy tjob && jedit tjob/$t1 't["job"] = "slurm.pmix.42.0"'
+rep tjob --trace tjob
+refused tjob "tjob/$t0" "tjob/$t1" "slurm.pmix.41.0" "slurm.pmix.42.0"
+
+trace_copy trun && jedit trun/$t1 't["run_id"] = "b5d20e9f7c13a48e"'
+rep trun --trace trun
+refused trun "trun/$t1" "3c9f2a71d04be865" "b5d20e9f7c13a48e"
+
+trace_copy tsize && jedit tsize/$t0 't["size"] = 4'
+rep tsize --trace tsize
+refused tsize "tsize/$t0" "tsize/$t1" "size"
+
+trace_copy trank && cp trank/$t1 trank/trace-rank-00005.json && jedit trank/trace-rank-00005.json 't["rank"] = 5'
+rep trank --trace trank
+refused trank "trank/trace-rank-00005.json" "rank 5 of 2"
+
+trace_copy tdur && jedit tdur/$t1 't["events"][2][2] = -1000'
+rep tdur --trace tdur
+refused tdur "tdur/$t1" "event 2" "negative"
+
+trace_copy tstart && jedit tstart/$t0 't["events"][0][1] = -5'
+rep tstart --trace tstart
+refused tstart "tstart/$t0" "event 0" "negative"
+
+trace_copy tmixv && jedit tmixv/$t1 't["version"] = 1; del t["job"]; del t["run_id"]'
+rep tmixv --trace tmixv
+refused tmixv "tmixv/$t1" "version 1"
+
+trace_copy thead && head -c 150 "$fx/trace/job41/$t1" >thead/$t1
+rep thead --trace thead
+refused thead "thead/$t1" "cut short"
+
+# the span cap hit: merged, the rank's timeline named incomplete (warning, trace.json, SVG)
+trace_copy ttrunc && jedit ttrunc/$t1 't["truncated"] = True'
+rep ttrunc --trace ttrunc
+warned ttrunc "ttrunc/$t1" "rank 1" "incomplete"
+$py -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["otherData"].get("incomplete_ranks") != [1])' ttrunc.out/trace.json &&
+  grep -q 'incomplete' ttrunc.out/trace.svg && ok "ttrunc: trace.json and trace.svg name rank 1's timeline incomplete" ||
+  bad "ttrunc: trace.json's otherData or trace.svg does not name rank 1 incomplete"
+
+# a file cut short inside its events: the events before the cut merged, the rank named incomplete
+trace_copy tcut && head -c "$(($(grep -b -m1 '"backward", 0, 5' "$fx/trace/job41/$t1" | cut -d: -f1) + 20))" "$fx/trace/job41/$t1" >tcut/$t1
+rep tcut --trace tcut
+warned tcut "tcut/$t1" "cut short" "incomplete"
+$py - tcut.out/trace.json <<'PY' && ok "tcut: rank 1's 8 events before the cut merged, rank 0's 14" || bad "tcut: not the events before the cut"
+import json, sys
+t = json.load(open(sys.argv[1]))
+n = [sum(1 for e in t["traceEvents"] if e.get("ph") == "X" and e["pid"] == r) for r in (0, 1)]
+print("    events per rank:", n)
+sys.exit(0 if n == [14, 8] and t["otherData"].get("incomplete_ranks") == [1] else 1)
+PY
+
+# still warnings: a missing rank, a name train never writes, version 1 files (said once)
+trace_copy tmiss && rm tmiss/$t1
+rep tmiss --trace tmiss
+warned tmiss "1 of 2 ranks" "missing: 1"
+trace_copy tname && cp tname/$t1 tname/trace-rank-+0001.json
+rep tname --trace tname
+warned tname "trace-rank-+0001.json"
+$py -c 'import json, sys; t = json.load(open(sys.argv[1])); sys.exit(sum(e.get("ph") == "X" for e in t["traceEvents"]) != 28)' tname.out/trace.json &&
+  ok "tname: the odd name left out (28 spans, not 42)" || bad "tname: the file with an odd name was merged"
+trace_copy tv1 && for f in $t0 $t1; do jedit "tv1/$f" 't["version"] = 1; del t["job"]; del t["run_id"]'; done
+rep tv1 --trace tv1
+[ "$rc" -eq 0 ] && [ "$(grep -c 'version 1' tv1.err)" -eq 1 ] && ok "tv1: version 1 files merged, said once" ||
+  { bad "tv1: exit $rc"; show tv1; }
+
 echo "report_inputs: $cases cases run"
-[ $cases -eq 12 ] || bad "only $cases cases ran"
+[ $cases -eq 27 ] || bad "only $cases cases ran"
 finish report_inputs "$fail"
