@@ -522,7 +522,7 @@ static void out_name(char *p, size_t n, const char *dir, const run *r, int sever
     snprintf(p, n, "%s/scaling.%s", dir, ext);
     return;
   }
-  char tag[160];
+  char tag[200];
   snprintf(tag, sizeof tag, "%s-%lldpx-%s-%s", r->arch, (long long)r->image_size, r->device, r->precision);
   for (char *c = tag; *c; c++)
     if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||

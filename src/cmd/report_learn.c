@@ -86,7 +86,9 @@ static int write_csv(const char *path, const run *const *r, int n) {
              "target_epoch,target_time_s,run\n");
   for (int i = 0; i < n; i++) {
     const run *x = r[i];
-    fprintf(f, "%lld,%lld,%lld,%s,%d", x->ranks, x->nodes, x->global_batch, opt_name(x), x->nval);
+    fprintf(f, "%lld,%lld,%lld,", x->ranks, x->nodes, x->global_batch);
+    mnt_report_csv_str(f, opt_name(x));
+    fprintf(f, ",%d", x->nval);
     mnt_report_csv_num(f, 4, x->val[x->nval - 1].epoch);
     mnt_report_csv_num(f, 4, x->val[x->nval - 1].top1);
     mnt_report_csv_num(f, 4, best_of(x));
@@ -231,9 +233,10 @@ static int write_svg(const char *path, const run *const *r, int n) {
     double y = LEGEND_TOP + LEGEND_ROW * k;
     fprintf(f, "<line x1=\"90\" y1=\"%.1f\" x2=\"118\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"%s/>", y - 4, y - 4,
             COLOURS[k % 10], k >= 10 ? " stroke-dasharray=\"5 3\"" : "");
-    fprintf(f, "<text x=\"126\" y=\"%.1f\">%lld rank%s, global batch %lld, %s: final %.2f%%, best %.2f%%", y,
-            x->ranks, x->ranks == 1 ? "" : "s", x->global_batch, opt_name(x), 100 * x->val[x->nval - 1].top1,
-            100 * best_of(x));
+    fprintf(f, "<text x=\"126\" y=\"%.1f\">%lld rank%s, global batch %lld, ", y, x->ranks, x->ranks == 1 ? "" : "s",
+            x->global_batch);
+    mnt_report_xml_text(f, opt_name(x));
+    fprintf(f, ": final %.2f%%, best %.2f%%", 100 * x->val[x->nval - 1].top1, 100 * best_of(x));
     if (x->target_reached == 1 && !isnan(x->target_epoch)) fprintf(f, "; target at epoch %.2f", x->target_epoch);
     if (x->target_reached == 0) fprintf(f, "; target missed");
     fprintf(f, " (");

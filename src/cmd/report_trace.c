@@ -53,7 +53,7 @@ typedef struct rank_trace {
   json_t *j;        /* the file */
   char path[MNT_PATH_MAX + 64];
   int rank, size, version;
-  char node[64];
+  const char *node; /* its node (owned by j; "?" when absent) */
   const char *job, *run_id; /* version 2: who wrote it (owned by j); version 1: "" */
   int64_t offset;   /* ns to add to get rank 0's clock */
   json_t *events;   /* [thread, t0, dur, name, arg, step, depth] */
@@ -260,7 +260,7 @@ static int load_rank(const char *path, int name_rank, rank_trace *r) {
   r->size = (int)size;
   r->offset = (int64_t)offset;
   r->truncated = json_is_true(tr);
-  snprintf(r->node, sizeof r->node, "%s", node ? node : "?");
+  r->node = node ? node : "?";
   MNT_CHECK(check_spans(r));
   r->main_tid = tid_named(r->threads, "main");
   r->comm_tid = tid_named(r->threads, "comm");
@@ -335,13 +335,18 @@ static void say_gaps(const char *dir, const rank_trace *rs, int n) {
 #define EV_STEP(ev) ((long long)json_integer_value(json_array_get(ev, 5)))
 #define EV_DEPTH(ev) ((int)json_integer_value(json_array_get(ev, 6)))
 
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
+/* s's characters escaped for a JSON string; json_str: with its quotes */
+static void json_chars(FILE *f, const char *s) {
   for (; *s; s++) {
     if (*s == '"' || *s == '\\') fputc('\\', f), fputc(*s, f);
-    else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
+    else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", (unsigned)(unsigned char)*s);
     else fputc(*s, f);
   }
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  json_chars(f, s);
   fputc('"', f);
 }
 
@@ -364,12 +369,10 @@ static int write_chrome(const char *path, rank_trace *rs, int n, int64_t t0) {
   int first = 1;
   for (int i = 0; i < n; i++) {
     rank_trace *r = &rs[i];
-    char pname[128];
-    snprintf(pname, sizeof pname, "rank %d (%s)", r->rank, r->node);
-    fprintf(f, "%s\n{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"args\": {\"name\": ", first ? "" : ",",
-            r->rank);
-    json_str(f, pname);
-    fprintf(f, "}},\n{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": %d, \"args\": {\"sort_index\": %d}}",
+    fprintf(f, "%s\n{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"args\": {\"name\": \"rank %d (",
+            first ? "" : ",", r->rank, r->rank);
+    json_chars(f, r->node);
+    fprintf(f, ")\"}},\n{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": %d, \"args\": {\"sort_index\": %d}}",
             r->rank, r->rank);
     if (incomplete(r))
       fprintf(f, ",\n{\"ph\": \"M\", \"name\": \"process_labels\", \"pid\": %d, \"args\": {\"labels\": \"timeline "
@@ -435,16 +438,6 @@ static long long slowest_step(rank_trace *rs, int n, int64_t *lo_out, int64_t *h
   return best;
 }
 
-static void xml_text(FILE *f, const char *s) {
-  for (; *s; s++) {
-    if (*s == '&') fputs("&amp;", f);
-    else if (*s == '<') fputs("&lt;", f);
-    else if (*s == '>') fputs("&gt;", f);
-    else if (*s == '"') fputs("&quot;", f);
-    else fputc(*s, f);
-  }
-}
-
 enum { W = 1100, LEFT = 170, RIGHT = 30, TOP = 70, ROW = 34, BAR = 18, SUB = 7 };
 
 /* OUT/trace.svg: step `s` of every rank, [lo, hi] on rank 0's clock */
@@ -472,12 +465,10 @@ static int write_svg(const char *path, rank_trace *rs, int n, long long s, int64
              "start to the last rank's end</text>\n",
           LEFT, s, span * 1e-6);
   if (crit_end > INT64_MIN) {
-    char who[200];
-    snprintf(who, sizeof who, "critical: rank %d (%s) ended its backward pass last, %.1f ms after the first rank",
-             rs[crit].rank, rs[crit].node, (double)(crit_end - first_end) * 1e-6);
-    fprintf(f, "<text x=\"%d\" y=\"40\" fill=\"#b00\">", LEFT);
-    xml_text(f, who);
-    fprintf(f, "</text>\n");
+    fprintf(f, "<text x=\"%d\" y=\"40\" fill=\"#b00\">critical: rank %d (", LEFT, rs[crit].rank);
+    mnt_report_xml_text(f, rs[crit].node);
+    fprintf(f, ") ended its backward pass last, %.1f ms after the first rank</text>\n",
+            (double)(crit_end - first_end) * 1e-6);
   }
   /* the time axis, ms from the step's start */
   double ms = span * 1e-6, tick = ms > 500 ? 100 : ms > 200 ? 50 : ms > 100 ? 20 : ms > 40 ? 10 : ms > 10 ? 2 : 1;
@@ -495,7 +486,7 @@ static int write_svg(const char *path, rank_trace *rs, int n, long long s, int64
               y - 3, W - 4, ROW - 2);
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\"%s>rank %d (", LEFT - 8, y + 13,
             i == crit ? " fill=\"#b00\" font-weight=\"bold\"" : "", r->rank);
-    xml_text(f, r->node);
+    mnt_report_xml_text(f, r->node);
     fprintf(f, ")%s%s</text>\n", incomplete(r) ? ", incomplete" : "", i == crit ? " &#9664;" : "");
     size_t k;
     json_t *ev;
@@ -512,10 +503,10 @@ static int write_svg(const char *path, rank_trace *rs, int n, long long s, int64
       if (x0 + w > W - RIGHT) w = W - RIGHT - x0;
       if (w <= 0) continue;
       if (w < 0.5) w = 0.5;
-      fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>rank %d %s %.2f ms%s</title>"
-                 "</rect>\n",
-              x0, on_main ? y : y + BAR + 1, w, on_main ? BAR : SUB, on_main ? COLOURS[ph] : "#7a5195", r->rank,
-              EV_NAME(ev), (double)EV_DUR(ev) * 1e-6, on_comm ? " (communicator thread)" : "");
+      fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>rank %d ", x0,
+              on_main ? y : y + BAR + 1, w, on_main ? BAR : SUB, on_main ? COLOURS[ph] : "#7a5195", r->rank);
+      mnt_report_xml_text(f, EV_NAME(ev)); /* a name from the file */
+      fprintf(f, " %.2f ms%s</title></rect>\n", (double)EV_DUR(ev) * 1e-6, on_comm ? " (communicator thread)" : "");
     }
   }
   int ly = TOP + n * ROW + 30, lx = LEFT;

@@ -9,13 +9,16 @@
 #   run's own, are left out and named (file, count, lines, run_id): the tables and CSVs are the
 #   clean run's exactly; the same run given twice is named; a summary.json whose run_id is not one
 #   is exit 2; runs from before run ids (tests/fixtures/report/weak) are read as before, said once;
+#   strings of the files (an optimizer with a comma, '<' and '&') quoted in learning.csv and escaped
+#   in the SVGs;
 # - no evaluation: the learning table is left out and the report says why;
 # - traces (job41: 2 ranks of one job): a rank's file under another rank's name, two jobs or two
 #   runs, sizes 2 and 4, rank 5 of 2, a negative duration or start, a version 1 file beside version
 #   2 ones, a file cut short before its events are exit 2 naming the file and what is wrong; a
 #   "truncated" trace and a file cut short inside its events are merged with the rank's timeline
 #   named incomplete (a warning, trace.json's otherData, the SVG); a missing rank, a name train
-#   never writes and version 1 files (said once) are warnings.
+#   never writes and version 1 files (said once) are warnings; a node and a span named with '<', '&'
+#   and non-ASCII letters still give a trace.json and a trace.svg that parse.
 #   report_inputs.sh path/to/mntrain
 # shellcheck disable=SC2015  # ok() always succeeds: "A && ok ... || bad ..." is an if-else here
 set -u
@@ -132,6 +135,18 @@ warned legapp "legapp/metrics.jsonl" "$r2b"
 grep -q '^2,2,2,64,190.00,5.00,' legapp.out/scaling.csv && ok "legapp: the spread is the run's own (5.00)" ||
   { bad "legapp: spread"; cat legapp.out/scaling.csv; }
 
+# strings from the files reach the CSVs and SVGs as text: quoted (RFC 4180), escaped (XML)
+run_copy escape && for r in r1 r2; do jedit "escape/$r/summary.json" 't["optimizer"] = "sg,d <&\"x"; t["precision"] = "fp32 <&>"'; done
+rep escape escape/r1 escape/r2
+$py - escape.out <<'PY' && [ "$rc" -eq 0 ] && ok "escape: learning.csv has 13 fields a row, the SVGs parse" || { bad "escape"; show escape; }
+import csv, sys, xml.dom.minidom as md
+rows = list(csv.reader(open(sys.argv[1] + "/learning.csv", newline="")))
+bad = [r for r in rows if len(r) != 13] or [r for r in rows[1:] if r[3] != 'sg,d <&"x']
+for f in ("learning.svg", "scaling.svg"):
+    md.parse(sys.argv[1] + "/" + f)
+sys.exit(1 if bad else 0)
+PY
+
 # ---- no evaluation: no learning table, said why ----------------------------------------------------
 rep noval "$fx/strong/s1" "$fx/strong/s2" "$fx/strong/s4"
 [ "$rc" -eq 0 ] && grep -q 'learning table: left out' noval.txt && grep -q 'train --val' noval.txt &&
@@ -210,6 +225,17 @@ print("    events per rank:", n)
 sys.exit(0 if n == [14, 8] and t["otherData"].get("incomplete_ranks") == [1] else 1)
 PY
 
+# names from the files reach the SVG and trace.json as text (a node's name is a machine's, a span's the code's)
+trace_copy tesc && jedit tesc/$t1 't["node"] = "n\u00f6de <&> " * 9; t["events"][-1][3] = "all<reduce & \u00e9"'
+rep tesc --trace tesc
+$py - tesc.out <<'PY' && [ "$rc" -eq 0 ] && ok "tesc: trace.json and trace.svg parse, the names kept" || { bad "tesc"; show tesc; }
+import json, sys, xml.dom.minidom as md
+t = json.load(open(sys.argv[1] + "/trace.json", encoding="utf-8"))
+md.parse(sys.argv[1] + "/trace.svg")
+names = {e["args"]["name"] for e in t["traceEvents"] if e.get("name") == "process_name"}
+sys.exit(0 if "rank 1 (" + "n\u00f6de <&> " * 9 + ")" in names else 1)
+PY
+
 # still warnings: a missing rank, a name train never writes, version 1 files (said once)
 trace_copy tmiss && rm tmiss/$t1
 rep tmiss --trace tmiss
@@ -225,5 +251,5 @@ rep tv1 --trace tv1
   { bad "tv1: exit $rc"; show tv1; }
 
 echo "report_inputs: $cases cases run"
-[ $cases -eq 27 ] || bad "only $cases cases ran"
+[ $cases -eq 29 ] || bad "only $cases cases ran"
 finish report_inputs "$fail"
