@@ -108,14 +108,24 @@ static void span_text(const lines_of *s, char *out, size_t len) {
   else snprintf(out, len, "lines %lld to %lld, not all", s->first, s->last);
 }
 
+/* the sample standard deviation of x[0..n), n >= 2, scaled by the largest so that no square overflows */
+static double sample_sd(const double *x, int n) {
+  double big = 0, mean = 0, ss = 0;
+  for (int i = 0; i < n; i++) big = fmax(big, fabs(x[i]));
+  if (big == 0) return 0;
+  for (int i = 0; i < n; i++) mean += x[i] / big / n;
+  for (int i = 0; i < n; i++) ss += (x[i] / big - mean) * (x[i] / big - mean);
+  return big * sqrt(ss / (n - 1));
+}
+
 /* the evaluations and intervals of the run's lines, in the file's order: intervals (lines with "step"
  * and "img_per_s"; validation and checkpoint lines have none) whose first step comes after step
- * `timed_from` (an interval's first step is the previous interval's last + 1), Welford's mean and
- * variance; the evaluations into r's learning curve */
+ * `timed_from` (an interval's first step is the previous interval's last + 1), their img_per_s a
+ * throughput above 0 (else the line is named); the evaluations into r's learning curve */
 static int use_lines(run *r, const char *path, const mline *ls, size_t nl, long long timed_from) {
   long long prev = 0;
-  double mean = 0, m2 = 0;
-  int n = 0;
+  double *x = NULL;
+  int n = 0, cap = 0;
   for (size_t i = 0; i < nl; i++) {
     if (!ls[i].use) continue;
     json_t *l = ls[i].j, *step = json_object_get(l, "step"), *ips = json_object_get(l, "img_per_s");
@@ -130,21 +140,34 @@ static int use_lines(run *r, const char *path, const mline *ls, size_t nl, long 
         MNT_WARN("%s:%lld: an evaluation without a valid epoch and val_top1 (a fraction): left out of the learning "
                  "curve", path, ls[i].lineno);
       } else if (mnt_report_add_point(r, p) != MNT_OK) {
+        free(x);
         return MNT_ENOMEM;
       }
     } else if (json_is_integer(step) && ips) {
       long long s = (long long)json_integer_value(step);
-      if (prev >= timed_from && s > prev && json_is_number(ips)) {
-        double x = json_number_value(ips), d = x - mean;
-        n++;
-        mean += d / n;
-        m2 += d * (x - mean);
+      double v = json_number_value(ips);
+      if (prev >= timed_from && s > prev && !(json_is_number(ips) && v > 0 && isfinite(v))) {
+        MNT_WARN("%s:%lld: img_per_s is not a throughput (a number above 0): the interval is left out of the spread",
+                 path, ls[i].lineno);
+      } else if (prev >= timed_from && s > prev) {
+        if (n == cap) {
+          cap = cap ? 2 * cap : 64;
+          double *q = realloc(x, (size_t)cap * sizeof *q);
+          if (!q) {
+            free(x);
+            MNT_ERR("out of memory");
+            return MNT_ENOMEM;
+          }
+          x = q;
+        }
+        x[n++] = v;
       }
       prev = s;
     }
   }
   r->intervals = n;
-  if (n >= 2) r->spread = sqrt(m2 / (n - 1));
+  if (n >= 2) r->spread = sample_sd(x, n);
+  free(x);
   return MNT_OK;
 }
 

@@ -14,6 +14,9 @@
 #include "path.h"
 
 enum { MNT_REPORT_NPH = 5 };
+/* the most grid lines of an axis: a loop over ticks ends there even when its step stops adding up
+ * (a rank count of 2^62 plus one is 2^62 in a double) */
+enum { MNT_REPORT_MAX_TICKS = 100 };
 
 typedef struct mnt_report_run {
   char dir[MNT_PATH_MAX];      /* as given (of a summary.json path: its directory) */

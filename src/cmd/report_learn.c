@@ -124,7 +124,8 @@ static void axes(FILE *f, const frame *F, const char *title, const char *xlabel,
           F->left + PLOT_W / 2.0, top - 14, title);
   fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#333\"/>\n", F->left, top,
           PLOT_W, PLOT_H);
-  for (double v = F->y0; v <= F->y1 + 1e-9; v += ystep) {
+  for (int k = 0; k <= MNT_REPORT_MAX_TICKS && F->y0 + k * ystep <= F->y1 + 1e-9; k++) {
+    double v = F->y0 + k * ystep;
     double py = px_y(F, v);
     fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e3e3\"/>\n", F->left, py,
             F->left + PLOT_W, py);
@@ -132,7 +133,9 @@ static void axes(FILE *f, const frame *F, const char *title, const char *xlabel,
             round(v * 1e4) / 100);
   }
   double xs = mnt_report_nice_step(F->x1 - F->x0, 6);
-  for (double v = ceil(F->x0 / xs) * xs; v <= F->x1 * (1 + 1e-9); v += xs) {
+  double x0 = ceil(F->x0 / xs) * xs;
+  for (int k = 0; k <= MNT_REPORT_MAX_TICKS && x0 + k * xs <= F->x1 * (1 + 1e-9); k++) {
+    double v = x0 + k * xs;
     double px = px_x(F, v);
     fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e3e3\"/>\n", px, top, px, bottom);
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", px, bottom + 16, v);

@@ -147,7 +147,8 @@ static void svg_axes(FILE *f, int p, double left, const axis *x, const axis *y, 
           left + PLOT_W / 2.0, top - 14, p == 0 ? "throughput" : "efficiency");
   fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#333\"/>\n", left, top,
           PLOT_W, PLOT_H);
-  for (double v = 0; v <= L->ytop[p] * (1 + 1e-9); v += L->ystep[p]) { /* y grid and labels */
+  for (int k = 0; k <= MNT_REPORT_MAX_TICKS && k * L->ystep[p] <= L->ytop[p] * (1 + 1e-9); k++) { /* y grid */
+    double v = k * L->ystep[p];
     double py = ax_px(y, v);
     fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e3e3\"/>\n", left, py,
             left + PLOT_W, py);
@@ -159,7 +160,7 @@ static void svg_axes(FILE *f, int p, double left, const axis *x, const axis *y, 
       fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.0f%%</text>\n", left - 6, py + 4, v * 100);
   }
   if (x->log2) { /* x ticks: every power of two */
-    for (double v = x->lo; v <= x->hi * (1 + 1e-9); v *= 2) {
+    for (double v = x->lo; v <= x->hi * (1 + 1e-9) && v < 0x1p64; v *= 2) {
       double px = ax_px(x, v);
       fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e3e3\"/>\n", px, top, px, bottom);
       fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f</text>\n", px, bottom + 16, v);
@@ -167,7 +168,9 @@ static void svg_axes(FILE *f, int p, double left, const axis *x, const axis *y, 
   } else {
     double s = mnt_report_nice_step(x->hi - x->lo, 6);
     if (s < 1) s = 1;
-    for (double v = ceil(x->lo / s) * s; v <= x->hi * (1 + 1e-9); v += s) {
+    double v0 = ceil(x->lo / s) * s;
+    for (int k = 0; k <= MNT_REPORT_MAX_TICKS && v0 + k * s <= x->hi * (1 + 1e-9); k++) {
+      double v = v0 + k * s;
       double px = ax_px(x, v);
       fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e3e3\"/>\n", px, top, px, bottom);
       fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f</text>\n", px, bottom + 16, v);

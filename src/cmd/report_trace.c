@@ -471,8 +471,10 @@ static int write_svg(const char *path, rank_trace *rs, int n, long long s, int64
             (double)(crit_end - first_end) * 1e-6);
   }
   /* the time axis, ms from the step's start */
-  double ms = span * 1e-6, tick = ms > 500 ? 100 : ms > 200 ? 50 : ms > 100 ? 20 : ms > 40 ? 10 : ms > 10 ? 2 : 1;
-  for (double t = 0; t <= ms + 1e-9; t += tick) {
+  double ms = span * 1e-6, tick = ms > 1000 ? mnt_report_nice_step(ms, 10) : ms > 500 ? 100 : ms > 200 ? 50
+                                  : ms > 100 ? 20 : ms > 40 ? 10 : ms > 10 ? 2 : 1;
+  for (int k = 0; k <= MNT_REPORT_MAX_TICKS && k * tick <= ms + 1e-9; k++) {
+    double t = k * tick;
     double x = LEFT + t * 1e6 * px;
     fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#ddd\"/>\n<text x=\"%.1f\" y=\"%d\" "
                "text-anchor=\"middle\" fill=\"#555\">%g ms</text>\n",

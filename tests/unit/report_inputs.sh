@@ -10,7 +10,8 @@
 #   clean run's exactly; the same run given twice is named; a summary.json whose run_id is not one
 #   is exit 2; runs from before run ids (tests/fixtures/report/weak) are read as before, said once;
 #   strings of the files (an optimizer with a comma, '<' and '&') quoted in learning.csv and escaped
-#   in the SVGs;
+#   in the SVGs; 2^62 ranks and an img/s of 1e300 give a table in time with a finite spread, and a
+#   negative img/s is named;
 # - no evaluation: the learning table is left out and the report says why;
 # - traces (job41: 2 ranks of one job): a rank's file under another rank's name, two jobs or two
 #   runs, sizes 2 and 4, rank 5 of 2, a negative duration or start, a version 1 file beside version
@@ -18,7 +19,8 @@
 #   "truncated" trace and a file cut short inside its events are merged with the rank's timeline
 #   named incomplete (a warning, trace.json's otherData, the SVG); a missing rank, a name train
 #   never writes and version 1 files (said once) are warnings; a node and a span named with '<', '&'
-#   and non-ASCII letters still give a trace.json and a trace.svg that parse.
+#   and non-ASCII letters still give a trace.json and a trace.svg that parse; a clock offset of 2^62 ns
+#   is merged in time.
 #   report_inputs.sh path/to/mntrain
 # shellcheck disable=SC2015  # ok() always succeeds: "A && ok ... || bad ..." is an if-else here
 set -u
@@ -147,6 +149,18 @@ for f in ("learning.svg", "scaling.svg"):
 sys.exit(1 if bad else 0)
 PY
 
+# numbers far past any real run end in a report, not a loop that never ends (a tick of 1 rank does
+# not move 2^62); an interval's img/s that is not a throughput is named, and a huge one still has a spread
+run_copy huge && jedit huge/r1/summary.json 't["ranks"] = 2**62' &&
+  $py -c 'import sys; p = sys.argv[1]; L = open(p).read().split("\n"); L[3] = L[3].replace("\"img_per_s\":100.0", "\"img_per_s\":1e300"); L[1] = L[1].replace("\"img_per_s\":98.0", "\"img_per_s\":-98"); open(p, "w").write("\n".join(L))' huge/r1/metrics.jsonl
+cases=$((cases + 1))
+timeout 20 "$m" report huge/r1 --out huge.out >huge.txt 2>huge.err
+rc=$?
+[ "$rc" -eq 0 ] && grep -q 'huge/r1/metrics.jsonl:2: img_per_s is not a throughput' huge.err &&
+  grep -Eq '^4611686018427387904,1,2,32,100.00,[0-9]+\.[0-9]{2},' huge.out/scaling.csv &&
+  ok "huge: 2^62 ranks and 1e300 img/s: a table in time, a finite spread, the negative img/s named" ||
+  { bad "huge: exit $rc (124: it hung)"; show huge; cat huge.out/scaling.csv; }
+
 # ---- no evaluation: no learning table, said why ----------------------------------------------------
 rep noval "$fx/strong/s1" "$fx/strong/s2" "$fx/strong/s4"
 [ "$rc" -eq 0 ] && grep -q 'learning table: left out' noval.txt && grep -q 'train --val' noval.txt &&
@@ -236,6 +250,15 @@ names = {e["args"]["name"] for e in t["traceEvents"] if e.get("name") == "proces
 sys.exit(0 if "rank 1 (" + "n\u00f6de <&> " * 9 + ")" in names else 1)
 PY
 
+# one rank's clock 2^62 ns away (a node up for 146 years): merged in time, the SVG's axis in few ticks
+trace_copy thuge && jedit thuge/$t1 't["offset_ns"] = 2**62'
+cases=$((cases + 1))
+timeout 20 "$m" report --trace thuge --out thuge.out >thuge.txt 2>thuge.err
+rc=$?
+[ "$rc" -eq 0 ] && [ "$(grep -c '<line' thuge.out/trace.svg)" -le 110 ] &&
+  ok "thuge: a clock offset of 2^62 ns merged in time, $(grep -c '<line' thuge.out/trace.svg) grid lines" ||
+  { bad "thuge: exit $rc (124: it hung)"; show thuge; }
+
 # still warnings: a missing rank, a name train never writes, version 1 files (said once)
 trace_copy tmiss && rm tmiss/$t1
 rep tmiss --trace tmiss
@@ -251,5 +274,5 @@ rep tv1 --trace tv1
   { bad "tv1: exit $rc"; show tv1; }
 
 echo "report_inputs: $cases cases run"
-[ $cases -eq 29 ] || bad "only $cases cases ran"
+[ $cases -eq 31 ] || bad "only $cases cases ran"
 finish report_inputs "$fail"
