@@ -30,6 +30,10 @@ static void get_str(json_t *j, const char *key, char *out, size_t n, int *have) 
   snprintf(out, n, "%s", s && strlen(s) < n ? s : "");
 }
 
+int mnt_is_run_id(const char *s) {
+  return s && strlen(s) == MNT_RUN_ID_HEX && strspn(s, "0123456789abcdef") == MNT_RUN_ID_HEX;
+}
+
 int mnt_run_summary_read(const char *path, mnt_run_summary *s) {
   memset(s, 0, sizeof *s);
   for (int k = 0; k < MNT_RS_N; k++) s->num[k] = NAN;
@@ -60,6 +64,9 @@ int mnt_run_summary_read(const char *path, mnt_run_summary *s) {
   get_str(j, "precision", s->precision, sizeof s->precision, NULL);
   get_str(j, "topology", s->topology, sizeof s->topology, NULL);
   get_str(j, "optimizer", s->optimizer, sizeof s->optimizer, NULL);
+  json_t *id = json_object_get(j, "run_id");
+  s->have_run_id = !id ? 0 : mnt_is_run_id(json_string_value(id)) ? 2 : 1;
+  if (s->have_run_id == 2) snprintf(s->run_id, sizeof s->run_id, "%s", json_string_value(id));
   json_t *tr = json_object_get(j, "target_reached");
   s->target_reached = json_is_boolean(tr) ? json_is_true(tr) : -1;
   json_decref(j);

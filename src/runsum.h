@@ -2,7 +2,8 @@
  * once for `mntrain report` and `mntrain model`. The reader keeps what is there and says what is
  * not; each command decides which keys it needs and says so in its own words.
  * defines: mnt_run_summary, MNT_RS_* (its numbers, phases_ms.* and step_ms.mean included),
- *          MNT_RS_PHASE / MNT_RS_NPHASE, mnt_run_summary_read, mnt_rs_present, mnt_rs_is_int */
+ *          MNT_RS_PHASE / MNT_RS_NPHASE, MNT_RUN_ID_HEX, mnt_run_summary_read, mnt_rs_present, mnt_rs_is_int,
+ *          mnt_is_run_id */
 #ifndef MNT_RUNSUM_H
 #define MNT_RUNSUM_H
 
@@ -39,6 +40,9 @@ enum {
 
 enum { MNT_RS_STRMAX = 64 };
 
+/* a run's identity: 16 lowercase hex digits (train draws it; a resumed run keeps it) */
+enum { MNT_RUN_ID_HEX = 16 };
+
 typedef struct mnt_run_summary {
   double num[MNT_RS_N];  /* the value when a JSON number, else NAN */
   int64_t ival[MNT_RS_N]; /* the value when a JSON integer, else 0 */
@@ -47,6 +51,11 @@ typedef struct mnt_run_summary {
   /* strings: "" when absent, not a string, or MNT_RS_STRMAX bytes or longer */
   char arch[MNT_RS_STRMAX], device[MNT_RS_STRMAX], precision[MNT_RS_STRMAX], topology[MNT_RS_STRMAX];
   char optimizer[MNT_RS_STRMAX];
+  /* "run_id": the run's identity (16 lowercase hex digits; config.json's and every metrics.jsonl line's
+   * too); "" when absent or not such a string. have_run_id: 0 absent (a run from before run ids),
+   * 1 there but not a run id, 2 a run id */
+  char run_id[MNT_RS_STRMAX];
+  int have_run_id;
   int target_reached; /* "target_reached": -1 absent or not a boolean, else 0 or 1 */
   int have_arch, have_device; /* the key is there (of any type) */
   int phases_ms;              /* "phases_ms": 0 absent, 1 there but not an object, 2 an object */
@@ -58,6 +67,9 @@ typedef struct mnt_run_summary {
 /* path (a summary.json) into *s. MNT_OK, or MNT_EARG when it cannot be read or parsed or is not a
  * JSON object, with s->err, s->err_line and s->parsed saying which; nothing is logged. */
 int mnt_run_summary_read(const char *path, mnt_run_summary *s);
+
+/* 1 when s is a run id: MNT_RUN_ID_HEX lowercase hex digits, nothing else */
+int mnt_is_run_id(const char *s);
 
 static inline int mnt_rs_present(const mnt_run_summary *s, int k) { return (int)(s->present >> k & 1u); }
 static inline int mnt_rs_is_int(const mnt_run_summary *s, int k) { return (int)(s->integer >> k & 1u); }

@@ -10,7 +10,24 @@
  * S_N = T_N0 / T_N and E_N = S_N / (N / N0), the same numbers. A sweep that is neither is refused.
  * ips is summary.json's img_per_s (all steps after train's warm-up over their wall time); the
  * spread is the sample standard deviation of the per-interval img_per_s of metrics.jsonl over the
- * intervals that start after the warm-up (the steps summary.json's img_per_s leaves out). */
+ * intervals that start after the warm-up (the steps summary.json's img_per_s leaves out).
+ *
+ * A run directory holds one run's files: train writes the run's identity (run_id, 16 hex digits, kept
+ * by a resumed run) into config.json, summary.json and every metrics.jsonl line, and the report uses
+ * only the run's own:
+ *   refused (exit 2, naming the file and both run ids): a summary.json whose run_id is not one, or is
+ *     not config.json's (another run's summary.json copied in; config.json, written when the run's
+ *     last job started, has none or another); a metrics.jsonl with lines but none of the run's
+ *     (another run's file swapped in, or another run's summary.json beside this run's lines);
+ *   left out and named (a warning: the file, how many lines, which, the other run_id): another run's
+ *     lines in metrics.jsonl, and lines without a run_id after the run's own (an older mntrain's run
+ *     appended);
+ *   read, and said: lines without a run_id before the run's first own line (its jobs from before run
+ *     ids: a resumed run keeps its lines); runs from before run ids (no run_id in summary.json) as
+ *     before, said once for the report (a line with a run_id is another run's there); one run given
+ *     twice (the same run_id in two directories).
+ * A report without a learning table says why (no run evaluated a validation set), and a learning
+ * table names the runs it leaves out (no evaluation). */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -61,9 +78,173 @@ static long long opt_int(const mnt_run_summary *s, int k, long long dflt) {
   return mnt_rs_is_int(s, k) ? (long long)s->ival[k] : dflt;
 }
 
-/* metrics.jsonl: the intervals (lines with "step" and "img_per_s"; validation and checkpoint lines
- * have none) whose first step comes after step `timed_from` (an interval's first step is the
- * previous interval's last + 1). Welford's mean and variance. */
+/* ---- a run's own lines -------------------------------------------------------------------------- */
+
+/* whose a metrics.jsonl line is: the run's (its run_id), one without a run_id (an mntrain from before
+ * run ids wrote it), another run's (another run_id, or one that is not a run id) */
+enum { OWN, IDLESS, OTHER };
+enum { MAX_OTHERS = 8 }; /* other runs named one by one; past that, counted together */
+
+typedef struct mline {
+  json_t *j;
+  long long lineno;
+  int whose, use;
+} mline;
+
+typedef struct lines_of { /* some lines of a file: how many, the first and the last line number */
+  char id[24];
+  long long n, first, last;
+} lines_of;
+
+static void lines_add(lines_of *s, long long lineno) {
+  if (!s->n++) s->first = lineno;
+  s->last = lineno;
+}
+
+/* "line 7", "lines 7-12", "lines 7 to 30, not all" */
+static void span_text(const lines_of *s, char *out, size_t len) {
+  if (s->n == 1) snprintf(out, len, "line %lld", s->first);
+  else if (s->last - s->first + 1 == s->n) snprintf(out, len, "lines %lld-%lld", s->first, s->last);
+  else snprintf(out, len, "lines %lld to %lld, not all", s->first, s->last);
+}
+
+/* the sample standard deviation of x[0..n), n >= 2, scaled by the largest so that no square overflows */
+static double sample_sd(const double *x, int n) {
+  double big = 0, mean = 0, ss = 0;
+  for (int i = 0; i < n; i++) big = fmax(big, fabs(x[i]));
+  if (big == 0) return 0;
+  for (int i = 0; i < n; i++) mean += x[i] / big / n;
+  for (int i = 0; i < n; i++) ss += (x[i] / big - mean) * (x[i] / big - mean);
+  return big * sqrt(ss / (n - 1));
+}
+
+/* the evaluations and intervals of the run's lines, in the file's order: intervals (lines with "step"
+ * and "img_per_s"; validation and checkpoint lines have none) whose first step comes after step
+ * `timed_from` (an interval's first step is the previous interval's last + 1), their img_per_s a
+ * throughput above 0 (else the line is named); the evaluations into r's learning curve */
+static int use_lines(run *r, const char *path, const mline *ls, size_t nl, long long timed_from) {
+  long long prev = 0;
+  double *x = NULL;
+  int n = 0, cap = 0;
+  for (size_t i = 0; i < nl; i++) {
+    if (!ls[i].use) continue;
+    json_t *l = ls[i].j, *step = json_object_get(l, "step"), *ips = json_object_get(l, "img_per_s");
+    if (json_is_integer(step) && json_object_get(l, "val_top1")) { /* an evaluation */
+      json_t *ep = json_object_get(l, "epoch"), *v = json_object_get(l, "val_top1"),
+             *el = json_object_get(l, "elapsed_s");
+      mnt_report_point p = {(long long)json_integer_value(step), json_number_value(ep), json_number_value(v), NAN};
+      if (json_is_number(el) && isfinite(json_number_value(el)) && json_number_value(el) >= 0)
+        p.time = json_number_value(el);
+      if (!json_is_number(ep) || !json_is_number(v) || !(p.epoch >= 0) || !isfinite(p.epoch) || !(p.top1 >= 0) ||
+          !(p.top1 <= 1) || p.step < 0) {
+        MNT_WARN("%s:%lld: an evaluation without a valid epoch and val_top1 (a fraction): left out of the learning "
+                 "curve", path, ls[i].lineno);
+      } else if (mnt_report_add_point(r, p) != MNT_OK) {
+        free(x);
+        return MNT_ENOMEM;
+      }
+    } else if (json_is_integer(step) && ips) {
+      long long s = (long long)json_integer_value(step);
+      double v = json_number_value(ips);
+      if (prev >= timed_from && s > prev && !(json_is_number(ips) && v > 0 && isfinite(v))) {
+        MNT_WARN("%s:%lld: img_per_s is not a throughput (a number above 0): the interval is left out of the spread",
+                 path, ls[i].lineno);
+      } else if (prev >= timed_from && s > prev) {
+        if (n == cap) {
+          cap = cap ? 2 * cap : 64;
+          double *q = realloc(x, (size_t)cap * sizeof *q);
+          if (!q) {
+            free(x);
+            MNT_ERR("out of memory");
+            return MNT_ENOMEM;
+          }
+          x = q;
+        }
+        x[n++] = v;
+      }
+      prev = s;
+    }
+  }
+  r->intervals = n;
+  if (n >= 2) r->spread = sample_sd(x, n);
+  free(x);
+  return MNT_OK;
+}
+
+/* which lines of metrics.jsonl are the run's (summary.json's run_id in r->run_id; "" from before
+ * run ids): its own, and those without a run_id that come before its first own line (the jobs of a
+ * run begun by an mntrain from before run ids: train keeps a resumed run's lines). A run from
+ * before run ids owns the lines without a run_id. The rest is left out and named; a file with lines
+ * but none of the run's is MNT_EARG (another run's metrics.jsonl, or another run's summary.json). */
+static int choose_lines(const run *r, const char *path, mline *ls, size_t nl) {
+  lines_of oth[MAX_OTHERS], more = {"", 0, 0, 0}, before = {"", 0, 0, 0}, after = {"", 0, 0, 0};
+  int noth = 0;
+  size_t first_own = nl, used = 0;
+  for (size_t i = 0; i < nl && first_own == nl; i++)
+    if (ls[i].whose == OWN) first_own = i;
+  for (size_t i = 0; i < nl; i++) {
+    mline *l = &ls[i];
+    if (l->whose == OWN) {
+      l->use = 1;
+    } else if (l->whose == IDLESS && !r->run_id[0]) {
+      l->use = 1;
+    } else if (l->whose == IDLESS) {
+      l->use = i < first_own && first_own < nl;
+      lines_add(l->use ? &before : &after, l->lineno);
+    } else {
+      const char *v = json_string_value(json_object_get(l->j, "run_id"));
+      const char *id = mnt_is_run_id(v) ? v : "(not a run id)";
+      int k = 0;
+      while (k < noth && strcmp(oth[k].id, id)) k++;
+      if (k == noth && noth < MAX_OTHERS) {
+        memset(&oth[noth], 0, sizeof oth[noth]);
+        snprintf(oth[noth++].id, sizeof oth[0].id, "%s", id);
+      }
+      lines_add(k < noth ? &oth[k] : &more, l->lineno);
+    }
+    used += (size_t)l->use;
+  }
+  char span[96], this_run[64];
+  if (r->run_id[0]) snprintf(this_run, sizeof this_run, "run_id %s", r->run_id);
+  else snprintf(this_run, sizeof this_run, "no run_id: written before run ids");
+  if (used == 0 && nl > 0) {
+    char others[1024] = "";
+    size_t len = 0;
+    for (int k = 0; k < noth && len < sizeof others - 96; k++)
+      len += (size_t)snprintf(others + len, sizeof others - len, "%s%lld line%s of run_id %s", len ? ", " : "",
+                              oth[k].n, oth[k].n == 1 ? "" : "s", oth[k].id);
+    if (more.n && len < sizeof others - 96)
+      len += (size_t)snprintf(others + len, sizeof others - len, "%s%lld of more runs", len ? ", " : "", more.n);
+    if (after.n && len < sizeof others - 96)
+      snprintf(others + len, sizeof others - len, "%s%lld without a run_id", len ? ", " : "", after.n);
+    MNT_ERR("%s: none of its %zu lines is of the run of %s/summary.json (%s): %s. Another run's metrics.jsonl or "
+            "another run's summary.json: the run is not reported (a run directory holds one run's files)",
+            path, nl, r->dir, this_run, others);
+    return MNT_EARG;
+  }
+  for (int k = 0; k < noth; k++) {
+    span_text(&oth[k], span, sizeof span);
+    MNT_WARN("%s: %lld line%s of another run, run_id %s (%s), left out (this run: %s)", path, oth[k].n,
+             oth[k].n == 1 ? "" : "s", oth[k].id, span, this_run);
+  }
+  if (more.n) {
+    span_text(&more, span, sizeof span);
+    MNT_WARN("%s: %lld more lines of other runs (%s) left out (this run: %s)", path, more.n, span, this_run);
+  }
+  if (after.n) {
+    span_text(&after, span, sizeof span);
+    MNT_WARN("%s: %lld line%s without a run_id after this run's own (%s), left out: another run's, written by an "
+             "mntrain from before run ids", path, after.n, after.n == 1 ? "" : "s", span);
+  }
+  if (before.n) {
+    span_text(&before, span, sizeof span);
+    MNT_WARN("%s: %s %s no run_id: read as this run's jobs from before run ids (its later lines carry %s)", path,
+             span, before.n == 1 ? "has" : "have", r->run_id);
+  }
+  return MNT_OK;
+}
+
+/* metrics.jsonl: the run's own lines (choose_lines) for the spread and the learning curve */
 static int read_metrics(run *r, long long timed_from) {
   char path[MNT_PATH_MAX];
   snprintf(path, sizeof path, "%s/metrics.jsonl", r->dir);
@@ -74,57 +255,83 @@ static int read_metrics(run *r, long long timed_from) {
     return MNT_SYSERR("%s: cannot read", path);
   }
   r->have_metrics = 1;
+  mline *ls = NULL;
+  size_t nl = 0, capl = 0;
   char *line = NULL;
   size_t cap = 0;
-  long long prev = 0, lineno = 0;
-  double mean = 0, m2 = 0;
-  int n = 0;
-  while (getline(&line, &cap, f) > 0) {
+  long long lineno = 0;
+  int st = MNT_OK;
+  while (st == MNT_OK && getline(&line, &cap, f) > 0) {
     lineno++;
     if (line[strspn(line, " \t\r\n")] == '\0') continue;
     json_error_t e;
     json_t *l = json_loads(line, 0, &e);
-    json_t *step = json_object_get(l, "step"), *ips = json_object_get(l, "img_per_s");
     if (!json_is_object(l)) {
-      MNT_WARN("%s:%lld: not a JSON object (%s): line left out of the spread", path, lineno, l ? "" : e.text);
-    } else if (json_is_integer(step) && json_object_get(l, "val_top1")) { /* an evaluation */
-      json_t *ep = json_object_get(l, "epoch"), *v = json_object_get(l, "val_top1"),
-             *el = json_object_get(l, "elapsed_s");
-      mnt_report_point p = {(long long)json_integer_value(step), json_number_value(ep), json_number_value(v), NAN};
-      if (json_is_number(el) && isfinite(json_number_value(el)) && json_number_value(el) >= 0)
-        p.time = json_number_value(el);
-      if (!json_is_number(ep) || !json_is_number(v) || !(p.epoch >= 0) || !isfinite(p.epoch) || !(p.top1 >= 0) ||
-          !(p.top1 <= 1) || p.step < 0) {
-        MNT_WARN("%s:%lld: an evaluation without a valid epoch and val_top1 (a fraction): left out of the learning "
-                 "curve", path, lineno);
-      } else if (mnt_report_add_point(r, p) != MNT_OK) {
-        json_decref(l);
-        free(line);
-        fclose(f);
-        return MNT_ENOMEM;
-      }
-    } else if (json_is_integer(step) && ips) {
-      long long s = (long long)json_integer_value(step);
-      if (prev >= timed_from && s > prev && json_is_number(ips)) {
-        double x = json_number_value(ips), d = x - mean;
-        n++;
-        mean += d / n;
-        m2 += d * (x - mean);
-      }
-      prev = s;
+      MNT_WARN("%s:%lld: not a JSON object (%s): line left out", path, lineno, l ? "" : e.text);
+      json_decref(l);
+      continue;
     }
-    json_decref(l);
+    if (nl == capl) {
+      size_t c = capl ? 2 * capl : 256;
+      mline *q = realloc(ls, c * sizeof *q);
+      if (!q) {
+        json_decref(l);
+        MNT_ERR("out of memory");
+        st = MNT_ENOMEM;
+        break;
+      }
+      ls = q;
+      capl = c;
+    }
+    json_t *id = json_object_get(l, "run_id");
+    const char *ids = json_string_value(id);
+    int whose = !id ? IDLESS : r->run_id[0] && ids && !strcmp(ids, r->run_id) ? OWN : OTHER;
+    ls[nl++] = (mline){l, lineno, whose, 0};
   }
-  int bad = ferror(f);
+  if (st == MNT_OK && ferror(f)) {
+    MNT_ERR("%s: read error", path);
+    st = MNT_ESYS;
+  }
   free(line);
   fclose(f);
-  if (bad) {
-    MNT_ERR("%s: read error", path);
-    return MNT_ESYS;
+  if (st == MNT_OK) st = choose_lines(r, path, ls, nl);
+  if (st == MNT_OK) st = use_lines(r, path, ls, nl, timed_from);
+  for (size_t i = 0; i < nl; i++) json_decref(ls[i].j);
+  free(ls);
+  return st;
+}
+
+/* the run's identity: summary.json's run_id into r->run_id ("" for a run from before run ids),
+ * checked against config.json (written when the run's last job started) when the directory has one.
+ * MNT_EARG naming both files when they are not one run's. */
+static int same_run(run *r, const mnt_run_summary *j, const char *sum_path) {
+  if (j->have_run_id == 1) {
+    MNT_ERR("%s: 'run_id' is not valid (16 lowercase hex digits: the run's identity)", sum_path);
+    return MNT_EARG;
   }
-  r->intervals = n;
-  if (n >= 2) r->spread = sqrt(m2 / (n - 1));
-  return MNT_OK;
+  snprintf(r->run_id, sizeof r->run_id, "%.*s", (int)MNT_RUN_ID_HEX, j->run_id);
+  char p[MNT_PATH_MAX];
+  snprintf(p, sizeof p, "%s/config.json", r->dir);
+  if (!r->run_id[0] || access(p, F_OK) != 0) /* before run ids, a later job's config.json may have one: a */
+    return MNT_OK;                            /* run resumed at its end trains nothing and keeps its summary */
+  json_error_t e;
+  json_t *c = json_load_file(p, 0, &e), *id = json_object_get(c, "run_id");
+  const char *cid = json_string_value(id);
+  int st = MNT_OK;
+  if (!json_is_object(c)) {
+    MNT_WARN("%s: not a JSON object (%s): the run's identity is checked against metrics.jsonl alone", p,
+             c ? "" : e.text);
+  } else if (!mnt_is_run_id(cid)) {
+    MNT_ERR("%s: run_id %s, but %s has %s: not one run's files (a run directory holds one run's): not reported",
+            sum_path, r->run_id, p, id ? "a run_id that is not one" : "none (an mntrain from before run ids wrote it)");
+    st = MNT_EARG;
+  } else if (strcmp(cid, r->run_id)) {
+    MNT_ERR("%s: run_id %s, but %s says %s: another run's summary.json (copied in?); a run directory holds one "
+            "run's files: not reported", sum_path, r->run_id, p, cid);
+    st = MNT_EARG;
+  }
+  json_decref(c);
+  return st;
 }
 
 static int read_run(const char *arg, int order, run *r) {
@@ -162,7 +369,7 @@ static int read_run(const char *arg, int order, run *r) {
     MNT_ERR("%s: not a summary: %s (line %d)", path, j->err, j->err_line);
     return MNT_EARG;
   }
-  int st = MNT_OK;
+  int st = same_run(r, j, path);
   if (st == MNT_OK) st = get_str(j->arch, j->have_arch, "arch", path, r->arch, sizeof r->arch);
   if (st == MNT_OK) st = get_str(j->device, j->have_device, "device", path, r->device, sizeof r->device);
   if (st == MNT_OK) st = get_int(j, MNT_RS_IMAGE_SIZE, "image_size", path, 1, &r->image_size);
@@ -338,7 +545,7 @@ static void out_name(char *p, size_t n, const char *dir, const run *r, int sever
     snprintf(p, n, "%s/scaling.%s", dir, ext);
     return;
   }
-  char tag[160];
+  char tag[200];
   snprintf(tag, sizeof tag, "%s-%lldpx-%s-%s", r->arch, (long long)r->image_size, r->device, r->precision);
   for (char *c = tag; *c; c++)
     if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||
@@ -373,6 +580,12 @@ static const char ABOUT[] =
     "start after the warm-up ('-' with fewer than two). A RUN_DIR without summary.json (missing, or\n"
     "not finished) is exit 2.\n"
     "\n"
+    "A RUN_DIR holds one run's files: summary.json, config.json and every metrics.jsonl line carry the\n"
+    "run's run_id (kept by a resumed run). Another run's summary.json (its run_id not config.json's),\n"
+    "or a metrics.jsonl with none of the run's lines, is exit 2 naming the file and both run ids;\n"
+    "another run's lines in metrics.jsonl are left out and named (file, lines, run_id). Runs from\n"
+    "before run ids are read as before, said once.\n"
+    "\n"
     "Learning (runs trained with --val): a second table, a row per run with validation points, sorted\n"
     "by ranks then global batch: optimizer, evaluations, epochs, final and best validation top-1 and,\n"
     "with --target-top1, the target and the epochs and wall time to it (the run's, over all its jobs,\n"
@@ -381,7 +594,8 @@ static const char ABOUT[] =
     "final_top1,best_top1,target_top1,target_reached,target_epoch,target_time_s,run) and\n"
     "OUT/learning.svg (validation top-1 against epochs and against wall time, a line per run, the\n"
     "target dashed). A sweep of batch sizes on the same ranks is neither weak nor strong scaling: it\n"
-    "gets no scaling table, only the learning one, when every run of it has validation points.";
+    "gets no scaling table, only the learning one, when every run of it has validation points. Without\n"
+    "validation points anywhere the report says the learning table is left out, and why.";
 
 /* RUN_DIR... apart from the options (mnt_parse_opts takes one argument per row): an option and
  * its value go to oargv, everything else is a run directory */
@@ -405,6 +619,29 @@ static void split_args(int argc, char **argv, const mnt_opt *opts, char **oargv,
     }
     if (o && o->type != MNT_OPT_FLAG && i + 1 < argc) oargv[(*oargc)++] = argv[++i]; /* its value */
   }
+}
+
+/* said once for the report: the runs from before run ids (read as before); and each run given twice */
+static void say_identities(const run *r, int n) {
+  char names[512] = "";
+  size_t len = 0;
+  int old = 0;
+  for (int i = 0; i < n; i++) {
+    if (!r[i].run_id[0]) {
+      if (old++ < 8 && len < sizeof names)
+        len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", r[i].dir);
+      continue;
+    }
+    for (int k = 0; k < i; k++)
+      if (!strcmp(r[k].run_id, r[i].run_id)) {
+        MNT_WARN("%s and %s are the same run (run_id %s): two rows of one run (a copied directory, or the outputs of "
+                 "two jobs of one run)", r[k].dir, r[i].dir, r[i].run_id);
+        break;
+      }
+  }
+  if (old)
+    MNT_WARN("%d run%s from before run ids (no run_id in summary.json): %s%s: read as before, without checking that "
+             "%s files are one run's", old, old == 1 ? "" : "s", names, old > 8 ? ", ..." : "", old == 1 ? "its" : "their");
 }
 
 /* runs of one configuration share a group; without --group, a second configuration is refused
@@ -440,7 +677,8 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
       {"trace", 0, MNT_OPT_PATH, &trace, "DIR",
        "merge the timelines of mntrain train --trace DIR into OUT/trace.json (Chrome trace format: Perfetto, "
        "chrome://tracing; one process per rank, one track per thread, on rank 0's clock) and OUT/trace.svg (the "
-       "slowest traced step, the critical rank marked); RUN_DIRs are then optional",
+       "slowest traced step, the critical rank marked); one job's files only (exit 2 naming a file of another "
+       "rank, job or size, or one not a trace); a rank's incomplete timeline is named; RUN_DIRs are then optional",
        0, 0},
       {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
   /* RUN_DIR... apart from the options (mnt_parse_opts takes one argument per row) */
@@ -476,6 +714,7 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
     goto out;
   }
   for (int i = 0; i < ndirs && st == MNT_OK; i++) st = read_run(dirs[i], i, &runs[i]);
+  if (st == MNT_OK) say_identities(runs, ndirs);
   if (st == MNT_OK) st = group_runs(runs, ndirs, group);
   if (st != MNT_OK) goto out;
   qsort(runs, (size_t)ndirs, sizeof *runs, cmp_run);
@@ -521,12 +760,10 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
     if ((st = write_csv(csv, r, n)) == MNT_OK && (st = mnt_report_write_svg(svg, r, n, strong[g])) == MNT_OK)
       printf("   wrote %s and %s\n", csv, svg);
   }
-  for (int i = 0; i < ndirs && st == MNT_OK; i++)
-    if (runs[i].nval > 0) {
-      printf("\n");
-      st = mnt_report_learning(runs, ndirs, out);
-      break;
-    }
+  if (st == MNT_OK) {
+    printf("\n");
+    st = mnt_report_learning(runs, ndirs, out);
+  }
   fflush(stdout);
 out:
   for (int i = 0; runs && i < ndirs; i++) free(runs[i].val);

@@ -14,12 +14,16 @@
 #include "path.h"
 
 enum { MNT_REPORT_NPH = 5 };
+/* the most grid lines of an axis: a loop over ticks ends there even when its step stops adding up
+ * (a rank count of 2^62 plus one is 2^62 in a double) */
+enum { MNT_REPORT_MAX_TICKS = 100 };
 
 typedef struct mnt_report_run {
   char dir[MNT_PATH_MAX];      /* as given (of a summary.json path: its directory) */
   int order;                   /* position on the command line */
   int group;                   /* with --group: the order of the first run of its configuration */
-  char arch[64], device[32], precision[32];
+  char arch[64], device[32], precision[64];
+  char run_id[24];             /* summary.json's run_id; "" for a run from before run ids */
   long long image_size, ranks, nodes, devices, batch_per_rank, global_batch;
   double ips, ph[MNT_REPORT_NPH]; /* phases: data, forward, backward, comm_exposed, optimizer */
   double spread;                  /* NAN with fewer than two intervals after warm-up */
@@ -29,7 +33,7 @@ typedef struct mnt_report_run {
    * the first job's from the same step on), and summary.json's optimizer and target */
   struct mnt_report_point *val;
   int nval, capval;
-  char optimizer[16];          /* "" when summary.json does not say (runs before LARS: sgd) */
+  char optimizer[64];          /* "" when summary.json does not say (runs before LARS: sgd) */
   double target, target_epoch, target_time; /* NAN where not set, or not reached */
   int target_reached;          /* -1 no target, 0 missed, 1 reached */
 } mnt_report_run;

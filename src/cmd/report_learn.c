@@ -86,7 +86,9 @@ static int write_csv(const char *path, const run *const *r, int n) {
              "target_epoch,target_time_s,run\n");
   for (int i = 0; i < n; i++) {
     const run *x = r[i];
-    fprintf(f, "%lld,%lld,%lld,%s,%d", x->ranks, x->nodes, x->global_batch, opt_name(x), x->nval);
+    fprintf(f, "%lld,%lld,%lld,", x->ranks, x->nodes, x->global_batch);
+    mnt_report_csv_str(f, opt_name(x));
+    fprintf(f, ",%d", x->nval);
     mnt_report_csv_num(f, 4, x->val[x->nval - 1].epoch);
     mnt_report_csv_num(f, 4, x->val[x->nval - 1].top1);
     mnt_report_csv_num(f, 4, best_of(x));
@@ -122,7 +124,8 @@ static void axes(FILE *f, const frame *F, const char *title, const char *xlabel,
           F->left + PLOT_W / 2.0, top - 14, title);
   fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#333\"/>\n", F->left, top,
           PLOT_W, PLOT_H);
-  for (double v = F->y0; v <= F->y1 + 1e-9; v += ystep) {
+  for (int k = 0; k <= MNT_REPORT_MAX_TICKS && F->y0 + k * ystep <= F->y1 + 1e-9; k++) {
+    double v = F->y0 + k * ystep;
     double py = px_y(F, v);
     fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e3e3\"/>\n", F->left, py,
             F->left + PLOT_W, py);
@@ -130,7 +133,9 @@ static void axes(FILE *f, const frame *F, const char *title, const char *xlabel,
             round(v * 1e4) / 100);
   }
   double xs = mnt_report_nice_step(F->x1 - F->x0, 6);
-  for (double v = ceil(F->x0 / xs) * xs; v <= F->x1 * (1 + 1e-9); v += xs) {
+  double x0 = ceil(F->x0 / xs) * xs;
+  for (int k = 0; k <= MNT_REPORT_MAX_TICKS && x0 + k * xs <= F->x1 * (1 + 1e-9); k++) {
+    double v = x0 + k * xs;
     double px = px_x(F, v);
     fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e3e3\"/>\n", px, top, px, bottom);
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", px, bottom + 16, v);
@@ -231,9 +236,10 @@ static int write_svg(const char *path, const run *const *r, int n) {
     double y = LEGEND_TOP + LEGEND_ROW * k;
     fprintf(f, "<line x1=\"90\" y1=\"%.1f\" x2=\"118\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"%s/>", y - 4, y - 4,
             COLOURS[k % 10], k >= 10 ? " stroke-dasharray=\"5 3\"" : "");
-    fprintf(f, "<text x=\"126\" y=\"%.1f\">%lld rank%s, global batch %lld, %s: final %.2f%%, best %.2f%%", y,
-            x->ranks, x->ranks == 1 ? "" : "s", x->global_batch, opt_name(x), 100 * x->val[x->nval - 1].top1,
-            100 * best_of(x));
+    fprintf(f, "<text x=\"126\" y=\"%.1f\">%lld rank%s, global batch %lld, ", y, x->ranks, x->ranks == 1 ? "" : "s",
+            x->global_batch);
+    mnt_report_xml_text(f, opt_name(x));
+    fprintf(f, ": final %.2f%%, best %.2f%%", 100 * x->val[x->nval - 1].top1, 100 * best_of(x));
     if (x->target_reached == 1 && !isnan(x->target_epoch)) fprintf(f, "; target at epoch %.2f", x->target_epoch);
     if (x->target_reached == 0) fprintf(f, "; target missed");
     fprintf(f, " (");
@@ -262,9 +268,16 @@ int mnt_report_learning(const run *r, int n, const char *out) {
       targets |= r[i].target_reached >= 0;
     }
   int st = MNT_OK;
-  if (m > 0) { /* else nothing: a throughput sweep without --val */
+  if (m == 0) printf("== learning table: left out, no run evaluated a validation set (train --val)\n");
+  if (m > 0) {
     qsort(v, (size_t)m, sizeof *v, cmp_learn);
     print_table(v, m, targets);
+    if (m < n) { /* the runs without evaluations, named */
+      printf("   left out of the learning table (no evaluation: train --val):");
+      for (int i = 0, k = 0; i < n; i++)
+        if (r[i].nval == 0) printf("%s %s", k++ ? "," : "", r[i].dir);
+      printf("\n");
+    }
     char csv[MNT_PATH_MAX], svg[MNT_PATH_MAX];
     snprintf(csv, sizeof csv, "%s/learning.csv", out);
     snprintf(svg, sizeof svg, "%s/learning.svg", out);

@@ -13,13 +13,27 @@
 
 typedef mnt_report_run run;
 
+/* the bytes of a UTF-8 character that starts at s (1 to 4), 0 when s does not start a whole one (a
+ * string cut short in a fixed-size field) */
+static int utf8_len(const unsigned char *s) {
+  int n = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+        : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+  for (int k = 1; k < n; k++)
+    if ((s[k] & 0xc0) != 0x80) return 0;
+  return n;
+}
+
 void mnt_report_xml_text(FILE *f, const char *s) {
-  for (; *s; s++) {
-    if (*s == '&') fputs("&amp;", f);
-    else if (*s == '<') fputs("&lt;", f);
-    else if (*s == '>') fputs("&gt;", f);
-    else if (*s == '"') fputs("&quot;", f);
-    else fputc(*s, f);
+  const unsigned char *u = (const unsigned char *)s;
+  while (*u) {
+    int n = utf8_len(u);
+    if (*u == '&') fputs("&amp;", f);
+    else if (*u == '<') fputs("&lt;", f);
+    else if (*u == '>') fputs("&gt;", f);
+    else if (*u == '"') fputs("&quot;", f);
+    else if (n == 0 || (*u < 0x20 && *u != '\t' && *u != '\n')) fputc('?', f); /* not XML 1.0 text */
+    else fwrite(u, 1, (size_t)n, f);
+    u += n ? n : 1;
   }
 }
 
@@ -108,11 +122,19 @@ static void svg_head(FILE *f, const run *b, const char *what) {
   mnt_report_svg_open(f, SVG_W, SVG_H);
   fprintf(f, "<title>mntrain report: ");
   mnt_report_xml_text(f, b->arch);
-  fprintf(f, " %lld px %s %s, %s</title>\n", (long long)b->image_size, b->device, b->precision, what);
+  fprintf(f, " %lld px ", (long long)b->image_size);
+  mnt_report_xml_text(f, b->device);
+  fputc(' ', f);
+  mnt_report_xml_text(f, b->precision);
+  fprintf(f, ", %s</title>\n", what);
   fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", SVG_W, SVG_H);
   fprintf(f, "<text x=\"%d\" y=\"28\" text-anchor=\"middle\" font-size=\"17\" font-weight=\"bold\">", SVG_W / 2);
   mnt_report_xml_text(f, b->arch);
-  fprintf(f, ", %lld px, %s, %s: %s</text>\n", (long long)b->image_size, b->device, b->precision, what);
+  fprintf(f, ", %lld px, ", (long long)b->image_size);
+  mnt_report_xml_text(f, b->device);
+  fprintf(f, ", ");
+  mnt_report_xml_text(f, b->precision);
+  fprintf(f, ": %s</text>\n", what);
   fprintf(f, "<text x=\"%d\" y=\"50\" text-anchor=\"middle\" fill=\"#444\">baseline: %lld rank%s, %.1f img/s; "
              "efficiency E = (img/s_N / N) / (img/s_N0 / N0)</text>\n",
           SVG_W / 2, (long long)b->ranks, b->ranks == 1 ? "" : "s", b->ips);
@@ -125,7 +147,8 @@ static void svg_axes(FILE *f, int p, double left, const axis *x, const axis *y, 
           left + PLOT_W / 2.0, top - 14, p == 0 ? "throughput" : "efficiency");
   fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#333\"/>\n", left, top,
           PLOT_W, PLOT_H);
-  for (double v = 0; v <= L->ytop[p] * (1 + 1e-9); v += L->ystep[p]) { /* y grid and labels */
+  for (int k = 0; k <= MNT_REPORT_MAX_TICKS && k * L->ystep[p] <= L->ytop[p] * (1 + 1e-9); k++) { /* y grid */
+    double v = k * L->ystep[p];
     double py = ax_px(y, v);
     fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e3e3\"/>\n", left, py,
             left + PLOT_W, py);
@@ -137,7 +160,7 @@ static void svg_axes(FILE *f, int p, double left, const axis *x, const axis *y, 
       fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.0f%%</text>\n", left - 6, py + 4, v * 100);
   }
   if (x->log2) { /* x ticks: every power of two */
-    for (double v = x->lo; v <= x->hi * (1 + 1e-9); v *= 2) {
+    for (double v = x->lo; v <= x->hi * (1 + 1e-9) && v < 0x1p64; v *= 2) {
       double px = ax_px(x, v);
       fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e3e3\"/>\n", px, top, px, bottom);
       fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f</text>\n", px, bottom + 16, v);
@@ -145,7 +168,9 @@ static void svg_axes(FILE *f, int p, double left, const axis *x, const axis *y, 
   } else {
     double s = mnt_report_nice_step(x->hi - x->lo, 6);
     if (s < 1) s = 1;
-    for (double v = ceil(x->lo / s) * s; v <= x->hi * (1 + 1e-9); v += s) {
+    double v0 = ceil(x->lo / s) * s;
+    for (int k = 0; k <= MNT_REPORT_MAX_TICKS && v0 + k * s <= x->hi * (1 + 1e-9); k++) {
+      double v = v0 + k * s;
       double px = ax_px(x, v);
       fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e3e3\"/>\n", px, top, px, bottom);
       fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f</text>\n", px, bottom + 16, v);

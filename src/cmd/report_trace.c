@@ -3,12 +3,30 @@
  *   OUT/trace.json  the Chrome trace event format (Perfetto, chrome://tracing): one process per rank
  *                   named "rank R (node)", one track per thread, complete ("X") events in us;
  *   OUT/trace.svg   the slowest traced step: ranks as rows, the step's phases as coloured spans, the
- *                   communicator's work under them, and the critical rank (the last to finish its
+ *                   communicator's work under them, and the critical rank (the last to end its
  *                   backward pass: the others wait in the allreduce for it) marked.
- * A rank without a file is named and left out; a file that is not a trace stops the merge. */
+ * Only the files of one job are merged: each says its version, rank, size, job (the job step's PMIx
+ * namespace, unique per launch) and run_id (version 2; version 1 has neither), and its spans.
+ *   Refused (exit 2, naming the file and what is wrong; nothing written): a file that is not a trace
+ *   (not JSON, a key missing or of another type, an event that is not [thread, start, duration,
+ *   name, arg, step, depth] of a thread the file lists); a version other than 1 and 2; a "rank"
+ *   other than the file name's (a rank's file copied under another's name); a rank not below the
+ *   file's "size" (rank 5 of 2); a negative start, duration or depth, or one past 2^62 ns (train
+ *   writes unsigned clock readings: the file was edited); two files of different sizes, versions,
+ *   jobs or runs (naming both: another launch's files in the directory); a file cut short before its
+ *   events (nothing of the rank to merge).
+ *   Merged, with a warning naming the file: a file cut short inside its events (the events before
+ *   the cut are read) and a file whose "truncated" is true (the window's span cap was hit): the
+ *   rank's timeline is incomplete, which trace.json (otherData "incomplete_ranks", the process's
+ *   label) and trace.svg (the rank's row) say too; ranks of the job without a file (a failed job:
+ *   what is there is still worth merging); a file named trace-rank-*.json that train never names
+ *   so (left out); version 1 files, whose job cannot be checked (said once). */
 #include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +36,7 @@
 #include "path.h"
 #include "cmd/report_internal.h"
 #include "io/rundir/safefs.h"
+#include "runsum.h"
 #include "tmpfile.h"
 #include "trace.h"
 
@@ -25,15 +44,26 @@ enum { MAIN_PHASES = 5 };
 static const char *const PHASES[MAIN_PHASES] = {"data", "forward", "backward", "comm", "optimizer"};
 static const char *const COLOURS[MAIN_PHASES] = {"#8c8c8c", "#4c72b0", "#dd8452", "#c44e52", "#55a868"};
 
+/* a start, duration or clock offset past this is not a clock reading (2^62 ns: 146 years), and sums
+ * of two stay inside int64_t */
+#define MAX_NS ((int64_t)1 << 62)
+enum { MAX_TID = 4096 }; /* thread ids: train numbers its buffers 0..127 */
+
 typedef struct rank_trace {
   json_t *j;        /* the file */
-  int rank;
-  char node[64];
+  char path[MNT_PATH_MAX + 64];
+  int rank, size, version;
+  const char *node; /* its node (owned by j; "?" when absent) */
+  const char *job, *run_id; /* version 2: who wrote it (owned by j); version 1: "" */
   int64_t offset;   /* ns to add to get rank 0's clock */
   json_t *events;   /* [thread, t0, dur, name, arg, step, depth] */
   json_t *threads;  /* [{id, name, track}] */
   int main_tid, comm_tid; /* the threads named "main" and "comm" (-1: none) */
+  int truncated;    /* "truncated": true: the window's span cap was hit */
+  size_t cut;       /* cut short: the file's bytes (its events up to the cut are read); 0: whole */
 } rank_trace;
+
+static int incomplete(const rank_trace *r) { return r->truncated || r->cut; }
 
 static int tid_named(json_t *threads, const char *name) {
   size_t i;
@@ -45,39 +75,256 @@ static int tid_named(json_t *threads, const char *name) {
   return -1;
 }
 
-/* one rank's file, checked: MNT_EARG naming it and what is wrong */
-static int load_rank(const char *path, rank_trace *r) {
-  json_error_t e;
-  memset(r, 0, sizeof *r);
-  r->main_tid = r->comm_tid = -1;
-  if (!(r->j = json_load_file(path, JSON_REJECT_DUPLICATES, &e))) {
-    MNT_ERR("%s: not a trace: %s (line %d)", path, e.text, e.line);
-    return MNT_EARG;
+/* the rank of a file name train writes (MNT_TRACE_FILE_FMT: the rank in 5 digits or more); -1 for a
+ * name of another form */
+static int rank_of_name(const char *name) {
+  const char *p = name + strlen("trace-rank-");
+  size_t digits = strspn(p, "0123456789");
+  if (digits < 5 || digits > 10 || strcmp(p + digits, ".json")) return -1;
+  long long v = strtoll(p, NULL, 10);
+  char want[64];
+  if (v > INT_MAX) return -1;
+  snprintf(want, sizeof want, MNT_TRACE_FILE_FMT, (int)v);
+  return strcmp(want, name) ? -1 : (int)v;
+}
+
+/* path's bytes, NUL-terminated (MNT_EARG logged when it cannot be read) */
+static char *read_all(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
+  if (!f) {
+    MNT_SYSERR("%s: cannot read", path);
+    return NULL;
   }
-  json_t *rk = json_object_get(r->j, "rank"), *off = json_object_get(r->j, "offset_ns");
-  r->events = json_object_get(r->j, "events");
-  r->threads = json_object_get(r->j, "threads");
-  const char *node = json_string_value(json_object_get(r->j, "node"));
-  if (!json_is_integer(rk) || !json_is_integer(off) || !json_is_array(r->events) || !json_is_array(r->threads)) {
-    MNT_ERR("%s: not a trace of mntrain train --trace (rank, offset_ns, threads, events)", path);
-    return MNT_EARG;
-  }
-  size_t i;
-  json_t *ev;
-  json_array_foreach(r->events, i, ev) {
-    if (!json_is_array(ev) || json_array_size(ev) != 7 || !json_is_integer(json_array_get(ev, 0)) ||
-        !json_is_integer(json_array_get(ev, 1)) || !json_is_integer(json_array_get(ev, 2)) ||
-        !json_is_string(json_array_get(ev, 3))) {
-      MNT_ERR("%s: event %zu is not [thread, start, duration, name, arg, step, depth]", path, i);
-      return MNT_EARG;
+  for (;;) {
+    if (cap - n < 65536) {
+      size_t c = cap ? 2 * cap : 1 << 20;
+      char *q = realloc(buf, c + 1);
+      if (!q) {
+        MNT_ERR("%s: out of memory", path);
+        free(buf);
+        fclose(f);
+        return NULL;
+      }
+      buf = q, cap = c;
     }
+    size_t k = fread(buf + n, 1, cap - n, f);
+    n += k;
+    if (k == 0) break;
   }
-  r->rank = (int)json_integer_value(rk);
-  r->offset = (int64_t)json_integer_value(off);
-  snprintf(r->node, sizeof r->node, "%s", node ? node : "?");
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    MNT_ERR("%s: read error", path);
+    free(buf);
+    return NULL;
+  }
+  buf[n] = '\0';
+  *len = n;
+  return buf;
+}
+
+/* buf (a file cut short) up to its last whole event, closed: train writes one event a line, so what
+ * follows that event is at most the start of one more line; NULL when the cut is not inside the
+ * events (or what precedes it is not a trace either) */
+static json_t *salvage(const char *buf, size_t len) {
+  const char *ev = memmem(buf, len, "\"events\"", 8);
+  if (!ev) return NULL;
+  char *tmp = malloc(len + 4);
+  if (!tmp) return NULL;
+  memcpy(tmp, buf, len);
+  json_t *j = NULL;
+  int breaks = 0;
+  for (size_t p = len; p-- > (size_t)(ev - buf) && !j;) {
+    if (buf[p] == '\n' && ++breaks > 1) break;
+    if (buf[p] != ']') continue;
+    memcpy(tmp + p + 1, "\n]}", 3);
+    j = json_loadb(tmp, p + 4, JSON_REJECT_DUPLICATES, NULL);
+    if (j && !json_is_array(json_object_get(j, "events"))) json_decref(j), j = NULL;
+  }
+  free(tmp);
+  return j;
+}
+
+/* "path: " and what is wrong with the file, logged at error level with the caller's file:line; MNT_EARG */
+#define refuse(path, ...) refuse_at(__FILE__, __LINE__, path, __VA_ARGS__)
+static int refuse_at(const char *file, int line, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int refuse_at(const char *file, int line, const char *path, const char *fmt, ...) {
+  char why[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  mnt_log_at(MNT_LOG_ERROR, file, line, "%s: %s", path, why);
+  return MNT_EARG;
+}
+
+/* an integer of the file in [lo, hi] into *out; 0 when absent, not an integer or out of range */
+static int int_in(json_t *v, long long lo, long long hi, long long *out) {
+  if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) return 0;
+  *out = (long long)json_integer_value(v);
+  return 1;
+}
+
+/* r's threads and events: MNT_EARG naming the first that is not what train writes */
+static int check_spans(rank_trace *r) {
+  static const char *const WHAT[7] = {"thread", "start", "duration", "name", "arg", "step", "depth"};
+  unsigned char listed[MAX_TID] = {0};
+  size_t i;
+  json_t *t, *ev;
+  json_array_foreach(r->threads, i, t) {
+    long long id;
+    json_t *name = json_object_get(t, "name");
+    if (!int_in(json_object_get(t, "id"), 0, MAX_TID - 1, &id) || (name && !json_is_string(name)))
+      return refuse(r->path, "thread %zu is not {id (0 to %d), name, track}", i, MAX_TID - 1);
+    listed[id] = 1;
+  }
+  json_array_foreach(r->events, i, ev) {
+    if (!json_is_array(ev) || json_array_size(ev) != 7 || !json_is_string(json_array_get(ev, 3)))
+      return refuse(r->path, "event %zu is not [thread, start, duration, name, arg, step, depth]", i);
+    for (size_t k = 0; k < 7; k++) {
+      json_t *v = json_array_get(ev, k);
+      if (k == 3) continue;
+      if (!json_is_integer(v))
+        return refuse(r->path, "event %zu: its %s is not an integer ([thread, start, duration, name, arg, step, "
+                               "depth])", i, WHAT[k]);
+      long long x = (long long)json_integer_value(v);
+      if ((k == 1 || k == 2 || k == 6) && x < 0)
+        return refuse(r->path, "event %zu has a negative %s (%lld): not a span train writes", i, WHAT[k], x);
+      if ((k == 1 || k == 2) && x > MAX_NS)
+        return refuse(r->path, "event %zu: its %s %lld ns is past any clock reading", i, WHAT[k], x);
+    }
+    long long tid = (long long)json_integer_value(json_array_get(ev, 0));
+    if (tid < 0 || tid >= MAX_TID || !listed[tid])
+      return refuse(r->path, "event %zu is of thread %lld, which the file's threads do not list", i, tid);
+  }
+  return MNT_OK;
+}
+
+/* one rank's file (name_rank: its name's), checked on its own: MNT_EARG naming it and what is wrong */
+static int load_rank(const char *path, int name_rank, rank_trace *r) {
+  memset(r, 0, sizeof *r);
+  snprintf(r->path, sizeof r->path, "%s", path);
+  r->main_tid = r->comm_tid = -1;
+  size_t len = 0;
+  char *buf = read_all(path, &len);
+  if (!buf) return MNT_EARG;
+  json_error_t e;
+  r->j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &e);
+  if (!r->j) {
+    enum json_error_code c = json_error_code(&e);
+    int at_end = c == json_error_premature_end_of_input ||
+                 ((size_t)e.position >= len && c != json_error_end_of_input_expected);
+    if (at_end) r->j = salvage(buf, len);
+    if (r->j) r->cut = len;
+    free(buf);
+    if (!r->j && at_end && len > 0)
+      return refuse(path, "cut short before its events (the file ends at byte %zu, %s): nothing of rank %d to "
+                          "merge (copy it again, or move it aside to merge the others)", len, e.text, name_rank);
+    if (!r->j) return refuse(path, "not a trace: %s (line %d)", e.text, e.line);
+  } else {
+    free(buf);
+  }
+  json_t *j = r->j;
+  long long rank, size, version, offset;
+  json_t *tr = json_object_get(j, "truncated");
+  const char *node = json_string_value(json_object_get(j, "node"));
+  r->events = json_object_get(j, "events");
+  r->threads = json_object_get(j, "threads");
+  if (!json_is_object(j) || !json_is_array(r->events) || !json_is_array(r->threads))
+    return refuse(path, "not a trace of mntrain train --trace (version, rank, size, offset_ns, threads, events)");
+  if (!int_in(json_object_get(j, "version"), 1, 2, &version))
+    return refuse(path, "version %s: this mntrain merges trace files of versions 1 and 2",
+                  json_is_integer(json_object_get(j, "version")) ? "too new" : "missing or not an integer");
+  if (!int_in(json_object_get(j, "rank"), 0, INT_MAX, &rank))
+    return refuse(path, "'rank' is missing or not a rank (an integer of at least 0)");
+  if (rank != name_rank)
+    return refuse(path, "says rank %lld: a file of rank %lld under rank %d's name (copied?)", rank, rank, name_rank);
+  if (!int_in(json_object_get(j, "size"), 1, INT_MAX, &size))
+    return refuse(path, "'size' is missing or not a rank count (an integer of at least 1)");
+  if (rank >= size) return refuse(path, "says rank %lld of %lld: not a rank of its job", rank, size);
+  if (!int_in(json_object_get(j, "offset_ns"), -MAX_NS, MAX_NS, &offset))
+    return refuse(path, "'offset_ns' is missing or not a clock offset (an integer of ns)");
+  if (tr && !json_is_boolean(tr)) return refuse(path, "'truncated' is not true or false");
+  r->version = (int)version;
+  r->job = r->run_id = "";
+  if (version >= 2) {
+    r->job = json_string_value(json_object_get(j, "job"));
+    r->run_id = json_string_value(json_object_get(j, "run_id"));
+    if (!r->job || !*r->job) return refuse(path, "version 2 without its 'job' (the job step that wrote it)");
+    if (!mnt_is_run_id(r->run_id)) return refuse(path, "version 2 without a valid 'run_id' (16 lowercase hex digits)");
+  }
+  r->rank = (int)rank;
+  r->size = (int)size;
+  r->offset = (int64_t)offset;
+  r->truncated = json_is_true(tr);
+  r->node = node ? node : "?";
+  MNT_CHECK(check_spans(r));
   r->main_tid = tid_named(r->threads, "main");
   r->comm_tid = tid_named(r->threads, "comm");
   return MNT_OK;
+}
+
+/* the files r[0..n) (sorted by rank) of one job: the same version, size, job and run, else MNT_EARG
+ * naming two files that differ */
+static int one_job(const rank_trace *r, int n) {
+  for (int i = 1; i < n; i++) {
+    const rank_trace *a = &r[0], *b = &r[i];
+    if (a->version != b->version) {
+      MNT_ERR("%s is version %d, %s version %d: not one job's files (an mntrain writes one version)", a->path,
+              a->version, b->path, b->version);
+      return MNT_EARG;
+    }
+    if (strcmp(a->job, b->job)) {
+      MNT_ERR("%s is of job %s, %s of job %s: not one job's ranks (another launch's files in the directory: give "
+              "each job its own --trace DIR)", a->path, a->job, b->path, b->job);
+      return MNT_EARG;
+    }
+    if (strcmp(a->run_id, b->run_id)) {
+      MNT_ERR("%s is of run %s, %s of run %s: not one run's ranks", a->path, a->run_id, b->path, b->run_id);
+      return MNT_EARG;
+    }
+    if (a->size != b->size) {
+      MNT_ERR("%s says its job has %d ranks, %s says %d: not one job's ranks", a->path, a->size, b->path, b->size);
+      return MNT_EARG;
+    }
+  }
+  return MNT_OK;
+}
+
+/* what the merge leaves out or cannot check, named: ranks without a file, incomplete timelines,
+ * version 1 files */
+static void say_gaps(const char *dir, const rank_trace *rs, int n) {
+  int size = rs[0].size;
+  if (n < size) { /* a failed job: what is there is still worth merging */
+    char missing[256] = "";
+    size_t l = 0;
+    for (int r = 0, i = 0; r < size; r++) {
+      while (i < n && rs[i].rank < r) i++;
+      if (i < n && rs[i].rank == r) continue;
+      if (l + 16 < sizeof missing) {
+        l += (size_t)snprintf(missing + l, sizeof missing - l, "%s%d", l ? " " : "", r);
+      } else {
+        snprintf(missing + l, sizeof missing - l, " ...");
+        break;
+      }
+    }
+    MNT_WARN("--trace %s: %d of %d ranks wrote a trace; missing: %s", dir, n, size, missing);
+  }
+  for (int i = 0; i < n; i++) {
+    const rank_trace *r = &rs[i];
+    if (r->cut)
+      MNT_WARN("%s: cut short (the file ends at byte %zu, inside its events): rank %d's timeline is incomplete, its "
+               "%zu events before the cut merged", r->path, r->cut, r->rank, json_array_size(r->events));
+    if (r->truncated)
+      MNT_WARN("%s: rank %d's timeline is incomplete: the trace reached its span cap (\"truncated\": true) and "
+               "recorded no span after it (a shorter --trace-steps window keeps them all)", r->path, r->rank);
+  }
+  if (rs[0].version == 1)
+    MNT_WARN("--trace %s: version 1 files (an mntrain from before job and run ids wrote them): that the %d ranks are "
+             "one job's is not checked", dir, n);
 }
 
 #define EV_TID(ev) ((int)json_integer_value(json_array_get(ev, 0)))
@@ -88,13 +335,18 @@ static int load_rank(const char *path, rank_trace *r) {
 #define EV_STEP(ev) ((long long)json_integer_value(json_array_get(ev, 5)))
 #define EV_DEPTH(ev) ((int)json_integer_value(json_array_get(ev, 6)))
 
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
+/* s's characters escaped for a JSON string; json_str: with its quotes */
+static void json_chars(FILE *f, const char *s) {
   for (; *s; s++) {
     if (*s == '"' || *s == '\\') fputc('\\', f), fputc(*s, f);
-    else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
+    else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", (unsigned)(unsigned char)*s);
     else fputc(*s, f);
   }
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  json_chars(f, s);
   fputc('"', f);
 }
 
@@ -103,18 +355,29 @@ static int write_chrome(const char *path, rank_trace *rs, int n, int64_t t0) {
   char tmp[MNT_PATH_MAX];
   FILE *f = mnt_tmp_fopen(path, tmp, sizeof tmp);
   if (!f) return MNT_ESYS;
-  fprintf(f, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"clock\": \"rank 0's CLOCK_MONOTONIC\"},\n"
-             "\"traceEvents\": [");
+  fprintf(f, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"clock\": \"rank 0's CLOCK_MONOTONIC\"");
+  if (rs[0].version >= 2) { /* one job's files (one_job): who wrote them */
+    fprintf(f, ", \"job\": ");
+    json_str(f, rs[0].job);
+    fprintf(f, ", \"run_id\": ");
+    json_str(f, rs[0].run_id);
+  }
+  fprintf(f, ", \"ranks\": %d, \"incomplete_ranks\": [", rs[0].size);
+  for (int i = 0, k = 0; i < n; i++)
+    if (incomplete(&rs[i])) fprintf(f, "%s%d", k++ ? ", " : "", rs[i].rank);
+  fprintf(f, "]},\n\"traceEvents\": [");
   int first = 1;
   for (int i = 0; i < n; i++) {
     rank_trace *r = &rs[i];
-    char pname[128];
-    snprintf(pname, sizeof pname, "rank %d (%s)", r->rank, r->node);
-    fprintf(f, "%s\n{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"args\": {\"name\": ", first ? "" : ",",
-            r->rank);
-    json_str(f, pname);
-    fprintf(f, "}},\n{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": %d, \"args\": {\"sort_index\": %d}}",
+    fprintf(f, "%s\n{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"args\": {\"name\": \"rank %d (",
+            first ? "" : ",", r->rank, r->rank);
+    json_chars(f, r->node);
+    fprintf(f, ")\"}},\n{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": %d, \"args\": {\"sort_index\": %d}}",
             r->rank, r->rank);
+    if (incomplete(r))
+      fprintf(f, ",\n{\"ph\": \"M\", \"name\": \"process_labels\", \"pid\": %d, \"args\": {\"labels\": \"timeline "
+                 "incomplete (%s)\"}}",
+              r->rank, r->cut ? "the file is cut short" : "the span cap was hit");
     first = 0;
     size_t k;
     json_t *t;
@@ -175,16 +438,6 @@ static long long slowest_step(rank_trace *rs, int n, int64_t *lo_out, int64_t *h
   return best;
 }
 
-static void xml_text(FILE *f, const char *s) {
-  for (; *s; s++) {
-    if (*s == '&') fputs("&amp;", f);
-    else if (*s == '<') fputs("&lt;", f);
-    else if (*s == '>') fputs("&gt;", f);
-    else if (*s == '"') fputs("&quot;", f);
-    else fputc(*s, f);
-  }
-}
-
 enum { W = 1100, LEFT = 170, RIGHT = 30, TOP = 70, ROW = 34, BAR = 18, SUB = 7 };
 
 /* OUT/trace.svg: step `s` of every rank, [lo, hi] on rank 0's clock */
@@ -212,16 +465,16 @@ static int write_svg(const char *path, rank_trace *rs, int n, long long s, int64
              "start to the last rank's end</text>\n",
           LEFT, s, span * 1e-6);
   if (crit_end > INT64_MIN) {
-    char who[200];
-    snprintf(who, sizeof who, "critical: rank %d (%s) ended its backward pass last, %.1f ms after the first rank",
-             rs[crit].rank, rs[crit].node, (double)(crit_end - first_end) * 1e-6);
-    fprintf(f, "<text x=\"%d\" y=\"40\" fill=\"#b00\">", LEFT);
-    xml_text(f, who);
-    fprintf(f, "</text>\n");
+    fprintf(f, "<text x=\"%d\" y=\"40\" fill=\"#b00\">critical: rank %d (", LEFT, rs[crit].rank);
+    mnt_report_xml_text(f, rs[crit].node);
+    fprintf(f, ") ended its backward pass last, %.1f ms after the first rank</text>\n",
+            (double)(crit_end - first_end) * 1e-6);
   }
   /* the time axis, ms from the step's start */
-  double ms = span * 1e-6, tick = ms > 500 ? 100 : ms > 200 ? 50 : ms > 100 ? 20 : ms > 40 ? 10 : ms > 10 ? 2 : 1;
-  for (double t = 0; t <= ms + 1e-9; t += tick) {
+  double ms = span * 1e-6, tick = ms > 1000 ? mnt_report_nice_step(ms, 10) : ms > 500 ? 100 : ms > 200 ? 50
+                                  : ms > 100 ? 20 : ms > 40 ? 10 : ms > 10 ? 2 : 1;
+  for (int k = 0; k <= MNT_REPORT_MAX_TICKS && k * tick <= ms + 1e-9; k++) {
+    double t = k * tick;
     double x = LEFT + t * 1e6 * px;
     fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#ddd\"/>\n<text x=\"%.1f\" y=\"%d\" "
                "text-anchor=\"middle\" fill=\"#555\">%g ms</text>\n",
@@ -235,8 +488,8 @@ static int write_svg(const char *path, rank_trace *rs, int n, long long s, int64
               y - 3, W - 4, ROW - 2);
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\"%s>rank %d (", LEFT - 8, y + 13,
             i == crit ? " fill=\"#b00\" font-weight=\"bold\"" : "", r->rank);
-    xml_text(f, r->node);
-    fprintf(f, ")%s</text>\n", i == crit ? " &#9664;" : "");
+    mnt_report_xml_text(f, r->node);
+    fprintf(f, ")%s%s</text>\n", incomplete(r) ? ", incomplete" : "", i == crit ? " &#9664;" : "");
     size_t k;
     json_t *ev;
     json_array_foreach(r->events, k, ev) {
@@ -252,10 +505,10 @@ static int write_svg(const char *path, rank_trace *rs, int n, long long s, int64
       if (x0 + w > W - RIGHT) w = W - RIGHT - x0;
       if (w <= 0) continue;
       if (w < 0.5) w = 0.5;
-      fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>rank %d %s %.2f ms%s</title>"
-                 "</rect>\n",
-              x0, on_main ? y : y + BAR + 1, w, on_main ? BAR : SUB, on_main ? COLOURS[ph] : "#7a5195", r->rank,
-              EV_NAME(ev), (double)EV_DUR(ev) * 1e-6, on_comm ? " (communicator thread)" : "");
+      fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>rank %d ", x0,
+              on_main ? y : y + BAR + 1, w, on_main ? BAR : SUB, on_main ? COLOURS[ph] : "#7a5195", r->rank);
+      mnt_report_xml_text(f, EV_NAME(ev)); /* a name from the file */
+      fprintf(f, " %.2f ms%s</title></rect>\n", (double)EV_DUR(ev) * 1e-6, on_comm ? " (communicator thread)" : "");
     }
   }
   int ly = TOP + n * ROW + 30, lx = LEFT;
@@ -278,16 +531,22 @@ int mnt_report_trace(const char *dir, const char *out) {
     return MNT_EARG;
   }
   rank_trace *rs = NULL;
-  int n = 0, cap = 0, st = MNT_OK, size = 0;
+  int n = 0, cap = 0, st = MNT_OK;
   struct dirent *e;
   while ((e = readdir(d)) && st == MNT_OK) {
-    int rk;
-    char tail;
-    if (sscanf(e->d_name, "trace-rank-%d.jso%c", &rk, &tail) != 2 || tail != 'n' || strlen(e->d_name) != 21) continue;
+    size_t len = strlen(e->d_name);
+    if (strncmp(e->d_name, "trace-rank-", 11) || len < 16 || strcmp(e->d_name + len - 5, ".json")) continue;
+    int rk = rank_of_name(e->d_name);
+    if (rk < 0) {
+      MNT_WARN("%s/%s: not a name train writes (trace-rank-RRRRR.json, the rank in 5 digits or more): left out", dir,
+               e->d_name);
+      continue;
+    }
     if (n == cap) {
       cap = cap ? 2 * cap : 16;
       rank_trace *q = realloc(rs, (size_t)cap * sizeof *q);
       if (!q) {
+        MNT_ERR("out of memory");
         st = MNT_ENOMEM;
         break;
       }
@@ -295,12 +554,7 @@ int mnt_report_trace(const char *dir, const char *out) {
     }
     char p[MNT_PATH_MAX + 64];
     snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-    st = load_rank(p, &rs[n]);
-    n++;
-    if (st == MNT_OK) {
-      int sz = (int)json_integer_value(json_object_get(rs[n - 1].j, "size"));
-      if (sz > size) size = sz;
-    }
+    st = load_rank(p, rk, &rs[n++]);
   }
   closedir(d);
   if (st == MNT_OK && n == 0) {
@@ -309,16 +563,9 @@ int mnt_report_trace(const char *dir, const char *out) {
   }
   if (st == MNT_OK) {
     qsort(rs, (size_t)n, sizeof *rs, cmp_rank);
-    if (n < size) { /* a failed job: what is there is still worth merging */
-      char missing[256] = "";
-      size_t l = 0;
-      for (int r = 0, i = 0; r < size && l < sizeof missing - 16; r++) {
-        while (i < n && rs[i].rank < r) i++;
-        if (i >= n || rs[i].rank != r) l += (size_t)snprintf(missing + l, sizeof missing - l, "%s%d", l ? " " : "", r);
-      }
-      MNT_WARN("--trace %s: %d of %d ranks wrote a trace; missing: %s", dir, n, size, missing);
-    }
+    st = one_job(rs, n);
   }
+  if (st == MNT_OK) say_gaps(dir, rs, n);
   int64_t t0 = INT64_MAX;
   for (int i = 0; i < n && st == MNT_OK; i++) {
     size_t k;
@@ -334,9 +581,15 @@ int mnt_report_trace(const char *dir, const char *out) {
     int64_t lo = 0, hi = 0;
     long long s = rs[0].main_tid >= 0 ? slowest_step(rs, n, &lo, &hi) : -1;
     size_t events = 0;
-    for (int i = 0; i < n; i++) events += json_array_size(rs[i].events);
-    printf("mntrain report: %d ranks, %zu spans merged on rank 0's clock (offsets measured at set-up) into %s\n", n,
-           events, pj);
+    char inc[128] = "";
+    for (int i = 0, l = 0; i < n; i++) {
+      events += json_array_size(rs[i].events);
+      if (incomplete(&rs[i]) && l < (int)sizeof inc - 16)
+        l += snprintf(inc + l, sizeof inc - (size_t)l, "%s%d", l ? " " : "; the timeline is incomplete on rank ",
+                      rs[i].rank);
+    }
+    printf("mntrain report: %d ranks, %zu spans merged on rank 0's clock (offsets measured at set-up) into %s%s\n", n,
+           events, pj, inc);
     if (s < 0) {
       printf("mntrain report: no step traced on every rank: no %s\n", ps);
     } else if ((st = write_svg(ps, rs, n, s, lo, hi)) == MNT_OK) {

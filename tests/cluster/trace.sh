@@ -2,7 +2,8 @@
 # trace.sh — mntrain train --trace on 4 ranks of the 2-node cluster, merged by mntrain report --trace:
 # one trace that Python's json loads with every rank and thread, spans nested and ordered, the
 # steps' phases as metrics.jsonl has them, the clocks aligned within 1 ms (trace_check.py), and an
-# SVG naming the critical rank. The checker must also fail on the same trace with one rank's clock
+# SVG naming the critical rank; the report merges the four files of one job without a warning, naming
+# the job step and run in trace.json. The checker must also fail on the same trace with one rank's clock
 # moved 5 ms and with one span taken out (a check that cannot fail checks nothing). On a sanitizer
 # build (MNT_TEST_SANITIZE, set by ctest) the clocks are held to 4 ms and the moved clock is 20 ms:
 # instrumented steps wake the ranks' threads less evenly.
@@ -33,6 +34,16 @@ if /usr/bin/python3 "$here/trace_check.py" "$w/rep/trace.json" "$w/out/metrics.j
   ok "the merged trace"
 else
   bad "the merged trace"
+fi
+# the files of one job, whole: merged without a warning, trace.json naming the job step and no incomplete rank
+if ! grep -q 'warning: .*report_trace' "$w/report.log" && /usr/bin/python3 -c '
+import json, sys
+o = json.load(open(sys.argv[1]))["otherData"]
+sys.exit(0 if o.get("job", "").startswith("slurm.pmix.") and len(o.get("run_id", "")) == 16 and o.get("ranks") == 4
+         and o.get("incomplete_ranks") == [] else 1)' "$w/rep/trace.json"; then
+  ok "one job's 4 whole files: no warning, trace.json names the job step and run"
+else
+  bad "the real trace files were warned about, or trace.json does not name their job: $(grep -m1 warning "$w/report.log")"
 fi
 if grep -q "critical: rank [0-3] (node[12])" "$w/rep/trace.svg"; then ok "trace.svg names the critical rank"
 else bad "trace.svg does not name a critical rank"; fi

@@ -1,17 +1,28 @@
 #!/usr/bin/python3
-"""fuzz.py — what mntrain reads back, mutated: shards, checkpoints and converter inputs.
+"""fuzz.py — what mntrain reads back, mutated: shards, checkpoints, converter inputs, and what
+`mntrain report` reads (trace files, metrics.jsonl, summary.json).
   fuzz.py MNTRAIN [--cases N] [--seed S] [--only TARGET,...] [--keep DIR] [--timeout S] [-v]
 Each case copies a good original, changes it, and runs what reads it; the outcome is one of
   identical    the reader's result is the original's (inspect --verify's content digest, or the
                final weights of a resumed run bit for bit, resumed or fallen back to the previous
-               checkpoint with a warning naming the damaged one)
+               checkpoint with a warning naming the damaged one; report's trace.json and trace.svg,
+               or scaling.csv and learning.csv, byte for byte but for the run's directory)
+  faithful     (report) exit 0 with files that differ from the original's exactly as the changed file
+               now says, where nothing could tell the change from a real value (a span's time, an
+               offset, a number of a metrics line): fuzz.py's own reading of the files (the spans of
+               trace.json one for one; the CSVs' fields from the run's own lines, within their decimals)
   clean error  exit 1 with an error naming the file (shards), the damaged input skipped and named
-               (converter), or the converter's input decoding as another image (what any decoder reads)
+               (converter), or the converter's input decoding as another image (what any decoder
+               reads); report: exit 2 with an error naming the changed file (or its run directory)
+  warning      (report) exit 0, different files, and a warning naming the changed file (or its run
+               directory; for a trace file taken away, the missing rank)
   crash        a signal, or a sanitizer's report (AddressSanitizer, UndefinedBehaviorSanitizer)
   hang         no exit within --timeout seconds
   silent       a different result without an error, an error that names nothing, or a resume
-               that stops instead of falling back to the good checkpoint before the damaged one
-Targets (N cases each, --cases, default 40; half single bytes, half blocks of 2-512 bytes):
+               that stops instead of falling back to the good checkpoint before the damaged one;
+               report: different files that are not what the files say and no warning, an exit
+               other than 0 and 2, or an SVG that is not XML
+Targets (N cases each, --cases, default 40; half single bytes, half blocks of 2-512 bytes, unless said):
   shard2-meta, shard2-data   format 2 shards (convert synth), outside / inside the datasets' bytes
                              (a third of the metadata cases in the chunk index's entries); every
                              4th case also trains one epoch on the mutated set
@@ -21,19 +32,36 @@ Targets (N cases each, --cases, default 40; half single bytes, half blocks of 2-
                              bytes, and values of its JSON (numbers, strings, keys, types) replaced
   state                      the newest checkpoint's state.h5, metadata or data
   convert                    one JPEG or PNG of a small ImageFolder tree (bytes, blocks, truncation)
+  trace                      report --trace on a 2-rank job's trace files (a real train --trace, its
+                             rank 1 another node's copy): first 12 known edits (a rank's file copied
+                             over another's, another job, run or size, rank 5 of 2, a negative
+                             duration and start, truncated, a file cut short inside its events and
+                             in its header, a version 1 file, a file taken away), then a quarter each
+                             of bytes, blocks, values of its JSON (header and spans), truncation
+  metrics                    report RUN_DIR (a real train --val run) with its metrics.jsonl changed:
+                             first 9 known edits (another run's lines appended, another run's file,
+                             a line of another run, lines without a run_id, a line cut short, a line
+                             twice, emptied), then bytes, blocks, a line's JSON value (or the line
+                             moved or dropped), truncation
+  summary                    the same run with its summary.json changed: first 4 known edits (another
+                             run's run_id, none, one that is not a run id), then bytes, blocks, values
+                             of its JSON, truncation
 Prints a table of the counts; exit 1 when any case crashed, hung or was silent (each is named
 with the command that shows it; --keep DIR keeps their files), 77 without h5py, numpy or PIL.
 Run it on a sanitizer build (cmake -DMNT_SANITIZE=address): .ci/run does."""
 import argparse
+import csv
 import json
 import os
 import random
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import xml.dom.minidom
 
 try:
     import h5py
@@ -43,8 +71,10 @@ except ImportError as e:
     print(f"SKIP: {e} (apt-get install python3-h5py python3-numpy python3-pil)")
     sys.exit(77)
 
-OUTCOMES = ("identical", "clean error", "crash", "hang", "silent")
-TARGETS = ("shard2-meta", "shard2-data", "shard3-meta", "shard3-data", "manifest", "state", "convert")
+OUTCOMES = ("identical", "faithful", "clean error", "warning", "crash", "hang", "silent")
+TARGETS = ("shard2-meta", "shard2-data", "shard3-meta", "shard3-data", "manifest", "state", "convert", "trace",
+           "metrics", "summary")
+REPORT_TARGETS = ("trace", "metrics", "summary")
 ENV = dict(os.environ, ASAN_OPTIONS="exitcode=86:detect_leaks=0:abort_on_error=0",
            UBSAN_OPTIONS="halt_on_error=1:exitcode=87:print_stacktrace=1", OMP_NUM_THREADS="1")
 SANITIZER = re.compile(r"ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer|UndefinedBehaviorSanitizer")
@@ -382,6 +412,396 @@ class Fuzz:
             shutil.rmtree(case_dir)
             shutil.rmtree(os.path.join(self.work, f"{case}.out"), ignore_errors=True)
 
+    # ---- what mntrain report reads -------------------------------------------------------------------
+    OTHER_RUN = "0123456789abcdef"  # a run_id that is not the original's
+    REP_TRAIN = ["--arch", "resnet8", "--size", "8", "--batch-per-rank", "8", "--threads", "1", "--loader-threads",
+                 "1", "--steps", "12", "--log-every", "1"]
+
+    @staticmethod
+    def trace_text(t):
+        """a trace as train writes it (src/trace.c): the header, then one span a line (what a file cut
+        short keeps is whole lines)"""
+        if not isinstance(t, dict) or not isinstance(t.get("events"), list):
+            return json.dumps(t)
+        head = json.dumps({k: v for k, v in t.items() if k != "events"})
+        spans = ",\n".join("  " + json.dumps(e) for e in t["events"])
+        return head[:-1] + (", " if len(head) > 2 else "") + '"events": [\n' + spans + "\n]}\n"
+
+    def report_original(self):
+        """a finished run with evaluations (rep/run: config.json, metrics.jsonl, summary.json) and its
+        trace made a 2-rank job's (rep/trace: rank 1 a copy of rank 0 on another node, its clock 1.23 ms
+        behind); what `report` makes of each, kept as the reference"""
+        args = ["train", "--data", "orig2", "--val", "orig2", "--eval-every", "0.5", "--target-top1", "0.95"] + \
+            self.REP_TRAIN + ["--out", "rep/run", "--trace", "rep/trace1", "--trace-steps", "3:6"]
+        rc, out = self.run(args, "rep.train.log")
+        if rc != 0:
+            sys.exit(f"fuzz: mntrain {' '.join(args)} exited {rc}:\n{out}")
+        t = json.load(open(os.path.join(self.work, "rep", "trace1", "trace-rank-00000.json")))
+        os.makedirs(os.path.join(self.work, "rep", "trace"))
+        for r in (0, 1):
+            u = json.loads(json.dumps(t))
+            u.update(rank=r, size=2, node=f"node{r + 1}", offset_ns=1234567 * r)
+            for e in u["events"]:
+                e[1] -= 1234567 * r
+            open(os.path.join(self.work, "rep", "trace", f"trace-rank-{r:05d}.json"), "w").write(self.trace_text(u))
+        self.rep_ref = {}
+        for what, args in (("trace", ["report", "--trace", "rep/trace", "--out", "rep/trace.ref"]),
+                           ("run", ["report", "rep/run", "--out", "rep/run.ref"])):
+            rc, out = self.run(args, f"rep.{what}.log")
+            if rc != 0 or "warning" in out:
+                sys.exit(f"fuzz: mntrain {' '.join(args)} exited {rc} (or warned) on the originals:\n{out}")
+            self.rep_ref[what] = self.report_files(os.path.join(self.work, f"rep/{what}.ref"))
+        self.run_id = json.load(open(os.path.join(self.work, "rep", "run", "summary.json")))["run_id"]
+
+    @staticmethod
+    def report_files(d):
+        """what report wrote in d, to compare: trace.json and trace.svg as they are, the CSVs without their
+        last column (the run's directory: another in each case; the run's SVGs name it too)"""
+        out = {}
+        for f in ("trace.json", "trace.svg", "scaling.csv", "learning.csv"):
+            p = os.path.join(d, f)
+            if os.path.exists(p):
+                b = open(p, "rb").read()
+                if f.endswith(".csv"):
+                    b = b"\n".join(line.rsplit(b",", 1)[0] for line in b.split(b"\n"))
+                out[f] = b
+        return out
+
+    def report_outcome(self, rc, out, named, d, ref, rules, values):
+        """the outcome of a report case: out its output, named a regex of the changed file (or its run
+        directory), d report's --out, ref the original's report_files; rules() why report had to say
+        something about the files (None: nothing), values() whether report's files hold what the files
+        say (fuzz.py's own reading of them)"""
+        if self.crashed(rc, out):
+            return "crash"
+        if rc is None:
+            return "hang"
+        says = any(re.search(named, x) for x in out.splitlines() if "error" in x or "warning" in x)
+        if rc == 2:
+            return "clean error" if says else "silent"
+        if rc != 0:
+            return "silent"
+        for f in os.listdir(d) if os.path.isdir(d) else ():
+            if f.endswith(".svg"):
+                try:
+                    xml.dom.minidom.parse(os.path.join(d, f))
+                except Exception:
+                    return "silent"
+        try:
+            why = rules()
+        except Exception as e:  # fuzz.py cannot read what report read: report had to say so
+            why = f"{type(e).__name__}: {e}"
+        if why and not says:
+            if self.verbose:
+                print(f"    not said: {why}")
+            return "silent"
+        if self.report_files(d) == ref:
+            return "identical"
+        if says:
+            return "warning"
+        try:
+            return "faithful" if values() else "silent"
+        except Exception as e:
+            if self.verbose:
+                print(f"    fuzz.py's reading: {type(e).__name__}: {e}")
+            return "silent"
+
+    @staticmethod
+    def load_json(b, dup_ok=False):
+        """Python's reading of bytes as jansson reads them: UTF-8, no NaN or Infinity, duplicate keys an
+        error (JSON_REJECT_DUPLICATES: the trace) or the last one kept"""
+        def pairs(ps):
+            if not dup_ok and len({k for k, _ in ps}) != len(ps):
+                raise ValueError("duplicate key")
+            return dict(ps)
+
+        def no_const(c):
+            raise ValueError(c)
+        return json.loads(b.decode("utf-8"), object_pairs_hook=pairs, parse_constant=no_const)
+
+    # -- trace files (report --trace) --
+    def trace_known(self, i, d):
+        """the i-th of the edits a user's copy makes, on the files of d: a description and the name report
+        must say (a regex); None past the last"""
+        p = [os.path.join(d, f"trace-rank-{r:05d}.json") for r in (0, 1)]
+
+        def edit(r, f, to=None):
+            t = json.load(open(p[r]))
+            f(t)
+            open(to or p[r], "w").write(self.trace_text(t))
+        n0, n1 = "trace-rank-00000", "trace-rank-00001"
+        if i == 0:
+            shutil.copy(p[0], p[1])
+            return "rank 0's file copied over rank 1's", n1
+        if i == 1:
+            edit(1, lambda t: t.update(job="slurm.pmix.42.0"))
+            return "rank 1 of another job", n1
+        if i == 2:
+            edit(1, lambda t: t.update(run_id=self.OTHER_RUN))
+            return "rank 1 of another run", n1
+        if i == 3:
+            edit(0, lambda t: t.update(size=4))
+            return "rank 0 of a 4-rank job", n0
+        if i == 4:
+            edit(1, lambda t: t.update(rank=5), os.path.join(d, "trace-rank-00005.json"))
+            return "a file saying rank 5 of 2", "trace-rank-00005"
+        if i == 5:
+            edit(1, lambda t: t["events"][3].__setitem__(2, -1000))
+            return "a negative duration", n1
+        if i == 6:
+            edit(0, lambda t: t["events"][0].__setitem__(1, -5))
+            return "a negative start", n0
+        if i == 7:
+            edit(1, lambda t: t.update(truncated=True))
+            return "rank 1 truncated (the span cap hit)", n1
+        if i == 8:
+            b = open(p[1], "rb").read()
+            cut = b.index(b"\n", len(b) // 2) - 7
+            open(p[1], "wb").write(b[:cut])
+            return f"rank 1's file cut short at byte {cut} of {len(b)}, inside its spans", n1
+        if i == 9:
+            open(p[1], "wb").write(open(p[1], "rb").read()[:120])
+            return "rank 1's file cut short inside its header", n1
+        if i == 10:
+            edit(1, lambda t: (t.update(version=1), t.pop("job"), t.pop("run_id")))
+            return "rank 1 of an older mntrain (version 1)", n1
+        if i == 11:
+            os.remove(p[1])
+            return "rank 1's file missing", r"missing: 1\b"
+        return None
+
+    def trace_case(self, target, i):
+        case = f"{target}-{i}"
+        shutil.copytree(os.path.join(self.work, "rep", "trace"), d := os.path.join(self.work, case))
+        k = self.trace_known(i, d)
+        if k:
+            what, named = k
+        else:
+            r = self.rng.randrange(2)
+            p = os.path.join(d, f"trace-rank-{r:05d}.json")
+            named = f"trace-rank-{r:05d}"
+            kind = i % 4
+            if kind == 2:  # a value of the JSON: one of the header's, or a span's field
+                t = json.load(open(p))
+                what = f"trace-rank-{r:05d}.json " + self.json_mutation(t)
+                open(p, "w").write(self.trace_text(t))
+            elif kind == 3:
+                size = os.path.getsize(p)
+                cut = self.rng.randrange(0, size)
+                os.truncate(p, cut)
+                what = f"trace-rank-{r:05d}.json cut to {cut} of {size} bytes"
+            else:
+                what = self.mutate(p, [(0, os.path.getsize(p))], block=kind == 1)
+        args = ["report", "--trace", case, "--out", f"{case}.out"]
+        rc, out = self.run(args, f"{case}.report.log")
+        o = os.path.join(self.work, f"{case}.out")
+        outcome = self.report_outcome(rc, out, named, o, self.rep_ref["trace"], lambda: self.trace_rules(d),
+                                      lambda: self.trace_values(d, o))
+        self.record(target, outcome, case, what, args)
+        if outcome not in ("crash", "hang", "silent"):
+            shutil.rmtree(d)
+
+    def trace_files(self, d):
+        """the trace files of d as Python reads them"""
+        return [self.load_json(open(os.path.join(d, f), "rb").read())
+                for f in sorted(f for f in os.listdir(d) if re.fullmatch(r"trace-rank-\d{5}\.json", f))]
+
+    def trace_rules(self, d):
+        """what report --trace must refuse or name in the files of d (README: one job's files; a rank's
+        incomplete timeline): why, or None"""
+        isint = lambda v: isinstance(v, int) and not isinstance(v, bool)
+        ts = self.trace_files(d)
+        for f, t in zip(sorted(f for f in os.listdir(d) if re.fullmatch(r"trace-rank-\d{5}\.json", f)), ts):
+            if t.get("rank") != int(f[11:16]):
+                return f"{f} says rank {t.get('rank')}"
+            if t.get("version") not in (1, 2) or not isint(t.get("size")) or not 0 <= t["rank"] < t["size"]:
+                return f"{f}: version, size or rank"
+            if t.get("truncated", False) is not False:
+                return f"{f}: truncated"
+            ids = {th["id"] for th in t["threads"]}
+            for e in t["events"]:
+                if len(e) != 7 or not all(isint(e[k]) for k in (0, 1, 2, 4, 5, 6)) or not isinstance(e[3], str) \
+                        or e[1] < 0 or e[2] < 0 or e[6] < 0 or e[0] not in ids:
+                    return f"{f}: span {e}"
+        if len({(t["version"], t.get("job"), t.get("run_id"), t["size"]) for t in ts}) != 1:
+            return "files of more than one job"
+        if len(ts) != ts[0]["size"]:
+            return "a rank without a file"
+        return None
+
+    def trace_values(self, d, out):
+        """trace.json holds, span for span, what the files of d say (on rank 0's clock, in us)"""
+        ts = self.trace_files(d)
+        t0 = min((e[1] + t["offset_ns"] for t in ts for e in t["events"]), default=0)
+        want = [(t["rank"], e[0], float(f"{(e[1] + t['offset_ns'] - t0) * 1e-3:.3f}"), float(f"{e[2] * 1e-3:.3f}"),
+                 e[3], e[5], e[4]) for t in ts for e in t["events"]]
+        have = [(e["pid"], e["tid"], e["ts"], e["dur"], e["name"], e["args"]["step"], e["args"]["arg"])
+                for e in json.load(open(os.path.join(out, "trace.json"), encoding="utf-8"))["traceEvents"]
+                if e.get("ph") == "X"]
+        return want == have
+
+    # -- a run's metrics.jsonl and summary.json (report RUN_DIR) --
+    def run_known(self, target, i, d):
+        """the i-th of the edits a user's copy makes on the run directory d: a description; None past the
+        last"""
+        mp, sp = os.path.join(d, "metrics.jsonl"), os.path.join(d, "summary.json")
+        lines = open(mp).read().splitlines(keepends=True)
+        own = f'"run_id":"{self.run_id}",'
+        other = lambda x: x.replace(self.run_id, self.OTHER_RUN)
+        if target == "metrics":
+            edits = (("another run's lines appended", lambda: lines + [other(x) for x in lines]),
+                     ("another run's metrics.jsonl swapped in", lambda: [other(x) for x in lines]),
+                     ("the run_id of line 3 another run's", lambda: lines[:2] + [other(lines[2])] + lines[3:]),
+                     ("the last line without its run_id", lambda: lines[:-1] + [lines[-1].replace(own, "")]),
+                     ("no line with a run_id", lambda: [x.replace(own, "") for x in lines]),
+                     ("an older mntrain's lines appended (no run_id)",
+                      lambda: lines + [x.replace(own, "") for x in lines[:4]]),
+                     ("the last line cut short", lambda: lines[:-1] + [lines[-1][:len(lines[-1]) // 2]]),
+                     ("line 2 twice", lambda: lines[:2] + lines[1:]),
+                     ("emptied", lambda: []))
+            if i < len(edits):
+                open(mp, "w").write("".join(edits[i][1]()))
+                return "metrics.jsonl: " + edits[i][0]
+        else:
+            s = json.load(open(sp))
+            edits = (("another run's summary.json (its run_id)", lambda: s.update(run_id=self.OTHER_RUN)),
+                     ("no run_id (an older mntrain's summary)", lambda: s.pop("run_id")),
+                     ("run_id 12345", lambda: s.update(run_id=12345)),
+                     ("run_id in capitals", lambda: s.update(run_id=self.run_id.upper())))
+            if i < len(edits):
+                edits[i][1]()
+                json.dump(s, open(sp, "w"), indent=2)
+                return "summary.json: " + edits[i][0]
+        return None
+
+    def run_case(self, target, i):
+        case = f"{target}-{i}"
+        shutil.copytree(os.path.join(self.work, "rep", "run"), d := os.path.join(self.work, case))
+        what = self.run_known(target, i, d)
+        if what is None:
+            p = os.path.join(d, "metrics.jsonl" if target == "metrics" else "summary.json")
+            kind = i % 4
+            if kind == 2 and target == "summary":
+                s = json.load(open(p))
+                what = "summary.json " + self.json_mutation(s)
+                json.dump(s, open(p, "w"), indent=2)
+            elif kind == 2:  # a value of one line's JSON, or a line moved or dropped
+                lines = open(p).read().splitlines(keepends=True)
+                k = self.rng.randrange(len(lines))
+                x = self.rng.random()
+                if x < 0.2:
+                    j = self.rng.randrange(len(lines))
+                    lines.insert(j, lines.pop(k))
+                    what = f"metrics.jsonl line {k + 1} moved to {j + 1}"
+                elif x < 0.3:
+                    del lines[k]
+                    what = f"metrics.jsonl line {k + 1} dropped"
+                else:
+                    line = json.loads(lines[k])
+                    what = f"metrics.jsonl line {k + 1} " + self.json_mutation(line)
+                    lines[k] = json.dumps(line, separators=(",", ":")) + "\n"
+                open(p, "w").write("".join(lines))
+            elif kind == 3:
+                size = os.path.getsize(p)
+                cut = self.rng.randrange(0, size)
+                os.truncate(p, cut)
+                what = f"{os.path.basename(p)} cut to {cut} of {size} bytes"
+            else:
+                what = self.mutate(p, [(0, os.path.getsize(p))], block=kind == 1)
+        args = ["report", case, "--out", f"{case}.out"]
+        rc, out = self.run(args, f"{case}.report.log")
+        o = os.path.join(self.work, f"{case}.out")
+        outcome = self.report_outcome(rc, out, re.escape(case) + r"\b", o, self.rep_ref["run"],
+                                      lambda: self.run_read(d)[0], lambda: self.run_values(d, o))
+        self.record(target, outcome, case, what, args)
+        if outcome not in ("crash", "hang", "silent"):
+            shutil.rmtree(d)
+
+    def run_read(self, d):
+        """the run of d read by the README's rules: (why report must say something or None, summary.json,
+        the evaluations [(step, epoch, top1)], the img/s of the intervals after warm-up)"""
+        isint = lambda v: isinstance(v, int) and not isinstance(v, bool)
+        isnum = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+        s = self.load_json(open(os.path.join(d, "summary.json"), "rb").read(), dup_ok=True)
+        rid = s.get("run_id", "")
+        cfg = json.load(open(os.path.join(d, "config.json"))).get("run_id")
+        if rid and cfg != rid:
+            return f"summary.json's run_id {rid} is not config.json's {cfg}", s, [], []
+        tg = s.get("target_top1")
+        if "target_top1" in s and not (isnum(tg) and 0 < tg <= 1 and isinstance(s.get("target_reached"), bool)):
+            return "a target that is not one", s, [], []
+        rows, why = [], None
+        for line in open(os.path.join(d, "metrics.jsonl"), "rb").read().split(b"\n"):
+            line = line.split(b"\0")[0]  # getline's line, read as a C string
+            if line.strip(b" \t\r"):
+                try:
+                    x = self.load_json(line, dup_ok=True)
+                except ValueError:
+                    x = None
+                if isinstance(x, dict):
+                    rows.append(x)
+                else:
+                    why = "a line that is not a JSON object"
+        first = next((k for k, x in enumerate(rows) if rid and x.get("run_id") == rid), None)
+        use = [x for k, x in enumerate(rows) if (x.get("run_id") == rid if rid else "run_id" not in x) or
+               (rid and "run_id" not in x and first is not None and k < first)]
+        if len(use) != len(rows):
+            why = why or "lines of another run"
+        opt = lambda k, dflt: s[k] if isint(s.get(k)) else dflt
+        todo = opt("steps_this_job", opt("steps", 0))
+        timed = opt("resumed_from_step", 0) + opt("warmup_steps", 5 if todo > 20 else 1 if todo > 4 else 0)
+        prev, ips, pts = 0, [], []
+        for x in use:
+            step = x.get("step")
+            if isint(step) and "val_top1" in x:
+                ep, v = x.get("epoch"), x.get("val_top1")
+                if not (isnum(ep) and isnum(v) and 0 <= ep < float("inf") and 0 <= v <= 1 and step >= 0):
+                    why = why or "an evaluation that is not one"
+                    continue
+                while pts and pts[-1][0] >= step:
+                    pts.pop()
+                pts.append((step, ep, v))
+            elif isint(step) and "img_per_s" in x:
+                if prev >= timed and step > prev:
+                    v = x["img_per_s"]
+                    if isnum(v) and 0 < v < float("inf"):
+                        ips.append(v)
+                    else:
+                        why = why or "an interval's img/s that is not one"
+                prev = step
+        return why, s, pts, ips
+
+    def run_values(self, d, out):
+        """scaling.csv and learning.csv hold what the run's files say, within the CSVs' decimals"""
+        isnum = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+        _, s, pts, ips = self.run_read(d)
+        near = lambda have, want, digits: (have == "" and want is None) or (
+            want is not None and have != "" and abs(float(have) - want) <= 0.51 * 10 ** -digits + 1e-9 * abs(want))
+        sc = list(csv.reader(open(os.path.join(out, "scaling.csv"), newline="")))
+        ph = s["phases_ms"]
+        want = [(s["ranks"], 0), (s["nodes"], 0), (s["global_batch"], 0), (s["img_per_s"], 2),
+                (statistics.stdev(ips) if len(ips) >= 2 else None, 2)] + \
+            [(ph.get(k) if isnum(ph.get(k)) else None, 3) for k in ("data", "forward", "backward", "comm_exposed",
+                                                                     "optimizer")]
+        if len(sc) != 2 or not all(near(h, w, k) for h, (w, k) in zip(sc[1][:1] + sc[1][1:2] + sc[1][3:6] + sc[1][8:13],
+                                                                       want)):
+            return False
+        lp = os.path.join(out, "learning.csv")
+        if not pts:
+            return not os.path.exists(lp)
+        lc = list(csv.reader(open(lp, newline="")))
+        tg, reached = s.get("target_top1"), s.get("target_reached") is True
+        te, tt = (s.get("target_epoch"), s.get("target_time_s")) if tg is not None and reached else (None, None)
+        optim = s.get("optimizer")
+        if not (isinstance(optim, str) and 0 < len(optim.encode()) < 64):
+            optim = "sgd"
+        row = lc[1] if len(lc) == 2 else []
+        return len(row) == 13 and row[3] == optim and int(row[4]) == len(pts) and near(row[5], pts[-1][1], 4) and \
+            near(row[6], pts[-1][2], 4) and near(row[7], max(0, *(p[2] for p in pts)), 4) and near(row[8], tg, 4) and \
+            row[9] == ("" if tg is None else "true" if reached else "false") and \
+            near(row[10], te if isnum(te) and te >= 0 else None, 4) and \
+            near(row[11], tt if isnum(tt) and tt >= 0 else None, 2)
+
 
 def same_h5(a, b):
     """every dataset of a in b, bit for bit"""
@@ -415,7 +835,7 @@ def main():
     t0 = time.time()
     try:
         origs = {}
-        if any(t.startswith("shard2") or t in ("manifest", "state") for t in only):
+        if any(t.startswith("shard2") or t in ("manifest", "state") + REPORT_TARGETS for t in only):
             origs[2] = f.shard_original(2)
         if any(t.startswith("shard3") or t == "convert" for t in only):
             origs[3] = f.shard_original(3)
@@ -423,6 +843,8 @@ def main():
             f.convert_digest = f.digest(origs[3][0])
         if "manifest" in only or "state" in only:
             f.ckpt_original()
+        if any(t in REPORT_TARGETS for t in only):
+            f.report_original()
         for t in only:
             t1 = time.time()
             for i in range(a.cases):
@@ -430,6 +852,10 @@ def main():
                     f.shard_case(t, i, *origs[int(t[5])])
                 elif t == "convert":
                     f.convert_case(t, i)
+                elif t == "trace":
+                    f.trace_case(t, i)
+                elif t in ("metrics", "summary"):
+                    f.run_case(t, i)
                 else:
                     f.ckpt_case(t, i)
             c = f.counts[t]
