@@ -60,6 +60,7 @@ static struct {
   _Atomic int64_t step;
   _Atomic size_t events; /* in every window array together */
   _Atomic int truncated;
+  _Atomic int64_t trunc_step; /* the step of the first span the cap left out */
   int64_t offset_ns, offset_err_ns;
   uint64_t t_start;
   char dump_dir[MNT_PATH_MAX];
@@ -142,7 +143,7 @@ static void record(tbuf *b, const event *e) {
   atomic_store_explicit(&b->nring, k + 1, memory_order_release);
   if (!in_window(e->step)) return;
   if (atomic_fetch_add(&T.events, 1) >= MAX_EVENTS) {
-    atomic_store(&T.truncated, 1);
+    if (!atomic_exchange(&T.truncated, 1)) atomic_store(&T.trunc_step, e->step);
     return;
   }
   if (!b->track) pthread_mutex_lock(&b->mu);
@@ -228,11 +229,14 @@ int mnt_trace_write(const char *dir, const mnt_trace_id *id) {
   json_str(f, id->run_id);
   fprintf(f, ", \"node\": ");
   json_str(f, id->node);
-  fprintf(f, ", \"clock\": \"CLOCK_MONOTONIC\",\n"
-             " \"offset_ns\": %lld, \"offset_err_ns\": %lld, \"steps\": [%lld, %lld], \"truncated\": %s,\n"
-             " \"threads\": [",
-          (long long)T.offset_ns, (long long)T.offset_err_ns, (long long)T.first, (long long)T.last,
-          atomic_load(&T.truncated) ? "true" : "false");
+  fprintf(f, ", \"ended\": ");
+  json_str(f, id->ended ? id->ended : "finished");
+  fprintf(f, ", \"last_step\": %lld, \"clock\": \"CLOCK_MONOTONIC\",\n"
+             " \"offset_ns\": %lld, \"offset_err_ns\": %lld, \"steps\": [%lld, %lld], \"truncated\": %s, "
+             "\"truncated_at_step\": %lld,\n \"threads\": [",
+          (long long)atomic_load(&T.step), (long long)T.offset_ns, (long long)T.offset_err_ns, (long long)T.first,
+          (long long)T.last, atomic_load(&T.truncated) ? "true" : "false",
+          atomic_load(&T.truncated) ? (long long)atomic_load(&T.trunc_step) : -1LL);
   for (int i = 0; i < n; i++) {
     pthread_mutex_lock(&T.bufs[i]->mu);
     fprintf(f, "%s{\"id\": %d, \"name\": ", i ? ", " : "", i);
@@ -249,7 +253,7 @@ int mnt_trace_write(const char *dir, const mnt_trace_id *id) {
     for (size_t k = 0; k < b->nwin; k++) {
       const event *e = &b->win[k];
       fprintf(f, "%s\n  [%d, %llu, %llu, ", first ? "" : ",", i, (unsigned long long)e->t0,
-              (unsigned long long)(e->t1 - e->t0));
+              (unsigned long long)(e->t1 > e->t0 ? e->t1 - e->t0 : 0)); /* a span given ends before it starts: 0 */
       json_str(f, e->name);
       fprintf(f, ", %lld, %lld, %d]", (long long)e->arg, (long long)e->step, e->depth);
       first = 0;

@@ -53,11 +53,14 @@ typedef struct mnt_trace_id {
   const char *node;   /* this rank's node */
   const char *job;    /* the job step: PMIx's namespace (slurm.pmix.JOB.STEP), unique per launch */
   const char *run_id; /* the training run (config.json's run_id), kept across its jobs */
+  const char *ended;  /* how this rank's job ended: "finished", "stopped" (a checkpoint and exit 3) or
+                       * "failed": a failed rank's timeline ends where it failed */
   int size;           /* ranks in the job */
 } mnt_trace_id;
 /* the version of the file's layout (its "version") */
 #define MNT_TRACE_VERSION 2
-/* DIR/trace-rank-RRRRR.json: this rank's window and who wrote it. Written through the safe writer
+/* DIR/trace-rank-RRRRR.json: this rank's window and who wrote it, how its job ended and at which
+ * step ("last_step"), and the step at which the span cap was hit ("truncated_at_step", -1: never). Written through the safe writer
  * (src/tmpfile.h: a new file under a name nobody can guess, renamed into place), into a directory the
  * caller has accepted (train: io/rundir/safefs.h). MNT_OK, or an error naming the file. Safe to
  * call more than once (the last call wins). */

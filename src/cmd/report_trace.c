@@ -20,7 +20,8 @@
  *   rank's timeline is incomplete, which trace.json (otherData "incomplete_ranks", the process's
  *   label) and trace.svg (the rank's row) say too; ranks of the job without a file (a failed job:
  *   what is there is still worth merging); a file named trace-rank-*.json that train never names
- *   so (left out); version 1 files, whose job cannot be checked (said once). */
+ *   so (left out); version 1 files, whose job cannot be checked (said once); a job that failed
+ *   ("ended": "failed": its timelines end where each rank stopped). */
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
@@ -60,6 +61,9 @@ typedef struct rank_trace {
   json_t *threads;  /* [{id, name, track}] */
   int main_tid, comm_tid; /* the threads named "main" and "comm" (-1: none) */
   int truncated;    /* "truncated": true: the window's span cap was hit */
+  long long trunc_step; /* "truncated_at_step": the first step the cap left spans out of (-1: not said) */
+  int failed;       /* "ended": "failed": the rank's job ended in an error */
+  long long last_step;  /* "last_step": the step in progress when it wrote the file (-1: not said) */
   size_t cut;       /* cut short: the file's bytes (its events up to the cut are read); 0: whole */
 } rank_trace;
 
@@ -248,6 +252,16 @@ static int load_rank(const char *path, int name_rank, rank_trace *r) {
   if (!int_in(json_object_get(j, "offset_ns"), -MAX_NS, MAX_NS, &offset))
     return refuse(path, "'offset_ns' is missing or not a clock offset (an integer of ns)");
   if (tr && !json_is_boolean(tr)) return refuse(path, "'truncated' is not true or false");
+  /* how the rank's job ended and where the span cap was hit (written since version 2; optional) */
+  json_t *ended = json_object_get(j, "ended"), *ls = json_object_get(j, "last_step"),
+         *ts = json_object_get(j, "truncated_at_step");
+  const char *ev = json_string_value(ended);
+  if (ended && (!ev || (strcmp(ev, "finished") && strcmp(ev, "stopped") && strcmp(ev, "failed"))))
+    return refuse(path, "'ended' is not finished, stopped or failed");
+  r->last_step = r->trunc_step = -1;
+  if (ls && !int_in(ls, 0, (long long)1 << 40, &r->last_step)) return refuse(path, "'last_step' is not a step");
+  if (ts && !int_in(ts, -1, (long long)1 << 40, &r->trunc_step)) return refuse(path, "'truncated_at_step' is not a step");
+  r->failed = ev && !strcmp(ev, "failed");
   r->version = (int)version;
   r->job = r->run_id = "";
   if (version >= 2) {
@@ -318,10 +332,20 @@ static void say_gaps(const char *dir, const rank_trace *rs, int n) {
     if (r->cut)
       MNT_WARN("%s: cut short (the file ends at byte %zu, inside its events): rank %d's timeline is incomplete, its "
                "%zu events before the cut merged", r->path, r->cut, r->rank, json_array_size(r->events));
-    if (r->truncated)
+    if (r->truncated && r->trunc_step >= 0)
+      MNT_WARN("%s: rank %d's timeline is incomplete: the trace reached its span cap in step %lld (\"truncated\": "
+               "true) and recorded no span after it (a shorter --trace-steps window keeps them all)", r->path, r->rank,
+               r->trunc_step);
+    else if (r->truncated)
       MNT_WARN("%s: rank %d's timeline is incomplete: the trace reached its span cap (\"truncated\": true) and "
                "recorded no span after it (a shorter --trace-steps window keeps them all)", r->path, r->rank);
   }
+  int nfailed = 0, first_failed = -1;
+  for (int i = 0; i < n; i++)
+    if (rs[i].failed && !nfailed++) first_failed = i;
+  if (nfailed) /* a failed job's timelines end where each rank stopped: not a slow step */
+    MNT_WARN("--trace %s: the job failed (%d of its ranks say so; rank %d in step %lld): each timeline ends where its "
+             "rank stopped", dir, nfailed, rs[first_failed].rank, rs[first_failed].last_step);
   if (rs[0].version == 1)
     MNT_WARN("--trace %s: version 1 files (an mntrain from before job and run ids wrote them): that the %d ranks are "
              "one job's is not checked", dir, n);

@@ -485,7 +485,8 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
 out:
   if (o.trace_dir && r.dirs_ok) { /* at the end, at a stop and on a failure, into a directory accepted */
     mnt_trace_id tid = {.node = w->node_name ? w->node_name[w->node_of[w->rank]] : w->hostname, .job = w->nspace,
-                        .run_id = r.run_id, .size = w->size};
+                        .run_id = r.run_id, .size = w->size,
+                        .ended = st == MNT_OK ? "finished" : st == MNT_EPREEMPT ? "stopped" : "failed"};
     int ts = mnt_trace_write(o.trace_dir, &tid);
     if (ts == MNT_OK && w->rank == 0)
       printf("mntrain train: timeline of steps in %s (mntrain report --trace %s merges the ranks)\n", o.trace_dir,

@@ -337,14 +337,19 @@ static int rebuild_summary(run *r) {
   char *line = NULL;
   size_t cap = 0;
   int64_t prev = 0, filled = 0;
+  int own = 0; /* a line of this run's seen */
   timing tm = {0};
   while (getline(&line, &cap, f) > 0) {
     json_t *j = json_loads(line, 0, NULL);
     const char *rid = json_string_value(json_object_get(j, "run_id"));
-    if (rid && strcmp(rid, r->run_id)) { /* another run's line: not this run's record */
+    /* this run's lines, and lines without a run_id before its first (its jobs from before run ids), as
+     * mntrain report reads them: another run's line, or one without an id after the run's own, is
+     * not this run's record */
+    if (rid ? strcmp(rid, r->run_id) != 0 : own) {
       json_decref(j);
       continue;
     }
+    own |= rid != NULL;
     json_t *ms = json_object_get(j, "ms");
     int64_t step = json_is_integer(json_object_get(j, "step")) ? json_integer_value(json_object_get(j, "step")) : -1;
     double ips = json_number_value(json_object_get(j, "img_per_s"));

@@ -227,6 +227,17 @@ $py -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["otherData"].get
   grep -q 'incomplete' ttrunc.out/trace.svg && ok "ttrunc: trace.json and trace.svg name rank 1's timeline incomplete" ||
   bad "ttrunc: trace.json's otherData or trace.svg does not name rank 1 incomplete"
 
+# the cap's step said where the file says it; a failed job's files said (their timelines end early)
+trace_copy tcapstep && jedit tcapstep/$t1 't["truncated"] = True; t["truncated_at_step"] = 5'
+rep tcapstep --trace tcapstep
+warned tcapstep "tcapstep/$t1" "span cap in step 5"
+trace_copy tfail && jedit tfail/$t0 't["ended"] = "failed"; t["last_step"] = 5' && jedit tfail/$t1 't["ended"] = "finished"; t["last_step"] = 5'
+rep tfail --trace tfail
+warned tfail "the job failed (1 of its ranks say so; rank 0 in step 5)"
+trace_copy tended && jedit tended/$t0 't["ended"] = "crashed"'
+rep tended --trace tended
+refused tended "tended/$t0" "'ended'"
+
 # a file cut short inside its events: the events before the cut merged, the rank named incomplete
 trace_copy tcut && head -c "$(($(grep -b -m1 '"backward", 0, 5' "$fx/trace/job41/$t1" | cut -d: -f1) + 20))" "$fx/trace/job41/$t1" >tcut/$t1
 rep tcut --trace tcut
@@ -274,5 +285,5 @@ rep tv1 --trace tv1
   { bad "tv1: exit $rc"; show tv1; }
 
 echo "report_inputs: $cases cases run"
-[ $cases -eq 31 ] || bad "only $cases cases ran"
+[ $cases -eq 34 ] || bad "$cases cases ran, not 34"
 finish report_inputs "$fail"

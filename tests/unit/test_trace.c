@@ -51,6 +51,7 @@ int main(void) {
       pthread_join(th, NULL);
       uint64_t t0 = mnt_trace_now();
       mnt_trace_span("buckets", "bucket", t0, t0 + 1000, 7);
+      mnt_trace_span("late", "backwards", t0 + 1000, t0, 9); /* ends before it starts: written as 0 long */
     }
     mnt_trace_pop();
     mnt_trace_pop();
@@ -64,7 +65,8 @@ int main(void) {
   if (vf) fputs("victim\n", vf), fclose(vf);
   snprintf(link, sizeof link, "%s.tmp", path);
   EXPECT(symlink(victim, path) == 0 && symlink(victim, link) == 0, "links planted");
-  mnt_trace_id id = {.node = "node\"9\\", .job = "slurm.pmix.77.0", .run_id = "0123456789abcdef", .size = 4};
+  mnt_trace_id id = {.node = "node\"9\\", .job = "slurm.pmix.77.0", .run_id = "0123456789abcdef", .size = 4,
+                     .ended = "failed"};
   EXPECT(mnt_trace_write(dir, &id) == MNT_OK, "write: %s", mnt_last_error());
   char vb[64] = {0};
   vf = fopen(victim, "r");
@@ -80,8 +82,15 @@ int main(void) {
                !strcmp(json_string_value(json_object_get(t, "node")), "node\"9\\") &&
                !strcmp(json_string_value(json_object_get(t, "job")), "slurm.pmix.77.0") &&
                !strcmp(json_string_value(json_object_get(t, "run_id")), "0123456789abcdef") &&
-               json_integer_value(json_object_get(t, "version")) == MNT_TRACE_VERSION,
-           "rank, size, node (escaped), job, run_id and version");
+               json_integer_value(json_object_get(t, "version")) == MNT_TRACE_VERSION &&
+               !strcmp(json_string_value(json_object_get(t, "ended")), "failed") &&
+               json_integer_value(json_object_get(t, "last_step")) == 4 &&
+               json_integer_value(json_object_get(t, "truncated_at_step")) == -1,
+           "rank, size, node (escaped), job, run_id, version, ended, last_step 4, truncated_at_step -1");
+    json_t *bw = events_named(t, "backwards");
+    EXPECT(json_array_size(bw) == 1 && json_integer_value(json_array_get(json_array_get(bw, 0), 2)) == 0,
+           "a span that ends before it starts is written 0 long, not as 2^64 - x");
+    json_decref(bw);
     json_t *steps = events_named(t, "step"), *fw = events_named(t, "forward"), *work = events_named(t, "work"),
            *b = events_named(t, "bucket");
     EXPECT(json_array_size(steps) == 2 && json_integer_value(json_array_get(json_array_get(steps, 0), 5)) == 2 &&
