@@ -614,6 +614,16 @@ int mnt_report_trace(const char *dir, const char *out) {
     }
     printf("mntrain report: %d ranks, %zu spans merged on rank 0's clock (offsets measured at set-up) into %s%s\n", n,
            events, pj, inc);
+    json_t *win = json_object_get(rs[0].j, "steps");
+    if (events == 0) { /* the window missed the job: said, with what the files know of both */
+      char last[96] = "";
+      if (rs[0].last_step >= 0)
+        snprintf(last, sizeof last, ", and rank %d's job was at step %lld when it wrote its file", rs[0].rank,
+                 rs[0].last_step);
+      MNT_WARN("--trace %s: no span in any file: the window was steps %lld to %lld%s (train --trace-steps outside "
+               "the steps the job trained?)", dir, (long long)json_integer_value(json_array_get(win, 0)),
+               (long long)json_integer_value(json_array_get(win, 1)), last);
+    }
     if (s < 0) {
       printf("mntrain report: no step traced on every rank: no %s\n", ps);
     } else if ((st = write_svg(ps, rs, n, s, lo, hi)) == MNT_OK) {

@@ -220,7 +220,16 @@ static int train_loop(run *r) {
   l.warm = l.todo > 20 ? 5 : l.todo > 4 ? 1 : 0;
   if (mnt_trace_on()) { /* the window: --trace-steps, or the three steps after this job's warm-up */
     int64_t a = o->trace_first ? o->trace_first : l.step0 + l.warm + 1, b = o->trace_first ? o->trace_last : a + 2;
+    int64_t end = l.step0 + l.todo; /* this job's last step */
     mnt_trace_init(w->rank, a, b);
+    if (w->rank == 0 && (a > end || b <= l.step0))
+      MNT_WARN("--trace-steps %lld:%lld: this job trains steps %lld to %lld, none of them in the window: its trace "
+               "will hold no step (the set-up and the end only)", (long long)a, (long long)b, (long long)l.step0 + 1,
+               (long long)end);
+    else if (w->rank == 0 && (b > end || a <= l.step0))
+      MNT_WARN("--trace-steps %lld:%lld: this job trains steps %lld to %lld: steps %lld to %lld are traced",
+               (long long)a, (long long)b, (long long)l.step0 + 1, (long long)end,
+               (long long)(a > l.step0 ? a : l.step0 + 1), (long long)(b < end ? b : end));
   }
   r->last_ckpt_time = mnt_now();
   t->comm_span = 0;
