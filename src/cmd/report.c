@@ -666,6 +666,7 @@ static int group_runs(run *runs, int ndirs, int group) {
 int mnt_report_main(mnt_world *w, int argc, char **argv) {
   (void)w; /* reads files: runs anywhere, no PMIx */
   const char *out = ".", *trace = NULL;
+  char trace_run[24] = ""; /* the run the --trace files are of ("" for version 1 files) */
   int group = 0, help = 0;
   const mnt_opt opts[] = {
       {"out", 'o', MNT_OPT_PATH, &out, "DIR",
@@ -700,7 +701,7 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
     goto out;
   }
   if (trace) {
-    MNT_CHECK_GOTO(mnt_report_trace(trace, out), st, out);
+    MNT_CHECK_GOTO(mnt_report_trace(trace, out, trace_run), st, out);
     if (ndirs == 0) goto out;
     printf("\n");
   }
@@ -715,6 +716,13 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
   }
   for (int i = 0; i < ndirs && st == MNT_OK; i++) st = read_run(dirs[i], i, &runs[i]);
   if (st == MNT_OK) say_identities(runs, ndirs);
+  if (st == MNT_OK && trace_run[0]) { /* the timeline of one of the runs tabled, or said otherwise */
+    int of = 0, ids = 0;
+    for (int i = 0; i < ndirs; i++) of |= !strcmp(runs[i].run_id, trace_run), ids |= runs[i].run_id[0] != 0;
+    if (!of && ids)
+      MNT_WARN("--trace %s is of run %s, which none of the run directories given is: the timeline and the tables "
+               "below are of different runs", trace, trace_run);
+  }
   if (st == MNT_OK) st = group_runs(runs, ndirs, group);
   if (st != MNT_OK) goto out;
   qsort(runs, (size_t)ndirs, sizeof *runs, cmp_run);

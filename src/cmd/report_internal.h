@@ -66,7 +66,8 @@ int mnt_report_add_point(mnt_report_run *r, mnt_report_point p);
 int mnt_report_learning(const mnt_report_run *r, int n, const char *out);
 /* after the table: each multi-rank run's imbalance and slowest ranks (summary.json "rank_stats") */
 void mnt_report_slow_ranks(const mnt_report_run *r, int n);
-/* --trace DIR: the ranks' timelines merged into OUT/trace.json and OUT/trace.svg */
-int mnt_report_trace(const char *dir, const char *out);
+/* --trace DIR: the ranks' timelines merged into OUT/trace.json and OUT/trace.svg; run_id: the run the files
+ * are of ("" when they do not say: version 1) */
+int mnt_report_trace(const char *dir, const char *out, char run_id[24]);
 
 #endif

@@ -238,6 +238,13 @@ trace_copy tended && jedit tended/$t0 't["ended"] = "crashed"'
 rep tended --trace tended
 refused tended "tended/$t0" "'ended'"
 
+# the timeline and the tables of one run (r1 is job41's run), or said to be of different runs
+rep tr1 "$fx/ids/r1" --trace "$fx/trace/job41"
+[ "$rc" -eq 0 ] && ! grep -q "none of the run directories" tr1.err && ok "tr1: a run with its own trace: nothing said" ||
+  { bad "tr1: a run and its own trace"; show tr1; }
+rep tr2 "$fx/ids/r2" --trace "$fx/trace/job41"
+warned tr2 "is of run 3c9f2a71d04be865, which none of the run directories given is"
+
 # a file cut short inside its events: the events before the cut merged, the rank named incomplete
 trace_copy tcut && head -c "$(($(grep -b -m1 '"backward", 0, 5' "$fx/trace/job41/$t1" | cut -d: -f1) + 20))" "$fx/trace/job41/$t1" >tcut/$t1
 rep tcut --trace tcut
@@ -285,5 +292,5 @@ rep tv1 --trace tv1
   { bad "tv1: exit $rc"; show tv1; }
 
 echo "report_inputs: $cases cases run"
-[ $cases -eq 34 ] || bad "$cases cases ran, not 34"
+[ $cases -eq 36 ] || bad "$cases cases ran, not 36"
 finish report_inputs "$fail"
