@@ -19,6 +19,7 @@
 #   dir-renamed    step-00000008 copied as step-00000010 (its manifest says 8)
 #   noverify-state --no-ckpt-verify with /train_state and the manifest's state agreeing, cursor 3:
 #                  the training state is checked even where the checksums are not
+#   nonfinite      --no-ckpt-verify with an infinity in /bn/bn1.running_var: so are the tensors' values
 #   link-file      state.h5 a symbolic link to a good copy elsewhere (not followed)
 #   link-manifest  MANIFEST.json a symbolic link to a good copy elsewhere (not followed)
 #   link-dir       step-00000010 a symbolic link to a good copy of step 8 elsewhere (not followed)
@@ -85,6 +86,10 @@ check() {
   if [ "$expect" = fallback ]; then
     grep -q "resuming from $name/ckpt/step-00000004 " "$log" || { cat "$log"; fail "$name: did not fall back to step 4"; }
     grep -q "$what" "$log" || { cat "$log"; fail "$name: no warning naming $what"; }
+    # metrics.jsonl records step 8: the warning says what became of it (damaged and kept, not gone)
+    if [ -d "$name/ckpt/step-00000008" ] && ! grep -q "records a newer checkpoint.*it is damaged (said above) and kept" "$log"; then
+      cat "$log"; fail "$name: the warning about step 8 does not say it is damaged and kept"
+    fi
   else
     grep -q "resuming from $name/ckpt/step-00000008 " "$log" || { cat "$log"; fail "$name: did not resume from step 8"; }
   fi
@@ -133,6 +138,11 @@ with open(h5, "r+b") as f:
 json.dump(m, open(p, "w"), indent=1, sort_keys=True)
 PY
   check noverify-state fallback "$damaged8.*out of range" --no-ckpt-verify
+# an infinity in a BN statistic, unverified: the finiteness of every tensor is checked even where the
+# checksums are not (a diverged run's state is no state to resume)
+fresh nonfinite && read -r off n < <(dataset_at "$man" /bn/bn1.running_var) &&
+  printf '\000\000\200\177' | dd of="$h5" bs=1 seek="$off" count=4 conv=notrunc status=none &&
+  check nonfinite fallback "$damaged8.*/bn/bn1.running_var holds NaN or Inf" --no-ckpt-verify
 mkdir elsewhere
 fresh link-file && mv "$h5" elsewhere/state.h5 && ln -s "$w/elsewhere/state.h5" "$h5" &&
   check link-file fallback "$damaged8.*symbolic link"
@@ -146,7 +156,7 @@ if [ ! -e elsewhere/step8/MANIFEST.json ] || [ ! -e elsewhere/state.h5 ]; then
   fail "a file a link pointed to was removed"
 fi
 
-[ $checked -eq 15 ] || fail "$checked of the 15 cases ran (the set-up of the others failed: above)"
+[ $checked -eq 16 ] || fail "$checked of the 16 cases ran (the set-up of the others failed: above)"
 
 # inspect names a damaged checkpoint in a root (exit 1)
 fresh inspect && edit "$man" 'm["state"]["step"] = 4'
