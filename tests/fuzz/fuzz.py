@@ -273,6 +273,13 @@ class Fuzz:
         if rc != 0 or rc2 != 3:
             sys.exit(f"fuzz: the checkpoint runs exited {rc} and {rc2} (want 0, 3):\n{out}\n{out2}")
 
+    def cut_short(self, p, name):
+        """p truncated at a random byte: what was done, for the case's line"""
+        size = os.path.getsize(p)
+        cut = self.rng.randrange(0, size)
+        os.truncate(p, cut)
+        return f"{name} cut to {cut} of {size} bytes"
+
     def json_mutation(self, m):
         """one value somewhere in the manifest replaced, a key dropped or renamed; a description"""
         spots = []
@@ -586,10 +593,7 @@ class Fuzz:
                 what = f"trace-rank-{r:05d}.json " + self.json_mutation(t)
                 open(p, "w").write(self.trace_text(t))
             elif kind == 3:
-                size = os.path.getsize(p)
-                cut = self.rng.randrange(0, size)
-                os.truncate(p, cut)
-                what = f"trace-rank-{r:05d}.json cut to {cut} of {size} bytes"
+                what = self.cut_short(p, f"trace-rank-{r:05d}.json")
             else:
                 what = self.mutate(p, [(0, os.path.getsize(p))], block=kind == 1)
         args = ["report", "--trace", case, "--out", f"{case}.out"]
@@ -702,10 +706,7 @@ class Fuzz:
                     lines[k] = json.dumps(line, separators=(",", ":")) + "\n"
                 open(p, "w").write("".join(lines))
             elif kind == 3:
-                size = os.path.getsize(p)
-                cut = self.rng.randrange(0, size)
-                os.truncate(p, cut)
-                what = f"{os.path.basename(p)} cut to {cut} of {size} bytes"
+                what = self.cut_short(p, os.path.basename(p))
             else:
                 what = self.mutate(p, [(0, os.path.getsize(p))], block=kind == 1)
         args = ["report", case, "--out", f"{case}.out"]
