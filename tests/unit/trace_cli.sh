@@ -27,13 +27,16 @@ fi
 [ -s "$w/afile" ] && bad "--trace a regular file: something was written into it"
 
 "$m" "${base[@]}" --out "$w/b" --trace "$w/tb" --trace-steps 100:102 >"$w/b.log" 2>&1 || { bad "a window past the run: exit $?"; cat "$w/b.log"; }
-grep -q "warning: .*--trace-steps 100:102: this job trains steps 1 to 4, none of them in the window" "$w/b.log" &&
-  ok "a window past the run: said at the start" || { bad "a window past the run: not said"; cat "$w/b.log"; }
+if grep -q "warning: .*--trace-steps 100:102: this job trains steps 1 to 4, none of them in the window" "$w/b.log"; then
+  ok "a window past the run: said at the start"
+else bad "a window past the run: not said"; cat "$w/b.log"; fi
 "$m" report --trace "$w/tb" --out "$w/rb" >"$w/rb.log" 2>&1 || { bad "report of an empty trace: exit $?"; cat "$w/rb.log"; }
-grep -q "no span in any file: the window was steps 100 to 102, and rank 0's job was at step 4" "$w/rb.log" &&
-  ok "report --trace says why no span was merged" || { bad "report --trace of an empty window: no reason"; cat "$w/rb.log"; }
+if grep -q "no span in any file: the window was steps 100 to 102, and rank 0's job was at step 4" "$w/rb.log"; then
+  ok "report --trace says why no span was merged"
+else bad "report --trace of an empty window: no reason"; cat "$w/rb.log"; fi
 
 "$m" "${base[@]}" --out "$w/c" --trace "$w/tc" --trace-steps 3:9 >"$w/c.log" 2>&1 || { bad "a window that runs past: exit $?"; cat "$w/c.log"; }
-grep -q "warning: .*--trace-steps 3:9: this job trains steps 1 to 4: steps 3 to 4 are traced" "$w/c.log" &&
-  ok "a window that runs past the last step: the steps traced said" || { bad "a window that runs past: not said"; cat "$w/c.log"; }
+if grep -q "warning: .*--trace-steps 3:9: this job trains steps 1 to 4: steps 3 to 4 are traced" "$w/c.log"; then
+  ok "a window that runs past the last step: the steps traced said"
+else bad "a window that runs past: not said"; cat "$w/c.log"; fi
 finish trace_cli "$fail"
