@@ -92,7 +92,7 @@ typedef struct mline {
 } mline;
 
 typedef struct lines_of { /* some lines of a file: how many, the first and the last line number */
-  char id[24];
+  char id[MNT_RUN_ID_HEX + 1];
   long long n, first, last;
 } lines_of;
 
@@ -666,7 +666,7 @@ static int group_runs(run *runs, int ndirs, int group) {
 int mnt_report_main(mnt_world *w, int argc, char **argv) {
   (void)w; /* reads files: runs anywhere, no PMIx */
   const char *out = ".", *trace = NULL;
-  char trace_run[24] = ""; /* the run the --trace files are of ("" for version 1 files) */
+  char trace_run[MNT_RUN_ID_HEX + 1] = ""; /* the run the --trace files are of ("" for version 1 files) */
   int group = 0, help = 0;
   const mnt_opt opts[] = {
       {"out", 'o', MNT_OPT_PATH, &out, "DIR",

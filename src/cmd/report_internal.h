@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "path.h"
+#include "runsum.h"
 
 enum { MNT_REPORT_NPH = 5 };
 /* the most grid lines of an axis: a loop over ticks ends there even when its step stops adding up
@@ -23,7 +24,7 @@ typedef struct mnt_report_run {
   int order;                   /* position on the command line */
   int group;                   /* with --group: the order of the first run of its configuration */
   char arch[64], device[32], precision[64];
-  char run_id[24];             /* summary.json's run_id; "" for a run from before run ids */
+  char run_id[MNT_RUN_ID_HEX + 1]; /* summary.json's run_id; "" for a run from before run ids */
   long long image_size, ranks, nodes, devices, batch_per_rank, global_batch;
   double ips, ph[MNT_REPORT_NPH]; /* phases: data, forward, backward, comm_exposed, optimizer */
   double spread;                  /* NAN with fewer than two intervals after warm-up */
@@ -68,6 +69,6 @@ int mnt_report_learning(const mnt_report_run *r, int n, const char *out);
 void mnt_report_slow_ranks(const mnt_report_run *r, int n);
 /* --trace DIR: the ranks' timelines merged into OUT/trace.json and OUT/trace.svg; run_id: the run the files
  * are of ("" when they do not say: version 1) */
-int mnt_report_trace(const char *dir, const char *out, char run_id[24]);
+int mnt_report_trace(const char *dir, const char *out, char run_id[MNT_RUN_ID_HEX + 1]);
 
 #endif

@@ -548,7 +548,7 @@ static int write_svg(const char *path, rank_trace *rs, int n, long long s, int64
 
 static int cmp_rank(const void *a, const void *b) { return ((const rank_trace *)a)->rank - ((const rank_trace *)b)->rank; }
 
-int mnt_report_trace(const char *dir, const char *out, char run_id[24]) {
+int mnt_report_trace(const char *dir, const char *out, char run_id[MNT_RUN_ID_HEX + 1]) {
   run_id[0] = '\0';
   DIR *d = opendir(dir);
   if (!d) {
@@ -631,7 +631,7 @@ int mnt_report_trace(const char *dir, const char *out, char run_id[24]) {
       printf("mntrain report: step %lld, the slowest traced (%.1f ms), in %s\n", s, (double)(hi - lo) * 1e-6, ps);
     }
   }
-  if (st == MNT_OK && n > 0) snprintf(run_id, 24, "%s", rs[0].run_id);
+  if (st == MNT_OK && n > 0) snprintf(run_id, MNT_RUN_ID_HEX + 1, "%s", rs[0].run_id);
   for (int i = 0; i < n; i++) json_decref(rs[i].j);
   free(rs);
   return st;

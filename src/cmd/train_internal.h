@@ -18,13 +18,9 @@
 #include "io/ckpt/ckpt.h"
 #include "io/rundir/runlock.h"
 #include "path.h"
+#include "runsum.h"
 #include "train/trainer.h"
 #include "world.h"
-
-/* a run's identity: 16 hex digits, drawn when the run starts and kept in its checkpoints, so that
- * every job of the run writes the same one into config.json, each metrics.jsonl line, summary.json
- * and the trace files (mntrain report uses a run's own lines and names the rest) */
-#define MNT_RUN_ID_LEN 16
 
 /* the command line: the trainer's configuration and the command's own options */
 typedef struct opts {
@@ -56,7 +52,10 @@ typedef struct run {
   double target_time_s;  /* --target-top1: the run's wall seconds when this job reached it */
   int dirs_ok;           /* --out and --trace accepted on every rank (mnt_train_negotiate_resume): only
                           * then is anything written into them (a trace, a hang's last events) */
-  char run_id[MNT_RUN_ID_LEN + 1]; /* the run's identity, kept across its jobs (config.json's run_id) */
+  /* the run's identity (runsum.h: MNT_RUN_ID_HEX hex digits), drawn when the run starts and kept in
+   * its checkpoints: every job of the run writes it into config.json, each metrics.jsonl line,
+   * summary.json and the trace files (mntrain report uses a run's own lines and names the rest) */
+  char run_id[MNT_RUN_ID_HEX + 1];
 } run;
 
 /* What the loop measures for the progress lines and summary.json. Phases: data, forward, backward,

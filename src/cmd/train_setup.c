@@ -74,15 +74,15 @@ static int state_ok(const mnt_ckpt *c, void *arg, char *why, size_t n) {
 
 /* rank 0: the run's identity, the checkpoint's when it has one (a run keeps it across its jobs),
  * else a new one */
-static int run_identity(const mnt_ckpt *ck, char out[MNT_RUN_ID_LEN + 1]) {
+static int run_identity(const mnt_ckpt *ck, char out[MNT_RUN_ID_HEX + 1]) {
   const char *old = ck ? json_string_value(json_object_get(json_object_get(ck->manifest, "config"), "run_id")) : NULL;
-  if (old && strlen(old) == MNT_RUN_ID_LEN && strspn(old, "0123456789abcdef") == MNT_RUN_ID_LEN) {
-    memcpy(out, old, MNT_RUN_ID_LEN + 1);
+  if (mnt_is_run_id(old)) {
+    memcpy(out, old, MNT_RUN_ID_HEX + 1);
     return MNT_OK;
   }
   uint64_t x;
   if (getrandom(&x, sizeof x, 0) != (ssize_t)sizeof x) return MNT_SYSERR("getrandom: the run's identity");
-  snprintf(out, MNT_RUN_ID_LEN + 1, "%016llx", (unsigned long long)x);
+  snprintf(out, MNT_RUN_ID_HEX + 1, "%016llx", (unsigned long long)x);
   return MNT_OK;
 }
 
@@ -103,13 +103,13 @@ int mnt_train_negotiate_resume(run *r, mnt_ckpt *ck, mnt_train_state *rs, int *f
   if (st == MNT_OK && *found && (st = mnt_train_state_parse(json_object_get(ck->manifest, "state"), rs, why,
                                                             sizeof why)) != MNT_OK)
     MNT_ERR("%s: %s", ck->dir, why); /* accepted by state_ok: not reached */
-  struct { int64_t found; mnt_train_state s; char run_id[MNT_RUN_ID_LEN + 1]; } hdr = {*found, *rs, ""};
+  struct { int64_t found; mnt_train_state s; char run_id[MNT_RUN_ID_HEX + 1]; } hdr = {*found, *rs, ""};
   if (st == MNT_OK && w->rank == 0) st = run_identity(*found ? ck : NULL, hdr.run_id);
   MNT_CHECK(mnt_world_agree(w, st));
   MNT_CHECK(mnt_world_bcast(w, &hdr, sizeof hdr, 0));
   *found = (int)hdr.found;
   memcpy(r->run_id, hdr.run_id, sizeof r->run_id);
-  r->run_id[MNT_RUN_ID_LEN] = '\0';
+  r->run_id[MNT_RUN_ID_HEX] = '\0';
   /* accepted everywhere: a hang's last events may go there from now on (--out: where this rank sees
    * it as rank 0 did; a node-local --out that is not the user's own gets none) */
   r->dirs_ok = 1;
