@@ -11,7 +11,6 @@
 #include "tmpfile.h"
 #include "log.h"
 #include "path.h"
-#include "simd.h"
 
 int mnt_h5_put_f32(int64_t file, const char *path, const float *data, int ndims, const int *dims) {
   hsize_t d[4];
@@ -48,17 +47,11 @@ static int attr(hid_t loc, const char *name, hid_t type, int n, const void *v) {
   return e < 0 ? MNT_ESYS : MNT_OK;
 }
 
-/* the first of ps[0..n) with a NaN or an infinity in base (NULL: none) */
-static const char *nonfinite_param(const mnt_param *ps, int n, const float *base) {
-  for (int i = 0; i < n; i++)
-    if (mnt_vec_nonfinite(base + ps[i].off, ps[i].n)) return ps[i].name;
-  return NULL;
-}
-
 int mnt_export_h5(const mnt_resnet *r, const float *w, const float *bn, const mnt_dataset *d, const char *path) {
-  const char *bad = nonfinite_param(r->params, r->nparams, w), *badbn = bad ? NULL : nonfinite_param(r->stats, r->nstats, bn);
+  const mnt_param *bad = mnt_resnet_first_nonfinite(r->params, r->nparams, w),
+                  *badbn = bad ? NULL : mnt_resnet_first_nonfinite(r->stats, r->nstats, bn);
   if (bad || badbn) { /* weights of a diverged run are nobody's model */
-    MNT_ERR("%s: not written: %s/%s holds NaN or Inf", path, bad ? "model" : "bn", bad ? bad : badbn);
+    MNT_ERR("%s: not written: %s/%s holds NaN or Inf", path, bad ? "model" : "bn", bad ? bad->name : badbn->name);
     return MNT_EDATA;
   }
   char tmp[MNT_PATH_MAX]; /* DIR/.NAME.XXXXXX, created exclusively, renamed when complete: a file at path is whole */

@@ -13,6 +13,7 @@
 #include "check.h"
 #include "log.h"
 #include "rng.h" /* mnt_splitmix64_next */
+#include "simd.h" /* mnt_vec_nonfinite */
 #include "sysmem.h"
 
 enum { OP_CONV, OP_BN, OP_RELU, OP_MAXPOOL, OP_ADD, OP_GAP, OP_FC };
@@ -828,6 +829,12 @@ int mnt_resnet_conv_algos(mnt_resnet *r, int *algos, int *n, int set) {
     (*n)++;
   }
   return MNT_OK;
+}
+
+const mnt_param *mnt_resnet_first_nonfinite(const mnt_param *ps, int n, const float *base) {
+  for (int i = 0; i < n; i++)
+    if (mnt_vec_nonfinite(base + ps[i].off, ps[i].n)) return &ps[i];
+  return NULL;
 }
 
 const mnt_param *mnt_resnet_find(const mnt_resnet *r, const char *name, int *is_stat) {

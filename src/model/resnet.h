@@ -1,7 +1,7 @@
 /* resnet.h — ResNet v1.5 (torchvision's architecture and parameter names) on the compute backend.
  * defines: mnt_resnet, mnt_param, mnt_resnet_create / destroy / forward / loss / backward / plan_bytes,
  *          mnt_resnet_find, mnt_resnet_known, mnt_resnet_arch_names, mnt_layer_shape / mnt_resnet_walk, mnt_resnet_flops,
- *          mnt_resnet_slow_layers, mnt_resnet_impls.
+ *          mnt_resnet_slow_layers, mnt_resnet_impls, mnt_resnet_first_nonfinite.
  * Architectures: resnet18, resnet34 (basic blocks), resnet50, resnet101 (bottlenecks, stride on
  * the 3x3 conv), and two small variants for tests and 28-64 px images (3x3 stem without max-pool,
  * widths 16/32/64): resnet8 (one basic block per stage) and resnet20 (three, He et al.'s CIFAR net). Any input size that leaves at least one
@@ -135,5 +135,8 @@ int mnt_resnet_impls(const mnt_resnet *r, mnt_layer_kind kind, char *buf, size_t
 int mnt_resnet_conv_algos(mnt_resnet *r, int *algos, int *n, int set);
 /* the parameter (or BN statistic) of that name, NULL if none */
 const mnt_param *mnt_resnet_find(const mnt_resnet *r, const char *name, int *is_stat);
+/* the first of ps[0..n) (params or stats) that holds a NaN or an infinity in base, a host copy of
+ * its slab (weights, momentum, gradients or BN statistics); NULL when none does */
+const mnt_param *mnt_resnet_first_nonfinite(const mnt_param *ps, int n, const float *base);
 
 #endif

@@ -315,15 +315,12 @@ double mnt_trainer_lr(const mnt_trainer *t) { return mnt_lr_at(&t->sgd, (double)
 
 /* ---- non-finite values (trainer.h) ----------------------------------------------------------- */
 
-/* the first tensor of a list that holds a non-finite value, named PREFIX NAME ("model/" for
- * "model/layer1.0.conv1.weight"; n bytes); 0 when none does */
+/* the first tensor of a list that holds a non-finite value (mnt_resnet_first_nonfinite), named PREFIX
+ * NAME ("model/" for "model/layer1.0.conv1.weight"; n bytes); 0 when none does */
 static int first_nonfinite(const mnt_param *ps, int np, const float *base, const char *prefix, char *out, size_t n) {
-  for (int i = 0; i < np; i++)
-    if (mnt_vec_nonfinite(base + ps[i].off, ps[i].n)) {
-      snprintf(out, n, "%s%s", prefix, ps[i].name);
-      return 1;
-    }
-  return 0;
+  const mnt_param *p = mnt_resnet_first_nonfinite(ps, np, base);
+  if (p) snprintf(out, n, "%s%s", prefix, p->name);
+  return p != NULL;
 }
 
 /* what holds a non-finite value on this rank, named as a checkpoint names it, in the order a
@@ -487,11 +484,7 @@ static int step_phases(mnt_trainer *t, mnt_step_out *out) {
   mnt_trace_push("backward", 0);
   t->poison_due = 1;
   t->hook_st = MNT_OK;
-  st = mnt_resnet_backward(m);
-  if (st == MNT_OK && t->poison_due) { /* no range was reported (no reducer hook): the slab's first */
-    t->poison_due = 0;
-    st = mnt_f32_poison(t->be, m->g, 1, t->own_flag, 2);
-  }
+  st = mnt_resnet_backward(m); /* every parameter's range is reported to the hook: the first is poisoned */
   if (st == MNT_OK) st = t->hook_st;
   mnt_trace_pop();
   if (st != MNT_OK) { /* buckets already started must finish (or time out) before anything is freed */
