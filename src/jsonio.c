@@ -75,3 +75,17 @@ int mnt_json_append(FILE *f, const char *path, json_t *o) {
   }
   return MNT_OK;
 }
+
+void mnt_json_fput_chars(FILE *f, const char *s) {
+  for (; s && *s; s++) {
+    if (*s == '"' || *s == '\\') fputc('\\', f), fputc(*s, f);
+    else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", (unsigned)(unsigned char)*s);
+    else fputc(*s, f);
+  }
+}
+
+void mnt_json_fput_str(FILE *f, const char *s) {
+  fputc('"', f);
+  mnt_json_fput_chars(f, s);
+  fputc('"', f);
+}

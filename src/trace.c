@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "jsonio.h" /* mnt_json_fput_str: names from PMIx and the command line, escaped */
 #include "log.h"
 #include "path.h"
 #include "tmpfile.h"
@@ -203,17 +204,6 @@ void mnt_trace_span(const char *track, const char *name, uint64_t t0, uint64_t t
 
 /* ---- the file ---------------------------------------------------------------------------------- */
 
-/* s as a JSON string (names come from PMIx and the command line: never trusted to be plain) */
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; s && *s; s++) {
-    if (*s == '"' || *s == '\\') fputc('\\', f), fputc(*s, f);
-    else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", (unsigned)(unsigned char)*s);
-    else fputc(*s, f);
-  }
-  fputc('"', f);
-}
-
 int mnt_trace_write(const char *dir, const mnt_trace_id *id) {
   char path[MNT_PATH_MAX + 64], tmp[MNT_PATH_MAX + 72];
   if (snprintf(path, sizeof path, "%s/" MNT_TRACE_FILE_FMT, dir, T.rank) >= (int)sizeof path) {
@@ -224,13 +214,13 @@ int mnt_trace_write(const char *dir, const mnt_trace_id *id) {
   if (!f) return MNT_ESYS;
   int n = atomic_load(&T.n);
   fprintf(f, "{\"version\": %d, \"rank\": %d, \"size\": %d, \"job\": ", MNT_TRACE_VERSION, T.rank, id->size);
-  json_str(f, id->job);
+  mnt_json_fput_str(f, id->job);
   fprintf(f, ", \"run_id\": ");
-  json_str(f, id->run_id);
+  mnt_json_fput_str(f, id->run_id);
   fprintf(f, ", \"node\": ");
-  json_str(f, id->node);
+  mnt_json_fput_str(f, id->node);
   fprintf(f, ", \"ended\": ");
-  json_str(f, id->ended ? id->ended : "finished");
+  mnt_json_fput_str(f, id->ended ? id->ended : "finished");
   fprintf(f, ", \"last_step\": %lld, \"clock\": \"CLOCK_MONOTONIC\",\n"
              " \"offset_ns\": %lld, \"offset_err_ns\": %lld, \"steps\": [%lld, %lld], \"truncated\": %s, "
              "\"truncated_at_step\": %lld,\n \"threads\": [",
@@ -240,7 +230,7 @@ int mnt_trace_write(const char *dir, const mnt_trace_id *id) {
   for (int i = 0; i < n; i++) {
     pthread_mutex_lock(&T.bufs[i]->mu);
     fprintf(f, "%s{\"id\": %d, \"name\": ", i ? ", " : "", i);
-    json_str(f, T.bufs[i]->name);
+    mnt_json_fput_str(f, T.bufs[i]->name);
     fprintf(f, ", \"track\": %s}", T.bufs[i]->track ? "true" : "false");
     pthread_mutex_unlock(&T.bufs[i]->mu);
   }
@@ -254,7 +244,7 @@ int mnt_trace_write(const char *dir, const mnt_trace_id *id) {
       const event *e = &b->win[k];
       fprintf(f, "%s\n  [%d, %llu, %llu, ", first ? "" : ",", i, (unsigned long long)e->t0,
               (unsigned long long)(e->t1 > e->t0 ? e->t1 - e->t0 : 0)); /* a span given ends before it starts: 0 */
-      json_str(f, e->name);
+      mnt_json_fput_str(f, e->name);
       fprintf(f, ", %lld, %lld, %d]", (long long)e->arg, (long long)e->step, e->depth);
       first = 0;
     }

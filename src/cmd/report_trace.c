@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "jsonio.h"
 #include "log.h"
 #include "path.h"
 #include "cmd/report_internal.h"
@@ -359,21 +360,6 @@ static void say_gaps(const char *dir, const rank_trace *rs, int n) {
 #define EV_STEP(ev) ((long long)json_integer_value(json_array_get(ev, 5)))
 #define EV_DEPTH(ev) ((int)json_integer_value(json_array_get(ev, 6)))
 
-/* s's characters escaped for a JSON string; json_str: with its quotes */
-static void json_chars(FILE *f, const char *s) {
-  for (; *s; s++) {
-    if (*s == '"' || *s == '\\') fputc('\\', f), fputc(*s, f);
-    else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", (unsigned)(unsigned char)*s);
-    else fputc(*s, f);
-  }
-}
-
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  json_chars(f, s);
-  fputc('"', f);
-}
-
 /* OUT/trace.json */
 static int write_chrome(const char *path, rank_trace *rs, int n, int64_t t0) {
   char tmp[MNT_PATH_MAX];
@@ -382,9 +368,9 @@ static int write_chrome(const char *path, rank_trace *rs, int n, int64_t t0) {
   fprintf(f, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"clock\": \"rank 0's CLOCK_MONOTONIC\"");
   if (rs[0].version >= 2) { /* one job's files (one_job): who wrote them */
     fprintf(f, ", \"job\": ");
-    json_str(f, rs[0].job);
+    mnt_json_fput_str(f, rs[0].job);
     fprintf(f, ", \"run_id\": ");
-    json_str(f, rs[0].run_id);
+    mnt_json_fput_str(f, rs[0].run_id);
   }
   fprintf(f, ", \"ranks\": %d, \"incomplete_ranks\": [", rs[0].size);
   for (int i = 0, k = 0; i < n; i++)
@@ -395,7 +381,7 @@ static int write_chrome(const char *path, rank_trace *rs, int n, int64_t t0) {
     rank_trace *r = &rs[i];
     fprintf(f, "%s\n{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"args\": {\"name\": \"rank %d (",
             first ? "" : ",", r->rank, r->rank);
-    json_chars(f, r->node);
+    mnt_json_fput_chars(f, r->node);
     fprintf(f, ")\"}},\n{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": %d, \"args\": {\"sort_index\": %d}}",
             r->rank, r->rank);
     if (incomplete(r))
@@ -410,7 +396,7 @@ static int write_chrome(const char *path, rank_trace *rs, int n, int64_t t0) {
       const char *name = json_string_value(json_object_get(t, "name"));
       fprintf(f, ",\n{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": ", r->rank,
               id);
-      json_str(f, name ? name : "?");
+      mnt_json_fput_str(f, name ? name : "?");
       fprintf(f, "}},\n{\"ph\": \"M\", \"name\": \"thread_sort_index\", \"pid\": %d, \"tid\": %d, \"args\": "
                  "{\"sort_index\": %d}}",
               r->rank, id, id);
@@ -419,7 +405,7 @@ static int write_chrome(const char *path, rank_trace *rs, int n, int64_t t0) {
     json_array_foreach(r->events, k, ev) {
       fprintf(f, ",\n{\"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"name\": ", r->rank,
               EV_TID(ev), (double)(EV_T0(r, ev) - t0) * 1e-3, (double)EV_DUR(ev) * 1e-3);
-      json_str(f, EV_NAME(ev));
+      mnt_json_fput_str(f, EV_NAME(ev));
       fprintf(f, ", \"args\": {\"step\": %lld, \"arg\": %lld}}", EV_STEP(ev), EV_ARG(ev));
     }
   }

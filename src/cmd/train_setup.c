@@ -25,9 +25,9 @@
 /* ---- the rank's CPUs ---------------------------------------------------------------------- */
 
 /* every rank: its share of the node's CPUs (placement.h) and, unless --threads or OMP_NUM_THREADS
- * say otherwise, that many compute threads (at least 1, also where the CPUs stay shared); local rank 0 says what it did and warns when the node's
- * ranks ask for more compute threads than it has CPUs (each rank also runs a communicator thread
- * and --loader-threads) */
+ * say otherwise, that many compute threads (at least 1, also where the CPUs stay shared); local
+ * rank 0 says what it did and warns when the node's ranks ask for more compute threads than it has
+ * CPUs (each rank also runs a communicator thread and --loader-threads) */
 void mnt_train_place(const opts *o, const mnt_world *w) {
   mnt_placement pl;
   mnt_place_rank(w, &pl);
