@@ -41,14 +41,8 @@ static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
 /* The conversions as branch-free bodies (every case computed, one selected), so that the bulk
  * loops below vectorize in each variant with the scalar functions' exact results. */
-MNT_SIMD_BODY uint16_t bf16_of(float f) {
-  uint32_t x = f2u(f);
-  uint32_t nan = (x >> 16) | 0x40u;              /* quiet NaN */
-  uint32_t even = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16; /* nearest even */
-  return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? nan : even);
-}
-
-MNT_SIMD_BODY float f32_of_bf16(uint16_t h) { return u2f((uint32_t)h << 16); }
+#define bf16_of mnt_bf16_round
+#define f32_of_bf16 mnt_bf16_widen
 
 MNT_SIMD_BODY uint16_t f16_of(float f) {
   uint32_t x = f2u(f);

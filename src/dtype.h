@@ -25,6 +25,19 @@ int mnt_redop_parse(const char *s, mnt_redop *op);
 
 uint16_t mnt_f32_to_bf16(float f);
 float mnt_bf16_to_f32(uint16_t h);
+/* the same as branch-free inline bodies (every case computed, one selected), for loops that must
+ * vectorize in each simd.h variant with the scalar functions' exact results */
+static inline __attribute__((always_inline)) uint16_t mnt_bf16_round(float f) {
+  union { float f; uint32_t u; } v = {.f = f};
+  uint32_t x = v.u;
+  uint32_t nan = (x >> 16) | 0x40u;                      /* quiet NaN */
+  uint32_t even = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16; /* nearest even */
+  return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? nan : even);
+}
+static inline __attribute__((always_inline)) float mnt_bf16_widen(uint16_t h) {
+  union { uint32_t u; float f; } v = {.u = (uint32_t)h << 16};
+  return v.f;
+}
 uint16_t mnt_f32_to_f16(float f);
 float mnt_f16_to_f32(uint16_t h);
 

@@ -43,6 +43,10 @@
   X(simd, "MNT_SIMD", CHOICE, "auto", 0, 0, 0, "auto|sse2|avx2|avx512",                                                                    \
     "vector instructions of mntrain's own loops (loader, casts, optimizer): sse2, avx2 or avx512, at most "     \
     "what the CPU runs; auto: the best it runs")                                                                       \
+  X(cpu_layout, "MNT_CPU_LAYOUT", CHOICE, "auto", 0, 0, 0, "auto|blocked|nhwc",                                  \
+    "--device cpu: the layout of activations whose channels fill oneDNN's vector block: blocked (nChw16c "     \
+    "on AVX-512, nChw8c on AVX2), nhwc, or auto: the one oneDNN's own convolutions choose for the precision "   \
+    "(fp32: blocked; bf16: nhwc where oneDNN's AMX kernels want it)")                                                        \
   X(cpu_bind, "MNT_CPU_BIND", CHOICE, "auto", 0, 0, 0, "auto|none",                                              \
     "auto: the ranks of a node that Slurm did not bind each take their own share of its CPUs (and as many "     \
     "compute threads by default); none: leave the CPUs as Slurm set them")                                      \

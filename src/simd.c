@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "dtype.h"
 #include "env.h"
 #include "log.h"
 
@@ -107,6 +108,19 @@ MNT_SIMD_BODY void relu_body(float *y, const float *x, size_t n) {
 MNT_SIMD_BODY void relu_bwd_body(float *dx, const float *y, const float *dy, size_t n) {
   for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0 ? dy[i] : 0;
 }
+/* bf16 activations: computed in fp32, rounded once (dtype.h) */
+MNT_SIMD_BODY void acc_bf16_body(uint16_t *y, const uint16_t *x, size_t n) {
+  for (size_t i = 0; i < n; i++) y[i] = mnt_bf16_round(mnt_bf16_widen(y[i]) + mnt_bf16_widen(x[i]));
+}
+MNT_SIMD_BODY void add_bf16_body(uint16_t *y, const uint16_t *a, const uint16_t *b, size_t n) {
+  for (size_t i = 0; i < n; i++) y[i] = mnt_bf16_round(mnt_bf16_widen(a[i]) + mnt_bf16_widen(b[i]));
+}
+MNT_SIMD_BODY void relu_bf16_body(uint16_t *y, const uint16_t *x, size_t n) {
+  for (size_t i = 0; i < n; i++) y[i] = mnt_bf16_widen(x[i]) > 0 ? x[i] : 0;
+}
+MNT_SIMD_BODY void relu_bwd_bf16_body(uint16_t *dx, const uint16_t *y, const uint16_t *dy, size_t n) {
+  for (size_t i = 0; i < n; i++) dx[i] = mnt_bf16_widen(y[i]) > 0 ? dy[i] : 0;
+}
 MNT_SIMD_BODY void sgd_body(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first) {
   if (first)
     for (size_t i = 0; i < n; i++) {
@@ -152,6 +166,10 @@ MNT_SIMD_CLONES(scale, (float *y, float a, size_t n), (y, a, n))
 MNT_SIMD_CLONES(add, (float *y, const float *a, const float *b, size_t n), (y, a, b, n))
 MNT_SIMD_CLONES(relu, (float *y, const float *x, size_t n), (y, x, n))
 MNT_SIMD_CLONES(relu_bwd, (float *dx, const float *y, const float *dy, size_t n), (dx, y, dy, n))
+MNT_SIMD_CLONES(acc_bf16, (uint16_t *y, const uint16_t *x, size_t n), (y, x, n))
+MNT_SIMD_CLONES(add_bf16, (uint16_t *y, const uint16_t *a, const uint16_t *b, size_t n), (y, a, b, n))
+MNT_SIMD_CLONES(relu_bf16, (uint16_t *y, const uint16_t *x, size_t n), (y, x, n))
+MNT_SIMD_CLONES(relu_bwd_bf16, (uint16_t *dx, const uint16_t *y, const uint16_t *dy, size_t n), (dx, y, dy, n))
 MNT_SIMD_CLONES(sgd, (float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first),
                 (w, g, m, n, lr, mu, wd, first))
 MNT_SIMD_CLONES(lars, (float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first),
@@ -205,6 +223,46 @@ void mnt_vec_relu(float *y, const float *x, size_t n) {
     size_t lo, hi;
     chunk(n, &lo, &hi);
     if (hi > lo) f(y + lo, x + lo, hi - lo);
+  }
+}
+
+void mnt_vec_acc_bf16(uint16_t *y, const uint16_t *x, size_t n) {
+  void (*f)(uint16_t *, const uint16_t *, size_t) = MNT_SIMD_PICK(acc_bf16);
+#pragma omp parallel if (n > PAR_MIN)
+  {
+    size_t lo, hi;
+    chunk(n, &lo, &hi);
+    if (hi > lo) f(y + lo, x + lo, hi - lo);
+  }
+}
+
+void mnt_vec_add_bf16(uint16_t *y, const uint16_t *a, const uint16_t *b, size_t n) {
+  void (*f)(uint16_t *, const uint16_t *, const uint16_t *, size_t) = MNT_SIMD_PICK(add_bf16);
+#pragma omp parallel if (n > PAR_MIN)
+  {
+    size_t lo, hi;
+    chunk(n, &lo, &hi);
+    if (hi > lo) f(y + lo, a + lo, b + lo, hi - lo);
+  }
+}
+
+void mnt_vec_relu_bf16(uint16_t *y, const uint16_t *x, size_t n) {
+  void (*f)(uint16_t *, const uint16_t *, size_t) = MNT_SIMD_PICK(relu_bf16);
+#pragma omp parallel if (n > PAR_MIN)
+  {
+    size_t lo, hi;
+    chunk(n, &lo, &hi);
+    if (hi > lo) f(y + lo, x + lo, hi - lo);
+  }
+}
+
+void mnt_vec_relu_backward_bf16(uint16_t *dx, const uint16_t *y, const uint16_t *dy, size_t n) {
+  void (*f)(uint16_t *, const uint16_t *, const uint16_t *, size_t) = MNT_SIMD_PICK(relu_bwd_bf16);
+#pragma omp parallel if (n > PAR_MIN)
+  {
+    size_t lo, hi;
+    chunk(n, &lo, &hi);
+    if (hi > lo) f(dx + lo, y + lo, dy + lo, hi - lo);
   }
 }
 

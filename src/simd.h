@@ -17,6 +17,7 @@
 #define MNT_SIMD_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum { MNT_SIMD_SSE2 = 0, MNT_SIMD_AVX2 = 1, MNT_SIMD_AVX512 = 2 } mnt_simd_level;
 enum { MNT_SIMD_LEVELS = 3 };
@@ -72,6 +73,12 @@ void mnt_vec_scale(float *y, float a, size_t n);                      /* y *= a 
 void mnt_vec_add(float *y, const float *a, const float *b, size_t n); /* y = a + b (threads) */
 void mnt_vec_relu(float *y, const float *x, size_t n);                /* y = x > 0 ? x : 0 (threads) */
 void mnt_vec_relu_backward(float *dx, const float *y, const float *dy, size_t n); /* dx = y > 0 ? dy : 0 */
+/* the same four on bf16 activations (dtype.h's rounding: computed in fp32, rounded once; threads
+ * above 64 Ki) */
+void mnt_vec_acc_bf16(uint16_t *y, const uint16_t *x, size_t n);
+void mnt_vec_add_bf16(uint16_t *y, const uint16_t *a, const uint16_t *b, size_t n);
+void mnt_vec_relu_bf16(uint16_t *y, const uint16_t *x, size_t n);
+void mnt_vec_relu_backward_bf16(uint16_t *dx, const uint16_t *y, const uint16_t *dy, size_t n);
 /* SGD with momentum and weight decay, as PyTorch: d = g + wd w; m = first ? d : mu m + d;
  * w -= lr m (threads above 64 Ki) */
 void mnt_vec_sgd(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first);

@@ -16,6 +16,7 @@ struct mnt_pool { mnt_backend *be; int OH, OW; void *h; };
 int mnt_precision_parse(const char *s, mnt_precision *p) {
   if (!strcmp(s, "fp32")) *p = MNT_PREC_FP32;
   else if (!strcmp(s, "bf16")) *p = MNT_PREC_BF16;
+  else if (!strcmp(s, "auto")) *p = MNT_PREC_AUTO;
   else return -1;
   return 0;
 }
@@ -32,7 +33,11 @@ int mnt_backend_create(const char *name, const mnt_backend_opts *o, mnt_backend 
     const mnt_cuda_module *m = MNT_HAVE_CUDA_BACKEND ? mnt_cuda_module_probe() : NULL; /* NULL: said why, once */
     name = m && m->backend_create ? "cuda" : "cpu";
   }
-  if (!strcmp(name, "cpu")) return mnt_backend_cpu_create(o, out);
+  mnt_backend_opts r = *o; /* auto resolved where the device is known */
+  if (!strcmp(name, "cpu")) {
+    if (r.precision == MNT_PREC_AUTO) r.precision = mnt_cpu_auto_precision();
+    return mnt_backend_cpu_create(&r, out);
+  }
   if (!strcmp(name, "cuda")) {
     if (!MNT_HAVE_CUDA_BACKEND) {
       MNT_ERR("--device cuda: this mntrain was built without the CUDA backend (it needs nvcc, cuDNN and cuBLAS at "
@@ -45,7 +50,7 @@ int mnt_backend_create(const char *name, const mnt_backend_opts *o, mnt_backend 
       MNT_ERR("--device cuda: the CUDA module was built without the CUDA backend (cuDNN and cuBLAS)");
       return MNT_EARG;
     }
-    return m->backend_create(o, out);
+    return m->backend_create(&r, out);
   }
   MNT_ERR("unknown device '%s' (this build has: %s)", name, mnt_backend_names());
   return MNT_EARG;

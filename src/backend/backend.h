@@ -37,10 +37,14 @@ typedef struct mnt_lars_seg {
   int32_t adapt; /* 1: trust ratio and weight decay (weights); 0: plain momentum SGD (biases, BN) */
 } mnt_lars_seg;
 
-typedef enum { MNT_PREC_FP32 = 0, MNT_PREC_BF16 = 1 } mnt_precision;
-int mnt_precision_parse(const char *s, mnt_precision *p); /* "fp32", "bf16"; -1 otherwise */
+/* MNT_PREC_AUTO is a request only: mnt_backend_create resolves it (cuda: bf16; cpu: bf16 where the
+ * CPU runs it faster than fp32, mnt_cpu_auto_precision), and a backend's precision is never auto */
+typedef enum { MNT_PREC_FP32 = 0, MNT_PREC_BF16 = 1, MNT_PREC_AUTO = 2 } mnt_precision;
+int mnt_precision_parse(const char *s, mnt_precision *p); /* "fp32", "bf16", "auto"; -1 otherwise */
 /* inline: the backends name their precision without calling back into backend.c (no cycle) */
-static inline const char *mnt_precision_name(mnt_precision p) { return p == MNT_PREC_BF16 ? "bf16" : "fp32"; }
+static inline const char *mnt_precision_name(mnt_precision p) {
+  return p == MNT_PREC_BF16 ? "bf16" : p == MNT_PREC_AUTO ? "auto" : "fp32";
+}
 
 typedef enum { MNT_COPY_H2D = 0, MNT_COPY_D2H = 1, MNT_COPY_D2D = 2 } mnt_copy_kind;
 /* A copy that must be complete when it returns (the CUDA module's mem_copy) waits for the device
@@ -138,6 +142,9 @@ typedef struct mnt_backend_ops {
   int (*upload_use)(mnt_backend *b, int lane);
   int (*upload_release)(mnt_backend *b, int lane);
   int (*upload_host_done)(mnt_backend *b, int lane);
+  /* reorders run so far: [0] of activations, [1] of weights (cpu: oneDNN's layout and type changes
+   * around a pass; bench step reports them per step). NULL op: none counted */
+  void (*reorders)(mnt_backend *b, long long out[2]);
   void (*destroy)(mnt_backend *b);
 } mnt_backend_ops;
 
@@ -167,6 +174,12 @@ int mnt_backend_cpu_create(const mnt_backend_opts *o, mnt_backend **out);  /* ba
 /* The instruction set oneDNN's CPU kernels use here (dnnl_get_effective_cpu_isa; ONEDNN_MAX_CPU_ISA
  * caps it): "avx2", "avx512_core", ... */
 const char *mnt_cpu_isa_name(void);
+/* --precision auto on the CPU: bf16 where this CPU runs it faster than fp32 (AMX), else fp32 */
+mnt_precision mnt_cpu_auto_precision(void);
+static inline void mnt_be_reorders(mnt_backend *b, long long out[2]) {
+  out[0] = out[1] = 0;
+  if (b->ops->reorders) b->ops->reorders(b, out);
+}
 
 /* ---- memory ---------------------------------------------------------------------------------- */
 static inline int mnt_be_alloc(mnt_backend *b, size_t bytes, void **p) { return b->ops->alloc(b, bytes, p); }

@@ -66,14 +66,14 @@ static int parse_options(step_args *a, int argc, char **argv, int *help) {
       {"classes", 0, MNT_OPT_INT, &a->classes, "C", "output classes (default 1000)", MNT_RANGE(1, 1e6)},
       {"seed", 0, MNT_OPT_INT, &a->seed, "N", "seed of weights and data (default 1)", MNT_ANY_INT},
       {"device", 0, MNT_OPT_CHOICE, &a->device, "cpu|cuda|auto", "where to compute (default cpu; auto: cuda when a GPU is there)", 0, 0},
-      {"precision", 0, MNT_OPT_CHOICE, &a->precision, "fp32|bf16", "activations and convolutions (bf16: cuda)", 0, 0},
+      {"precision", 0, MNT_OPT_CHOICE, &a->precision, "fp32|bf16|auto", "activations and the inputs of convolutions and the fully connected layer (default fp32; auto: bf16 on GPUs and on CPUs with bf16 instructions)", 0, 0},
       {"seconds", 0, MNT_OPT_DOUBLE, &a->seconds, "S", "time steps for about S seconds instead of --steps", MNT_RANGE(0, 1e6)},
       {"profile", 0, MNT_OPT_FLAG, &a->profile, NULL, "time each op alone (a device wait before and after it) and print where the step's time goes, per layer and per op kind (the step runs slower)", 0, 0},
       {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
   MNT_CHECK(mnt_parse_opts("bench step", opts, argc, argv, help, 0));
   if (*help)
     mnt_print_help(stdout, "mntrain bench step [--arch A] [--size S] [--batch B] [--steps N | --seconds S] [--threads T] "
-                   "[--device cpu|cuda|auto] [--precision fp32|bf16] [--profile]",
+                   "[--device cpu|cuda|auto] [--precision fp32|bf16|auto] [--profile]",
                    "Training-step throughput on synthetic input: forward, softmax cross-entropy, backward\n"
                    "and SGD update of one process; prints img/s, GFLOP/s (the forward and backward\n"
                    "convolutions and fully connected layer), the peak memory per image, and what the\n"
@@ -126,9 +126,14 @@ int mnt_bench_step_main(mnt_world *w, int argc, char **argv) {
   size_t need, nx = (size_t)a.batch * 3 * (size_t)a.size * (size_t)a.size;
   char what[160];
   snprintf(what, sizeof what, "--arch %s at --size %d with --batch %d", a.arch, a.size, a.batch);
-  MNT_CHECK(mnt_resnet_plan_bytes(a.arch, a.classes, a.size, a.batch, a.batch, &need));
-  if (!strcmp(a.device, "cpu")) MNT_CHECK(mnt_mem_check(need + nx * sizeof(float), what, 1));
-  MNT_CHECK(mnt_backend_create(a.device, &bo, &be));
+  MNT_CHECK(mnt_backend_create(a.device, &bo, &be)); /* first: the precision auto resolves to sizes the plan */
+  if ((st = mnt_resnet_plan_bytes(a.arch, a.classes, a.size, a.batch, a.batch, be->act_bytes, &need)) == MNT_OK &&
+      !strcmp(be->name, "cpu"))
+    st = mnt_mem_check(need + nx * sizeof(float), what, 1);
+  if (st != MNT_OK) {
+    mnt_backend_destroy(be);
+    return st;
+  }
   if (a.profile && (st = mnt_backend_profile_start(be)) != MNT_OK) { /* before the layers: they are named */
     mnt_backend_destroy(be);
     return st;

@@ -307,9 +307,9 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
       {"lr", 0, MNT_OPT_DOUBLE, &c->lr, "LR", "learning rate per 256 images (linear scaling; default 0.1)",
        MNT_RANGE(0, 1000)},
       {"warmup-epochs", 0, MNT_OPT_DOUBLE, &c->warmup_epochs, "W", "linear warm-up (default 0)", MNT_RANGE(0, 1e6)},
-      {"schedule", 0, MNT_OPT_CHOICE, &c->schedule, "step|cosine|poly",
+      {"schedule", 0, MNT_OPT_CHOICE, &o->schedule, "step|cosine|poly",
        "decay after warm-up: x0.1 at 1/3, 2/3, 8/9 of the run; cosine to 0; poly: (1-t)^2 to 0 (default step)", 0, 0},
-      {"optimizer", 0, MNT_OPT_CHOICE, &c->optimizer, "sgd|lars",
+      {"optimizer", 0, MNT_OPT_CHOICE, &o->optimizer, "sgd|lars",
        "sgd: momentum SGD (PyTorch); lars: layer-wise trust ratio (You et al. 2017, as MLPerf's ResNet-50), "
        "biases and BN parameters by plain momentum SGD without decay (default sgd)", 0, 0},
       {"lars-eta", 0, MNT_OPT_DOUBLE, &c->lars_eta, "ETA", "LARS trust coefficient (default 0.001)",
@@ -329,12 +329,14 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
       {"device", 0, MNT_OPT_CHOICE, &o->device, "cpu|cuda|auto",
        "where to compute: cpu (oneDNN) or cuda (cuDNN, one GPU per rank by local rank); auto: cuda with --comm nccl, "
        "else cpu", 0, 0},
-      {"precision", 0, MNT_OPT_CHOICE, &c->precision, "fp32|bf16",
-       "activations and convolutions (bf16: cuda only; weights, BN statistics and accumulation stay fp32)", 0, 0},
+      {"precision", 0, MNT_OPT_CHOICE, &o->precision, "fp32|bf16|auto",
+       "activations and the inputs of convolutions and the fully connected layer (weights, momentum, BN statistics, "
+       "the loss and the gradients stay fp32); auto: bf16 on GPUs (Ampere and newer) and on CPUs with bf16 instructions, else fp32 (default fp32; "
+       "README: Precision)", 0, 0},
       {"comm", 0, MNT_OPT_CHOICE, &c->comm, "auto|cpu|nccl", "communicator (default auto: nccl with --device cuda)", 0,
        0},
-      {"topology", 0, MNT_OPT_STRING, &c->topology, "flat|hier", "allreduce topology (default flat)", 0, 0},
-      {"grad-dtype", 0, MNT_OPT_STRING, &c->grad_dtype, "fp32|bf16|fp16", "allreduce precision (default fp32; bf16 halves the bytes, but its partial sums are rounded at every ring step: ~1.3% off at 128 ranks, see benchmarks/README.md)", 0, 0},
+      {"topology", 0, MNT_OPT_STRING, &o->topology, "flat|hier", "allreduce topology (default flat)", 0, 0},
+      {"grad-dtype", 0, MNT_OPT_STRING, &o->grad_dtype, "fp32|bf16|fp16", "allreduce precision (default fp32; bf16 halves the bytes, but its partial sums are rounded at every ring step: ~1.3% off at 128 ranks, see benchmarks/README.md)", 0, 0},
       {"bucket-mb", 0, MNT_OPT_DOUBLE, &c->bucket_mb, "M", "allreduce bucket size in MB (default 25)",
        MNT_RANGE(0.001, 1e6)},
       {"threads", 0, MNT_OPT_INT, &o->threads, "T",
@@ -408,15 +410,16 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
  * defaults that follow from others filled in. *ckpt_on: checkpoints wanted */
 static int validate(opts *o, int quiet, int *ckpt_on) {
   mnt_train_cfg *c = &o->t;
-  mnt_dtype gdt;
-  mnt_topology topo;
   const char *bad = NULL;
   *ckpt_on = o->ckpt_dir || o->ckpt_steps || o->ckpt_minutes > 0 || o->stop_after || (o->resume && strcmp(o->resume, "none"));
   if (!c->data) bad = "--data DIR is required";
   else if (!mnt_resnet_known(c->arch))
     return mnt_usage_error("train", "--arch: one of %s, not '%s'", mnt_resnet_arch_names(), c->arch);
-  else if (mnt_dtype_parse(c->grad_dtype, &gdt)) bad = "--grad-dtype: fp32, bf16 or fp16";
-  else if (mnt_topology_parse(c->topology, &topo)) bad = "--topology: flat or hier";
+  else if (mnt_dtype_parse(o->grad_dtype, &c->grad_dtype)) bad = "--grad-dtype: fp32, bf16 or fp16";
+  else if (mnt_topology_parse(o->topology, &c->topology)) bad = "--topology: flat or hier";
+  else if (mnt_sched_parse(o->schedule, &c->schedule) || mnt_optim_parse(o->optimizer, &c->optimizer) ||
+           mnt_precision_parse(o->precision, &c->precision))
+    bad = "--schedule, --optimizer or --precision: not a choice of --help's"; /* the option parser checked them */
   else if (c->pad_crop >= c->size) bad = "--pad-crop must be smaller than --size";
   else if (c->bn_batch && c->batch && c->batch % c->bn_batch) bad = "--bn-batch must divide --batch-per-rank";
   else if (o->target_top1 == 0) bad = "--target-top1: a fraction above 0 and at most 1 (0.759): every evaluation reaches 0";
@@ -459,11 +462,10 @@ static int validate(opts *o, int quiet, int *ckpt_on) {
 }
 
 int mnt_train_main(mnt_world *w, int argc, char **argv) {
-  opts o = {.t = {.arch = "resnet50", .schedule = "step", .optimizer = "sgd", .lars_eta = 0.001,
-                  .comm = "auto", .topology = "flat", .grad_dtype = "fp32",
-                  .precision = "fp32", .size = 224, .batch = 0, .epochs = 0, .steps = 0, .seed = 1, .lr = 0.1, .warmup_epochs = 0,
+  opts o = {.t = {.arch = "resnet50", .lars_eta = 0.001, .comm = "auto", .size = 224, .batch = 0, .epochs = 0, .steps = 0, .seed = 1, .lr = 0.1, .warmup_epochs = 0,
                   .bucket_mb = 25, .momentum = 0.9, .wd = 1e-4, .min_scale = 0.08, .val_crop = 0.875,
                   .loader_threads = 2},
+            .schedule = "step", .optimizer = "sgd", .topology = "flat", .grad_dtype = "fp32", .precision = "fp32",
             .device = "auto", .out = "mntrain-out", .log_every = 10, .keep = 2, .stripe = 1 << 20, .eval_every = 1,
             .target_top1 = -1 /* none (0 given is refused) */};
   int help = 0, ckpt_on = 0;

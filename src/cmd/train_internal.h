@@ -25,6 +25,8 @@
 /* the command line: the trainer's configuration and the command's own options */
 typedef struct opts {
   mnt_train_cfg t;
+  /* the command line's words, parsed by validate into t's enums */
+  const char *schedule, *optimizer, *topology, *grad_dtype, *precision;
   const char *device, *out, *export_path, *ckpt_dir, *resume, *init;
   const char *trace_dir, *trace_steps; /* --trace DIR (or MNT_TRACE), --trace-steps A:B */
   int64_t trace_first, trace_last;     /* the steps given, or 0 0: the three after warm-up */

@@ -34,7 +34,7 @@ json_t *mnt_train_config_json(const opts *o, const mnt_trainer *t) {
                         "data", c->data, "val", c->val, "arch", c->arch, "size", c->size, "batch_per_rank", c->batch,
                         "global_batch", (json_int_t)t->s.global_batch, "epochs", c->epochs, "steps",
                         (json_int_t)t->total, "lr", mnt_json_num(c->lr), "warmup_epochs",
-                        mnt_json_num(c->warmup_epochs), "schedule", c->schedule, "momentum", mnt_json_num(c->momentum),
+                        mnt_json_num(c->warmup_epochs), "schedule", mnt_sched_name(c->schedule), "momentum", mnt_json_num(c->momentum),
                         "wd", mnt_json_num(c->wd), "no_bn_decay", c->no_bn_decay, "zero_init_residual", c->zero_init,
                         "min_crop", mnt_json_num(c->min_scale), "device", t->be->name, "comm", t->c->ops->name, "topology",
                         mnt_topology_name(t->c->topology), "grad_dtype", flag_dtype[t->grad_dtype], "bucket_mb",
@@ -45,7 +45,7 @@ json_t *mnt_train_config_json(const opts *o, const mnt_trainer *t) {
                         mnt_json_num(c->smoothing), "bn_batch", (int)t->s.bn_group, "data_fingerprint",
                         t->train.fingerprint);
   if (j) json_object_set_new(j, "precision", json_string(mnt_precision_name(t->be->precision)));
-  if (j) json_object_set_new(j, "optimizer", json_string(c->optimizer));
+  if (j) json_object_set_new(j, "optimizer", json_string(mnt_optim_name(c->optimizer)));
   if (j) json_object_set_new(j, "eval_every", mnt_json_num(o->eval_every));
   if (j && o->target_top1 > 0) json_object_set_new(j, "target_top1", mnt_json_num(o->target_top1));
   if (j && t->sgd.optimizer == MNT_OPTIM_LARS) json_object_set_new(j, "lars_eta", mnt_json_num(c->lars_eta));
@@ -221,7 +221,7 @@ static int write_summary(run *r, const loop *l, const timing *tm) {
       (json_int_t)l->done);
   if (sm) json_object_set_new(sm, "run_id", json_string(r->run_id));
   if (sm) json_object_set_new(sm, "precision", json_string(mnt_precision_name(t->be->precision)));
-  if (sm) json_object_set_new(sm, "optimizer", json_string(t->sgd.optimizer == MNT_OPTIM_LARS ? "lars" : "sgd"));
+  if (sm) json_object_set_new(sm, "optimizer", json_string(mnt_optim_name(t->sgd.optimizer)));
   if (sm) { /* what the layers ran: a throughput figure says what it measured */
     static char buf[8192];
     mnt_resnet_impls(t->m, MNT_LAYER_BN, buf, sizeof buf);

@@ -351,13 +351,14 @@ static int build(builder *b, const archdef *a, int classes) {
   return b->err;
 }
 
-int mnt_resnet_plan_bytes(const char *arch, int classes, int size, int batch, int bn_group, size_t *bytes) {
+int mnt_resnet_plan_bytes(const char *arch, int classes, int size, int batch, int bn_group, size_t act_bytes,
+                          size_t *bytes) {
   const archdef *a;
   MNT_CHECK(check_args(arch, classes, size, batch, bn_group, &a));
   mnt_resnet r = {.classes = classes, .size = size, .batch = batch, .bn_group = bn_group};
   builder b = {.r = &r, .dry = 1};
   int st = build(&b, a, classes);
-  double f = sizeof(float), acts = 0, widest = 0, relu_ws = 0;
+  double f = sizeof(float), e = (double)act_bytes, acts = 0, widest = 0, relu_ws = 0;
   double rss = (double)mnt_rss_bytes(), process = rss > 24.0 * 1048576 ? rss : 24.0 * 1048576;
   for (int i = 0; i < r.nact && !st; i++) {
     double n = (double)batch * b.shape[i][0] * b.shape[i][1] * b.shape[i][2];
@@ -366,11 +367,12 @@ int mnt_resnet_plan_bytes(const char *arch, int classes, int size, int batch, in
   }
   for (int i = 0; i < r.nlayers && !st; i++)
     if (r.layers[i].kind == OP_BN) relu_ws += (double)batch * r.layers[i].C * r.layers[i].H * r.layers[i].W;
-  /* slabs (weights, gradients, momentum) and the backend's reordered copies of the conv weights
-   * (up to three); activations, logits' gradient, scratch and the pooled gradient buffers (peak
-   * about three of the widest); BN saves and fused-ReLU workspaces (a byte per element). Against
-   * bench step's peak RSS: within 2% for resnet50 at 224 px (batch 8 and 32), 3% for resnet18. */
-  double total = 6 * f * (double)r.nw + f * ((double)r.nbn + (double)b.nsave) + f * (acts + 4 * widest) + relu_ws +
+  /* slabs (weights, gradients, momentum: fp32) and the backend's reordered copies of the conv
+   * weights (up to three, in the activations' type); activations, logits' gradient, scratch and the pooled gradient buffers (peak
+   * about three of the widest), act_bytes per element; BN saves and fused-ReLU workspaces (a byte per
+   * element). Against bench step's peak RSS: within 2% for resnet50 at 224 px (batch 8 and 32), 3%
+   * for resnet18, in fp32; in bf16 (cpu) within 6%. */
+  double total = 3 * (f + e) * (double)r.nw + f * ((double)r.nbn + (double)b.nsave) + e * (acts + 4 * widest) + relu_ws +
                  process; /* the process itself: libraries (now), oneDNN's kernels */
   free(b.shape);
   free(r.layers);

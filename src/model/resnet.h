@@ -87,7 +87,8 @@ void mnt_resnet_destroy(mnt_resnet *r);
 /* Bytes mnt_resnet_create_ex would use for these arguments (weights, gradients, momentum,
  * activations, gradient buffers, the backend's copies), computed from the layer plan without
  * allocating any of it: what a run checks against its memory limit before it starts. */
-int mnt_resnet_plan_bytes(const char *arch, int classes, int size, int batch, int bn_group, size_t *bytes);
+int mnt_resnet_plan_bytes(const char *arch, int classes, int size, int batch, int bn_group, size_t act_bytes,
+                          size_t *bytes);
 /* x: host fp32 [batch, 3, size, size], uploaded into the input; NULL: the input was filled
  * already (mnt_resnet_input, e.g. by the backend's augment_u8). train: batch statistics
  * (updating the running ones), else the running ones. */

@@ -26,6 +26,9 @@ int mnt_optim_parse(const char *s, mnt_optim *out) {
   return 0;
 }
 
+const char *mnt_sched_name(mnt_sched s) { return s == MNT_SCHED_COSINE ? "cosine" : s == MNT_SCHED_POLY ? "poly" : "step"; }
+const char *mnt_optim_name(mnt_optim o) { return o == MNT_OPTIM_LARS ? "lars" : "sgd"; }
+
 double mnt_lr_at(const mnt_sgd_cfg *c, double epoch) {
   double peak = c->base_lr * (double)c->global_batch / 256.0;
   double w = c->warmup_epochs;

@@ -33,8 +33,10 @@ typedef struct mnt_sgd_cfg {
   double lars_eta;      /* LARS trust coefficient (0.001) */
 } mnt_sgd_cfg;
 
-int mnt_sched_parse(const char *s, mnt_sched *out);
-int mnt_optim_parse(const char *s, mnt_optim *out);
+int mnt_sched_parse(const char *s, mnt_sched *out);   /* step|cosine|poly; -1 otherwise */
+int mnt_optim_parse(const char *s, mnt_optim *out);   /* sgd|lars; -1 otherwise */
+const char *mnt_sched_name(mnt_sched s);              /* as --schedule spells it */
+const char *mnt_optim_name(mnt_optim o);              /* as --optimizer spells it */
 /* learning rate at a (fractional) epoch */
 double mnt_lr_at(const mnt_sgd_cfg *c, double epoch);
 /* one step over every parameter of r (gradients in r->g, momentum in r->m), by c->optimizer */

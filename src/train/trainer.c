@@ -64,10 +64,11 @@ int mnt_train_state_parse(json_t *o, mnt_train_state *s, char *why, size_t n) {
 
 /* ---- create / destroy --------------------------------------------------------------------- */
 
-/* what the run will hold in memory per rank, from the model plan and the loader's buffers */
+/* what the run will hold in memory per rank on the CPU, from the model plan and the loader's buffers */
 static int check_memory(const mnt_train_cfg *o, const mnt_dataset *train, int have_val, int bn, int local_size) {
   size_t model;
-  MNT_CHECK(mnt_resnet_plan_bytes(o->arch, train->nclasses, o->size, o->batch, bn, &model));
+  mnt_precision p = o->precision == MNT_PREC_AUTO ? mnt_cpu_auto_precision() : o->precision;
+  MNT_CHECK(mnt_resnet_plan_bytes(o->arch, train->nclasses, o->size, o->batch, bn, p == MNT_PREC_BF16 ? 2 : 4, &model));
   double img = 3.0 * o->size * o->size * sizeof(float) * o->batch; /* one batch of network input */
   double need = (double)model + img * (2.0 * o->loader_threads + 1 + have_val) + 2.0 * 8 * (double)train->total;
   char what[200];
@@ -139,13 +140,7 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
   if (state && w->rank != 0) t->s.iv_loss = t->s.iv_top1 = t->s.iv_n = 0; /* the saved sums are global: rank 0's */
   t->s.global_batch = B;
   t->s.bn_group = bn;
-  mnt_sched sched = MNT_SCHED_STEP;
-  mnt_optim optim = MNT_OPTIM_SGD;
-  mnt_topology topo = MNT_TOPO_FLAT;
-  mnt_sched_parse(o->schedule, &sched);
-  if (o->optimizer) mnt_optim_parse(o->optimizer, &optim);
-  mnt_topology_parse(o->topology, &topo);
-  mnt_dtype_parse(o->grad_dtype, &t->grad_dtype);
+  t->grad_dtype = o->grad_dtype;
   int st = mnt_dataset_open(o->data, &t->train);
   t->have_train = st == MNT_OK;
   if (st == MNT_OK && o->val && (st = mnt_dataset_open(o->val, &t->val)) == MNT_OK) t->have_val = 1;
@@ -153,11 +148,7 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
     MNT_ERR("--val %s has %d classes, --data %s has %d", o->val, t->val.nclasses, o->data, t->train.nclasses);
     st = MNT_EARG;
   }
-  mnt_backend_opts bo = {.precision = MNT_PREC_FP32, .device = -1};
-  if (o->precision && mnt_precision_parse(o->precision, &bo.precision)) {
-    MNT_ERR("--precision %s: expected fp32 or bf16", o->precision);
-    st = MNT_EARG;
-  }
+  mnt_backend_opts bo = {.precision = o->precision, .device = -1};
   const char *dev = o->device ? o->device : "auto", *comm = o->comm ? o->comm : "auto";
   if (st == MNT_OK && !strcmp(dev, "auto")) dev = !strcmp(comm, "nccl") ? "cuda" : "cpu";
   if (st == MNT_OK && !strcmp(comm, "auto")) comm = !strcmp(dev, "cuda") ? "nccl" : "cpu";
@@ -168,7 +159,7 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
   }
   if (st == MNT_OK && !strcmp(dev, "cpu")) st = check_memory(o, &t->train, t->have_val, bn, w->local_size);
   /* the communicator first: on nccl it binds this process to its GPU, where the backend then runs */
-  if ((st = mnt_world_agree(w, st)) == MNT_OK) st = mnt_comm_create(w, comm, topo, &t->c);
+  if ((st = mnt_world_agree(w, st)) == MNT_OK) st = mnt_comm_create(w, comm, o->topology, &t->c);
   if (st == MNT_OK) st = mnt_backend_create(dev, &bo, &t->be);
   if (st == MNT_OK)
     st = mnt_resnet_create_ex(t->be, o->arch, t->train.nclasses, o->size, o->batch, bn, (uint64_t)o->seed, o->zero_init,
@@ -229,8 +220,8 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
   t->per_epoch = mnt_loader_batches_per_epoch(t->ld);
   t->total = o->steps ? o->steps : t->per_epoch * o->epochs;
   t->sgd = (mnt_sgd_cfg){.base_lr = o->lr, .global_batch = (int)B, .warmup_epochs = o->warmup_epochs,
-                         .epochs = (double)t->total / t->per_epoch, .schedule = sched, .momentum = o->momentum,
-                         .weight_decay = o->wd, .no_bn_bias_decay = o->no_bn_decay, .optimizer = optim,
+                         .epochs = (double)t->total / t->per_epoch, .schedule = o->schedule, .momentum = o->momentum,
+                         .weight_decay = o->wd, .no_bn_bias_decay = o->no_bn_decay, .optimizer = o->optimizer,
                          .lars_eta = o->lars_eta};
   t->m->grad_ready = grad_hook; /* this rank's own non-finite values, then the reducer */
   t->m->grad_ctx = t;

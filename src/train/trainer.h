@@ -31,7 +31,12 @@
 #include "train/optim.h"
 
 typedef struct mnt_train_cfg {
-  const char *data, *val, *arch, *schedule, *optimizer, *comm, *topology, *grad_dtype, *device, *precision;
+  const char *data, *val, *arch, *comm, *device; /* comm, device: a name or "auto" */
+  mnt_sched schedule;
+  mnt_optim optimizer;
+  mnt_topology topology;
+  mnt_dtype grad_dtype;     /* of the gradients handed to the allreduce */
+  mnt_precision precision;  /* MNT_PREC_AUTO: the backend's choice (backend.h) */
   int size, batch, bn_batch, epochs, steps, loader_threads, seed, skip_nonfinite, zero_init, no_bn_decay, pad_crop;
   double lr, warmup_epochs, bucket_mb, momentum, wd, min_scale, val_crop, smoothing, lars_eta;
 } mnt_train_cfg;

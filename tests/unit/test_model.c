@@ -82,16 +82,16 @@ static void other_checks(mnt_backend *be) {
   if (mnt_resnet_create(be, "resnet18", 10, 64, 8, 1, 0, &m8) == MNT_OK) {
     size_t acts = 0;
     for (int i = 1; i < m8->nact; i++) acts += m8->act_n[i];
-    EXPECT(mnt_resnet_plan_bytes("resnet18", 10, 64, 8, 8, &plan) == MNT_OK &&
+    EXPECT(mnt_resnet_plan_bytes("resnet18", 10, 64, 8, 8, 4, &plan) == MNT_OK &&
                plan >= (3 * m8->nw + m8->nbn + acts) * sizeof(float),
            "plan %zu bytes < slabs and activations %zu", plan, (3 * m8->nw + m8->nbn + acts) * sizeof(float));
     mnt_resnet_destroy(m8);
   } else {
     EXPECT(0, "resnet18 for the plan check");
   }
-  EXPECT(mnt_resnet_plan_bytes("resnet50", 1000, 224, 4096, 4096, &big) == MNT_OK && big > (size_t)400 << 30,
+  EXPECT(mnt_resnet_plan_bytes("resnet50", 1000, 224, 4096, 4096, 4, &big) == MNT_OK && big > (size_t)400 << 30,
          "resnet50 at 224 px, batch 4096: planned %zu bytes", big);
-  EXPECT(mnt_resnet_plan_bytes("resnet7", 10, 32, 2, 2, &plan) == MNT_EARG, "plan: unknown arch accepted");
+  EXPECT(mnt_resnet_plan_bytes("resnet7", 10, 32, 2, 2, 4, &plan) == MNT_EARG, "plan: unknown arch accepted");
   mnt_resnet *bad;
   EXPECT(mnt_resnet_create(be, "resnet7", 10, 32, 2, 1, 0, &bad) == MNT_EARG, "unknown arch accepted");
   EXPECT(mnt_resnet_create(be, "resnet50", 10, 16, 2, 1, 0, &bad) == MNT_EARG, "16 px accepted for resnet50");

@@ -1,7 +1,13 @@
 /* backend_cpu.c — the CPU compute backend on oneDNN 2.x (see backend.h): memory is the host's,
- * every op runs synchronously (the "stream" is the calling thread, mnt_stream NULL), activations
- * are fp32 in oneDNN's blocked layouts. Primitives are created once per layer shape; every step
- * only binds the data pointers and executes. */
+ * every op runs synchronously (the "stream" is the calling thread, mnt_stream NULL). Primitives are
+ * created once per layer shape; every step only binds the data pointers and executes.
+ * Precision. fp32: everything fp32. bf16 (--precision bf16): activations and their gradients are
+ * bf16, and so are the convolutions' inputs (a bf16 copy of the weights, made by the reorder into
+ * the layout each pass wants, once per step); weight gradients, batch-norm scale, shift and
+ * statistics stay fp32 (oneDNN's bf16 primitives take and give them so), as do the parameters,
+ * momentum and the loss. oneDNN runs bf16 natively on avx512_core_bf16 (vdpbf16ps) and
+ * avx512_core_amx (tiles), emulates it on plain avx512_core, and has no bf16 kernels below
+ * AVX-512: there --precision bf16 is refused (mnt_backend_cpu_create). */
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 #include <float.h>
@@ -10,17 +16,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "backend/backend.h"
 #include "check.h"
 #include "log.h"
 #include "backend/cpu/cpu_ops.h"
+#include "dtype.h"
+#include "env.h"
 #include "simd.h"
 
 typedef struct cpu_impl {
   dnnl_engine_t eng;
   dnnl_stream_t strm;
-  int plan_only; /* layers choose implementations only (mnt_backend_opts.plan_only) */
+  int plan_only;             /* layers choose implementations only (mnt_backend_opts.plan_only) */
+  dnnl_data_type_t adt;      /* the activations' type: f32, or bf16 */
+  int block;                 /* channels per vector block (16 on AVX-512, 8 below) */
+  dnnl_format_tag_t layout;  /* activations with a multiple of block channels: nChw16c, nChw8c or nhwc */
+  long long reorders[2];     /* reorders run so far: [0] activations, [1] weights (mnt_cpu_reorders) */
+  float *fbuf;               /* bf16: fp32 scratch of the fully connected layer and the loss */
+  size_t fbuf_n;
 } cpu_impl;
 #define IMPL(b) ((cpu_impl *)(b)->impl)
 
@@ -41,18 +56,11 @@ const char *mnt_cpu_isa_name(void) {
   return "no JIT (reference kernels only)";
 }
 
-/* Activations with a channel count divisible by the block are kept blocked (nChw16c on AVX-512,
- * nChw8c otherwise), the layout oneDNN's direct convolutions run fastest on; the rest (the
- * 3-channel input image) stay NCHW. */
-static int g_block;
-static int act_block(void) {
-  if (!g_block) g_block = isa_has(dnnl_get_effective_cpu_isa(), dnnl_cpu_isa_avx512_core) ? 16 : 8;
-  return g_block;
-}
-static dnnl_format_tag_t act_tag(int C) {
-  int b = act_block();
-  return C % b ? dnnl_nchw : b == 16 ? dnnl_nChw16c : dnnl_nChw8c;
-}
+/* Activations with a channel count divisible by the block are kept in the layout oneDNN's
+ * convolutions run fastest on (cpu_impl.layout: blocked nChw16c on AVX-512, nChw8c below; nhwc where
+ * the bf16 kernels want it, AMX's brgemm convolutions); the rest (the 3-channel input image) stay
+ * NCHW. */
+static dnnl_format_tag_t act_tag(const cpu_impl *c, int C) { return C % c->block ? dnnl_nchw : c->layout; }
 
 /* oneDNN status checks, named as check.h's: MNT_DNNL_OK is an expression (MNT_OK, or the call's
  * text and oneDNN's status name logged at the caller's file:line and MNT_ENOMEM / MNT_ESYS),
@@ -199,7 +207,7 @@ typedef struct conv_pass {
   dnnl_memory_desc_t x, y, w; /* x, y: as this pass runs them; w: (diff) weights */
   int x_alt, y_alt;           /* x / y differ from the convolution's own layouts */
   prim re_x, re_y;            /* reorders between the own and this pass's x / y layouts */
-  float *wbuf;                /* weights in w's layout when that is not OIHW */
+  void *wbuf;                 /* weights in w's layout (and type) when that is not fp32 OIHW */
   prim re_w;
   int ref;
   char impl[64];              /* "jit:avx2", "x64:gemm:jit (nchw)", ... */
@@ -210,7 +218,7 @@ typedef struct cpu_conv {
   int N, C, H, W, K, R, s, p, OH, OW, need_dx;
   dnnl_memory_desc_t x, y, w; /* x, y: the activations' own layouts; w: OIHW (the slab) */
   conv_pass pass[NPASS];
-  float *xbuf, *ybuf;         /* x / y in a pass's other layout (only when some pass needs one) */
+  void *xbuf, *ybuf;          /* x / y in a pass's other layout (only when some pass needs one) */
   char impl[200];
 } cpu_conv;
 
@@ -230,8 +238,10 @@ static int conv_desc(const cpu_conv *c, int d, const dnnl_memory_desc_t *xm, con
   dnnl_dims_t wd = {c->K, c->C, c->R, c->R}, st = {c->s, c->s}, pl = {c->p, c->p};
   /* right padding as oneDNN wants it: what PyTorch's floor division implies */
   dnnl_dims_t pr = {(c->OH - 1) * c->s + c->R - c->H - c->p, (c->OW - 1) * c->s + c->R - c->W - c->p};
+  /* the weights in the activations' type, their gradient fp32 (bf16: oneDNN accumulates it in fp32) */
   dnnl_memory_desc_t wany;
-  if (dnnl_memory_desc_init_by_tag(&wany, 4, wd, dnnl_f32, dnnl_format_tag_any)) return MNT_ESYS;
+  if (dnnl_memory_desc_init_by_tag(&wany, 4, wd, d == BWD_W ? dnnl_f32 : IMPL(c->b)->adt, dnnl_format_tag_any))
+    return MNT_ESYS;
   dnnl_status_t s =
       d == FWD ? dnnl_convolution_forward_desc_init(od, dnnl_forward_training, dnnl_convolution_direct, xm, &wany,
                                                     NULL, ym, st, pl, pr)
@@ -281,8 +291,8 @@ static int conv_pass_plan(cpu_conv *c, int d) {
   for (size_t t = 0; !pd && t < sizeof ALT / sizeof *ALT; t++) {
     dnnl_memory_desc_t xm, ym;
     dnnl_primitive_desc_t h;
-    int st = dnnl_memory_desc_init_by_tag(&xm, 4, xd, dnnl_f32, ALT[t]) ||
-                     dnnl_memory_desc_init_by_tag(&ym, 4, yd, dnnl_f32, ALT[t])
+    dnnl_data_type_t adt = IMPL(c->b)->adt;
+    int st = dnnl_memory_desc_init_by_tag(&xm, 4, xd, adt, ALT[t]) || dnnl_memory_desc_init_by_tag(&ym, 4, yd, adt, ALT[t])
                  ? MNT_ESYS
                  : dnnl_memory_desc_equal(&xm, &c->x) && dnnl_memory_desc_equal(&ym, &c->y)
                        ? MNT_OK /* the own layouts: tried */
@@ -354,9 +364,10 @@ static int conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R,
   }
   dnnl_dims_t xd = {N, C, H, W}, wd = {K, C, R, R}, yd = {N, K, c->OH, c->OW};
   int st = MNT_OK;
-  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&c->x, 4, xd, dnnl_f32, act_tag(C)), st, out);
+  dnnl_data_type_t adt = IMPL(b)->adt;
+  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&c->x, 4, xd, adt, act_tag(IMPL(b), C)), st, out);
   MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&c->w, 4, wd, dnnl_f32, dnnl_oihw), st, out);
-  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&c->y, 4, yd, dnnl_f32, act_tag(K)), st, out);
+  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&c->y, 4, yd, adt, act_tag(IMPL(b), K)), st, out);
   size_t at = 0;
   for (int d = 0; d < NPASS; d++) {
     if (d == BWD_DATA && !need_dx) continue;
@@ -378,15 +389,17 @@ static const char *conv_impl(void *h, int *slow) {
   return c->impl;
 }
 
-static int reorder(mnt_backend *b, prim *re, const dnnl_memory_desc_t *from_md, const void *from,
+/* what: 0 an activation, 1 weights (counted apart: bench step reports both) */
+static int reorder(mnt_backend *b, int what, prim *re, const dnnl_memory_desc_t *from_md, const void *from,
                    const dnnl_memory_desc_t *to_md, void *to) {
   bind bs[] = {{DNNL_ARG_FROM, from_md, from}, {DNNL_ARG_TO, to_md, to}};
+  IMPL(b)->reorders[what]++;
   return run(b, re, 2, bs);
 }
 
 /* the weights as pass d wants them: the slab's OIHW or the pass's reordered copy (forward's copy
  * serves backward-data when their layouts agree) */
-static int conv_weights(cpu_conv *c, int d, const float *w, const float **out) {
+static int conv_weights(cpu_conv *c, int d, const float *w, const void **out) {
   conv_pass *ps = &c->pass[d];
   *out = w;
   if (!ps->wbuf) return MNT_OK;
@@ -394,17 +407,17 @@ static int conv_weights(cpu_conv *c, int d, const float *w, const float **out) {
     *out = c->pass[FWD].wbuf;
     return MNT_OK;
   }
-  MNT_CHECK(reorder(c->b, &ps->re_w, &c->w, w, &ps->w, ps->wbuf));
+  MNT_CHECK(reorder(c->b, 1, &ps->re_w, &c->w, w, &ps->w, ps->wbuf));
   *out = ps->wbuf;
   return MNT_OK;
 }
 
 /* an input activation of pass d in the pass's layout: itself, or reordered into buf */
 static int conv_in(cpu_conv *c, conv_pass *ps, int alt, prim *re, const dnnl_memory_desc_t *own,
-                   const dnnl_memory_desc_t *theirs, const void *a, float *buf, const void **out) {
+                   const dnnl_memory_desc_t *theirs, const void *a, void *buf, const void **out) {
   *out = a;
   if (!alt) return MNT_OK;
-  MNT_CHECK(reorder(c->b, re, own, a, theirs, buf));
+  MNT_CHECK(reorder(c->b, 0, re, own, a, theirs, buf));
   *out = buf;
   return MNT_OK;
 }
@@ -412,13 +425,12 @@ static int conv_in(cpu_conv *c, conv_pass *ps, int alt, prim *re, const dnnl_mem
 static int conv_forward(void *h, const void *x, const float *w, void *y) {
   cpu_conv *c = h;
   conv_pass *ps = &c->pass[FWD];
-  const float *wf;
-  const void *xi;
+  const void *wf, *xi;
   MNT_CHECK(conv_weights(c, FWD, w, &wf));
   MNT_CHECK(conv_in(c, ps, ps->x_alt, &ps->re_x, &c->x, &ps->x, x, c->xbuf, &xi));
   bind bs[] = {{DNNL_ARG_SRC, &ps->x, xi}, {DNNL_ARG_WEIGHTS, &ps->w, wf}, {DNNL_ARG_DST, &ps->y, ps->y_alt ? c->ybuf : y}};
   MNT_CHECK(run(c->b, &ps->p, 3, bs));
-  if (ps->y_alt) MNT_CHECK(reorder(c->b, &ps->re_y, &ps->y, c->ybuf, &c->y, y));
+  if (ps->y_alt) MNT_CHECK(reorder(c->b, 0, &ps->re_y, &ps->y, c->ybuf, &c->y, y));
   return MNT_OK;
 }
 
@@ -435,16 +447,16 @@ static int conv_backward(void *h, const void *x, const float *w, const void *dy,
   bind bw[] = {{DNNL_ARG_SRC, &ps->x, xi}, {DNNL_ARG_DIFF_DST, &ps->y, dyi},
                {DNNL_ARG_DIFF_WEIGHTS, &ps->w, ps->wbuf ? ps->wbuf : dw}};
   MNT_CHECK(run(c->b, &ps->p, 3, bw));
-  if (ps->wbuf) MNT_CHECK(reorder(c->b, &ps->re_w, &ps->w, ps->wbuf, &c->w, dw));
+  if (ps->wbuf) MNT_CHECK(reorder(c->b, 1, &ps->re_w, &ps->w, ps->wbuf, &c->w, dw));
   if (!dx) return MNT_OK;
   ps = &c->pass[BWD_DATA];
-  const float *wb;
+  const void *wb;
   MNT_CHECK(conv_weights(c, BWD_DATA, w, &wb));
   MNT_CHECK(conv_in(c, ps, ps->y_alt, &ps->re_y, &c->y, &ps->y, dy, c->ybuf, &dyi));
   bind bd[] = {{DNNL_ARG_DIFF_DST, &ps->y, dyi}, {DNNL_ARG_WEIGHTS, &ps->w, wb},
                {DNNL_ARG_DIFF_SRC, &ps->x, ps->x_alt ? c->xbuf : dx}};
   MNT_CHECK(run(c->b, &ps->p, 3, bd));
-  if (ps->x_alt) MNT_CHECK(reorder(c->b, &ps->re_x, &ps->x, c->xbuf, &c->x, dx));
+  if (ps->x_alt) MNT_CHECK(reorder(c->b, 0, &ps->re_x, &ps->x, c->xbuf, &c->x, dx));
   return MNT_OK;
 }
 
@@ -487,7 +499,7 @@ static int bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, int 
   unsigned flags = dnnl_use_scale | dnnl_use_shift | (fuse_relu ? dnnl_fuse_norm_relu : 0u);
   dnnl_batch_normalization_desc_t fd, id, bd;
   int st = MNT_OK;
-  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&bn->x, 4, xd, dnnl_f32, act_tag(C)), st, out);
+  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&bn->x, 4, xd, IMPL(b)->adt, act_tag(IMPL(b), C)), st, out);
   MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&bn->c1, 1, cd, dnnl_f32, dnnl_a), st, out);
   MNT_DNNL_CHECK_GOTO(dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, &bn->x, eps, flags), st,
                       out);
@@ -589,8 +601,8 @@ static int pool_create(mnt_backend *b, int N, int C, int H, int W, int R, int s,
   dnnl_dims_t pr = {(pl->OH - 1) * s + R - H - p, (pl->OW - 1) * s + R - W - p};
   dnnl_pooling_desc_t fd, bd;
   int st = MNT_OK;
-  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&pl->x, 4, xd, dnnl_f32, act_tag(C)), st, out);
-  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&pl->y, 4, yd, dnnl_f32, act_tag(C)), st, out);
+  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&pl->x, 4, xd, IMPL(b)->adt, act_tag(IMPL(b), C)), st, out);
+  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&pl->y, 4, yd, IMPL(b)->adt, act_tag(IMPL(b), C)), st, out);
   MNT_DNNL_CHECK_GOTO(
       dnnl_pooling_forward_desc_init(&fd, dnnl_forward_training, dnnl_pooling_max, &pl->x, &pl->y, sd, k, pa, pr), st,
       out);
@@ -671,72 +683,96 @@ static int cpu_sync(mnt_backend *b) {
 }
 
 /* element (n, c, hw) of an activation with C channels, in its layout (see act_tag) */
-static size_t act_index(int n, int c, int hw, int C, int HW) {
-  int b = act_block();
-  if (C % b) return ((size_t)n * C + (size_t)c) * (size_t)HW + (size_t)hw;
-  return (((size_t)n * (size_t)(C / b) + (size_t)(c / b)) * (size_t)HW + (size_t)hw) * (size_t)b + (size_t)(c % b);
+static size_t act_index(const cpu_impl *ci, int n, int c, int hw, int C, int HW) {
+  dnnl_format_tag_t t = act_tag(ci, C);
+  if (t == dnnl_nchw) return ((size_t)n * C + (size_t)c) * (size_t)HW + (size_t)hw;
+  if (t == dnnl_nhwc) return ((size_t)n * (size_t)HW + (size_t)hw) * (size_t)C + (size_t)c;
+  size_t b = (size_t)ci->block;
+  return (((size_t)n * ((size_t)C / b) + (size_t)c / b) * (size_t)HW + (size_t)hw) * b + (size_t)c % b;
+}
+
+/* one activation element as fp32, and one stored (bf16: rounded to nearest even) */
+static inline float act_get(const cpu_impl *ci, const void *a, size_t i) {
+  return ci->adt == dnnl_bf16 ? mnt_bf16_widen(((const uint16_t *)a)[i]) : ((const float *)a)[i];
+}
+static inline void act_put(const cpu_impl *ci, void *a, size_t i, float v) {
+  if (ci->adt == dnnl_bf16) ((uint16_t *)a)[i] = mnt_bf16_round(v);
+  else ((float *)a)[i] = v;
 }
 
 static int cpu_act_upload(mnt_backend *b, const float *src, void *act, int N, int C, int H, int W) {
-  (void)b;
-  float *y = act;
+  const cpu_impl *ci = IMPL(b);
   int HW = H * W;
-  if (C % act_block()) {
-    if ((const void *)src != act) memcpy(y, src, (size_t)N * C * HW * sizeof(float));
+  if (act_tag(ci, C) == dnnl_nchw && ci->adt == dnnl_f32) {
+    if ((const void *)src != act) memcpy(act, src, (size_t)N * C * HW * sizeof(float));
     return MNT_OK;
   }
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N * C; i++)
-    for (int j = 0; j < HW; j++) y[act_index(i / C, i % C, j, C, HW)] = src[(size_t)i * HW + j];
+    for (int j = 0; j < HW; j++) act_put(ci, act, act_index(ci, i / C, i % C, j, C, HW), src[(size_t)i * HW + j]);
   return MNT_OK;
 }
 
 static int cpu_act_download(mnt_backend *b, const void *act, float *dst, int N, int C, int H, int W) {
-  (void)b;
-  const float *x = act;
+  const cpu_impl *ci = IMPL(b);
   int HW = H * W;
-  if (C % act_block()) {
-    if ((void *)dst != act) memcpy(dst, x, (size_t)N * C * HW * sizeof(float));
+  if (act_tag(ci, C) == dnnl_nchw && ci->adt == dnnl_f32) {
+    if ((void *)dst != act) memcpy(dst, act, (size_t)N * C * HW * sizeof(float));
     return MNT_OK;
   }
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N * C; i++)
-    for (int j = 0; j < HW; j++) dst[(size_t)i * HW + j] = x[act_index(i / C, i % C, j, C, HW)];
+    for (int j = 0; j < HW; j++) dst[(size_t)i * HW + j] = act_get(ci, act, act_index(ci, i / C, i % C, j, C, HW));
   return MNT_OK;
 }
 
-/* global average pooling: in the activations' layout */
-static int cpu_gap_forward(mnt_backend *b, const void *xv, void *yv, int N, int C, int HW) {
-  (void)b;
-  const float *x = xv;
-  float *y = yv;
+/* global average pooling: in the activations' layout and type (the sum in fp32) */
+static int cpu_gap_forward(mnt_backend *b, const void *x, void *y, int N, int C, int HW) {
+  const cpu_impl *ci = IMPL(b);
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N * C; i++) {
     int n = i / C, c = i % C;
     float s = 0;
-    for (int j = 0; j < HW; j++) s += x[act_index(n, c, j, C, HW)];
-    y[i] = s / (float)HW;
+    for (int j = 0; j < HW; j++) s += act_get(ci, x, act_index(ci, n, c, j, C, HW));
+    act_put(ci, y, (size_t)i, s / (float)HW);
   }
   return MNT_OK;
 }
 
-static int cpu_gap_backward(mnt_backend *b, const void *dyv, void *dxv, int N, int C, int HW) {
-  (void)b;
-  const float *dy = dyv;
-  float *dx = dxv;
+static int cpu_gap_backward(mnt_backend *b, const void *dy, void *dx, int N, int C, int HW) {
+  const cpu_impl *ci = IMPL(b);
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N * C; i++) {
     int n = i / C, c = i % C;
-    float g = dy[i] / (float)HW;
-    for (int j = 0; j < HW; j++) dx[act_index(n, c, j, C, HW)] = g;
+    float g = act_get(ci, dy, (size_t)i) / (float)HW;
+    for (int j = 0; j < HW; j++) act_put(ci, dx, act_index(ci, n, c, j, C, HW), g);
   }
   return MNT_OK;
+}
+
+float *mnt_cpu_scratch(mnt_backend *b, size_t n) {
+  cpu_impl *c = IMPL(b);
+  if (n <= c->fbuf_n) return c->fbuf;
+  free(c->fbuf);
+  c->fbuf_n = 0;
+  if (!(c->fbuf = malloc(n * sizeof(float)))) {
+    MNT_ERR("out of memory: %zu bytes of scratch", n * sizeof(float));
+    return NULL;
+  }
+  c->fbuf_n = n;
+  return c->fbuf;
+}
+
+static void cpu_reorders(mnt_backend *b, long long out[2]) {
+  out[0] = IMPL(b)->reorders[0];
+  out[1] = IMPL(b)->reorders[1];
 }
 
 static void cpu_destroy(mnt_backend *b) {
   if (!b) return;
   cpu_impl *c = IMPL(b);
   if (c) {
+    free(c->fbuf);
     dnnl_stream_destroy(c->strm);
     dnnl_engine_destroy(c->eng);
     free(c);
@@ -758,12 +794,59 @@ static const mnt_backend_ops cpu_ops = {
     .softmax_xent = mnt_cpu_softmax_xent, .f32_acc = mnt_cpu_f32_acc, .f32_scale = mnt_cpu_f32_scale, .sgd_step = mnt_cpu_sgd_step,
     .lars_step = mnt_cpu_lars_step,
     .nonfinite = mnt_cpu_nonfinite, .f32_poison = mnt_cpu_f32_poison, .cast_from_f32 = mnt_cpu_cast_from_f32, .cast_to_f32 = mnt_cpu_cast_to_f32,
-    .destroy = cpu_destroy};
+    .reorders = cpu_reorders, .destroy = cpu_destroy};
+
+/* bf16 on this CPU: native (avx512_core_bf16: vdpbf16ps; avx512_core_amx: tiles), emulated
+ * (avx512_core), or none (below AVX-512: oneDNN 2.x has no bf16 kernels there) */
+typedef enum { BF16_NONE, BF16_EMULATED, BF16_NATIVE, BF16_AMX } bf16_kind;
+static bf16_kind cpu_bf16_kind(void) {
+  dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  return isa_has(isa, dnnl_cpu_isa_avx512_core_amx)    ? BF16_AMX
+         : isa_has(isa, dnnl_cpu_isa_avx512_core_bf16) ? BF16_NATIVE
+         : isa_has(isa, dnnl_cpu_isa_avx512_core)      ? BF16_EMULATED
+                                                       : BF16_NONE;
+}
+
+/* --precision auto on the CPU: bf16 where the CPU has bf16 instructions. Measured with bench step
+ * (benchmarks/README.md, "bf16 on CPUs"): on an AMD EPYC with avx512_bf16 and no AMX a ResNet-50
+ * or ResNet-18 step runs about 1.8x its fp32 speed; oneDNN reports 12x for a convolution on an
+ * Intel Xeon with AMX. Emulated bf16 (plain avx512_core) is slower than fp32: fp32 there. */
+mnt_precision mnt_cpu_auto_precision(void) {
+  return cpu_bf16_kind() >= BF16_NATIVE ? MNT_PREC_BF16 : MNT_PREC_FP32;
+}
+
+/* The layout of blocked activations for type adt: MNT_CPU_LAYOUT, else the one oneDNN's best
+ * convolution takes on a typical ResNet shape (3x3, 64 -> 64 channels, 56x56) when asked for any. */
+static int choose_layout(cpu_impl *c, mnt_backend *b) {
+  const char *env = mnt_env_cpu_layout(); /* a word of the table's (env.c checked it), any case */
+  dnnl_format_tag_t blocked = c->block == 16 ? dnnl_nChw16c : dnnl_nChw8c;
+  c->layout = blocked;
+  if (env && !strcasecmp(env, "nhwc")) c->layout = dnnl_nhwc;
+  if ((env && strcasecmp(env, "auto")) || c->adt == dnnl_f32) return MNT_OK;
+  dnnl_dims_t xd = {16, 64, 56, 56}, wd = {64, 64, 3, 3}, st = {1, 1}, pd = {1, 1};
+  dnnl_memory_desc_t x, w, y, nhwc;
+  dnnl_convolution_desc_t od;
+  MNT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&x, 4, xd, c->adt, dnnl_format_tag_any));
+  MNT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&y, 4, xd, c->adt, dnnl_format_tag_any));
+  MNT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&w, 4, wd, c->adt, dnnl_format_tag_any));
+  MNT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&nhwc, 4, xd, c->adt, dnnl_nhwc));
+  MNT_DNNL_CHECK(dnnl_convolution_forward_desc_init(&od, dnnl_forward_training, dnnl_convolution_direct, &x, &w, NULL,
+                                                    &y, st, pd, pd));
+  dnnl_primitive_desc_t p;
+  MNT_CHECK(pick_pd(b, &od, NULL, &p, NULL));
+  if (p && dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(p, dnnl_query_src_md, 0), &nhwc)) c->layout = dnnl_nhwc;
+  if (p) dnnl_primitive_desc_destroy(p);
+  return MNT_OK;
+}
 
 int mnt_backend_cpu_create(const mnt_backend_opts *o, mnt_backend **out) {
   *out = NULL;
-  if (o && o->precision != MNT_PREC_FP32) {
-    MNT_ERR("--precision %s needs --device cuda: the CPU backend computes in fp32", mnt_precision_name(o->precision));
+  mnt_precision prec = o ? o->precision : MNT_PREC_FP32;
+  if (prec == MNT_PREC_AUTO) prec = mnt_cpu_auto_precision();
+  if (prec == MNT_PREC_BF16 && cpu_bf16_kind() == BF16_NONE) {
+    MNT_ERR("--precision bf16 on the CPU needs AVX-512 (oneDNN has no bf16 kernels for %s, the instruction set it "
+            "runs here%s): use --precision fp32 or auto", mnt_cpu_isa_name(),
+            getenv("ONEDNN_MAX_CPU_ISA") ? ", capped by ONEDNN_MAX_CPU_ISA" : "");
     return MNT_EARG;
   }
   mnt_backend *b = calloc(1, sizeof *b);
@@ -774,8 +857,10 @@ int mnt_backend_cpu_create(const mnt_backend_opts *o, mnt_backend **out) {
     return MNT_ENOMEM;
   }
   *b = (mnt_backend){.ops = &cpu_ops, .name = "cpu", .host_visible = 1, .device = -1,
-                     .precision = MNT_PREC_FP32, .act_bytes = sizeof(float), .impl = c};
+                     .precision = prec, .act_bytes = prec == MNT_PREC_BF16 ? 2 : sizeof(float), .impl = c};
   c->plan_only = o && o->plan_only;
+  c->adt = prec == MNT_PREC_BF16 ? dnnl_bf16 : dnnl_f32;
+  c->block = isa_has(dnnl_get_effective_cpu_isa(), dnnl_cpu_isa_avx512_core) ? 16 : 8;
   if (dnnl_engine_create(&c->eng, dnnl_cpu, 0) != dnnl_success ||
       dnnl_stream_create(&c->strm, c->eng, dnnl_stream_default_flags) != dnnl_success) {
     MNT_ERR("oneDNN: could not create a CPU engine and stream");
@@ -783,6 +868,16 @@ int mnt_backend_cpu_create(const mnt_backend_opts *o, mnt_backend **out) {
     free(c);
     free(b);
     return MNT_ESYS;
+  }
+  if (choose_layout(c, b) != MNT_OK) {
+    cpu_destroy(b);
+    return MNT_ESYS;
+  }
+  static int warned; /* once per process */
+  if (prec == MNT_PREC_BF16 && !warned && cpu_bf16_kind() == BF16_EMULATED) {
+    warned = 1;
+    MNT_WARN("--precision bf16 on %s: this CPU has no bf16 instructions and oneDNN emulates them, slower than fp32 "
+             "(README: Precision); --precision auto picks fp32 here", mnt_cpu_isa_name());
   }
   *out = b;
   return MNT_OK;

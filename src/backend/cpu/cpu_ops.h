@@ -10,6 +10,10 @@
 
 #include "backend/backend.h"
 
+/* backend_cpu.c: n floats of the backend's scratch (grown as needed, kept until the backend is
+ * destroyed; one user at a time), NULL when memory runs out (logged) */
+float *mnt_cpu_scratch(mnt_backend *b, size_t n);
+
 int mnt_cpu_relu_forward(mnt_backend *b, const void *xv, void *yv, size_t n);
 int mnt_cpu_relu_backward(mnt_backend *b, const void *yv, const void *dyv, void *dxv, size_t n);
 int mnt_cpu_add_forward(mnt_backend *b, const void *x1, const void *x2, void *yv, size_t n);

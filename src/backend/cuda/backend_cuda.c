@@ -524,7 +524,7 @@ static int cu_setup(mnt_cuda *c) {
 
 int mnt_backend_cuda_create(const mnt_backend_opts *o, mnt_backend **out) {
   *out = NULL;
-  if (o->precision != MNT_PREC_FP32 && o->precision != MNT_PREC_BF16) {
+  if (o->precision != MNT_PREC_FP32 && o->precision != MNT_PREC_BF16 && o->precision != MNT_PREC_AUTO) {
     MNT_ERR("cuda backend: unknown precision %d", (int)o->precision);
     return MNT_EARG;
   }
@@ -534,7 +534,9 @@ int mnt_backend_cuda_create(const mnt_backend_opts *o, mnt_backend **out) {
   MNT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   MNT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   MNT_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, dev));
-  if (o->precision == MNT_PREC_BF16 && major < 8) {
+  /* auto: bf16 where the tensor cores take it (Ampere and newer), else fp32 */
+  mnt_precision prec = o->precision == MNT_PREC_AUTO ? (major >= 8 ? MNT_PREC_BF16 : MNT_PREC_FP32) : o->precision;
+  if (prec == MNT_PREC_BF16 && major < 8) {
     MNT_ERR("--precision bf16 needs a GPU of compute capability 8.0 or newer; device %d is %d.x", dev, major);
     return MNT_EARG;
   }
@@ -548,7 +550,7 @@ int mnt_backend_cuda_create(const mnt_backend_opts *o, mnt_backend **out) {
   }
   c->be = b;
   c->device = dev;
-  c->bf16 = o->precision == MNT_PREC_BF16;
+  c->bf16 = prec == MNT_PREC_BF16;
   c->pools = pools != 0;
   c->sms = sms;
   const char *policy = mnt_env_cudnn_algo(); /* a word of the table's (env.c checked it), any case */
@@ -561,7 +563,7 @@ int mnt_backend_cuda_create(const mnt_backend_opts *o, mnt_backend **out) {
                      .name = "cuda",
                      .host_visible = 0,
                      .device = dev,
-                     .precision = o->precision,
+                     .precision = prec,
                      .act_bytes = c->bf16 ? 2 : 4,
                      .stream = NULL,
                      .impl = c};
