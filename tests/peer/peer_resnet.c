@@ -17,15 +17,17 @@ static int put(hid_t f, const char *path, const float *data, int ndims, const in
 }
 
 int main(int argc, char **argv) {
-  if (argc != 7) {
-    fprintf(stderr, "usage: peer_resnet ARCH CLASSES SIZE BATCH STEPS OUT.h5\n");
+  if (argc != 7 && argc != 8) {
+    fprintf(stderr, "usage: peer_resnet ARCH CLASSES SIZE BATCH STEPS OUT.h5 [fp32|bf16]\n");
     return 2;
   }
+  mnt_backend_opts bo = {.precision = MNT_PREC_FP32, .device = -1};
+  if (argc == 8 && mnt_precision_parse(argv[7], &bo.precision)) return 2;
   const char *arch = argv[1];
   int classes = atoi(argv[2]), size = atoi(argv[3]), batch = atoi(argv[4]), steps = atoi(argv[5]);
   mnt_backend *be;
   mnt_resnet *r;
-  if (mnt_backend_create("cpu", NULL, &be) || mnt_resnet_create(be, arch, classes, size, batch, 42, 0, &r)) return 1;
+  if (mnt_backend_create("cpu", &bo, &be) || mnt_resnet_create(be, arch, classes, size, batch, 42, 0, &r)) return 1;
   size_t nx = (size_t)batch * 3 * size * size;
   float *x = malloc(nx * sizeof *x);
   int32_t *y = malloc((size_t)batch * sizeof *y);
@@ -52,6 +54,7 @@ int main(int argc, char **argv) {
     err |= put(f, path, r->bn + r->stats[i].off, 1, r->stats[i].dims);
   }
   float *losses = malloc((size_t)(steps + 1) * sizeof *losses);
+  float *lg = malloc((size_t)batch * classes * sizeof *lg); /* the logits as fp32 (bf16 activations widened) */
   for (int k = 0; k <= steps && !err; k++) {
     if (mnt_resnet_forward(r, x, 1)) return 1;
     float l3[3];
@@ -60,7 +63,8 @@ int main(int argc, char **argv) {
     if (mnt_resnet_backward(r)) return 1;
     if (k == 0) {
       int ld[2] = {batch, classes};
-      err |= put(f, "/logits", mnt_resnet_logits(r), 2, ld);
+      err |= mnt_act_download(be, mnt_resnet_logits(r), lg, batch, classes, 1, 1) != MNT_OK;
+      err |= put(f, "/logits", lg, 2, ld);
       for (int i = 0; i < r->nparams; i++) {
         snprintf(path, sizeof path, "/grad/%s", r->params[i].name);
         err |= put(f, path, r->g + r->params[i].off, r->params[i].ndims, r->params[i].dims);
@@ -75,7 +79,8 @@ int main(int argc, char **argv) {
   /* inference mode after the steps: batch norm from the running statistics */
   if (mnt_resnet_forward(r, x, 0)) return 1;
   int ld[2] = {batch, classes};
-  err |= put(f, "/logits_eval", mnt_resnet_logits(r), 2, ld);
+  err |= mnt_act_download(be, mnt_resnet_logits(r), lg, batch, classes, 1, 1) != MNT_OK;
+  err |= put(f, "/logits_eval", lg, 2, ld);
   for (int i = 0; i < r->nstats; i++) {
     snprintf(path, sizeof path, "/bn_after/%s", r->stats[i].name);
     err |= put(f, path, r->bn + r->stats[i].off, 1, r->stats[i].dims);
@@ -85,6 +90,6 @@ int main(int argc, char **argv) {
          (double)losses[0], (double)losses[steps], steps);
   mnt_resnet_destroy(r);
   mnt_backend_destroy(be);
-  free(x); free(y); free(yf); free(losses);
+  free(x); free(y); free(yf); free(losses); free(lg);
   return err;
 }
