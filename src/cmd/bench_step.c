@@ -87,11 +87,13 @@ static int parse_options(step_args *a, int argc, char **argv, int *help) {
 
 /* --warmup untimed steps, then --steps (or about --seconds) timed ones of forward, loss, backward
  * and SGD update on the uploaded batch, each printed; the timed seconds and count out */
-static int time_steps(mnt_resnet *r, const step_args *a, const int32_t *y, double *total, int *timed) {
+static int time_steps(mnt_resnet *r, const step_args *a, const int32_t *y, double *total, int *timed,
+                      long long reorders[2]) {
   mnt_sgd_cfg cfg = {.base_lr = 0.1, .global_batch = a->batch, .epochs = 90, .momentum = 0.9, .weight_decay = 1e-4};
   *total = 0;
   *timed = 0;
   for (int k = 0; k < a->warmup + a->steps || (a->seconds > 0 && *total < a->seconds); k++) {
+    if (k == a->warmup) mnt_be_reorders(r->be, reorders); /* the timed steps' count: after minus before */
     if (a->profile && k == a->warmup) mnt_backend_profile_reset(); /* the timed steps only */
     double t0 = mnt_now();
     float l3[3];
@@ -108,6 +110,10 @@ static int time_steps(mnt_resnet *r, const step_args *a, const int32_t *y, doubl
              warm ? a->warmup : a->seconds > 0 ? 0 : a->steps, dt, a->batch / dt, (double)l3[0] / a->batch);
     fflush(stdout);
   }
+  long long now[2];
+  mnt_be_reorders(r->be, now);
+  reorders[0] = now[0] - reorders[0];
+  reorders[1] = now[1] - reorders[1];
   return MNT_OK;
 }
 
@@ -152,6 +158,7 @@ int mnt_bench_step_main(mnt_world *w, int argc, char **argv) {
   fill_batch(x, nx, y, a.batch, a.classes, a.seed);
   double ffwd, fbwd, total;
   int timed;
+  long long re[2];
   MNT_CHECK_GOTO(mnt_resnet_flops(a.arch, a.classes, a.size, a.batch, &ffwd, &fbwd), st, out);
   printf("# mntrain bench step: %s, %d px, batch %d, %d classes, %s %s, %d threads, %.1f M parameters, "
          "%.2f GFLOP per step\n",
@@ -159,12 +166,16 @@ int mnt_bench_step_main(mnt_world *w, int argc, char **argv) {
          (ffwd + fbwd) / 1e9);
   /* the synthetic batch is uploaded once: the step is compute only, as in peer_step_torch.py */
   MNT_CHECK_GOTO(mnt_act_upload(be, x, mnt_resnet_input(r), a.batch, 3, a.size, a.size), st, out);
-  MNT_CHECK_GOTO(time_steps(r, &a, y, &total, &timed), st, out);
+  MNT_CHECK_GOTO(time_steps(r, &a, y, &total, &timed, re), st, out);
   printf("%s %d px batch %d threads %d: %.2f img/s (mean of %d steps), %.1f GFLOP/s, peak memory %.1f MB per image "
          "(planned %.1f)\n",
          a.arch, a.size, a.batch, threads, a.batch * timed / total, timed, (ffwd + fbwd) * timed / total / 1e9,
          peak_rss_mb() / a.batch, (double)need / 1048576.0 / a.batch);
   print_impls(r); /* after the steps: a backend may fall back to another algorithm while it runs */
+  if (be->ops->reorders)
+    printf("# reorders per step: %.0f of weights (into each pass's layout%s), %.0f of activations (layouts that differ "
+           "between layers)\n", (double)re[1] / timed, be->precision == MNT_PREC_BF16 ? " and bf16" : "",
+           (double)re[0] / timed);
   if (a.profile) mnt_backend_profile_print(stdout, timed, total / timed);
 out:
   free(x);

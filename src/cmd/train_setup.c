@@ -201,11 +201,13 @@ int mnt_train_open_outputs(run *r, int found, const mnt_train_state *rs) {
     if (st == MNT_OK && !(r->metrics = mnt_rundir_open_log(r->mpath, found ? rs->step : -1, MNT_RUN_LOG_METRICS))) {
       st = MNT_SYSERR("%s: cannot open", r->mpath);
     }
+    int cpu = !strcmp(t->be->name, "cpu"); /* the CPU's ISA: rank 0's (a node's kernels are named at set-up) */
     if (st == MNT_OK)
       printf("mntrain train: %s, %d ranks on %d nodes, global batch %lld (%d per rank), %lld steps (%lld per epoch), "
-             "%.1f M parameters%s\n",
+             "%.1f M parameters, %s %s%s%s%s\n",
              c->arch, w->size, w->nnodes, (long long)t->s.global_batch, c->batch, (long long)t->total,
-             (long long)t->per_epoch, (double)t->m->nw / 1e6, found ? ", resumed" : "");
+             (long long)t->per_epoch, (double)t->m->nw / 1e6, t->be->name, mnt_precision_name(t->be->precision),
+             cpu ? " on " : "", cpu ? mnt_cpu_isa_name() : "", found ? ", resumed" : "");
     fflush(stdout);
   }
   if (st == MNT_OK && o->sample_log) {
