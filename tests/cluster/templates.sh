@@ -65,8 +65,10 @@ case $what in
 train)
   submit cpu "$tmpl/train.sbatch" "${tiny[@]}" --steps 12 || fail "train.sbatch did not succeed"
   grep -q "mntrain train: done: 12 steps" "$w/cpu.out" || fail "train.sbatch: no 'done: 12 steps'"
-  grep -q "2 ranks of 2 CPUs (2 compute + 2 loader threads), cpu fp32" "$w/cpu.out" ||
-    fail "train.sbatch: not 2 ranks of 2 CPUs each (its #SBATCH lines)"
+  grep -q "2 ranks of 2 CPUs (2 compute + 2 loader threads), cpu auto" "$w/cpu.out" ||
+    fail "train.sbatch: not 2 ranks of 2 CPUs each (its #SBATCH lines), or not --precision auto"
+  grep -Eq "M parameters, cpu (fp32|bf16) on [a-z0-9_]+" "$w/cpu.out" ||
+    fail "train.sbatch: the start line does not name the precision auto chose and the CPU's ISA"
   ! grep -q "warning: no --cpus-per-task" "$w/cpu.out" || fail "train.sbatch warned although it has --cpus-per-task"
   summary_is cpu ranks 2 nodes 1 threads_per_rank 2 steps 12 || fail "train.sbatch: summary.json"
   [ -d "$w/cpu/ckpt" ] || fail "train.sbatch: no checkpoint directory OUT/ckpt"
