@@ -5,7 +5,8 @@
  * resnet18/34/50/101 (32-256 px), for batches 1 to 256, is planned on a plan-only CPU backend (the
  * implementation choice of backend_cpu.c, nothing compiled or allocated), and the first layer that
  * would run a reference implementation fails the test by name. A cap above what the CPU has (AVX-512
- * on an AVX2 machine) cannot be checked here: skipped (77) with the reason.
+ * on an AVX2 machine) cannot be checked here: skipped (77) with the reason. Both precisions: fp32, and
+ * bf16 wherever oneDNN runs it (AVX-512 and up; below it --precision bf16 is refused, test_ops_bf16).
  *   test_isa [arch size batch]   (one configuration, for a look by hand)
  */
 #include <stdio.h>
@@ -94,16 +95,9 @@ static int cap_above_cpu(const char *cap) {
   return 0;
 }
 
-int main(int argc, char **argv) {
-  const char *cap = getenv("ONEDNN_MAX_CPU_ISA");
-  if (!cap) cap = getenv("DNNL_MAX_CPU_ISA");
-  printf("test_isa: oneDNN runs on %s (cap %s)\n", mnt_cpu_isa_name(), cap ? cap : "none: the machine's own");
-  if (cap && cap_above_cpu(cap)) {
-    printf("test_isa: SKIP: this CPU offers %s, below the cap %s: that ISA cannot be checked on this machine\n",
-           mnt_cpu_isa_name(), cap);
-    return 77;
-  }
-  mnt_backend_opts o = {.precision = MNT_PREC_FP32, .device = -1, .plan_only = 1};
+/* every configuration (or argv's one) planned in precision p; 1 when the backend cannot be made */
+static int plan_all(mnt_precision p, int argc, char **argv) {
+  mnt_backend_opts o = {.precision = p, .device = -1, .plan_only = 1};
   plan_ctx c = {0};
   if (mnt_backend_create("cpu", &o, &c.be) != MNT_OK) return 1;
   if (argc == 4) {
@@ -121,10 +115,25 @@ int main(int argc, char **argv) {
         for (size_t s = 0; s < sizeof LARGE / sizeof *LARGE; s++) plan(&c, LARGE_ARCHS[a], LARGE[s], BATCHES[b]);
     }
   }
-  printf("test_isa: %d distinct layers planned on %s, %d would run a reference implementation\n", c.layers,
-         mnt_cpu_isa_name(), c.slow);
+  printf("test_isa: %d distinct layers planned in %s on %s, %d would run a reference implementation\n", c.layers,
+         mnt_precision_name(p), mnt_cpu_isa_name(), c.slow);
   free(c.seen);
   mnt_backend_destroy(c.be);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  const char *cap = getenv("ONEDNN_MAX_CPU_ISA");
+  if (!cap) cap = getenv("DNNL_MAX_CPU_ISA");
+  printf("test_isa: oneDNN runs on %s (cap %s)\n", mnt_cpu_isa_name(), cap ? cap : "none: the machine's own");
+  if (cap && cap_above_cpu(cap)) {
+    printf("test_isa: SKIP: this CPU offers %s, below the cap %s: that ISA cannot be checked on this machine\n",
+           mnt_cpu_isa_name(), cap);
+    return 77;
+  }
+  int nprec = strncmp(mnt_cpu_isa_name(), "avx512", 6) ? 1 : 2;
+  for (int prec = 0; prec < nprec; prec++)
+    if (plan_all(prec ? MNT_PREC_BF16 : MNT_PREC_FP32, argc, argv)) return 1;
   if (failures) {
     fprintf(stderr, "test_isa: %d failures\n", failures);
     return 1;
