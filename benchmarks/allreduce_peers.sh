@@ -1,47 +1,61 @@
 #!/usr/bin/env bash
-# allreduce_peers.sh — mntrain's allreduce and its peers, side by side in one run, on the local
-# cluster (job_templates/tools/local-cluster.sh up). Run it on a quiet machine: an apt-get or a build
-# beside it cuts every figure here by up to two thirds.
-#   benchmarks/allreduce_peers.sh [path/to/mntrain]   (default build/mntrain)
-# Rows (fp32 sum, 64 MiB, in-place busbw as nccl-tests):
-#   1 node  x 2 ranks: mntrain (shared memory)   vs  PyTorch gloo (loopback TCP)  target >= 2x
-#   2 nodes x 1 rank : mntrain (TCP)              vs  two TCP streams at once, node1 -> node2 and
-#                      node2 -> node1 (the slower direction): a 2-rank allreduce moves its bytes
-#                      both ways at the same time, so this is its ceiling; and, for comparison
-#                      with earlier runs, vs one TCP stream node1 -> node2 alone (which overstates it)
-#   1 node  x 4 ranks and 2 nodes x 2 ranks: mntrain vs gloo, for the record
+# allreduce_peers.sh — mntrain's allreduce and today's peers, side by side in one run, on the local
+# cluster (job_templates/tools/local-cluster.sh up): Open MPI's MPI_Allreduce through mpi4py (what
+# ChainerMN's CPU communicators call; Debian's Open MPI 4.1, started by `srun --mpi=pmix` like
+# mntrain), PyTorch 2.15's gloo, and the network itself (TCP streams). The peers come from the venv
+# benchmarks/peer_venv.sh makes. ROUNDS rounds, each running every row once in turn; medians with
+# their spread. Run it on a quiet machine: an apt-get or a build beside it cuts every figure by up
+# to two thirds.
+#   benchmarks/allreduce_peers.sh [path/to/mntrain] [rounds, default 3]
+# Rows (fp32 sum, 64 MiB, in place, busbw as nccl-tests):
+#   1 node  x 2 ranks: mntrain (shared memory) vs Open MPI, gloo
+#   2 nodes x 1 rank : mntrain (TCP) vs Open MPI, gloo, and two TCP streams at once, node1 -> node2
+#                      and node2 -> node1 (the slower direction): a 2-rank allreduce moves its bytes
+#                      both ways at the same time, so this is its ceiling
+#   1 node  x 4 ranks and 2 nodes x 2 ranks (flat and hier): mntrain vs Open MPI, gloo
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 m=${1:-$here/../build/mntrain}
-py=/usr/bin/python3
+rounds=${2:-3}
 iters=${ITERS:-20}
 scontrol ping >/dev/null 2>&1 || { echo "no Slurm cluster: job_templates/tools/local-cluster.sh up" >&2; exit 1; }
+py=$("$here/peer_venv.sh" torch mpi4py)
 # mntrain prints nccl-tests' layout: size count type redop root, then time algbw busbw #wrong out of
-# place ($6-$9) and in place ($10-$13); gloo's peer prints size count type time algbw busbw #wrong
+# place ($6-$9) and in place ($10-$13); the peers print size count type time algbw busbw #wrong
 busbw_mnt() { awk '$1 == 67108864 { print $12 }'; }
-busbw_gloo() { awk '$1 == 67108864 { print $6 }'; }
+busbw_peer() { awk '$1 == 67108864 { print $6 }'; }
 run_mnt() { # run_mnt TOPOLOGY SRUN_ARGS...
   local topo=$1
   shift
   timeout 300 srun --mpi=pmix "$@" "$m" bench allreduce -b 64M -e 64M -n "$iters" -w 3 --topology "$topo" | busbw_mnt
 }
-run_gloo() { timeout 300 srun --mpi=none "$@" "$py" "$here/peer_allreduce_gloo.py" -b 64M -e 64M -n "$iters" -w 3 | busbw_gloo; }
-echo "# allreduce_peers: $(date -u +%FT%TZ) on $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-tcp=$(timeout 120 srun --mpi=none -N2 -n2 "$py" "$here/tcp_stream.py" --seconds 3 | awk '{ print $(NF-1) }')
-# one line per direction; the allreduce waits for the slower one
-tcp2=$(timeout 120 srun --mpi=none -N2 -n2 "$py" "$here/tcp_stream.py" --seconds 3 --both |
-  awk 'NR == 1 || $(NF-1) < min { min = $(NF-1) } END { if (NR == 2) print min; else print "nan" }')
-m12=$(run_mnt flat -N1 -n2); g12=$(run_gloo -N1 -n2)
-m21=$(run_mnt flat -N2 -n2); g21=$(run_gloo -N2 -n2)
-m14=$(run_mnt flat -N1 -n4); g14=$(run_gloo -N1 -n4)
-m22=$(run_mnt flat -N2 -n4 --ntasks-per-node=2); m22h=$(run_mnt hier -N2 -n4 --ntasks-per-node=2)
-g22=$(run_gloo -N2 -n4 --ntasks-per-node=2)
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0) printf "%.2f", a / b; else printf "n/a" }'; }
-printf '%-50s %12s %12s %8s\n' "# layout (fp32, 64 MiB, busbw GB/s)" "mntrain" "peer" "ratio"
-printf '%-50s %12s %12s %8s\n' "1 node x 2 ranks (peer: gloo)" "$m12" "$g12" "$(ratio "$m12" "$g12")"
-printf '%-50s %12s %12s %8s\n' "2 nodes x 1 rank (peer: 2 TCP streams, both ways)" "$m21" "$tcp2" "$(ratio "$m21" "$tcp2")"
-printf '%-50s %12s %12s %8s\n' "2 nodes x 1 rank (peer: 1 TCP stream, one way)" "$m21" "$tcp" "$(ratio "$m21" "$tcp")"
-printf '%-50s %12s %12s %8s\n' "2 nodes x 1 rank (peer: gloo)" "$m21" "$g21" "$(ratio "$m21" "$g21")"
-printf '%-50s %12s %12s %8s\n' "1 node x 4 ranks (peer: gloo)" "$m14" "$g14" "$(ratio "$m14" "$g14")"
-printf '%-50s %12s %12s %8s\n' "2 nodes x 2 ranks flat (gloo)" "$m22" "$g22" "$(ratio "$m22" "$g22")"
-printf '%-50s %12s %12s %8s\n' "2 nodes x 2 ranks hier (gloo)" "$m22h" "$g22" "$(ratio "$m22h" "$g22")"
+run_mpi() { timeout 300 srun --mpi=pmix "$@" "$py" "$here/peer_allreduce_mpi.py" -b 64M -e 64M -n "$iters" -w 3 | busbw_peer; }
+run_gloo() { timeout 300 srun --mpi=none "$@" "$py" "$here/peer_allreduce_gloo.py" -b 64M -e 64M -n "$iters" -w 3 | busbw_peer; }
+tcp_both() { # the slower direction of two streams at once
+  timeout 120 srun --mpi=none -N2 -n2 "$py" "$here/tcp_stream.py" --seconds 3 --both |
+    awk 'NR == 1 || $(NF-1) < min { min = $(NF-1) } END { if (NR == 2) print min; else print "nan" }'
+}
+med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { printf "%.2f (%.2f-%.2f)", v[int((NR + 1) / 2)], v[1], v[NR] }'; }
+first() { awk '{ print $1 }'; }
+ratio() { awk -v a="$(first <<<"$1")" -v b="$(first <<<"$2")" 'BEGIN { if (b + 0 > 0) printf "%.2f", a / b; else printf "n/a" }'; }
+echo "# allreduce_peers: $(date -u +%FT%TZ), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'),"\
+  "$("$py" -c 'import mpi4py, torch; from mpi4py import MPI; print("Open MPI", MPI.Get_library_version().split()[3].rstrip(","), "(mpi4py", mpi4py.__version__ + "), PyTorch", torch.__version__)' 2>/dev/null)"
+declare -A v=()
+for r in $(seq 1 "$rounds"); do
+  v[m12]+="$(run_mnt flat -N1 -n2) "; v[o12]+="$(run_mpi -N1 -n2) "; v[g12]+="$(run_gloo -N1 -n2) "
+  v[m21]+="$(run_mnt flat -N2 -n2) "; v[o21]+="$(run_mpi -N2 -n2) "; v[g21]+="$(run_gloo -N2 -n2) "; v[t21]+="$(tcp_both) "
+  v[m14]+="$(run_mnt flat -N1 -n4) "; v[o14]+="$(run_mpi -N1 -n4) "; v[g14]+="$(run_gloo -N1 -n4) "
+  v[m22]+="$(run_mnt flat -N2 -n4 --ntasks-per-node=2) "; v[m22h]+="$(run_mnt hier -N2 -n4 --ntasks-per-node=2) "
+  v[o22]+="$(run_mpi -N2 -n4 --ntasks-per-node=2) "; v[g22]+="$(run_gloo -N2 -n4 --ntasks-per-node=2) "
+  echo "#   round $r of $rounds done" >&2
+done
+for k in "${!v[@]}"; do v[$k]=$(med <<<"${v[$k]}"); done
+echo "# busbw GB/s, fp32, 64 MiB, in place: median of $rounds rounds (min-max)"
+printf '%-28s %-20s %-20s %-20s %-20s %s\n' "# layout" "mntrain" "Open MPI" "gloo" "2 TCP streams" "mntrain / Open MPI, / gloo, / TCP"
+row() { printf '%-28s %-20s %-20s %-20s %-20s %s\n' "$1" "$2" "$3" "$4" "${5:--}" \
+  "$(ratio "$2" "$3"), $(ratio "$2" "$4")${5:+, $(ratio "$2" "$5")}"; }
+row "1 node x 2 ranks" "${v[m12]}" "${v[o12]}" "${v[g12]}"
+row "2 nodes x 1 rank" "${v[m21]}" "${v[o21]}" "${v[g21]}" "${v[t21]}"
+row "1 node x 4 ranks" "${v[m14]}" "${v[o14]}" "${v[g14]}"
+row "2 nodes x 2 ranks flat" "${v[m22]}" "${v[o22]}" "${v[g22]}"
+row "2 nodes x 2 ranks hier" "${v[m22h]}" "${v[o22]}" "${v[g22]}"
