@@ -4,7 +4,8 @@
 Run it under Slurm exactly like mntrain, side by side:
     srun --mpi=none -N 1 -n 2 /usr/bin/python3 benchmarks/peer_allreduce_gloo.py -b 1M -e 64M -f 4
 Ranks meet through a file in a directory every node sees (default /tmp; --rendezvous DIR).
-busbw = algbw * 2(n-1)/n as in nccl-tests. Needs Debian's python3-torch.
+busbw = algbw * 2(n-1)/n as in nccl-tests. Needs PyTorch: Debian's python3-torch (1.13), or today's
+release in the venv benchmarks/peer_venv.sh makes (what allreduce_peers.sh runs).
 """
 import argparse
 import datetime

@@ -11,7 +11,8 @@ processes (batch --batch, persistent workers, default prefetch), one torch threa
 The sampler draws permutation after permutation without an epoch's end (as a long ImageNet epoch
 is, for a few thousand files), so no measurement catches the workers idle between epochs. The first 2 batches per worker are warm-up (worker start, first file reads); then batches are
 counted for --seconds. Prints img/s and img/s per worker in `mntrain bench loader`'s words, so one
-parser reads both. Needs Debian's python3-torch and python3-torchvision (at /usr/bin/python3).
+parser reads both. Needs torchvision: Debian's python3-torchvision (at /usr/bin/python3), or today's
+release in the venv benchmarks/peer_venv.sh makes (what loader_peers.sh runs).
 """
 import argparse
 import time

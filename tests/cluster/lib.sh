@@ -12,6 +12,9 @@
 #                                        nodes), or "SKIP: <reason>" and exit 77
 #   nodes_or_skip K                      the same, with K nodes or more; else "SKIP: needs a cluster
 #                                        of K nodes, this one has N (local-cluster.sh down; up ...)"
+#   fashion_mnist_sets MNTRAIN DIR       Fashion-MNIST (Debian's dataset-fashion-mnist) converted
+#                                        into DIR/train (4 shards) and DIR/test (2); "SKIP: ..." and
+#                                        exit 77 without the package, exit 1 when a conversion fails
 #   node_tmpfs_mount DIR SIZE            a tmpfs of SIZE (e.g. 8m) at DIR inside every node, seen
 #                                        by the jobs only (not by this shell); a full disk on demand
 #   node_tmpfs_umount DIR                and away again
@@ -97,4 +100,13 @@ node_tmpfs_umount() {
   [ $# -eq 1 ] || { echo "usage: node_tmpfs_umount DIR" >&2; return 2; }
   _lib_nsexec_ready
   "$MNT_LOCAL_CLUSTER" nsexec all -- umount "$1"
+}
+
+fashion_mnist_sets() {
+  local m=$1 dir=$2 fm=/usr/share/datasets/fashion-mnist
+  [ -f "$fm/train-images-idx3-ubyte.gz" ] || { echo "SKIP: apt-get install dataset-fashion-mnist"; exit 77; }
+  "$m" convert idx "$fm/train-images-idx3-ubyte.gz" "$fm/train-labels-idx1-ubyte.gz" "$dir/train" --shards 4 \
+    >/dev/null || exit 1
+  "$m" convert idx "$fm/t10k-images-idx3-ubyte.gz" "$fm/t10k-labels-idx1-ubyte.gz" "$dir/test" --shards 2 \
+    >/dev/null || exit 1
 }

@@ -13,12 +13,11 @@
 set -u
 m=$1
 here=$(cd "$(dirname "$0")" && pwd)
-fm=/usr/share/datasets/fashion-mnist
-[ -f "$fm/train-images-idx3-ubyte.gz" ] || { echo "SKIP: apt-get install dataset-fashion-mnist"; exit 77; }
+# shellcheck source=/dev/null
+. "$here/lib.sh" # fashion_mnist_sets
 w=$(mktemp -d)
 trap 'rm -rf "$w"' EXIT
-"$m" convert idx "$fm/train-images-idx3-ubyte.gz" "$fm/train-labels-idx1-ubyte.gz" "$w/train" --shards 4 >/dev/null || exit 1
-"$m" convert idx "$fm/t10k-images-idx3-ubyte.gz" "$fm/t10k-labels-idx1-ubyte.gz" "$w/test" --shards 2 >/dev/null || exit 1
+fashion_mnist_sets "$m" "$w"
 # run NAME PRECISION [extra train options]: the step's exit status; its output in $w/NAME.log
 run() {
   local name=$1 prec=$2

@@ -7,12 +7,11 @@
 set -u
 m=$1
 here=$(cd "$(dirname "$0")" && pwd)
-fm=/usr/share/datasets/fashion-mnist
-[ -f "$fm/train-images-idx3-ubyte.gz" ] || { echo "SKIP: apt-get install dataset-fashion-mnist"; exit 77; }
+# shellcheck source=/dev/null
+. "$here/lib.sh" # fashion_mnist_sets
 w=$(mktemp -d)
 trap 'rm -rf "$w"' EXIT
-"$m" convert idx "$fm/train-images-idx3-ubyte.gz" "$fm/train-labels-idx1-ubyte.gz" "$w/train" --shards 4 >/dev/null || exit 1
-"$m" convert idx "$fm/t10k-images-idx3-ubyte.gz" "$fm/t10k-labels-idx1-ubyte.gz" "$w/test" --shards 2 >/dev/null || exit 1
+fashion_mnist_sets "$m" "$w"
 "$here/srun_test.sh" 300 -N2 -n4 --ntasks-per-node=2 -- "$m" train --data "$w/train" --val "$w/test" --arch resnet8 \
   --size 28 --batch-per-rank 16 --steps 300 --lr 0.4 --warmup-epochs 0.05 --schedule cosine --pad-crop 2 \
   --val-crop 1 --label-smoothing 0.05 --threads 1 --log-every 100 --out "$w/out" 2>&1 | tee "$w/log"
