@@ -368,12 +368,12 @@ int mnt_resnet_plan_bytes(const char *arch, int classes, int size, int batch, in
   for (int i = 0; i < r.nlayers && !st; i++)
     if (r.layers[i].kind == OP_BN) relu_ws += (double)batch * r.layers[i].C * r.layers[i].H * r.layers[i].W;
   /* slabs (weights, gradients, momentum: fp32) and the backend's reordered copies of the conv
-   * weights (up to three, in the activations' type); activations, logits' gradient, scratch and the pooled gradient buffers (peak
-   * about three of the widest), act_bytes per element; BN saves and fused-ReLU workspaces (a byte per
-   * element). Against bench step's peak RSS: within 2% for resnet50 at 224 px (batch 8 and 32), 3%
-   * for resnet18, in fp32; in bf16 (cpu) within 6%. */
-  double total = 3 * (f + e) * (double)r.nw + f * ((double)r.nbn + (double)b.nsave) + e * (acts + 4 * widest) + relu_ws +
-                 process; /* the process itself: libraries (now), oneDNN's kernels */
+   * weights (up to three, in the activations' type); activations, logits' gradient, scratch and the
+   * pooled gradient buffers (peak about three of the widest), act_bytes per element; BN saves and
+   * fused-ReLU workspaces (a byte per element). Against bench step's peak RSS: within 4% for
+   * resnet50 at 224 px (batch 8 and 32) and 3% for resnet18 in fp32, within 6% in bf16 (cpu). */
+  double total = 3 * (f + e) * (double)r.nw + f * ((double)r.nbn + (double)b.nsave) + e * (acts + 4 * widest) +
+                 relu_ws + process; /* the process itself: libraries (now), oneDNN's kernels */
   free(b.shape);
   free(r.layers);
   free(r.params);

@@ -33,7 +33,7 @@ typedef struct cpu_impl {
   dnnl_data_type_t adt;      /* the activations' type: f32, or bf16 */
   int block;                 /* channels per vector block (16 on AVX-512, 8 below) */
   dnnl_format_tag_t layout;  /* activations with a multiple of block channels: nChw16c, nChw8c or nhwc */
-  long long reorders[2];     /* reorders run so far: [0] activations, [1] weights (mnt_cpu_reorders) */
+  long long reorders[2];     /* reorders run so far: [0] activations, [1] weights (mnt_be_reorders) */
   float *fbuf;               /* bf16: fp32 scratch of the fully connected layer and the loss */
   size_t fbuf_n;
 } cpu_impl;
