@@ -27,19 +27,37 @@ busbw_peer() { awk '$1 == 67108864 { print $6 }'; }
 run_mnt() { # run_mnt TOPOLOGY SRUN_ARGS...
   local topo=$1
   shift
-  timeout 300 srun --mpi=pmix "$@" "$m" bench allreduce -b 64M -e 64M -n "$iters" -w 3 --topology "$topo" | busbw_mnt
+  timeout 300 srun --mpi=pmix "$@" "$m" bench allreduce -b 64M -e 64M -n "$iters" -w 3 --topology "$topo" | busbw_mnt ||
+    true
 }
-run_mpi() { timeout 300 srun --mpi=pmix "$@" "$py" "$here/peer_allreduce_mpi.py" -b 64M -e 64M -n "$iters" -w 3 | busbw_peer; }
-run_gloo() { timeout 300 srun --mpi=none "$@" "$py" "$here/peer_allreduce_gloo.py" -b 64M -e 64M -n "$iters" -w 3 | busbw_peer; }
+# Open MPI decides which ranks share a node by their hostnames: the local cluster's nodes are network
+# and mount namespaces of one host, all named alike, so across nodes it would take its shared-memory
+# transport (vader) between namespaces and crash (a segfault in mca_btl_vader_poll_handle_frag, seen
+# here). Steps over more than one node therefore run it with TCP only (OMPI_MCA_btl=self,tcp), as
+# separate hosts would between nodes; within a node of such a step it then uses TCP over loopback
+# too, where real nodes would use shared memory (the 2 x 2 rows understate it there).
+run_mpi() {
+  local env=()
+  case " $* " in *" -N2 "*) env=("OMPI_MCA_btl=self,tcp") ;; esac
+  env "${env[@]}" timeout 300 srun --mpi=pmix "$@" "$py" "$here/peer_allreduce_mpi.py" -b 64M -e 64M -n "$iters" \
+    -w 3 | busbw_peer || true
+}
+run_gloo() {
+  timeout 300 srun --mpi=none "$@" "$py" "$here/peer_allreduce_gloo.py" -b 64M -e 64M -n "$iters" -w 3 | busbw_peer ||
+    true
+}
 tcp_both() { # the slower direction of two streams at once
   timeout 120 srun --mpi=none -N2 -n2 "$py" "$here/tcp_stream.py" --seconds 3 --both |
-    awk 'NR == 1 || $(NF-1) < min { min = $(NF-1) } END { if (NR == 2) print min; else print "nan" }'
+    awk 'NR == 1 || $(NF-1) < min { min = $(NF-1) } END { if (NR == 2) print min; else print "nan" }' || true
 }
-med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { printf "%.2f (%.2f-%.2f)", v[int((NR + 1) / 2)], v[1], v[NR] }'; }
+med() { # a run that failed left nothing: "n/a" when none is left
+  tr ' ' '\n' | { grep -v '^$' || true; } | sort -g |
+    awk '{ v[NR] = $1 } END { if (NR) printf "%.2f (%.2f-%.2f)", v[int((NR + 1) / 2)], v[1], v[NR]; else printf "n/a" }'
+}
 first() { awk '{ print $1 }'; }
 ratio() { awk -v a="$(first <<<"$1")" -v b="$(first <<<"$2")" 'BEGIN { if (b + 0 > 0) printf "%.2f", a / b; else printf "n/a" }'; }
 echo "# allreduce_peers: $(date -u +%FT%TZ), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'),"\
-  "$("$py" -c 'import mpi4py, torch; from mpi4py import MPI; print("Open MPI", MPI.Get_library_version().split()[3].rstrip(","), "(mpi4py", mpi4py.__version__ + "), PyTorch", torch.__version__)' 2>/dev/null)"
+  "$("$py" -c 'import re, mpi4py, torch; from mpi4py import MPI; v = re.search(r"v([0-9.]+)", MPI.Get_library_version()); print("Open MPI", v.group(1) if v else "?", "(mpi4py", mpi4py.__version__ + "), PyTorch", torch.__version__)' 2>/dev/null)"
 declare -A v=()
 for r in $(seq 1 "$rounds"); do
   v[m12]+="$(run_mnt flat -N1 -n2) "; v[o12]+="$(run_mpi -N1 -n2) "; v[g12]+="$(run_gloo -N1 -n2) "
