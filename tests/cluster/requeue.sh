@@ -37,7 +37,7 @@ val=()
 [ "$data" = synth ] || val=(--val "$w/val")
 train_set "${val[@]}" "$data" "$m" "$w/data" --classes 10 --images 512 --size 16 --shards 2 || exit $?
 args=(--data "$w/data" "${val[@]}" --arch resnet8 --size "$train_size" --seed 9 --lr 0.4 --log-every 5 --batch-per-rank 8 --steps 120
-  --ckpt-every-steps 10)
+  --ckpt-every-steps 10 --precision auto) # auto: the template's own default, on both runs
 # the uninterrupted run, with the same checkpoints (they average the BN statistics) and threads
 "$here/srun_test.sh" 300 -N2 -n2 -- "$m" train "${args[@]}" --threads 1 --out "$w/ref" --ckpt-dir "$w/ref-ckpt" \
   --export "$w/ref.h5" >"$w/ref.log" 2>&1 || { cat "$w/ref.log"; fail "the reference run failed"; }
