@@ -345,7 +345,7 @@ static int check_file(const char *path, json_t *m, char *why, size_t wn) {
  * disk and the copy overlap: a cold buffered read spent its time allocating and filling page-cache
  * pages the resume never reads again (measured: 450-510 MB/s buffered against 2.5 GB/s for dd's
  * cold read of the same disk). Elsewhere (FUSE) buffered reads of whole runs. */
-enum { DIRECT_ALIGN = 4096, RING = 8, READERS = 4 };
+enum { DIRECT_ALIGN = 4096, RING = 4, READERS = 2 };
 
 typedef struct block { uint64_t a0; size_t n; ssize_t got; int err; } block;
 

@@ -255,101 +255,38 @@ static int write_metadata(mnt_ckpt_writer *wr, int fd) {
  * them in one go. dfd >= 0 (O_DIRECT): a run's part that starts and ends on 4 KiB boundaries, in file
  * and buffer, goes from the staging buffer to the device without a copy into the page cache (that
  * copy held buffered writes to about a third of the disk's speed: measured 0.4-0.5 s for 205 MB
- * where dd conv=fsync took 0.12 s), in MNT_CKPT_PIECE blocks that DIRECT_WRITERS threads write at
- * once: one O_DIRECT write at a time leaves a fast disk idle between requests (measured here: about
- * 1.0 GB/s for one in flight at any block size from 1 to 64 MiB, where dd conv=fsync, whose page
- * cache queues many, reached 1.8-1.9); the rest, and all of a run the device refuses (EINVAL),
+ * where dd conv=fsync took 0.12 s); the rest, and all of a run the device refuses (EINVAL),
  * buffered */
-enum { DIRECT_ALIGN = 4096, DIRECT_WRITERS = 4 };
-
-typedef struct direct_block { uint64_t off, len; const uint8_t *src; } direct_block;
-typedef struct direct_job {
-  int dfd;
-  const direct_block *blk;
-  size_t n, next;      /* next: the first block not taken yet (atomic) */
-  int einval;          /* a block was refused (EINVAL): O_DIRECT is not for this file or device, and
-                        * every byte is written buffered (again: the same bytes) */
-  int err;             /* errno of the first other failure, 0 when none */
-  uint64_t err_off;    /* where it was */
-} direct_job;
-
-static void *direct_writer(void *arg) {
-  direct_job *j = arg;
-  for (;;) {
-    size_t k = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
-    if (k >= j->n || __atomic_load_n(&j->err, __ATOMIC_RELAXED) || __atomic_load_n(&j->einval, __ATOMIC_RELAXED))
-      return NULL;
-    const direct_block *b = &j->blk[k];
-    for (uint64_t done = 0; done < b->len;) {
-      ssize_t w = pwrite(j->dfd, b->src + done, (size_t)(b->len - done), (off_t)(b->off + done));
-      if (w > 0 && (size_t)w % DIRECT_ALIGN == 0) {
-        done += (uint64_t)w;
-      } else if (w < 0 && errno == EINTR) {
-        continue;
-      } else if (w < 0 && errno == EINVAL && done == 0) {
-        __atomic_store_n(&j->einval, 1, __ATOMIC_RELAXED);
-        return NULL;
-      } else { /* a failure, or a short or unaligned write (never seen on a local filesystem) */
-        int e = w < 0 ? errno : EIO, zero = 0;
-        if (__atomic_compare_exchange_n(&j->err, &zero, e, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-          j->err_off = b->off + done;
-        return NULL;
-      }
-    }
-  }
-}
-
+enum { DIRECT_ALIGN = 4096 };
 static int write_pieces(mnt_ckpt_writer *wr, int fd, int dfd) {
-  /* the runs of adjacent pieces, and the O_DIRECT blocks of each run's aligned part */
-  size_t cap = 0, nb = 0;
-  direct_block *blk = NULL;
-  int st = MNT_OK;
-  for (int pass = 0; pass < 2 && st == MNT_OK; pass++) { /* 0: count the blocks; 1: fill them */
-    if (pass == 1) {
-      cap = nb;
-      nb = 0;
-      if (cap && !(blk = malloc(cap * sizeof *blk))) dfd = -1; /* no memory for the list: all buffered */
-    }
-    for (int i = 0; i < wr->npieces;) {
-      uint64_t off = wr->mine[i].off, len = wr->mine[i].bytes;
-      int j = i + 1;
-      for (; j < wr->npieces && wr->mine[j].off == off + len; j++) len += wr->mine[j].bytes;
-      const uint8_t *src = staged(wr, off);
-      uint64_t direct = dfd >= 0 && off % DIRECT_ALIGN == 0 && (uintptr_t)src % DIRECT_ALIGN == 0
-                            ? len - len % DIRECT_ALIGN : 0;
-      for (uint64_t done = 0; done < direct; done += MNT_CKPT_PIECE, nb++)
-        if (pass == 1 && blk)
-          blk[nb] = (direct_block){off + done, direct - done < MNT_CKPT_PIECE ? direct - done : MNT_CKPT_PIECE,
-                                   src + done};
-      i = j;
-    }
-  }
-  direct_job job = {.dfd = dfd, .blk = blk, .n = blk ? nb : 0};
-  if (job.n) {
-    pthread_t th[DIRECT_WRITERS];
-    int have = 0;
-    for (int t = 0; t < DIRECT_WRITERS && (size_t)t < job.n; t++)
-      if (pthread_create(&th[have], NULL, direct_writer, &job) == 0) have++;
-    if (!have) direct_writer(&job); /* no thread: one at a time, here */
-    for (int t = 0; t < have; t++) pthread_join(th[t], NULL);
-    if (job.err && !job.einval) {
-      errno = job.err;
-      st = MNT_SYSERR("%s: writing at byte %" PRIu64 " failed", wr->path, job.err_off);
-    }
-  }
-  int all_buffered = !job.n || job.einval;
-  for (int i = 0; i < wr->npieces && st == MNT_OK;) {
+  for (int i = 0; i < wr->npieces;) {
     uint64_t off = wr->mine[i].off, len = wr->mine[i].bytes;
     int j = i + 1;
     for (; j < wr->npieces && wr->mine[j].off == off + len; j++) len += wr->mine[j].bytes;
     const uint8_t *src = staged(wr, off);
-    uint64_t direct = !all_buffered && off % DIRECT_ALIGN == 0 && (uintptr_t)src % DIRECT_ALIGN == 0
-                          ? len - len % DIRECT_ALIGN : 0;
-    if (direct < len) st = pwrite_all(fd, src + direct, off + direct, len - direct, wr->path, wr->early_writeback);
+    uint64_t direct = 0;
+    if (dfd >= 0 && off % DIRECT_ALIGN == 0 && (uintptr_t)src % DIRECT_ALIGN == 0)
+      direct = len - len % DIRECT_ALIGN;
+    for (uint64_t done = 0; done < direct;) {
+      size_t n = direct - done > MNT_CKPT_PIECE ? MNT_CKPT_PIECE : (size_t)(direct - done);
+      ssize_t w = pwrite(dfd, src + done, n, (off_t)(off + done));
+      if (w > 0 && (size_t)w % DIRECT_ALIGN == 0) done += (uint64_t)w;
+      else if (w < 0 && errno == EINTR) continue;
+      else if (w < 0 && errno == EINVAL && done == 0) { /* not for this file or device: buffered */
+        direct = 0;
+        break;
+      } else if (w < 0) {
+        return MNT_SYSERR("%s: writing bytes %" PRIu64 "..%" PRIu64 " failed", wr->path, off + done, off + direct);
+      } else { /* short or unaligned: the rest buffered */
+        if (w > 0) done += (uint64_t)w;
+        direct = done;
+        break;
+      }
+    }
+    if (direct < len) MNT_CHECK(pwrite_all(fd, src + direct, off + direct, len - direct, wr->path, wr->early_writeback));
     i = j;
   }
-  free(blk);
-  return st;
+  return MNT_OK;
 }
 
 static void *write_share(void *arg) {
