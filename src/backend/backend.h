@@ -12,9 +12,9 @@
  * Precision and layout. Parameters, their gradients, momentum and BN statistics are always fp32
  * in torchvision's layouts (conv weights OIHW, fully-connected [out][in]) so they map 1:1 onto a
  * state_dict. Activations (and their gradients) are the backend's business: be->act_bytes per
- * element (4: fp32; 2: bf16 with --precision bf16 on cuda) in its own layout (cpu: NCHW for
- * channel counts not divisible by the oneDNN block, nChw16c/nChw8c otherwise; cuda: NCHW for
- * fp32, NHWC for bf16). mnt_act_upload / mnt_act_download convert from and to plain fp32 NCHW;
+ * element (4: fp32; 2: bf16 with --precision bf16) in its own layout (cpu: NCHW for channel
+ * counts not divisible by the oneDNN block, otherwise nChw16c/nChw8c, or nhwc where oneDNN's bf16
+ * kernels want it, MNT_CPU_LAYOUT; cuda: NCHW for fp32, NHWC for bf16). mnt_act_upload / mnt_act_download convert from and to plain fp32 NCHW;
  * element-wise ops do not care about the layout. Sizes are in elements unless named bytes.
  *
  * Statuses are MNT_* codes (log.h); a failing call logs the call, file:line and rank. */
@@ -37,8 +37,8 @@ typedef struct mnt_lars_seg {
   int32_t adapt; /* 1: trust ratio and weight decay (weights); 0: plain momentum SGD (biases, BN) */
 } mnt_lars_seg;
 
-/* MNT_PREC_AUTO is a request only: mnt_backend_create resolves it (cuda: bf16; cpu: bf16 where the
- * CPU runs it faster than fp32, mnt_cpu_auto_precision), and a backend's precision is never auto */
+/* MNT_PREC_AUTO is a request only, resolved where the device is known (cpu: mnt_cpu_auto_precision;
+ * cuda: bf16 from compute capability 8.0, else fp32): a backend's precision is never auto */
 typedef enum { MNT_PREC_FP32 = 0, MNT_PREC_BF16 = 1, MNT_PREC_AUTO = 2 } mnt_precision;
 int mnt_precision_parse(const char *s, mnt_precision *p); /* "fp32", "bf16", "auto"; -1 otherwise */
 /* inline: the backends name their precision without calling back into backend.c (no cycle) */
@@ -161,7 +161,7 @@ struct mnt_backend {
 
 /* name: "cpu", "cuda" or "auto" (cuda when this build has it, the CUDA module loads and a GPU is
  * visible, else cpu, saying why once at INFO). MNT_EARG naming what is missing when the backend
- * cannot run here (no GPU, no CUDA build, a CUDA library that cannot be opened, bf16 on cpu). */
+ * cannot run here (no GPU, no CUDA build, a CUDA library that cannot be opened, bf16 on a CPU below AVX-512). */
 int mnt_backend_create(const char *name, const mnt_backend_opts *o, mnt_backend **out);
 void mnt_backend_destroy(mnt_backend *b);
 /* the names this build knows, for --help and errors: "cpu" or "cpu, cuda" */
@@ -174,7 +174,7 @@ int mnt_backend_cpu_create(const mnt_backend_opts *o, mnt_backend **out);  /* ba
 /* The instruction set oneDNN's CPU kernels use here (dnnl_get_effective_cpu_isa; ONEDNN_MAX_CPU_ISA
  * caps it): "avx2", "avx512_core", ... */
 const char *mnt_cpu_isa_name(void);
-/* --precision auto on the CPU: bf16 where this CPU runs it faster than fp32 (AMX), else fp32 */
+/* --precision auto on the CPU: bf16 where the CPU has bf16 instructions (avx512_core_bf16, AMX), else fp32 */
 mnt_precision mnt_cpu_auto_precision(void);
 static inline void mnt_be_reorders(mnt_backend *b, long long out[2]) {
   out[0] = out[1] = 0;

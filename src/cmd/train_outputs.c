@@ -37,7 +37,7 @@ json_t *mnt_train_config_json(const opts *o, const mnt_trainer *t) {
                         mnt_json_num(c->warmup_epochs), "schedule", mnt_sched_name(c->schedule), "momentum", mnt_json_num(c->momentum),
                         "wd", mnt_json_num(c->wd), "no_bn_decay", c->no_bn_decay, "zero_init_residual", c->zero_init,
                         "min_crop", mnt_json_num(c->min_scale), "device", t->be->name, "comm", t->c->ops->name, "topology",
-                        mnt_topology_name(t->c->topology), "grad_dtype", flag_dtype[t->grad_dtype], "bucket_mb",
+                        mnt_topology_name(t->c->topology), "grad_dtype", flag_dtype[c->grad_dtype], "bucket_mb",
                         mnt_json_num(c->bucket_mb), "threads", o->threads > 0 ? o->threads : omp_get_max_threads(),
                         "loader_threads", c->loader_threads, "seed", c->seed, "out", o->out, "ranks", w->size, "nodes",
                         w->nnodes, "log_every", o->log_every, "skip_nonfinite", c->skip_nonfinite, "version",

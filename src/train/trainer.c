@@ -140,7 +140,6 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
   if (state && w->rank != 0) t->s.iv_loss = t->s.iv_top1 = t->s.iv_n = 0; /* the saved sums are global: rank 0's */
   t->s.global_batch = B;
   t->s.bn_group = bn;
-  t->grad_dtype = o->grad_dtype;
   int st = mnt_dataset_open(o->data, &t->train);
   t->have_train = st == MNT_OK;
   if (st == MNT_OK && o->val && (st = mnt_dataset_open(o->val, &t->val)) == MNT_OK) t->have_val = 1;
@@ -201,7 +200,7 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
   }
   if (st == MNT_OK) st = mnt_loader_open(&t->ld, &t->train, &lc, t->s.epoch, t->s.cursor);
   if (st == MNT_OK)
-    st = mnt_reducer_create(t->c, t->be, t->m->g, t->m->nw, t->grad_dtype, (size_t)(o->bucket_mb * 1e6 / 4), &t->red);
+    st = mnt_reducer_create(t->c, t->be, t->m->g, t->m->nw, o->grad_dtype, (size_t)(o->bucket_mb * 1e6 / 4), &t->red);
   if (st == MNT_OK) st = mnt_be_alloc(t->be, 4 * sizeof(float), (void **)&t->iv_dev);
   if (st == MNT_OK) st = mnt_be_alloc(t->be, (t->m->nbn + 1) * sizeof(float), (void **)&t->bn_prev);
   if (st == MNT_OK) st = mnt_be_alloc(t->be, 2 * sizeof(int32_t), (void **)&t->own_flag);

@@ -72,7 +72,6 @@ typedef struct mnt_trainer {
   mnt_dataset train, val;
   int have_train, have_val;
   mnt_sgd_cfg sgd;
-  mnt_dtype grad_dtype;
   int64_t per_epoch, total; /* batches per epoch, steps of the whole run */
   mnt_train_state s;        /* saved by a checkpoint */
   /* this job only */
