@@ -61,6 +61,9 @@
     "--device cuda: the next batch's pixels, boxes and labels go up to the GPU on a copy stream while the "     \
     "current batch trains; off: each batch goes up at the start of its own step (the same results, no "         \
     "overlap)")                                                                                                 \
+  X(on_rank_loss, "MNT_ON_RANK_LOSS", CHOICE, "abort", 0, 0, 0, "abort|shrink",                                  \
+    "mntrain train's --on-rank-loss when the flag is not given: abort (a lost rank takes the job down) or "    \
+    "shrink (the survivors go on without it)")                                                                  \
   X(stem_pad, "MNT_STEM_PAD", CHOICE, "on", 0, 0, 0, "on|off",                                                      \
     "--device cuda --precision bf16: the first convolution's 3 input channels are padded with a zero fourth "  \
     "for cuDNN (tensor-core NHWC kernels want a multiple of 4, as NVIDIA's ResNet-50 recipes pad); off: "       \

@@ -155,6 +155,7 @@ const char *mnt_status_str(int st) {
     case MNT_ENOMEM: return "out of memory";
     case MNT_EDATA: return "wrong data";
     case MNT_EPREEMPT: return "preempted (checkpoint written)";
+    case MNT_EFENCED: return "left out by the other ranks";
     default: return "unknown error";
   }
 }

@@ -19,7 +19,8 @@ typedef enum {
   MNT_EAUTH = 7,     /* a connection without the job secret */
   MNT_ENOMEM = 8,
   MNT_EDATA = 9,     /* wrong results or corrupt data */
-  MNT_EPREEMPT = 10  /* stopped on request (SIGUSR1/SIGTERM, --stop-after) with a checkpoint written */
+  MNT_EPREEMPT = 10, /* stopped on request (SIGUSR1/SIGTERM, --stop-after) with a checkpoint written */
+  MNT_EFENCED = 11   /* left out by the other ranks (--on-rank-loss shrink): exit touching nothing */
 } mnt_status;
 
 /* The exit-code contract of the mntrain command (README "Exit codes", `mntrain --help`):

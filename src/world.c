@@ -425,6 +425,14 @@ int mnt_world_phases(mnt_world *w, char *out, size_t n) {
 }
 
 
+/* the job's ranks as they start: each is its own (mnt_world_shrink renumbers them) */
+static int job_ranks(mnt_world *w) {
+  w->job_size = w->size;
+  if (!(w->job_of = malloc((size_t)w->size * sizeof *w->job_of))) return MNT_ENOMEM;
+  for (int r = 0; r < w->size; r++) w->job_of[r] = r;
+  return MNT_OK;
+}
+
 int mnt_world_init(mnt_world *w) {
   memset(w, 0, sizeof *w);
   w->phase_t = process_start();
@@ -458,7 +466,7 @@ int mnt_world_init(mnt_world *w) {
     if (!w->node_of || !w->local_of || !w->node_name) return MNT_ENOMEM;
     memcpy(w->node_name[0], w->hostname, MNT_NODENAME_MAX);
     MNT_INFO("no PMIx server (%s): running as a single process, rank 0 of 1", PMIx_Error_string(rc));
-    return MNT_OK;
+    return job_ranks(w);
   }
   w->have_pmix = 1;
   w->up = 1;
@@ -507,7 +515,7 @@ int mnt_world_init(mnt_world *w) {
   if (from_info) MNT_CHECK_GOTO(local_ranks_by_order(w), st, out);
   mnt_world_phase(w, MNT_PHASE_IDENT);
   w->node_rank = w->node_of[w->rank];
-  st = MNT_OK;
+  st = job_ranks(w);
 out:
   free(all);
   return st;
@@ -575,7 +583,15 @@ int mnt_world_lookup(mnt_world *w, unsigned key, int rank, void *out, size_t byt
   return get_one(w, name, rank, out, bytes);
 }
 
+/* an exchange after mnt_world_leave: refused (a job of one process has nothing to exchange) */
+static int left_pmix(const mnt_world *w, const char *what) {
+  if (!w->left) return MNT_OK;
+  MNT_ERR("%s after this rank left PMIx (--on-rank-loss shrink): only agreement goes on, over the communicator", what);
+  return MNT_EARG;
+}
+
 int mnt_world_allgather(mnt_world *w, const void *mine, size_t bytes, void *all) {
+  MNT_CHECK(left_pmix(w, "a PMIx allgather"));
   if (!w->have_pmix) {
     memcpy(all, mine, bytes);
     return MNT_OK;
@@ -588,6 +604,7 @@ int mnt_world_allgather(mnt_world *w, const void *mine, size_t bytes, void *all)
 
 
 int mnt_world_bcast(mnt_world *w, void *buf, size_t bytes, int root) {
+  MNT_CHECK(left_pmix(w, "a PMIx broadcast"));
   if (!w->have_pmix) return MNT_OK;
   if (root < 0 || root >= w->size) {
     MNT_ERR("broadcast root %d is not a rank (size %d)", root, w->size);
@@ -603,7 +620,9 @@ int mnt_world_bcast(mnt_world *w, void *buf, size_t bytes, int root) {
 
 int mnt_world_agree(mnt_world *w, int status) {
   int st = status;
-  if (w->size > 1) {
+  if (w->left && w->size > 1) {
+    st = w->agree_fn(w->agree_ctx, status);
+  } else if (w->size > 1) {
     int *all = calloc((size_t)w->size, sizeof *all);
     if (!all) return MNT_ENOMEM;
     int rc = mnt_world_allgather(w, &status, sizeof status, all);
@@ -622,12 +641,18 @@ int mnt_world_agree(mnt_world *w, int status) {
 }
 
 int mnt_world_barrier(mnt_world *w) {
+  MNT_CHECK(left_pmix(w, "a PMIx barrier"));
   if (!w->have_pmix) return MNT_OK;
   return fence(w, 0);
 }
 
 void mnt_world_abort(mnt_world *w, int status, const char *msg) {
   if (status == 0) status = 1;
+  if (w && w->left) { /* no PMIx: this rank alone; the others find it gone (--on-rank-loss shrink) */
+    fprintf(stderr, "mntrain: rank %d on %s: exiting: %s\n", w->job_of ? w->job_of[w->rank] : w->rank, w->hostname, msg);
+    fflush(stderr);
+    _exit(status);
+  }
   fprintf(stderr, "mntrain: rank %d on %s: aborting the job: %s\n", w ? w->rank : 0,
           w ? w->hostname : "?", msg);
   fflush(stderr);
@@ -646,6 +671,67 @@ void mnt_world_finalize(mnt_world *w) {
   free(w->node_of);
   free(w->local_of);
   free(w->node_name);
-  w->node_of = w->local_of = NULL;
+  free(w->job_of);
+  w->node_of = w->local_of = w->job_of = NULL;
   w->node_name = NULL;
+}
+
+int mnt_world_leave(mnt_world *w, int (*agree)(void *ctx, int status), void *ctx) {
+  if (w->have_pmix) {
+    pmix_status_t rc = PMIx_Finalize(NULL, 0);
+    if (rc != PMIX_SUCCESS) MNT_WARN("PMIx_Finalize: %s (going on without PMIx)", PMIx_Error_string(rc));
+    w->have_pmix = 0;
+  }
+  w->left = 1;
+  w->agree_fn = agree;
+  w->agree_ctx = ctx;
+  return MNT_OK;
+}
+
+int mnt_world_shrink(mnt_world *w, const int *keep, int n) {
+  int me = -1;
+  for (int i = 0; i < n; i++) {
+    if (keep[i] < 0 || keep[i] >= w->size || (i > 0 && keep[i] <= keep[i - 1])) {
+      MNT_ERR("shrink: rank list not increasing within 0..%d", w->size - 1);
+      return MNT_EARG;
+    }
+    if (keep[i] == w->rank) me = i;
+  }
+  if (me < 0) {
+    MNT_ERR("shrink: this rank is not among those kept");
+    return MNT_EARG;
+  }
+  int *node_of = malloc((size_t)n * sizeof *node_of), *local_of = malloc((size_t)n * sizeof *local_of);
+  int *job_of = malloc((size_t)n * sizeof *job_of), *renum = malloc((size_t)w->nnodes * sizeof *renum);
+  int *count = calloc((size_t)w->nnodes, sizeof *count);
+  char(*names)[MNT_NODENAME_MAX] = calloc((size_t)w->nnodes, sizeof *names);
+  int st = MNT_ENOMEM;
+  if (!node_of || !local_of || !job_of || !renum || !count || !names) goto out;
+  for (int k = 0; k < w->nnodes; k++) renum[k] = -1;
+  int nn = 0;
+  for (int i = 0; i < n; i++) { /* nodes numbered again in order of first appearance */
+    int old = w->node_of[keep[i]];
+    if (renum[old] < 0) {
+      memcpy(names[nn], w->node_name[old], MNT_NODENAME_MAX);
+      renum[old] = nn++;
+    }
+    node_of[i] = renum[old];
+    local_of[i] = count[node_of[i]]++;
+    job_of[i] = w->job_of[keep[i]];
+  }
+  memcpy(w->node_name, names, (size_t)nn * sizeof *names);
+  free(w->node_of), free(w->local_of), free(w->job_of);
+  w->node_of = node_of, w->local_of = local_of, w->job_of = job_of;
+  node_of = local_of = job_of = NULL;
+  w->rank = me;
+  w->size = n;
+  w->nnodes = nn;
+  w->node_rank = w->node_of[me];
+  w->local_rank = w->local_of[me];
+  w->local_size = count[w->node_rank];
+  w->epoch++;
+  st = MNT_OK;
+out:
+  free(node_of), free(local_of), free(job_of), free(renum), free(count), free(names);
+  return st;
 }

@@ -1,7 +1,9 @@
 /* world.h — who this process is, from PMIx (srun --mpi=pmix), and small-data exchange.
  * defines: mnt_world, mnt_world_init, mnt_world_allgather, mnt_world_bcast, mnt_world_barrier,
  *          mnt_world_agree, mnt_world_abort, mnt_world_finalize, MNT_PHASE_*, mnt_world_phase,
- *          mnt_world_phases (the set-up's phases, the slowest rank's, as one line).
+ *          mnt_world_phases (the set-up's phases, the slowest rank's, as one line),
+ *          mnt_world_leave (PMIx left after set-up, agreement handed to the communicator),
+ *          mnt_world_shrink (the ranks renumbered after a loss).
  * Exchange goes over PMIx put/commit/fence(collect)/get: for addresses, ids, secrets and
  * agreement, not for tensors. Without a PMIx server the process is rank 0 of 1 (said once, by
  * the commands that run as a job). Slurm's SLURM_* variables are never the source of identity;
@@ -49,6 +51,15 @@ typedef struct mnt_world {
   int up;                     /* mnt_world_init got far enough that finalize (and abort) apply */
   int failed_together;        /* the failure every rank agreed on (mnt_world_agree), 0 if none */
   double phase_s[MNT_NPHASES]; /* seconds of set-up spent in each phase (mnt_world_phase) */
+  /* After mnt_world_leave (--on-rank-loss shrink): no PMIx; mnt_world_agree goes through agree_fn (the
+   * communicator's), the other exchanges fail. After a shrink (mnt_world_shrink) rank, size, the
+   * node and local fields and the per-rank tables are the survivors', renumbered 0..size-1 in the old
+   * order; job_of[r] is the rank r had when the job started (what Slurm and the logs call it). */
+  int left;
+  int (*agree_fn)(void *ctx, int status);
+  void *agree_ctx;
+  int job_size, *job_of;
+  int epoch; /* shrinks so far */
   double phase_t;              /* mnt_now() of the last phase's end */
 } mnt_world;
 
@@ -84,5 +95,13 @@ int mnt_world_barrier(mnt_world *w);
 /* Take the whole job down with a message (PMIx_Abort); without PMIx, exit. Does not return. */
 void mnt_world_abort(mnt_world *w, int status, const char *msg) __attribute__((noreturn));
 void mnt_world_finalize(mnt_world *w);
+/* Leave PMIx (PMIx_Finalize) with the identities kept: under Slurm's PMIx plugin a task still
+ * connected when it dies takes the whole step down, one that has left dies alone. From then on
+ * mnt_world_agree calls agree(ctx, status) (a communicator's agreement) and mnt_world_abort exits
+ * this process alone. */
+int mnt_world_leave(mnt_world *w, int (*agree)(void *ctx, int status), void *ctx);
+/* Keep the ranks keep[0..n) (increasing, current numbering; this rank among them): renumbered
+ * 0..n-1 in that order, nodes and local ranks recounted, epoch + 1. */
+int mnt_world_shrink(mnt_world *w, const int *keep, int n);
 
 #endif

@@ -30,6 +30,7 @@ struct mnt_loader {
   mnt_dataset *d;
   mnt_loader_cfg cfg;
   int per_rank, C;
+  int64_t first;           /* this rank's first position within a global batch */
   int64_t per_epoch;       /* samples used per epoch (drop-last) */
   int64_t epoch0, cursor0; /* position of batch 0 */
   int64_t next_k, consumed;
@@ -175,7 +176,7 @@ static int fill_batch(mnt_loader *l, mnt_sample_ws *w, slot *s, const int64_t *p
   s->b.epoch = e;
   s->b.cursor = c;
   for (int i = 0; i < l->per_rank && st == MNT_OK; i++) {
-    int64_t id = perm[c + (int64_t)l->cfg.rank * l->per_rank + i];
+    int64_t id = perm[c + l->first + i];
     s->b.ids[i] = id;
     if (f3) {
       st = f3_sample(l, w, e, id, &s->b, i);
@@ -243,9 +244,16 @@ void mnt_loader_raw_shape(const mnt_dataset *d, int out_size, int *side, int *ch
   *channels = f3 && d->codec == MNT_CODEC_JPEG ? 3 : d->channels;
 }
 
+void mnt_loader_split(int global_batch, int nranks, int rank, int64_t *first, int *n) {
+  int64_t a = (int64_t)rank * global_batch / nranks, b = (int64_t)(rank + 1) * global_batch / nranks;
+  *first = a;
+  *n = (int)(b - a);
+}
+
 /* what mnt_loader_open refuses (MNT_EARG, logged) */
 static int check_cfg(const mnt_dataset *d, const mnt_loader_cfg *c) {
-  if (c->nranks < 1 || c->rank < 0 || c->rank >= c->nranks || c->global_batch < c->nranks || c->global_batch % c->nranks) {
+  if (c->nranks < 1 || c->rank < 0 || c->rank >= c->nranks || c->global_batch < c->nranks ||
+      (c->global_batch % c->nranks && !c->uneven)) {
     MNT_ERR("global batch %d cannot be split evenly over %d ranks (rank %d)", c->global_batch, c->nranks, c->rank);
     return MNT_EARG;
   }
@@ -291,7 +299,7 @@ int mnt_loader_open(mnt_loader **out, mnt_dataset *d, const mnt_loader_cfg *cfg,
   if (!l) return MNT_ENOMEM;
   l->d = d;
   l->cfg = c;
-  l->per_rank = c.global_batch / c.nranks;
+  mnt_loader_split(c.global_batch, c.nranks, c.rank, &l->first, &l->per_rank);
   int side, rawC;
   mnt_loader_raw_shape(d, c.out_size, &side, &rawC);
   l->C = c.out_channels ? c.out_channels : rawC;

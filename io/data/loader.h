@@ -1,11 +1,12 @@
 /* loader.h — this rank's slice of each global batch, read from the shards by prefetch threads
  * and augmented, in a global order that does not depend on the number of ranks.
  * defines: mnt_loader_cfg, mnt_batch, mnt_loader_open / next / position / close,
- *          mnt_loader_batches_per_epoch, mnt_loader_raw_shape, mnt_sample_ws (a thread's read and
+ *          mnt_loader_batches_per_epoch, mnt_loader_split, mnt_loader_raw_shape, mnt_sample_ws (a thread's read and
  *          decode buffers), mnt_loader_val_sample[_ws].
  * Order: epoch e visits the samples in a permutation of the whole dataset seeded by (seed, e);
  * global batch k of the epoch is positions [k*B, (k+1)*B) of it, and rank r of R takes positions
- * k*B + r*B/R ... (B must divide by R). The last total mod B samples of an epoch are dropped
+ * k*B + r*B/R ... (B must divide by R, unless cfg.uneven: then rank r takes positions
+ * [r*B/R, (r+1)*B/R) of it, rounded down: the survivors of a lost rank keep the global batch). The last total mod B samples of an epoch are dropped
  * (drop-last; the next epoch's permutation is new). A position is (epoch, cursor = samples of the
  * epoch already consumed), the same on any number of ranks, so a run resumes on a different rank
  * count. Augmentation is seeded by (seed, epoch, sample): what a sample becomes does not depend
@@ -30,6 +31,7 @@ typedef struct mnt_loader_cfg {
   int train;         /* 1: RandomResizedCrop(0.08-1, 3/4-4/3) + flip; 0: resize + centre crop */
   int global_batch;  /* B, over all ranks */
   int rank, nranks;
+  int uneven;        /* 1: B need not divide by nranks (mnt_loader_split) */
   long long seed;
   int threads;       /* prefetch threads (default 2) */
   int depth;         /* batches read ahead (default 2 * threads) */
@@ -90,6 +92,8 @@ int mnt_loader_val_sample_ws(mnt_dataset *d, int64_t g, int out_size, int out_ch
                              mnt_sample_ws *w, float *dst, int32_t *label);
 int mnt_loader_val_sample(mnt_dataset *d, int64_t g, int out_size, int out_channels, double crop, float *dst,
                           int32_t *label);
+/* rank's share of a global batch: positions [first, first + n), r*B/R rounded down to (r+1)*B/R */
+void mnt_loader_split(int global_batch, int nranks, int rank, int64_t *first, int *n);
 /* where the next batch starts: what a checkpoint stores */
 void mnt_loader_position(const mnt_loader *l, int64_t *epoch, int64_t *cursor);
 int64_t mnt_loader_batches_per_epoch(const mnt_loader *l);

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "args.h"
 #include "io/ckpt/ckpt.h"
@@ -198,6 +199,144 @@ static int report_setup(run *r) {
   return MNT_OK;
 }
 
+/* every rank, the first step of this job done, --on-rank-loss shrink on several ranks: every rank's
+ * control address kept (from the PMIx records of the set-up), then PMIx left: from here a rank that
+ * dies dies alone, and the survivors find out through the communicator (comm.h, mnt_comm_shrink) */
+static int leave_pmix(run *r) {
+  mnt_world *w = r->w;
+  int st = mnt_comm_enable_shrink(r->t->c);
+  MNT_CHECK(mnt_world_agree(w, st));
+  MNT_CHECK(mnt_world_leave(w, mnt_comm_agree, r->t->c));
+  if (w->rank == 0) {
+    mnt_train_progress_stamp(r->o);
+    printf("mntrain train: --on-rank-loss shrink: the ranks left PMIx; a lost rank leaves the others going on "
+           "(at least %d ranks, --min-ranks)\n", r->min_ranks);
+    fflush(stdout);
+  }
+  return MNT_OK;
+}
+
+/* every rank: one step of the loop, its checkpoint, log line and evaluation where due. *brk: the loop
+ * ends (stopped with a checkpoint, the target reached, or a failure) */
+static int one_step(run *r, loop *l, int *brk) {
+  opts *o = r->o;
+  mnt_trainer *t = r->t;
+  int st, ckpt_on = o->ckpt_dir != NULL;
+  mnt_step_out so;
+  *brk = 1;
+  MNT_CHECK(mnt_trainer_step(t, &so));
+  r->last_step_end = mnt_now();
+  int64_t step = t->s.step; /* steps done, this one included */
+  if (step == l->step0 + 1) {
+    MNT_CHECK(report_setup(r));
+    if (r->shrink && r->w->size > 1) MNT_CHECK(leave_pmix(r));
+  }
+  record_step(r, l, &so, step);
+  t->s.elapsed_s = l->elapsed0 + mnt_now() - l->t_start; /* what a checkpoint of this step records */
+  int stop = 0, due_time = 0;
+  if (ckpt_on) MNT_CHECK(control(r, &stop, &due_time));
+  int end_epoch = step % t->per_epoch == 0, eval_now = t->have_val && eval_point(t, o->eval_every, step);
+  double epoch_f = (double)step / t->per_epoch;
+  if (step % o->log_every == 0 || step == t->total || end_epoch) MNT_CHECK(log_interval(r, l, step, epoch_f));
+  if (ckpt_on && o->stop_after && l->done >= o->stop_after) stop = 1;
+  if (stop && step < t->total) { /* every rank knows: a checkpoint now (before any evaluation: a
+                                  * preempted job has seconds; the resumed one does it), synchronously, then out */
+    t->s.eval_due = eval_now;
+    if ((st = mnt_train_checkpoint_begin(r)) == MNT_OK && (st = mnt_train_checkpoint_finish(r)) == MNT_OK)
+      l->stopped = 1;
+    return st;
+  }
+  if (eval_now) {
+    MNT_CHECK(evaluate(r, l, step, epoch_f));
+    MNT_CHECK(check_target(r, l, step, epoch_f));
+  }
+  if (t->s.target_step) return MNT_OK; /* the finished run's checkpoint and summary follow */
+  if (ckpt_on && step < t->total && ((o->ckpt_steps && step % o->ckpt_steps == 0) || due_time))
+    MNT_CHECK(mnt_train_checkpoint_begin(r));
+  *brk = 0;
+  return MNT_OK;
+}
+
+/* every surviving rank, a collective having failed on a lost rank: the survivors agree on who is
+ * gone and rebuild the communicator (mnt_comm_shrink), take the most advanced survivor's state and
+ * split the global batch among themselves (mnt_trainer_regroup), and commit a checkpoint at once.
+ * Below --min-ranks, or when a rank's larger share does not fit, that checkpoint ends the job with
+ * exit 3 (MNT_EPREEMPT): the template requeues it at full size. MNT_EFENCED: this rank was left out. */
+static int recover(run *r, loop *l) {
+  mnt_trainer *t = r->t;
+  mnt_world *w = r->w;
+  double t_detect = mnt_now();
+  int size0 = w->size;
+  int64_t step0 = t->s.step;
+  mnt_trace_push("recovery", step0);
+  int64_t last_ckpt = mnt_ckpt_last_step(r->wr);
+  if (r->wr) { /* the checkpoint in flight is abandoned: its commit needed every rank's share */
+    if (r->have_sig_thr) mnt_train_signal_writer(NULL);
+    mnt_ckpt_writer_destroy(r->wr);
+    r->wr = NULL;
+  }
+  mnt_rank_loss lost[64];
+  int nlost = 0;
+  int st = mnt_comm_shrink(t->c, t->s.step, lost, 64, &nlost);
+  char why[300] = "";
+  int policy = 0; /* 1: a checkpoint and exit 3 */
+  if (st == MNT_OK) {
+    st = mnt_trainer_regroup(t, why, sizeof why);
+    if (st == MNT_ENOMEM && why[0]) policy = 1, st = MNT_OK;
+  }
+  if (st == MNT_OK && w->size < r->min_ranks) {
+    snprintf(why, sizeof why, "%d ranks left, fewer than --min-ranks %d", w->size, r->min_ranks);
+    policy = 1;
+  }
+  if (st == MNT_OK && r->o->ckpt_dir)
+    st = mnt_ckpt_writer_create(t->c, r->o->ckpt_dir, r->o->stripe, r->o->keep, last_ckpt, &r->wr);
+  if (st == MNT_OK && w->rank == 0 && r->have_sig_thr) mnt_train_signal_writer(r->wr);
+  if (st == MNT_OK && w->rank == 0 && !r->metrics) st = mnt_train_reopen_metrics(r); /* rank 0 was lost */
+  double t_ready = mnt_now();
+  if (st == MNT_OK && r->wr) { /* at once: what the survivors have is safe before they go on */
+    st = mnt_train_checkpoint_begin(r);
+    if (st == MNT_OK) st = mnt_train_checkpoint_finish(r);
+  }
+  mnt_trace_pop();
+  if (st != MNT_OK) return st;
+  double det = t_detect - r->last_step_end, rec = t_ready - t_detect;
+  char names[400] = "";
+  for (int i = 0; i < nlost; i++) {
+    size_t k = strlen(names);
+    snprintf(names + k, sizeof names - k, "%srank %d on %s", i ? ", " : "", lost[i].job_rank, lost[i].node);
+    json_array_append_new(r->losses, json_pack("{s:I, s:i, s:s, s:o, s:o}", "step", (json_int_t)step0, "rank",
+                                               lost[i].job_rank, "node", lost[i].node, "detected_after_s",
+                                               mnt_json_num(det), "recovered_after_s", mnt_json_num(rec)));
+  }
+  int per = (int)(t->s.global_batch / w->size);
+  char share[48];
+  if (t->s.global_batch % w->size) snprintf(share, sizeof share, "%d or %d", per, per + 1);
+  else snprintf(share, sizeof share, "%d", per);
+  if (w->rank == 0) {
+    mnt_train_progress_stamp(r->o);
+    printf("mntrain train: lost %s in step %lld: %d of %d ranks left%s%lld (global batch %lld, %s images per rank; "
+           "detected %.1f s after the last step ended, recovered in %.1f s; checkpoint %s)\n",
+           names, (long long)step0 + 1, w->size, size0, policy ? ", state of step " : ", going on from step ",
+           (long long)t->s.step + !policy, (long long)t->s.global_batch, share, det, rec,
+           r->wr ? "committed" : "off: no --ckpt-dir");
+    fflush(stdout);
+  }
+  st = mnt_train_metric(r, json_pack("{s:I, s:s, s:i, s:i, s:o, s:o}", "step", (json_int_t)t->s.step, "rank_lost",
+                                     names, "ranks", w->size, "ranks_before", size0, "detected_after_s",
+                                     mnt_json_num(det), "recovered_after_s", mnt_json_num(rec)));
+  if (st != MNT_OK) return st;
+  r->last_step_end = mnt_now();
+  l->iv_t0 = mnt_now();
+  if (!policy) return MNT_OK;
+  if (w->rank == 0) {
+    printf("mntrain train: %s: stopping after the checkpoint of step %lld (exit 3); the template requeues the job at "
+           "full size and it resumes there\n", why, (long long)t->s.step);
+    fflush(stdout);
+  }
+  l->stopped = 1;
+  return mnt_world_agree(w, MNT_EPREEMPT);
+}
+
 /* every rank: this job's steps, with a checkpoint where due and at the end; then the run's end:
  * stopped (MNT_EPREEMPT), finished (summary.json), or resumed already complete */
 static int train_loop(run *r) {
@@ -241,33 +380,13 @@ static int train_loop(run *r) {
   }
   t->s.eval_due = 0;
   while (t->s.step < t->total && l.todo > 0 && !t->s.target_step && st == MNT_OK) {
-    mnt_step_out so;
-    if ((st = mnt_trainer_step(t, &so)) != MNT_OK) break;
-    int64_t step = t->s.step; /* steps done, this one included */
-    if (step == l.step0 + 1 && (st = report_setup(r)) != MNT_OK) break;
-    record_step(r, &l, &so, step);
-    t->s.elapsed_s = l.elapsed0 + mnt_now() - l.t_start; /* what a checkpoint of this step records */
-    int stop = 0, due_time = 0;
-    if (ckpt_on && (st = control(r, &stop, &due_time)) != MNT_OK) break;
-    int end_epoch = step % t->per_epoch == 0, eval_now = t->have_val && eval_point(t, o->eval_every, step);
-    double epoch_f = (double)step / t->per_epoch;
-    if ((step % o->log_every == 0 || step == t->total || end_epoch) &&
-        (st = log_interval(r, &l, step, epoch_f)) != MNT_OK)
-      break;
-    if (ckpt_on && o->stop_after && l.done >= o->stop_after) stop = 1;
-    if (stop && step < t->total) { /* every rank knows: a checkpoint now (before any evaluation: a
-                                    * preempted job has seconds; the resumed one does it), synchronously, then out */
-      t->s.eval_due = eval_now;
-      if ((st = mnt_train_checkpoint_begin(r)) == MNT_OK && (st = mnt_train_checkpoint_finish(r)) == MNT_OK)
-        l.stopped = 1;
-      break;
+    int brk = 0;
+    st = one_step(r, &l, &brk);
+    if (st != MNT_OK && r->shrink && w->left && mnt_comm_lost(st)) { /* a rank lost: the survivors go on */
+      st = recover(r, &l);
+      continue;
     }
-    if (eval_now && ((st = evaluate(r, &l, step, epoch_f)) != MNT_OK || (st = check_target(r, &l, step, epoch_f)) != MNT_OK))
-      break;
-    if (t->s.target_step) break; /* the finished run's checkpoint and summary follow */
-    if (ckpt_on && step < t->total && ((o->ckpt_steps && step % o->ckpt_steps == 0) || due_time) &&
-        (st = mnt_train_checkpoint_begin(r)) != MNT_OK)
-      break;
+    if (brk) break;
   }
   if (st == MNT_OK && ckpt_on && !l.stopped && l.done > 0) { /* the finished run's checkpoint */
     st = mnt_train_checkpoint_begin(r);
@@ -382,6 +501,14 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
        "stop after N steps of this job with a checkpoint, as if preempted (exit 3)", MNT_RANGE(0, 2e9)},
       {"sample-log", 0, MNT_OPT_FLAG, &o->sample_log, NULL,
        "each rank writes the global sample ids of every step to OUT/samples-rank-RRRRR.txt (audits)", 0, 0},
+      {"on-rank-loss", 0, MNT_OPT_CHOICE, &o->on_rank_loss, "abort|shrink",
+       "when a rank dies or stops answering (MNT_COMM_TIMEOUT): abort takes the job down (the template requeues it "
+       "and it resumes from its last checkpoint); shrink: the survivors agree on who is gone, split the same global "
+       "batch among themselves, commit a checkpoint and go on (CPU communicator; default: MNT_ON_RANK_LOSS, else "
+       "abort)", 0, 0},
+      {"min-ranks", 0, MNT_OPT_INT, &o->min_ranks, "N",
+       "with shrink: fewer ranks left than N end the job with a checkpoint and exit 3, for a requeue at full size "
+       "(default: half the ranks at the start)", MNT_RANGE(1, 1 << 24)},
       {"trace", 0, MNT_OPT_PATH, &o->trace_dir, "DIR",
        "each rank writes the timeline of --trace-steps (every thread's spans: the step's phases, the gradient "
        "buckets, the loader, the communicator) to DIR/trace-rank-RRRRR.json, at the end, at a stop and on a "
@@ -427,6 +554,10 @@ static int validate(opts *o, int quiet, int *ckpt_on) {
   else if (o->force && o->resume && strcmp(o->resume, "none"))
     bad = "--force starts the run over: it cannot be combined with --resume auto|PATH";
   if (!o->trace_dir && mnt_env_trace() && mnt_env_trace()[0]) o->trace_dir = mnt_env_trace();
+  if (!o->on_rank_loss) o->on_rank_loss = mnt_env_on_rank_loss() ? mnt_env_on_rank_loss() : "abort";
+  if (!bad && strcasecmp(o->on_rank_loss, "abort") && strcasecmp(o->on_rank_loss, "shrink"))
+    bad = "--on-rank-loss (or MNT_ON_RANK_LOSS): abort or shrink";
+  if (!bad && o->min_ranks && strcasecmp(o->on_rank_loss, "shrink")) bad = "--min-ranks goes with --on-rank-loss shrink";
   if (!bad && o->trace_steps) {
     long long a = 0, b = 0;
     char tail = 0;
@@ -476,12 +607,14 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   if (o.threads > 0) omp_set_num_threads(o.threads);
   int have_sig_thr = mnt_train_signals_start(ckpt_on);
   mnt_trace_thread("main"); /* its last events go to --trace or --out once they are accepted (train_setup.c) */
-  run r = {.o = &o, .w = w, .ckpt_step = -1};
+  run r = {.o = &o, .w = w, .ckpt_step = -1, .have_sig_thr = have_sig_thr, .losses = json_array()};
   mnt_ckpt ck = {0};
   mnt_runlock *locks[2] = {NULL, NULL}; /* rank 0: --out's and --ckpt-dir's */
   int found = 0;
   mnt_train_state rs = {0};
   MNT_CHECK_GOTO(mnt_world_init(w), st, out);
+  r.shrink = !strcasecmp(o.on_rank_loss, "shrink");
+  r.min_ranks = o.min_ranks ? o.min_ranks : (w->size + 1) / 2;
   mnt_train_place(&o, w); /* before this rank's own threads start: they inherit its CPUs */
   /* --trace: on before the trainer (it measures the clocks against rank 0's); the window is set in
    * the loop, where the warm-up is known */
@@ -514,6 +647,7 @@ out:
   mnt_runlock_release(locks[1]);
   mnt_runlock_release(locks[0]);
   json_decref(r.config);
+  json_decref(r.losses);
   mnt_trainer_destroy(r.t);
   mnt_train_signals_stop();
   return st;

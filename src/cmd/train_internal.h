@@ -6,7 +6,7 @@
  *          mnt_train_negotiate_resume, mnt_train_start_trainer, mnt_train_open_outputs; from
  *          cmd/train_outputs.c: mnt_train_config_json, mnt_train_metric, mnt_train_progress_stamp,
  *          mnt_train_checkpoint_begin, mnt_train_checkpoint_finish, mnt_train_report_preempted,
- *          mnt_train_finish_run, mnt_train_resumed_complete */
+ *          mnt_train_finish_run, mnt_train_resumed_complete, mnt_train_reopen_metrics */
 #ifndef MNT_TRAIN_INTERNAL_H
 #define MNT_TRAIN_INTERNAL_H
 
@@ -29,6 +29,8 @@ typedef struct opts {
   const char *schedule, *optimizer, *topology, *grad_dtype, *precision;
   const char *device, *out, *export_path, *ckpt_dir, *resume, *init;
   const char *trace_dir, *trace_steps; /* --trace DIR (or MNT_TRACE), --trace-steps A:B */
+  const char *on_rank_loss;            /* --on-rank-loss abort|shrink (or MNT_ON_RANK_LOSS) */
+  int min_ranks;                       /* --min-ranks (0: half the ranks at the start) */
   int64_t trace_first, trace_last;     /* the steps given, or 0 0: the three after warm-up */
   int threads, log_every, force, ckpt_steps, keep, no_verify, stop_after, sample_log;
   int timestamps; /* --timestamps: progress lines start with the wall-clock time */
@@ -58,6 +60,11 @@ typedef struct run {
    * its checkpoints: every job of the run writes it into config.json, each metrics.jsonl line,
    * summary.json and the trace files (mntrain report uses a run's own lines and names the rest) */
   char run_id[MNT_RUN_ID_HEX + 1];
+  /* --on-rank-loss shrink */
+  int shrink, min_ranks;  /* min_ranks: --min-ranks, default half the ranks at the start */
+  int have_sig_thr;       /* the signal thread runs (rank 0 hands it the checkpoint writer) */
+  json_t *losses;         /* summary.json's rank_losses */
+  double last_step_end;   /* mnt_now() after the last step (a loss's detection is counted from it) */
 } run;
 
 /* What the loop measures for the progress lines and summary.json. Phases: data, forward, backward,
@@ -104,6 +111,8 @@ int mnt_train_checkpoint_finish(run *r);
 int mnt_train_report_preempted(run *r, const loop *l);
 /* every rank, training done: BN statistics averaged, the timing; rank 0's summary.json and --export */
 int mnt_train_finish_run(run *r, loop *l);
+/* rank 0 after a loss that took the old rank 0: metrics.jsonl opened for appending */
+int mnt_train_reopen_metrics(run *r);
 /* rank 0, a run resumed at its end: nothing to train; summary.json rebuilt when it is gone, --export */
 int mnt_train_resumed_complete(run *r);
 

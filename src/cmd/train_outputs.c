@@ -245,6 +245,11 @@ static int write_summary(run *r, const loop *l, const timing *tm) {
   }
   if (sm && tm->ranks) json_object_set_new(sm, "rank_stats", rank_stats_json(w, tm->ranks));
   if (sm && r->rebuilt) json_object_set_new(sm, "rebuilt_from", json_string("metrics.jsonl"));
+  if (sm) { /* --on-rank-loss shrink: the ranks lost and the ranks at the end */
+    json_object_set_new(sm, "rank_losses", r->losses ? json_incref(r->losses) : json_array());
+    json_object_set_new(sm, "final_ranks", json_integer(w->size));
+    json_object_set_new(sm, "on_rank_loss", json_string(r->shrink ? "shrink" : "abort"));
+  }
   if (sm && r->ncheckpoints) {
     json_object_set_new(sm, "checkpoints", json_integer(r->ncheckpoints));
     json_object_set_new(sm, "ckpt_stall_ms", mnt_json_num(r->stall_sum * 1e3 / r->ncheckpoints));
@@ -410,4 +415,10 @@ int mnt_train_resumed_complete(run *r) {
   if (o->export_path && (st = export_model(t, o->export_path)) == MNT_OK)
     printf("mntrain train: weights in %s\n", o->export_path);
   return st;
+}
+
+int mnt_train_reopen_metrics(run *r) {
+  r->metrics = fopen(r->mpath, "a");
+  if (!r->metrics) return MNT_SYSERR("%s: cannot open for appending (this rank took over rank 0's outputs)", r->mpath);
+  return MNT_OK;
 }

@@ -1,6 +1,7 @@
 /* comm.c — backend selection; see comm.h. */
 #include "comm/comm.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -35,6 +36,38 @@ int mnt_comm_create(mnt_world *w, const char *backend, mnt_topology topo, mnt_co
   if (MNT_HAVE_NCCL) MNT_ERR("unknown communicator backend '%s' (this build has: cpu, nccl)", backend);
   else MNT_ERR("unknown communicator backend '%s' (this build has: cpu; nccl needs a build with CUDA and NCCL)", backend);
   return MNT_EARG;
+}
+
+int mnt_comm_agree(void *ctx, int status) {
+  mnt_comm *c = ctx;
+  mnt_world *w = c->world;
+  int *all = malloc((size_t)w->size * sizeof *all);
+  if (!all) return MNT_ENOMEM;
+  int st = mnt_allgather(c, &status, all, sizeof status);
+  for (int r = 0; r < w->size && st == MNT_OK; r++)
+    if (all[r] != MNT_OK) {
+      st = all[r];
+      if (r != w->rank && w->rank == 0)
+        MNT_ERR("rank %d on %s failed (its own message says why); every rank stops", w->job_of[r],
+                w->node_name[w->node_of[r]]);
+      break;
+    }
+  free(all);
+  return st;
+}
+
+int mnt_comm_enable_shrink(mnt_comm *c) {
+  if (!c->ops->enable_shrink) {
+    MNT_ERR("--on-rank-loss shrink: the %s communicator cannot shrink yet (the cpu one can); use abort", c->ops->name);
+    return MNT_EARG;
+  }
+  return c->ops->enable_shrink(c);
+}
+
+int mnt_comm_shrink(mnt_comm *c, int64_t step, mnt_rank_loss *lost, int max, int *nlost) {
+  *nlost = 0;
+  if (!c->ops->shrink) return MNT_EARG;
+  return c->ops->shrink(c, step, lost, max, nlost);
 }
 
 void mnt_comm_destroy(mnt_comm *c) {

@@ -10,9 +10,11 @@
 #define MNT_COMM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dtype.h"
 #include "backend/stream.h"
+#include "log.h"
 #include "world.h"
 
 /* nccl-tests' bus bandwidth of an allreduce over n ranks: busbw = algbw * 2(n-1)/n, the bytes
@@ -26,6 +28,12 @@ const char *mnt_topology_name(mnt_topology t);
 
 typedef struct mnt_comm mnt_comm;
 typedef struct mnt_comm_req mnt_comm_req;
+
+/* a rank lost (mnt_comm_shrink): its rank when the job started, and its node */
+typedef struct mnt_rank_loss {
+  int job_rank;
+  char node[MNT_NODENAME_MAX];
+} mnt_rank_loss;
 
 typedef struct mnt_comm_ops {
   const char *name;
@@ -43,6 +51,9 @@ typedef struct mnt_comm_ops {
   int (*allgather)(mnt_comm *c, const void *send, void *recv, size_t bytes, mnt_stream *stream);
   int (*barrier)(mnt_comm *c);
   void (*destroy)(mnt_comm *c);
+  /* --on-rank-loss shrink (NULL: the backend cannot; mnt_comm_enable_shrink says so) */
+  int (*enable_shrink)(mnt_comm *c);
+  int (*shrink)(mnt_comm *c, int64_t step, mnt_rank_loss *lost, int max, int *nlost);
 } mnt_comm_ops;
 
 struct mnt_comm {
@@ -72,6 +83,22 @@ int mnt_comm_nccl_create(mnt_world *w, mnt_topology topo, mnt_comm **out);
  * sizeof(ncclUniqueId)); needs no GPU. */
 int mnt_nccl_bootstrap(mnt_world *w, void *id, size_t bytes);
 #endif
+
+/* Collective, while PMIx is up (before mnt_world_leave): every rank's control address kept, so that
+ * the survivors of a loss can find each other without PMIx. MNT_EARG, said, on a backend that cannot
+ * shrink (nccl: not yet). */
+int mnt_comm_enable_shrink(mnt_comm *c);
+/* After a collective failed on a lost rank (MNT_EPEER, MNT_ETIMEOUT): the survivors agree on who is
+ * gone (over the links they still have, every wait with the deadline), the world is renumbered
+ * (mnt_world_shrink) and the communicator rebuilt among them (flat). step: this rank's steps done
+ * (said in the agreement). lost[0..*nlost): the ranks left out. MNT_EFENCED: this rank was left out
+ * (it stopped, or lost its links): it must exit touching nothing. */
+int mnt_comm_shrink(mnt_comm *c, int64_t step, mnt_rank_loss *lost, int max, int *nlost);
+/* mnt_world_leave's agreement over a communicator (ctx): every rank's status, the first failure by rank
+ * order returned on all (MNT_OK when none); the exchange's own failure when it fails */
+int mnt_comm_agree(void *ctx, int status);
+/* 1 when st is a failure a shrink can recover from */
+static inline int mnt_comm_lost(int st) { return st == MNT_EPEER || st == MNT_ETIMEOUT; }
 
 static inline int mnt_allreduce(mnt_comm *c, void *buf, size_t n, mnt_dtype t, mnt_redop op) {
   return c->ops->allreduce(c, buf, n, t, op, NULL);

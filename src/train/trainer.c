@@ -222,6 +222,7 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
                          .epochs = (double)t->total / t->per_epoch, .schedule = o->schedule, .momentum = o->momentum,
                          .weight_decay = o->wd, .no_bn_bias_decay = o->no_bn_decay, .optimizer = o->optimizer,
                          .lars_eta = o->lars_eta};
+  t->grad_weight = 1.0f;
   t->m->grad_ready = grad_hook; /* this rank's own non-finite values, then the reducer */
   t->m->grad_ctx = t;
   *out = t;
@@ -266,6 +267,80 @@ int mnt_trainer_sync(mnt_trainer *t) {
   MNT_CHECK(mnt_broadcast(t->c, m->w, m->nw * sizeof(float), 0));
   MNT_CHECK(mnt_broadcast(t->c, m->m, m->nw * sizeof(float), 0));
   return mnt_broadcast(t->c, m->bn, m->nbn * sizeof(float), 0);
+}
+
+int mnt_trainer_regroup(mnt_trainer *t, char *why, size_t why_n) {
+  mnt_world *w = t->w;
+  mnt_train_cfg *o = &t->cfg;
+  why[0] = '\0';
+  mnt_reducer_destroy(t->red); /* its buckets failed with the collective in flight */
+  t->red = NULL;
+  /* the most advanced survivor's state: a rank whose last step's allreduce completed before the
+   * loss has applied that step, a rank whose did not has not (its gradients are dropped) */
+  int64_t *steps = malloc((size_t)w->size * sizeof *steps);
+  if (!steps) return MNT_ENOMEM;
+  int st = mnt_allgather(t->c, &t->s.step, steps, sizeof *steps);
+  int src = 0;
+  for (int r = 1; r < w->size && st == MNT_OK; r++)
+    if (steps[r] > steps[src]) src = r;
+  free(steps);
+  MNT_CHECK(st);
+  mnt_train_state mine = t->s;
+  MNT_CHECK(mnt_broadcast(t->c, &t->s, sizeof t->s, src));
+  t->s.iv_loss = mine.iv_loss, t->s.iv_top1 = mine.iv_top1, t->s.iv_n = mine.iv_n; /* each rank's own sums */
+  MNT_CHECK(mnt_be_sync(t->be));
+  MNT_CHECK(mnt_broadcast(t->c, t->m->w, t->m->nw * sizeof(float), src));
+  MNT_CHECK(mnt_broadcast(t->c, t->m->m, t->m->nw * sizeof(float), src));
+  if (t->m->nbn) MNT_CHECK(mnt_broadcast(t->c, t->m->bn, t->m->nbn * sizeof(float), src));
+  /* the same global batch over the survivors: this rank's share of it */
+  int64_t first;
+  int n;
+  mnt_loader_split((int)t->s.global_batch, w->size, w->rank, &first, &n);
+  int bn = o->bn_batch ? o->bn_batch : n;
+  st = MNT_OK;
+  if (n % bn) {
+    snprintf(why, why_n, "the %d images per rank the survivors need do not divide into --bn-batch %d", n, bn);
+    st = MNT_ENOMEM;
+  }
+  if (st == MNT_OK && n != t->m->batch) {
+    mnt_train_cfg grown = *o;
+    grown.batch = n;
+    st = check_memory(&grown, &t->train, t->have_val, bn, w->local_size);
+    if (st != MNT_OK) snprintf(why, why_n, "%d images per rank do not fit in this node's memory", n);
+  }
+  if ((st = mnt_world_agree(w, st)) != MNT_OK) {
+    if (!why[0]) snprintf(why, why_n, "another rank cannot take its larger share of the global batch");
+    return st;
+  }
+  if (n != t->m->batch) { /* the model at the new batch, the state copied into it */
+    mnt_resnet *m2;
+    MNT_CHECK(mnt_resnet_create_ex(t->be, o->arch, t->train.nclasses, o->size, n, bn, (uint64_t)o->seed, o->zero_init,
+                                   &m2));
+    mnt_resnet *m = t->m;
+    st = mnt_be_copy(t->be, m2->w, m->w, m->nw * sizeof(float), MNT_COPY_D2D);
+    if (st == MNT_OK) st = mnt_be_copy(t->be, m2->m, m->m, m->nw * sizeof(float), MNT_COPY_D2D);
+    if (st == MNT_OK && m->nbn) st = mnt_be_copy(t->be, m2->bn, m->bn, m->nbn * sizeof(float), MNT_COPY_D2D);
+    if (st != MNT_OK) {
+      mnt_resnet_destroy(m2);
+      return st;
+    }
+    m2->label_smoothing = m->label_smoothing;
+    m2->grad_ready = grad_hook;
+    m2->grad_ctx = t;
+    mnt_resnet_destroy(m);
+    t->m = m2;
+    o->batch = n;
+  }
+  /* this rank's gradient is the mean over its n images: weighted n R / B, the allreduce's mean over
+   * R ranks is the mean over the global batch */
+  t->grad_weight = (float)((double)n * w->size / (double)t->s.global_batch);
+  mnt_loader_close(t->ld);
+  t->ld = NULL;
+  mnt_loader_cfg lc = {.out_size = o->size, .train = 1, .global_batch = (int)t->s.global_batch, .rank = w->rank,
+                       .nranks = w->size, .uneven = 1, .seed = o->seed, .threads = o->loader_threads,
+                       .out_channels = 3, .min_scale = o->min_scale, .pad_crop = o->pad_crop};
+  MNT_CHECK(mnt_loader_open(&t->ld, &t->train, &lc, t->s.epoch, t->s.cursor));
+  return mnt_reducer_create(t->c, t->be, t->m->g, t->m->nw, o->grad_dtype, (size_t)(o->bucket_mb * 1e6 / 4), &t->red);
 }
 
 int mnt_trainer_host_model(mnt_trainer *t, float **w, float **m, float **bn) {
@@ -341,6 +416,10 @@ static void grad_hook(void *ctx, size_t off, size_t n) {
   if (t->poison_due) {
     t->poison_due = 0;
     int st = mnt_f32_poison(t->be, t->m->g + off, 1, t->own_flag, 2);
+    if (st != MNT_OK && t->hook_st == MNT_OK) t->hook_st = st;
+  }
+  if (t->grad_weight != 1.0f) { /* an uneven share of the global batch (mnt_trainer_regroup) */
+    int st = mnt_f32_scale(t->be, t->m->g + off, t->grad_weight, n);
     if (st != MNT_OK && t->hook_st == MNT_OK) t->hook_st = st;
   }
   mnt_reducer_ready(t->red, off, n);

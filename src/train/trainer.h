@@ -101,6 +101,7 @@ typedef struct mnt_trainer {
   int poison_due;           /* the first gradient backward reports takes own_flag into the allreduce */
   int hook_st;              /* a failure inside the gradient hook */
   const mnt_batch *last;    /* the newest batch (ids for a sample log) */
+  float grad_weight;        /* this rank's gradient scale: 1, or n R / B for an uneven share (regroup) */
 } mnt_trainer;
 
 /* Collective. Opens the data, builds the model and the loader at state->epoch/cursor (NULL: the
@@ -129,6 +130,13 @@ int mnt_trainer_evaluate(mnt_trainer *t, double *loss, double *top1, double *top
 /* Collective: BN statistics averaged over ranks, then a checkpoint of the trainer started on wr
  * (config: the run's configuration, recorded in it). */
 int mnt_trainer_save(mnt_trainer *t, mnt_ckpt_writer *wr, json_t *config);
+/* Collective among the survivors of a loss (after mnt_comm_shrink): the most advanced survivor's
+ * weights, momentum, BN statistics and state everywhere (a step whose allreduce failed is dropped),
+ * then the same global batch split over them (uneven where it must be: mnt_loader_split), the model
+ * rebuilt at the new batch per rank, the loader at the state's position. When a rank's larger share
+ * does not fit (memory, --bn-batch), MNT_ENOMEM on every rank (agreed) with why: the caller's
+ * policy follows (a checkpoint and a requeue at full size). */
+int mnt_trainer_regroup(mnt_trainer *t, char *why, size_t why_n);
 /* host pointers to the weights, momentum and BN statistics, current (downloaded from the device
  * where needed); mnt_trainer_upload sends the host copies back */
 int mnt_trainer_host_model(mnt_trainer *t, float **w, float **m, float **bn);

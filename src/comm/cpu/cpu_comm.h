@@ -48,10 +48,14 @@ typedef struct mnt_cpu_fabric {
   mnt_topology topology; /* what the rings serve; set-up keeps pub.topology the same */
 } mnt_cpu_fabric;
 
+typedef struct mnt_cpu_member mnt_cpu_member; /* shrink.c */
+
 typedef struct mnt_cpu_comm {
   mnt_comm pub;
   mnt_world *w;
-  uint32_t id;
+  uint32_t id;      /* the fabric's: links and segments of another id are refused */
+  uint32_t base_id; /* the communicator's at set-up (a rebuild's id is base_id + 0x10000 * epoch) */
+  mnt_cpu_member *mb; /* --on-rank-loss shrink: the membership (NULL until mnt_comm_enable_shrink) */
   unsigned addr_key; /* the set-up exchange's key: peers' addresses are looked up under it */
   uint8_t secret[MNT_SECRET_BYTES];
   double timeout_s;
@@ -96,5 +100,29 @@ void mnt_cpu_progress_stop(mnt_cpu_comm *c);
 extern const mnt_comm_ops mnt_cpu_ops;
 /* close the fabric's links, unlink and close its shared memory, free its order; *f is left empty (setup.c) */
 void mnt_cpu_fabric_close(mnt_cpu_fabric *f);
+/* mark the fabric's shared segment closed: an engine still on it (a rank left out) stops (setup.c) */
+void mnt_cpu_fabric_fence(mnt_cpu_fabric *f);
+/* a new fabric over the world as it is now (after mnt_world_shrink), flat, its id from epoch: a
+ * segment per node, TCP links through the watchdogs' listeners (setup.c) */
+int mnt_cpu_fabric_rebuild(mnt_cpu_comm *c, int epoch);
+
+/* ---- the membership (shrink.c) ---- */
+/* every rank's watchdog address (addr_of, while PMIx is up); messages of the membership taken from now */
+int mnt_cpu_member_enable(mnt_cpu_comm *c, int (*addr_of)(void *ctx, int rank, mnt_tcp_addr *addr));
+void mnt_cpu_member_free(mnt_cpu_member *mb);
+/* rank's (current numbering) watchdog address from the table; MNT_EARG when not enabled */
+int mnt_cpu_member_addr(mnt_cpu_comm *c, int rank, mnt_tcp_addr *out);
+/* 1 when a peer said a rank is gone: the collective in flight stops (engine.c) */
+int mnt_cpu_member_interrupted(const mnt_cpu_comm *c);
+/* the engine's collective failed on rank (its process gone, its link closed): held gone */
+void mnt_cpu_member_suspect(mnt_cpu_comm *c, int rank);
+/* the watchdog's other messages (watchdog.h, mnt_watchdog_on_msg); ctx: the communicator */
+int mnt_cpu_member_on_msg(void *ctx, const mnt_tcp_hello *h, int fd);
+/* the link of a rebuild from rank `from` (current numbering) with that id and tag, parked by the
+ * watchdog: answered yes and in *fd, or MNT_ETIMEOUT at the deadline */
+int mnt_cpu_member_take_link(mnt_cpu_comm *c, uint32_t comm_id, int from, int tag, double deadline, int *fd);
+/* ops->shrink (comm.h) */
+int mnt_cpu_shrink(mnt_comm *pc, int64_t step, mnt_rank_loss *out, int max, int *nout);
+int mnt_cpu_enable_shrink(mnt_comm *pc);
 
 #endif

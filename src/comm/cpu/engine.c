@@ -60,6 +60,25 @@ static int link_is(const mnt_link *l, int kind) { return l && l->kind == kind; }
  * and was reported dead; the scale test scale_finished_neighbour guards it). The upstream one may
  * also have written its last bytes and exited between this rank's look at the FIFO and its look
  * at the process: bytes left in the FIFO are read before anyone is declared dead. */
+/* a link's failure: its peer is held gone (--on-rank-loss shrink), the status passed up */
+#define LINK_CHECK(c, link, call)                      \
+  do {                                                 \
+    int lst_ = (call);                                 \
+    if (lst_ != MNT_OK) {                              \
+      mnt_cpu_member_suspect((c), (link)->peer_rank);  \
+      MNT_CHECK(lst_);                                 \
+    }                                                  \
+  } while (0)
+
+/* --on-rank-loss shrink: a peer said a rank is gone, or the survivors left this segment */
+static int interrupted(mnt_cpu_comm *c, const mnt_cpu_plan *p) {
+  int closed = c->fab.have_shm && atomic_load(&c->fab.shm.slots[c->fab.shm.me].closed);
+  if (!closed && !mnt_cpu_member_interrupted(c)) return MNT_OK;
+  MNT_WARN("%s stopped: %s", p->what, closed ? "the other ranks of this node left its segment (a rank was lost)"
+                                              : "another rank says a rank was lost");
+  return MNT_EPEER;
+}
+
 static int check_shm_peers(mnt_cpu_comm *c, const mnt_cpu_plan *p, int need_recv, int need_send) {
   mnt_link *ls[2] = {need_recv ? p->r->recv : NULL, need_send ? p->r->send : NULL};
   for (int i = 0; i < 2; i++) {
@@ -67,7 +86,9 @@ static int check_shm_peers(mnt_cpu_comm *c, const mnt_cpu_plan *p, int need_recv
     const void *src;
     size_t left = 0;
     if (i == 0 && mnt_link_peek(ls[i], &src, &left, 1, 1) == MNT_OK && left > 0) continue;
-    MNT_ERR("rank %d on %s died during %s (its process is gone)", ls[i]->peer_rank, ls[i]->peer_node, p->what);
+    MNT_ERR("rank %d on %s died during %s (its process is gone)", c->w->job_of[ls[i]->peer_rank], ls[i]->peer_node,
+            p->what);
+    mnt_cpu_member_suspect(c, ls[i]->peer_rank);
     return MNT_EPEER;
   }
   return MNT_OK;
@@ -145,13 +166,13 @@ static int run_plan(mnt_cpu_comm *c, const mnt_cpu_plan *p) {
       size_t got;
       if (rs < p->reduce_steps) {
         const void *src;
-        MNT_CHECK(mnt_link_peek(r->recv, &src, &got, want, p->esize));
+        LINK_CHECK(c, r->recv, mnt_link_peek(r->recv, &src, &got, want, p->esize));
         got -= got % p->esize;
         if (got == 0) break;
         mnt_reduce(p->t, dst, src, got / p->esize, rs == p->reduce_steps - 1 ? p->div : 1.0f);
         mnt_link_consume(r->recv, got);
       } else {
-        MNT_CHECK(mnt_link_recv_into(r->recv, dst, want, &got));
+        LINK_CHECK(c, r->recv, mnt_link_recv_into(r->recv, dst, want, &got));
         if (got == 0) break;
       }
       ro += got;
@@ -173,7 +194,7 @@ static int run_plan(mnt_cpu_comm *c, const mnt_cpu_plan *p) {
       if (p->lag >= 0 && p->nrecv > 0 && dk >= 0 && rs <= dk) limit = rs == dk ? ro : 0;
       if (limit <= so) break;
       size_t sent;
-      MNT_CHECK(mnt_link_send(r->send, p->buf + p->off[seg] + so, limit - so, &sent));
+      LINK_CHECK(c, r->send, mnt_link_send(r->send, p->buf + p->off[seg] + so, limit - so, &sent));
       if (sent == 0) {
         send_full = 1;
         break;
@@ -216,6 +237,7 @@ static int run_plan(mnt_cpu_comm *c, const mnt_cpu_plan *p) {
     if (now - checked > LIVENESS_S) {
       checked = now;
       MNT_CHECK(check_shm_peers(c, p, rs < p->nrecv, ss < p->nsend));
+      MNT_CHECK(interrupted(c, p));
     }
     struct pollfd fds[2];
     int nfds = 0;

@@ -129,7 +129,8 @@ void mnt_cpu_progress_stop(mnt_cpu_comm *c) {
 static void cpu_destroy(mnt_comm *pc) {
   mnt_cpu_comm *c = pc->impl;
   mnt_cpu_progress_stop(c);
-  mnt_watchdog_stop(c->wd);
+  mnt_watchdog_stop(c->wd); /* its thread reads the membership */
+  mnt_cpu_member_free(c->mb);
   mnt_cpu_fabric_close(&c->fab);
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->cv);
@@ -145,4 +146,6 @@ const mnt_comm_ops mnt_cpu_ops = {
     .allgather = cpu_allgather,
     .barrier = cpu_barrier,
     .destroy = cpu_destroy,
+    .enable_shrink = mnt_cpu_enable_shrink,
+    .shrink = mnt_cpu_shrink,
 };

@@ -6,11 +6,13 @@
  * PMIx, then connects over TCP to its next ring neighbour on another node and accepts its previous
  * one, hellos authenticated with the secret (flat ring; the inter-node ring too for hier). The
  * progress thread starts last. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -183,10 +185,12 @@ out:
   return st;
 }
 
-/* the watchdog asks rank r only when a collective stalls: its address is looked up then */
+/* the watchdog asks rank r only when a collective stalls: its address is looked up then (from the
+ * table once the membership has one: PMIx may be gone) */
 static int watchdog_addr(void *ctx, int r, mnt_tcp_addr *out) {
   mnt_cpu_comm *c = ctx;
   peer_addr a;
+  if (c->mb) return mnt_cpu_member_addr(c, r, out);
   MNT_CHECK(mnt_world_lookup(c->w, c->addr_key, r, &a, sizeof a));
   *out = a.wd;
   return MNT_OK;
@@ -224,7 +228,7 @@ int mnt_comm_cpu_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
   mnt_cpu_comm *c = calloc(1, sizeof *c);
   if (!c) return MNT_ENOMEM;
   c->w = w;
-  c->id = next_id++;
+  c->id = c->base_id = next_id++;
   c->timeout_s = w->timeout_s;
   c->pub = (mnt_comm){.ops = &mnt_cpu_ops, .world = w, .topology = topo, .timeout_s = c->timeout_s,
                       .impl = c};
@@ -306,4 +310,123 @@ void mnt_cpu_fabric_close(mnt_cpu_fabric *f) {
   }
   free(f->order);
   *f = (mnt_cpu_fabric){0};
+}
+
+void mnt_cpu_fabric_fence(mnt_cpu_fabric *f) {
+  if (!f->have_shm) return;
+  for (int l = 0; l < f->shm.nlocal; l++) {
+    atomic_store(&f->shm.slots[l].closed, 1);
+    mnt_shm_ring(&f->shm, l);
+  }
+}
+
+static int lookup_addr(void *ctx, int r, mnt_tcp_addr *out) { return watchdog_addr(ctx, r, out); }
+
+int mnt_cpu_enable_shrink(mnt_comm *pc) {
+  mnt_cpu_comm *c = pc->impl;
+  if (c->w->size > 1) MNT_CHECK(mnt_cpu_member_enable(c, lookup_addr));
+  if (c->wd) mnt_watchdog_on_msg(c->wd, mnt_cpu_member_on_msg);
+  return MNT_OK;
+}
+
+/* /dev/shm's segment `name` made by another local rank and ready (its magic written): wait for it */
+static int await_segment(mnt_cpu_comm *c, const char *name, double deadline) {
+  while (mnt_now() < deadline) {
+    int fd = shm_open(name, O_RDWR, 0600);
+    if (fd >= 0) {
+      uint64_t magic = 0;
+      ssize_t n = pread(fd, &magic, sizeof magic, 0);
+      close(fd);
+      if (n == (ssize_t)sizeof magic && magic != 0) return MNT_OK;
+    }
+    usleep(2000);
+  }
+  MNT_ERR("rebuild: the node's new shared-memory segment did not appear within %.0f s (MNT_COMM_TIMEOUT)",
+          c->timeout_s);
+  return MNT_ETIMEOUT;
+}
+
+/* a TCP link of the fabric over fd: the receiving side stages */
+static int tcp_link(mnt_cpu_comm *c, int peer, int fd, mnt_link **slot, int recv) {
+  mnt_link *l = new_link(c, MNT_LINK_TCP, peer);
+  l->fd = fd;
+  mnt_tcp_tune(fd, c->tcp_buf);
+  if (recv) {
+    l->stage_cap = TCP_STAGE;
+    l->stage_mem = malloc(TCP_STAGE + 64);
+    if (!l->stage_mem) return MNT_ENOMEM;
+    l->stage = l->stage_mem + 64;
+  }
+  *slot = l;
+  return MNT_OK;
+}
+
+int mnt_cpu_fabric_rebuild(mnt_cpu_comm *c, int epoch) {
+  mnt_world *w = c->w;
+  mnt_cpu_fabric *f = &c->fab;
+  double deadline = mnt_now() + c->timeout_s;
+  c->id = c->base_id + 0x10000u * (uint32_t)epoch;
+  if (c->pub.topology == MNT_TOPO_HIER && w->rank == 0)
+    MNT_WARN("after a loss the allreduce runs flat (--topology hier needs the same ranks on every node)");
+  c->pub.topology = f->topology = MNT_TOPO_FLAT;
+  int L = w->local_size, l = w->local_rank, n = w->size;
+  f->order = malloc((size_t)n * sizeof *f->order);
+  if (!f->order) return MNT_ENOMEM;
+  mnt_ring_order(n, w->node_of, w->local_of, f->order);
+  int pos = 0;
+  while (f->order[pos] != w->rank) pos++;
+  int next = f->order[(pos + 1) % n], prev = f->order[(pos - 1 + n) % n];
+  f->flat = (mnt_cpu_ring){.n = n, .pos = pos};
+  f->inter = (mnt_cpu_ring){.n = w->nnodes, .pos = w->node_rank};
+  f->local = (mnt_cpu_ring){.n = 1, .pos = 0};
+  if (L > 1) { /* a new segment: local rank 0 makes it, the others wait for it, then it is unlinked */
+    char name[200];
+    shm_name(c, name, sizeof name);
+    if (l == 0) MNT_CHECK(mnt_shm_open(&f->shm, name, L, l, c->fifo_cap, 1));
+    else {
+      MNT_CHECK(await_segment(c, name, deadline));
+      MNT_CHECK(mnt_shm_open(&f->shm, name, L, l, c->fifo_cap, 0));
+    }
+    f->have_shm = 1;
+    if (l == 0) {
+      for (int k = 1; k < L; k++)
+        while (!atomic_load(&f->shm.slots[k].attached)) {
+          if (mnt_now() >= deadline) {
+            mnt_shm_unlink(&f->shm);
+            MNT_ERR("rebuild: local rank %d did not attach the new segment within %.0f s", k, c->timeout_s);
+            return MNT_ETIMEOUT;
+          }
+          usleep(2000);
+        }
+      mnt_shm_unlink(&f->shm);
+    }
+    int nx = rank_at(w, w->node_rank, (l + 1) % L), pv = rank_at(w, w->node_rank, (l - 1 + L) % L);
+    mnt_link *s = new_link(c, MNT_LINK_SHM, nx), *r = new_link(c, MNT_LINK_SHM, pv);
+    s->shm = r->shm = &f->shm;
+    s->fifo = mnt_shm_fifo_of(&f->shm, l);
+    r->fifo = mnt_shm_fifo_of(&f->shm, (l - 1 + L) % L);
+    f->local = (mnt_cpu_ring){.n = L, .pos = l, .send = s, .recv = r};
+  }
+  if (n == 1) return MNT_OK;
+  if (w->node_of[next] == w->node_rank) f->flat.send = f->local.send;
+  if (w->node_of[prev] == w->node_rank) f->flat.recv = f->local.recv;
+  int ofd = -1, st = MNT_OK;
+  if (!f->flat.send) { /* to next's watchdog, which parks it for next's rebuild */
+    mnt_tcp_hello h;
+    mnt_tcp_addr a;
+    mnt_tcp_hello_init(&h, c->secret, c->id, w->rank, TAG_FLAT);
+    MNT_CHECK(mnt_cpu_member_addr(c, next, &a));
+    MNT_CHECK(mnt_tcp_start_connect(&a, &h, &ofd, deadline, next));
+  }
+  if (!f->flat.recv) {
+    int ifd;
+    st = mnt_cpu_member_take_link(c, c->id, prev, TAG_FLAT, deadline, &ifd);
+    if (st == MNT_OK) st = tcp_link(c, prev, ifd, &f->flat.recv, 1);
+  }
+  if (ofd >= 0) {
+    if (st == MNT_OK) st = mnt_tcp_finish_connect(ofd, deadline, next);
+    if (st == MNT_OK) st = tcp_link(c, next, ofd, &f->flat.send, 0);
+    else close(ofd);
+  }
+  return st;
 }

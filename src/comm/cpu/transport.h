@@ -30,6 +30,7 @@ typedef struct mnt_shm_slot {        /* one per local rank, on its own cache lin
   _Atomic uint32_t sleeping;          /* 1 while the owner waits in futex */
   _Atomic int32_t pid;                /* owner's pid, for liveness checks */
   _Atomic int32_t attached;
+  _Atomic int32_t closed;             /* 1: the survivors of a loss left this segment (shrink.c) */
 } mnt_shm_slot;
 
 typedef struct mnt_shm {
@@ -65,6 +66,10 @@ typedef struct mnt_tcp_hello {
   uint8_t secret[MNT_SECRET_BYTES];
 } mnt_tcp_hello;
 
+/* a link's hello (magic "MNTRAIN1") with this job's secret, whatever its communicator id */
+int mnt_tcp_hello_ok(const mnt_tcp_hello *h, const uint8_t *secret);
+/* answer a hello taken from an inbox: yes (ok = 1) or refused, before the deadline */
+int mnt_tcp_answer(int fd, int ok, double deadline);
 /* Fill a hello for this job. */
 void mnt_tcp_hello_init(mnt_tcp_hello *h, const uint8_t *secret, uint32_t comm_id, int from_rank,
                         int tag);

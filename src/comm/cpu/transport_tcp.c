@@ -396,6 +396,15 @@ int mnt_tcp_accept_auth(mnt_tcp_inbox *ib, const uint8_t *secret, uint32_t comm_
   }
 }
 
+int mnt_tcp_hello_ok(const mnt_tcp_hello *h, const uint8_t *secret) {
+  return memcmp(h->magic, HELLO_MAGIC, sizeof h->magic) == 0 && memcmp(h->secret, secret, MNT_SECRET_BYTES) == 0;
+}
+
+int mnt_tcp_answer(int fd, int ok, double deadline) {
+  char answer = ok ? ANSWER_OK : ANSWER_REFUSED;
+  return mnt_tcp_xfer(fd, &answer, 1, 1, deadline);
+}
+
 void mnt_tcp_hello_init(mnt_tcp_hello *h, const uint8_t *secret, uint32_t comm_id, int from_rank,
                         int tag) {
   memset(h, 0, sizeof *h);

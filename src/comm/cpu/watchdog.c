@@ -19,12 +19,9 @@
 static const char ASK[8] = {'M', 'N', 'T', 'W', 'D', 'O', 'G', '?'};
 static const char TELL[8] = {'M', 'N', 'T', 'W', 'D', 'O', 'G', '!'};
 
-typedef struct request {
-  char magic[8];
-  uint32_t comm_id;
-  int32_t from;
-  uint8_t secret[MNT_SECRET_BYTES];
-} request;
+/* a request is a hello (transport.h): the same first bytes as a link's and a membership message's,
+ * which on_msg (the membership, shrink.c) takes */
+typedef mnt_tcp_hello request;
 
 typedef struct reply {
   char magic[8];
@@ -43,6 +40,7 @@ struct mnt_watchdog {
   mnt_tcp_inbox *ib;
   int (*addr_of)(void *ctx, int rank, mnt_tcp_addr *addr); /* a rank's watchdog, looked up when asked */
   void *addr_ctx;
+  int (*on_msg)(void *ctx, const mnt_tcp_hello *h, int fd); /* other messages: 1 when taken (fd theirs) */
   pthread_t thr;
   int started;
   _Atomic int stop;
@@ -82,7 +80,7 @@ static void *serve(void *arg) {
     }
     if (st != MNT_OK) continue;
     if (memcmp(q.magic, ASK, sizeof q.magic) || q.comm_id != wd->id || memcmp(q.secret, wd->secret, MNT_SECRET_BYTES)) {
-      close(fd); /* not one of ours: no answer */
+      if (!wd->on_msg || !wd->on_msg(wd->addr_ctx, &q, fd)) close(fd); /* not one of ours: no answer */
       continue;
     }
     reply r = {.rank = wd->w->rank, .waiting_on = atomic_load(&wd->waiting_on)};
@@ -94,9 +92,11 @@ static void *serve(void *arg) {
     mnt_trace_activity(r.doing, sizeof r.doing);
     mnt_tcp_xfer(fd, &r, sizeof r, 1, mnt_now() + 1.0);
     close(fd);
-    /* a peer follows a stall through this rank: its last events on disk too (at most every 5 s) */
+    /* a peer follows a stall through this rank: its last events on disk too (at most every 5 s), unless
+     * a stall is a loss the survivors recover from (a rank left out must not write) */
+    if (wd->on_msg) continue;
     char why[96];
-    snprintf(why, sizeof why, "rank %d asked what this rank waits for (a collective stalled)", q.from);
+    snprintf(why, sizeof why, "rank %d asked what this rank waits for (a collective stalled)", q.from_rank);
     mnt_trace_dump_last(NULL, why);
   }
   return NULL;
@@ -113,6 +113,10 @@ int mnt_watchdog_run(mnt_watchdog *wd, int (*addr_of)(void *ctx, int rank, mnt_t
   return MNT_OK;
 }
 
+void mnt_watchdog_on_msg(mnt_watchdog *wd, int (*on_msg)(void *ctx, const mnt_tcp_hello *h, int fd)) {
+  wd->on_msg = on_msg; /* set before the first shrink, after a fence of the set-up: read by the thread */
+}
+
 void mnt_watchdog_waiting(mnt_watchdog *wd, int peer, double since, const char *what) {
   if (!wd) return;
   if (peer >= 0) {
@@ -127,7 +131,7 @@ void mnt_watchdog_waiting(mnt_watchdog *wd, int peer, double since, const char *
 /* ask rank r: 0 and *rep, -1 when it does not answer in time, -2 when this rank could not ask
  * (no socket: why says so) */
 static int ask(mnt_watchdog *wd, int r, double probe_s, reply *rep, char *why, size_t why_n) {
-  request q = {.comm_id = wd->id, .from = wd->w->rank};
+  request q = {.comm_id = wd->id, .from_rank = wd->w->rank};
   memcpy(q.magic, ASK, sizeof q.magic);
   memcpy(q.secret, wd->secret, MNT_SECRET_BYTES);
   double deadline = mnt_now() + probe_s;

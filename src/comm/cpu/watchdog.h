@@ -23,6 +23,9 @@ int mnt_watchdog_start(mnt_watchdog **out, mnt_world *w, const char *iface, cons
 /* answer requests from now on; addr_of(ctx, r, &a) gives rank r's watchdog address when this rank
  * has to ask it (looked up then, not held for every rank) */
 int mnt_watchdog_run(mnt_watchdog *wd, int (*addr_of)(void *ctx, int rank, mnt_tcp_addr *addr), void *ctx);
+/* messages that are not the watchdog's own questions go to on_msg(ctx of mnt_watchdog_run, hello, fd):
+ * it returns 1 when it took the connection (fd is then its own), 0 to have it closed */
+void mnt_watchdog_on_msg(mnt_watchdog *wd, int (*on_msg)(void *ctx, const mnt_tcp_hello *h, int fd));
 /* this rank now waits for rank peer, without progress since `since` (mnt_now), in `what`;
  * peer -1: it is not waiting */
 void mnt_watchdog_waiting(mnt_watchdog *wd, int peer, double since, const char *what);

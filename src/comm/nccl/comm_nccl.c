@@ -514,8 +514,9 @@ static void n_destroy(mnt_comm *c) {
   release(c);
 }
 
+/* no shrink yet (enable_shrink NULL: --on-rank-loss shrink is refused with --comm nccl) */
 static const mnt_comm_ops NCCL_OPS = {"nccl", n_allreduce, n_iallreduce, n_wait, n_broadcast, n_allgather, n_barrier,
-                                      n_destroy};
+                                      n_destroy, NULL, NULL};
 
 /* Why hier cannot be used in this world (NULL: it can). The same answer on every rank: it
  * reads only the world's tables. */
