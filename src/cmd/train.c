@@ -334,6 +334,9 @@ static int recover(run *r, loop *l) {
     fflush(stdout);
   }
   l->stopped = 1;
+  /* the template's sign (srun's own status reports the lost task): stopped with a checkpoint, to requeue */
+  st = mnt_train_metric(r, json_pack("{s:I, s:s, s:b}", "step", (json_int_t)t->s.step, "stopped", why, "requeue", 1));
+  if (st != MNT_OK) return st;
   return mnt_world_agree(w, MNT_EPREEMPT);
 }
 

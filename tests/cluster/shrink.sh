@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# shrink.sh — --on-rank-loss shrink on the local cluster: resnet8 on Fashion-MNIST, 4 ranks on 2
+# nodes, 400 steps of global batch 64, ranks killed from outside (SIGKILL to the process Slurm
+# started, found by its PMIX_RANK) while the job trains:
+#   rank    rank 3 killed at step ~100: the run finishes on 3 ranks, summary.json says so
+#           (rank_losses, final_ranks), the recovery's line comes within 10 s of the kill, and the
+#           validation top-1 is within 1.5 points of the uninterrupted run's (run first, same seed);
+#   node    both ranks of node2 killed at once: it finishes on node1's two;
+#   stop    rank 3 stopped (SIGSTOP) at step ~100 with MNT_COMM_TIMEOUT=5: excluded after the
+#           deadline; continued 15 s later, it exits 1 saying it was left out, having written
+#           nothing (no file of its own in the run directory);
+#   twice   rank 3 killed at step ~100, then rank 1 at step ~200: it finishes on 2 ranks;
+#   ckpt    a checkpoint every step (one is always being written) and rank 3 killed: every
+#           checkpoint committed verifies (mntrain inspect), the newest resumes on all 4 ranks;
+#   eval    rank 3 killed during the evaluation at a quarter epoch: the run goes on and finishes;
+#   requeue job_templates/train.sbatch (ON_RANK_LOSS=shrink) with --min-ranks 4: rank 3 killed,
+#           the survivors commit a checkpoint and stop (exit 3), the template requeues the job, and
+#           the requeued job resumes at full size (4 ranks) from the checkpoint the 3 wrote.
+#                                                   shrink.sh path/to/mntrain CASE
+set -u
+m=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+case=$2
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=/dev/null
+. "$here/lib.sh" # fashion_mnist_sets, slurm_or_skip, fail (tests/lib.sh)
+slurm_or_skip 2
+w=$(mktemp -d)
+job=""
+cleanup() {
+  [ -n "$job" ] && scancel "$job" 2>/dev/null
+  pkill -CONT -f "$m train .*$w/" 2>/dev/null
+  rm -rf "$w"
+}
+trap cleanup EXIT
+fashion_mnist_sets "$m" "$w"
+args=(--data "$w/train" --val "$w/test" --arch resnet8 --size 28 --batch-per-rank 16 --lr 0.4 --warmup-epochs 0.05
+  --schedule cosine --pad-crop 2 --val-crop 1 --threads 1 --log-every 10 --timestamps --seed 1)
+# run NAME [train options]: 4 ranks on 2 nodes into $w/NAME, output in $w/NAME.log; its srun status
+run() {
+  local name=$1
+  shift
+  "$here/srun_test.sh" 300 -N2 -n4 --ntasks-per-node=2 --kill-on-bad-exit=0 --no-kill -- "$m" train "${args[@]}" \
+    --out "$w/$name" "$@" >"$w/$name.log" 2>&1
+}
+# pids_of NAME RANKS...: the processes of run NAME with those ranks
+pids_of() {
+  local name=$1 p r
+  shift
+  for p in $(pgrep -f "$m train .*--out $w/$name( |$)"); do
+    for r in "$@"; do
+      tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "PMIX_RANK=$r" && echo "$p"
+    done
+  done
+}
+# signal_at NAME STEP SIG RANKS...: once run NAME's log shows step STEP, SIG to those ranks; the
+# time (date +%s.%N) into $w/NAME.t
+signal_at() {
+  local name=$1 step=$2 sig=$3 p
+  shift 3
+  for _ in $(seq 1 3000); do
+    grep -q "step $step/" "$w/$name.log" 2>/dev/null && break
+    sleep 0.02
+  done
+  p=$(pids_of "$name" "$@")
+  [ -n "$p" ] || { echo "shrink: no process of ranks $* in run $name" >&2; return 1; }
+  # shellcheck disable=SC2086 # one word per pid
+  kill -"$sig" $p && date +%s.%N >"$w/$name.t"
+  echo "shrink: SIG$sig to rank(s) $* of run $name (pid ${p//$'\n'/ }) after step $step"
+}
+# summary NAME KEY: a value of run NAME's summary.json (python's repr)
+summary() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$w/$1/summary.json" "$2"; }
+on_fail() { for f in "$w"/*.log; do [ -f "$f" ] && { echo "---- $f"; tail -n 40 "$f"; }; done; }
+# finished NAME RANKS: run NAME finished on RANKS ranks (summary.json), its losses said
+finished() {
+  [ -f "$w/$1/summary.json" ] || fail "run $1 wrote no summary.json"
+  [ "$(summary "$1" final_ranks)" = "$2" ] || fail "run $1 finished on $(summary "$1" final_ranks) ranks, not $2"
+  [ "$(summary "$1" steps_done)" = 400 ] || fail "run $1 did $(summary "$1" steps_done) steps, not 400"
+  grep -q "mntrain train: lost rank" "$w/$1.log" || fail "run $1: no line names the lost rank"
+}
+# the recovery of run NAME: seconds from the signal to the line saying the survivors go on
+recovery_s() {
+  local t1 hms
+  hms=$(sed -nE 's/^[0-9-]+T([0-9:.]+)Z mntrain train: lost rank.*going on.*/\1/p' "$w/$1.log" | head -n1)
+  [ -n "$hms" ] || { echo 999; return; }
+  t1=$(date -u -d "$(date -u +%F) $hms" +%s.%N)
+  awk -v a="$(cat "$w/$1.t")" -v b="$t1" 'BEGIN { printf "%.2f", b - a }'
+}
+
+case $case in
+rank)
+  run base --steps 400 --ckpt-every-steps 200
+  rc=$?
+  [ $rc -eq 77 ] && exit 77
+  [ $rc -eq 0 ] || fail "the uninterrupted run exited $rc"
+  signal_at kill 100 KILL 3 &
+  run kill --steps 400 --ckpt-every-steps 200 --on-rank-loss shrink
+  wait
+  finished kill 3
+  [ "$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["rank_losses"][0]["rank"])' \
+    "$w/kill/summary.json")" = 3 ] || fail "summary.json's rank_losses does not name rank 3"
+  grep -q '"rank_lost":"rank 3 on' "$w/kill/metrics.jsonl" || fail "metrics.jsonl has no line for the loss"
+  rec=$(recovery_s kill)
+  a=$(summary base val_top1) b=$(summary kill val_top1)
+  echo "shrink: rank 3 killed: going on $rec s after the kill; validation top-1 $b against $a uninterrupted"
+  awk -v r="$rec" 'BEGIN { exit !(r <= 10) }' || fail "the survivors went on $rec s after the kill (more than 10 s)"
+  awk -v a="$a" -v b="$b" 'BEGIN { d = (a - b) * 100; if (d < 0) d = -d; exit !(d <= 1.5) }' ||
+    fail "top-1 $b is more than 1.5 points from the uninterrupted run's $a"
+  ;;
+node)
+  signal_at node 100 KILL 2 3 &
+  run node --steps 400 --on-rank-loss shrink
+  rc=$?
+  wait
+  [ $rc -eq 77 ] && exit 77
+  finished node 2
+  grep -q "lost rank 2 on node2, rank 3 on node2 in step" "$w/node.log" || fail "the loss of node2's two ranks is not one line"
+  echo "shrink: node2's ranks killed: going on $(recovery_s node) s after the kill, on node1's two"
+  ;;
+stop)
+  export MNT_COMM_TIMEOUT=5
+  { signal_at stop 100 STOP 3 && sleep 15 && pkill -CONT -f "$m train .*--out $w/stop( |$)"; } &
+  run stop --steps 400 --on-rank-loss shrink
+  rc=$?
+  wait
+  [ $rc -eq 77 ] && exit 77
+  finished stop 3
+  grep -q "rank 3 on node2: error: .*left out" "$w/stop.log" || fail "the continued rank 3 did not say it was left out"
+  grep -q "node2: task 3: Exited with exit code 1" "$w/stop.log" || fail "the continued rank 3 did not exit 1"
+  for f in "$w"/stop/*00003*; do
+    [ -e "$f" ] && fail "rank 3 wrote $f after it was left out"
+  done
+  echo "shrink: rank 3 stopped: excluded after MNT_COMM_TIMEOUT (going on $(recovery_s stop) s after SIGSTOP), left out when continued"
+  ;;
+twice)
+  { signal_at twice 100 KILL 3 && signal_at twice 200 KILL 1; } &
+  run twice --steps 400 --on-rank-loss shrink
+  rc=$?
+  wait
+  [ $rc -eq 77 ] && exit 77
+  finished twice 2
+  [ "$(grep -c "mntrain train: lost rank" "$w/twice.log")" = 2 ] || fail "not two losses said"
+  echo "shrink: two losses in a row: finished on 2 ranks"
+  ;;
+ckpt)
+  signal_at ckpt 100 KILL 3 &
+  run ckpt --steps 400 --on-rank-loss shrink --ckpt-every-steps 1 --keep 400
+  rc=$?
+  wait
+  [ $rc -eq 77 ] && exit 77
+  finished ckpt 3
+  n=0
+  for d in "$w"/ckpt/ckpt/step-*; do
+    "$m" inspect "$d" >"$w/inspect.log" 2>&1 || { cat "$w/inspect.log"; fail "checkpoint $d does not verify"; }
+    n=$((n + 1))
+  done
+  [ $n -gt 300 ] || fail "only $n checkpoints committed"
+  # the newest, written by 3 ranks, resumes on all 4: the run is complete
+  run ckpt --steps 400 --on-rank-loss shrink --ckpt-every-steps 1 --keep 400 || fail "the resume on 4 ranks failed"
+  grep -q "resuming from .*step-00000400" "$w/ckpt.log" || fail "the resume did not start from step 400's checkpoint"
+  echo "shrink: a loss while checkpoints were written: $n checkpoints, every one verified; the last resumes on 4 ranks"
+  ;;
+eval)
+  # the evaluation at a quarter epoch follows step 235's line (--log-every 5) and takes over a second
+  { signal_at eval 235 CONT 3 >/dev/null && sleep 0.3 && signal_at eval 235 KILL 3; } &
+  run eval --steps 400 --on-rank-loss shrink --eval-every 0.25 --log-every 5
+  rc=$?
+  wait
+  [ $rc -eq 77 ] && exit 77
+  finished eval 3
+  step=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["rank_losses"][0]["step"])' \
+    "$w/eval/summary.json")
+  sed -n '/step 235\//,/lost rank/p' "$w/eval.log" | grep -q "validation" &&
+    fail "the evaluation after step 235 ended before the loss: the kill came too late to test a loss in it"
+  [ "$step" = 235 ] || fail "the loss was in step $step, not during the evaluation after step 235"
+  echo "shrink: rank 3 killed during an evaluation: the survivors went on and finished"
+  ;;
+requeue)
+  tmpl=$here/../../job_templates/train.sbatch
+  job=$(cd "$w" && MNTRAIN=$m OUT=$w/rq CKPT_DIR=$w/rq-ckpt sbatch --parsable -N2 --ntasks-per-node=2 --cpus-per-task=1 \
+    --time=10 --output="$w/rq.log" "$tmpl" "${args[@]}" --steps 400 --min-ranks 4 --precision fp32) ||
+    fail "sbatch failed"
+  echo "submitted job $job"
+  signal_at rq 100 KILL 3 || fail "could not kill rank 3"
+  hurried=0 gone=0
+  for _ in $(seq 1 1800); do # until the requeued job has finished (as requeue.sh: started at once)
+    state=$(squeue -h -j "$job" -o '%T %r' 2>/dev/null)
+    # squeue may not list a job while it is being requeued: gone only when absent for 2 s
+    if [ -z "$state" ]; then gone=$((gone + 1)); [ $gone -ge 20 ] && break; sleep 0.1; continue; fi
+    gone=0
+    # started within ~0.1 s of its requeue, slurmctld kills it: "Killing non-startable batch JobId=N: Job
+    # credential revoked" (slurmd reissues the credential a moment later): a second first
+    if [ $hurried -eq 0 ] && [ "$state" = "PENDING BeginTime" ] && ! pgrep -f "slurmstepd: \[$job\." >/dev/null; then
+      sleep 1
+      scontrol update JobId="$job" StartTime=now && hurried=1 && echo "job $job requeued: started a second later"
+    fi
+    sleep 0.1
+  done
+  [ -z "$state" ] || fail "job $job still $state after 3 minutes"
+  job=""
+  grep -q "fewer than --min-ranks 4: stopping after the checkpoint" "$w/rq.log" || fail "the survivors did not stop below --min-ranks"
+  grep -q "preempted with a checkpoint .*requeueing" "$w/rq.log" || fail "the template did not requeue"
+  grep -q "resuming from" "$w/rq.log" || fail "the requeued job did not resume"
+  grep -q "4 ranks on 2 nodes.*resumed" "$w/rq.log" || fail "the requeued job did not run on 4 ranks"
+  grep -q "mntrain train: done: 400 steps" "$w/rq.log" || fail "the requeued job did not complete"
+  echo "shrink: below --min-ranks: checkpoint, exit 3, requeued, resumed on 4 ranks and done"
+  ;;
+*)
+  echo "usage: shrink.sh MNTRAIN rank|node|stop|twice|ckpt|eval|requeue" >&2
+  exit 2
+  ;;
+esac
+echo "ok: shrink $case"
