@@ -278,10 +278,12 @@ static int recover(run *r, loop *l) {
   mnt_rank_loss lost[64];
   int nlost = 0;
   int st = mnt_comm_shrink(t->c, t->s.step, lost, 64, &nlost);
+  double t_agreed = mnt_now(), t_regrouped = t_agreed;
   char why[300] = "";
   int policy = 0; /* 1: a checkpoint and exit 3 */
   if (st == MNT_OK) {
     st = mnt_trainer_regroup(t, why, sizeof why);
+    t_regrouped = mnt_now();
     if (st == MNT_ENOMEM && why[0]) policy = 1, st = MNT_OK;
   }
   if (st == MNT_OK && w->size < r->min_ranks) {
@@ -299,7 +301,7 @@ static int recover(run *r, loop *l) {
   }
   mnt_trace_pop();
   if (st != MNT_OK) return st;
-  double det = t_detect - r->last_step_end, rec = t_ready - t_detect;
+  double det = t_detect - r->last_step_end, rec = mnt_now() - t_detect; /* to the next step: checkpoint included */
   char names[400] = "";
   for (int i = 0; i < nlost; i++) {
     size_t k = strlen(names);
@@ -321,9 +323,12 @@ static int recover(run *r, loop *l) {
            r->wr ? "committed" : "off: no --ckpt-dir");
     fflush(stdout);
   }
-  st = mnt_train_metric(r, json_pack("{s:I, s:s, s:i, s:i, s:o, s:o}", "step", (json_int_t)t->s.step, "rank_lost",
-                                     names, "ranks", w->size, "ranks_before", size0, "detected_after_s",
-                                     mnt_json_num(det), "recovered_after_s", mnt_json_num(rec)));
+  /* the recovery's parts: agreement and rebuild, the state and the new split, the checkpoint */
+  st = mnt_train_metric(r, json_pack("{s:I, s:s, s:i, s:i, s:o, s:o, s:{s:o, s:o, s:o}}", "step", (json_int_t)t->s.step,
+                                     "rank_lost", names, "ranks", w->size, "ranks_before", size0, "detected_after_s",
+                                     mnt_json_num(det), "recovered_after_s", mnt_json_num(rec), "recovery_s", "agree",
+                                     mnt_json_num(t_agreed - t_detect), "regroup", mnt_json_num(t_regrouped - t_agreed),
+                                     "checkpoint", mnt_json_num(mnt_now() - t_ready)));
   if (st != MNT_OK) return st;
   r->last_step_end = mnt_now();
   l->iv_t0 = mnt_now();

@@ -16,6 +16,8 @@
 #   requeue job_templates/train.sbatch (ON_RANK_LOSS=shrink) with --min-ranks 4: rank 3 killed,
 #           the survivors commit a checkpoint and stop (exit 3), the template requeues the job, and
 #           the requeued job resumes at full size (4 ranks) from the checkpoint the 3 wrote.
+# SHRINK_NODES, SHRINK_RANKS and SHRINK_STEPS (2, 4, 400) change the layout and the run's length for
+# the node case: the scale stage runs it at 32 ranks on 8 nodes (tests/scale/scale.sh shrink).
 #                                                   shrink.sh path/to/mntrain CASE
 set -u
 m=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -23,7 +25,9 @@ case=$2
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=/dev/null
 . "$here/lib.sh" # fashion_mnist_sets, slurm_or_skip, fail (tests/lib.sh)
-slurm_or_skip 2
+NODES=${SHRINK_NODES:-2} RANKS=${SHRINK_RANKS:-4} STEPS=${SHRINK_STEPS:-400}
+PER=$((RANKS / NODES))
+slurm_or_skip "$NODES"
 w=$(mktemp -d)
 job=""
 cleanup() {
@@ -39,7 +43,7 @@ args=(--data "$w/train" --val "$w/test" --arch resnet8 --size 28 --batch-per-ran
 run() {
   local name=$1
   shift
-  "$here/srun_test.sh" 300 -N2 -n4 --ntasks-per-node=2 --kill-on-bad-exit=0 --no-kill -- "$m" train "${args[@]}" \
+  "$here/srun_test.sh" 600 -N"$NODES" -n"$RANKS" --ntasks-per-node="$PER" --kill-on-bad-exit=0 --no-kill -- "$m" train "${args[@]}" \
     --out "$w/$name" "$@" >"$w/$name.log" 2>&1
 }
 # pids_of NAME RANKS...: the processes of run NAME with those ranks
@@ -74,7 +78,7 @@ on_fail() { for f in "$w"/*.log; do [ -f "$f" ] && { echo "---- $f"; tail -n 40 
 finished() {
   [ -f "$w/$1/summary.json" ] || fail "run $1 wrote no summary.json"
   [ "$(summary "$1" final_ranks)" = "$2" ] || fail "run $1 finished on $(summary "$1" final_ranks) ranks, not $2"
-  [ "$(summary "$1" steps_done)" = 400 ] || fail "run $1 did $(summary "$1" steps_done) steps, not 400"
+  [ "$(summary "$1" steps_done)" = "$STEPS" ] || fail "run $1 did $(summary "$1" steps_done) steps, not $STEPS"
   grep -q "mntrain train: lost rank" "$w/$1.log" || fail "run $1: no line names the lost rank"
 }
 # the recovery of run NAME: seconds from the signal to the line saying the survivors go on
@@ -107,14 +111,18 @@ rank)
     fail "top-1 $b is more than 1.5 points from the uninterrupted run's $a"
   ;;
 node)
-  signal_at node 100 KILL 2 3 &
-  run node --steps 400 --on-rank-loss shrink
+  # the last node's ranks (Slurm's block distribution: ranks RANKS-PER .. RANKS-1)
+  mapfile -t victims < <(seq $((RANKS - PER)) $((RANKS - 1)))
+  signal_at node $((STEPS / 4)) KILL "${victims[@]}" &
+  run node --steps "$STEPS" --on-rank-loss shrink
   rc=$?
   wait
   [ $rc -eq 77 ] && exit 77
-  finished node 2
-  grep -q "lost rank 2 on node2, rank 3 on node2 in step" "$w/node.log" || fail "the loss of node2's two ranks is not one line"
-  echo "shrink: node2's ranks killed: going on $(recovery_s node) s after the kill, on node1's two"
+  finished node $((RANKS - PER))
+  line=$(grep "mntrain train: lost rank" "$w/node.log" | head -n1)
+  [ "$(grep -o "rank [0-9]* on node[0-9]*" <<<"$line" | sort -u | wc -l)" = "$PER" ] ||
+    fail "the loss of the last node's $PER ranks is not one line naming them: $line"
+  echo "shrink: the last node's $PER ranks killed: going on $(recovery_s node) s after the kill, on $((RANKS - PER)) ranks"
   ;;
 stop)
   export MNT_COMM_TIMEOUT=5

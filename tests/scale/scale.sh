@@ -29,7 +29,9 @@
 #   sweep MNTRAIN       job_templates/scaling_sweep.sh on 1, 2, 4, ... NODES nodes (full nodes,
 #                       N/NODES ranks each), then mntrain report over the runs: one row per node
 #                       count in the table, scaling.csv and scaling.svg
-#   finished MNTRAIN    issue 21's "a finished neighbour is not a dead one" (src/comm/cpu/comm_cpu.c):
+#   shrink MNTRAIN      tests/cluster/shrink.sh node: N ranks, the last node's killed at step 30 of 120
+#                       (--on-rank-loss shrink): it finishes on the other N - N/NODES
+#   finished MNTRAIN    a finished neighbour is not a dead one (src/comm/cpu/engine.c):
 #                       MNT_SCALE_BIG_RANKS ranks (128) on MNT_SCALE_BIG_NODES nodes (NODES),
 #                       train --arch resnet8 --steps 6, MNT_SCALE_BIG_RUNS times (2): exit 0 and
 #                       no "died during" line
@@ -161,6 +163,11 @@ elastic)
   CKPT_LR=$(awk -v g=$((RANKS * 4)) 'BEGIN { printf "%g", 0.4 * 16 / g }') CKPT_RANKS=$RANKS CKPT_NODES=$NODES \
     CKPT_RESUME="$((RANKS >= 8 ? RANKS / 8 : 1)) 1" CKPT_TIMEOUT=300 "$cluster/ckpt.sh" "$prog" elastic gluster || exit $?
   done_in "scale elastic"
+  ;;
+shrink)
+  # --on-rank-loss shrink: the last node's ranks killed at step 30 of 120: it finishes on the others
+  SHRINK_NODES=$NODES SHRINK_RANKS=$RANKS SHRINK_STEPS=120 "$cluster/shrink.sh" "$prog" node || exit $?
+  done_in "scale shrink"
   ;;
 kill | hung)
   victim=$(((RANKS / 2 + 5) % RANKS))

@@ -31,7 +31,7 @@ static void segments(void) {
       }
 }
 
-/* Run the schedule of comm_cpu.c's engine over n virtual ranks, step by step: send segment
+/* Run the schedule of the CPU communicator's engine (engine.c) over n virtual ranks, step by step: send segment
  * (p + shift - k), receive (p + shift - k - 1), reduce for k < n-1, copy after. */
 static void schedule(void) {
   for (int n = 1; n <= 7; n++) {
