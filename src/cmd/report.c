@@ -765,6 +765,7 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
     out_name(svg, sizeof svg, out, r, ngroups > 1, "svg");
     print_table(r, n, strong[g]);
     mnt_report_slow_ranks(r, n);
+    mnt_report_rank_losses(r, n);
     if ((st = write_csv(csv, r, n)) == MNT_OK && (st = mnt_report_write_svg(svg, r, n, strong[g])) == MNT_OK)
       printf("   wrote %s and %s\n", csv, svg);
   }

@@ -3,7 +3,7 @@
  * defines: mnt_report_run (one run of the sweep), mnt_report_point (one evaluation), MNT_REPORT_NPH,
  *          mnt_report_describe, mnt_report_write_svg (files written whole or not at all through
  *          tmpfile.h's mnt_tmp_fopen / mnt_tmp_fcommit), mnt_report_svg_open, mnt_report_xml_text,
- *          mnt_report_nice_step, mnt_report_csv_num, mnt_report_csv_str (report_svg.c), mnt_report_slow_ranks (report_ranks.c), mnt_report_trace (report_trace.c),
+ *          mnt_report_nice_step, mnt_report_csv_num, mnt_report_csv_str (report_svg.c), mnt_report_slow_ranks, mnt_report_rank_losses (report_ranks.c), mnt_report_trace (report_trace.c),
  *          mnt_report_add_point, mnt_report_learning (report_learn.c) */
 #ifndef MNT_REPORT_INTERNAL_H
 #define MNT_REPORT_INTERNAL_H
@@ -67,6 +67,8 @@ int mnt_report_add_point(mnt_report_run *r, mnt_report_point p);
 int mnt_report_learning(const mnt_report_run *r, int n, const char *out);
 /* after the table: each multi-rank run's imbalance and slowest ranks (summary.json "rank_stats") */
 void mnt_report_slow_ranks(const mnt_report_run *r, int n);
+/* the ranks each run lost (--on-rank-loss shrink: summary.json's rank_losses), a line each */
+void mnt_report_rank_losses(const mnt_report_run *r, int n);
 /* --trace DIR: the ranks' timelines merged into OUT/trace.json and OUT/trace.svg; run_id: the run the files
  * are of ("" when they do not say: version 1) */
 int mnt_report_trace(const char *dir, const char *out, char run_id[MNT_RUN_ID_HEX + 1]);

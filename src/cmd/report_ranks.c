@@ -90,3 +90,23 @@ void mnt_report_slow_ranks(const mnt_report_run *r, int nruns) {
     free(rs);
   }
 }
+
+void mnt_report_rank_losses(const mnt_report_run *r, int nruns) {
+  for (int i = 0; i < nruns; i++) {
+    char path[MNT_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/summary.json", r[i].dir);
+    json_t *j = json_load_file(path, 0, NULL), *a = json_object_get(j, "rank_losses");
+    size_t n = json_is_array(a) ? json_array_size(a) : 0;
+    for (size_t k = 0; k < n; k++) {
+      json_t *o = json_array_get(a, k);
+      const char *node = json_string_value(json_object_get(o, "node"));
+      printf("   lost by %s: rank %lld on %s in step %lld (detected %.1f s after the step before, recovered in %.1f s)\n",
+             r[i].dir, (long long)json_integer_value(json_object_get(o, "rank")), node ? node : "?",
+             (long long)json_integer_value(json_object_get(o, "step")) + 1,
+             json_number_value(json_object_get(o, "detected_after_s")),
+             json_number_value(json_object_get(o, "recovered_after_s")));
+    }
+    if (n) printf("   (its row's ranks are those it ended with; its img/s spans every size it ran at)\n");
+    json_decref(j);
+  }
+}

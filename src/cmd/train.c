@@ -345,6 +345,17 @@ static int recover(run *r, loop *l) {
   return mnt_world_agree(w, MNT_EPREEMPT);
 }
 
+/* after a failure *st: a lost rank under --on-rank-loss shrink is recovered from (again, if the
+ * recovery itself loses one, up to 8 times); 1 when the survivors go on (*st MNT_OK), 0 otherwise */
+static int recover_from(run *r, loop *l, int *st) {
+  if (*st == MNT_OK || !r->shrink || !r->w->left || !mnt_comm_lost(*st)) return 0;
+  for (int tries = 0; tries < 8; tries++) {
+    *st = recover(r, l);
+    if (*st == MNT_OK || !mnt_comm_lost(*st)) break;
+  }
+  return *st == MNT_OK && !l->stopped;
+}
+
 /* every rank: this job's steps, with a checkpoint where due and at the end; then the run's end:
  * stopped (MNT_EPREEMPT), finished (summary.json), or resumed already complete */
 static int train_loop(run *r) {
@@ -390,21 +401,19 @@ static int train_loop(run *r) {
   while (t->s.step < t->total && l.todo > 0 && !t->s.target_step && st == MNT_OK) {
     int brk = 0;
     st = one_step(r, &l, &brk);
-    if (st != MNT_OK && r->shrink && w->left && mnt_comm_lost(st)) { /* a rank lost: the survivors go on */
-      st = recover(r, &l);
-      continue;
-    }
+    if (recover_from(r, &l, &st)) continue; /* a rank lost: the survivors go on */
     if (brk) break;
   }
-  if (st == MNT_OK && ckpt_on && !l.stopped && l.done > 0) { /* the finished run's checkpoint */
-    st = mnt_train_checkpoint_begin(r);
-    if (st == MNT_OK) st = mnt_train_checkpoint_finish(r);
+  int fin = st == MNT_OK && !l.stopped && l.done > 0;
+  while (fin) { /* the finished run's checkpoint and summary: a loss in them is recovered from too */
+    if (ckpt_on) st = mnt_train_checkpoint_begin(r);
+    if (ckpt_on && st == MNT_OK) st = mnt_train_checkpoint_finish(r);
+    if (st == MNT_OK) st = mnt_train_finish_run(r, &l);
+    if (!recover_from(r, &l, &st) || l.stopped) break;
   }
   if (st == MNT_OK && l.stopped) {
     st = mnt_train_report_preempted(r, &l);
-  } else if (st == MNT_OK && l.done > 0) {
-    st = mnt_train_finish_run(r, &l);
-  } else if (st == MNT_OK && w->rank == 0) {
+  } else if (st == MNT_OK && !fin && w->rank == 0) { /* nothing trained: a run resumed at its end */
     st = mnt_train_resumed_complete(r);
   }
   free(l.step_ms);

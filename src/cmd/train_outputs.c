@@ -184,7 +184,7 @@ static json_t *rank_stats_json(const mnt_world *w, const double *all) {
     const double *v = all + (size_t)r * RANK_STATS;
     json_t *ph = json_object(), *o = json_object();
     for (int k = 0; k < 5; k++) json_object_set_new(ph, PHASE_KEYS[k], mnt_json_num(v[k]));
-    json_object_set_new(o, "rank", json_integer(r));
+    json_object_set_new(o, "rank", json_integer(w->job_of[r]) /* the rank Slurm started (a shrink renumbers) */);
     json_object_set_new(o, "node", json_string(w->node_name[w->node_of[r]]));
     json_object_set_new(o, "phases_ms", ph);
     json_object_set_new(o, "step_ms", json_pack("{s:o, s:o, s:o}", "mean", mnt_json_num(v[5]), "p50",

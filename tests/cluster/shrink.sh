@@ -92,17 +92,38 @@ recovery_s() {
 
 case $case in
 rank)
-  run base --steps 400 --ckpt-every-steps 200
+  run base --steps 400 --ckpt-every-steps 200 --sample-log
   rc=$?
   [ $rc -eq 77 ] && exit 77
   [ $rc -eq 0 ] || fail "the uninterrupted run exited $rc"
   signal_at kill 100 KILL 3 &
-  run kill --steps 400 --ckpt-every-steps 200 --on-rank-loss shrink
+  run kill --steps 400 --ckpt-every-steps 200 --on-rank-loss shrink --trace "$w/trace" --trace-steps 95:140 --sample-log
   wait
   finished kill 3
+  "$m" report "$w/kill" --out "$w/report" >"$w/report.log" 2>&1 || fail "mntrain report failed on the run"
+  grep -q "lost by $w/kill: rank 3 on node2 in step" "$w/report.log" || fail "mntrain report does not show the loss"
+  grep -q '"recovery", ' "$w/trace/trace-rank-00000.json" || fail "rank 0's --trace has no recovery span"
   [ "$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["rank_losses"][0]["rank"])' \
     "$w/kill/summary.json")" = 3 ] || fail "summary.json's rank_losses does not name rank 3"
   grep -q '"rank_lost":"rank 3 on' "$w/kill/metrics.jsonl" || fail "metrics.jsonl has no line for the loss"
+  # the survivors trained on the same global batches as the uninterrupted run, split among 3
+  /usr/bin/python3 - "$w" <<'PY' || fail "the survivors' samples are not the uninterrupted run's global batches"
+import glob, json, sys
+w = sys.argv[1]
+def steps(d):
+    out = {}
+    for f in glob.glob(f"{w}/{d}/samples-rank-*.txt"):
+        for line in open(f):
+            v = line.split()
+            if len(v) > 1: out.setdefault(int(v[0]), []).extend(int(x) for x in v[1:])
+    return out
+base, kill = steps("base"), steps("kill")
+lost = json.load(open(f"{w}/kill/summary.json"))["rank_losses"][0]["step"]
+after = [s for s in range(lost + 2, 401)]
+bad = [s for s in after if sorted(kill.get(s, [])) != sorted(base[s])]
+print(f"shrink: steps {after[0]}..400 after the loss: {len(after) - len(bad)} of {len(after)} global batches the same samples")
+sys.exit(1 if bad or not after else 0)
+PY
   rec=$(recovery_s kill)
   a=$(summary base val_top1) b=$(summary kill val_top1)
   echo "shrink: rank 3 killed: going on $rec s after the kill; validation top-1 $b against $a uninterrupted"
