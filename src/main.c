@@ -72,12 +72,14 @@ static void usage(FILE *f) {
           "exit codes (every command):\n"
           "  0  success\n"
           "  1  failure at run time: I/O, corrupt data, a failed or timed-out collective (the job is\n"
-          "     aborted through PMIx, naming the rank), out of memory, wrong benchmark results\n"
+          "     aborted through PMIx, naming the rank; with train --on-rank-loss shrink the others go\n"
+          "     on and a rank they left out exits 1), out of memory, wrong benchmark results\n"
           "  2  usage: a bad flag, value, input path or environment variable, or a run that cannot\n"
           "     fit in this process's memory or its limit on open files (ulimit -n); rerunning it\n"
           "     unchanged fails the same way\n"
-          "  3  preempted: train stopped on SIGUSR1/SIGTERM or --stop-after after committing a\n"
-          "     checkpoint; the same command line resumes it (what a requeued job does)\n"
+          "  3  preempted: train stopped on SIGUSR1/SIGTERM or --stop-after (or, with --on-rank-loss\n"
+          "     shrink, fewer ranks left than --min-ranks) after committing a checkpoint; the same\n"
+          "     command line resumes it (what a requeued job does)\n"
           "\n");
   mnt_env_print_help(f);
 }

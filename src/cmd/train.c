@@ -293,7 +293,12 @@ static int recover(run *r, loop *l) {
   if (st == MNT_OK && r->o->ckpt_dir)
     st = mnt_ckpt_writer_create(t->c, r->o->ckpt_dir, r->o->stripe, r->o->keep, last_ckpt, &r->wr);
   if (st == MNT_OK && w->rank == 0 && r->have_sig_thr) mnt_train_signal_writer(r->wr);
-  if (st == MNT_OK && w->rank == 0 && !r->metrics) st = mnt_train_reopen_metrics(r); /* rank 0 was lost */
+  if (st == MNT_OK && w->rank == 0 && !r->metrics) { /* rank 0 was lost: its outputs and locks are this rank's */
+    st = mnt_train_reopen_metrics(r);
+    if (st == MNT_OK && r->locks && !r->locks[0]) st = mnt_runlock_take(r->o->out, "--out", w->jobid, &r->locks[0]);
+    if (st == MNT_OK && r->locks && !r->locks[1] && r->o->ckpt_dir)
+      st = mnt_runlock_take(r->o->ckpt_dir, "--ckpt-dir", w->jobid, &r->locks[1]);
+  }
   double t_ready = mnt_now();
   if (st == MNT_OK && r->wr) { /* at once: what the survivors have is safe before they go on */
     st = mnt_train_checkpoint_begin(r);
@@ -624,9 +629,9 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   if (o.threads > 0) omp_set_num_threads(o.threads);
   int have_sig_thr = mnt_train_signals_start(ckpt_on);
   mnt_trace_thread("main"); /* its last events go to --trace or --out once they are accepted (train_setup.c) */
-  run r = {.o = &o, .w = w, .ckpt_step = -1, .have_sig_thr = have_sig_thr, .losses = json_array()};
-  mnt_ckpt ck = {0};
   mnt_runlock *locks[2] = {NULL, NULL}; /* rank 0: --out's and --ckpt-dir's */
+  run r = {.o = &o, .w = w, .ckpt_step = -1, .have_sig_thr = have_sig_thr, .losses = json_array(), .locks = locks};
+  mnt_ckpt ck = {0};
   int found = 0;
   mnt_train_state rs = {0};
   MNT_CHECK_GOTO(mnt_world_init(w), st, out);

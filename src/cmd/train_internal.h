@@ -64,6 +64,7 @@ typedef struct run {
   int shrink, min_ranks;  /* min_ranks: --min-ranks, default half the ranks at the start */
   int have_sig_thr;       /* the signal thread runs (rank 0 hands it the checkpoint writer) */
   json_t *losses;         /* summary.json's rank_losses */
+  mnt_runlock **locks;    /* rank 0's locks of --out and --ckpt-dir (a new rank 0 takes them after a loss) */
   double last_step_end;   /* mnt_now() after the last step (a loss's detection is counted from it) */
 } run;
 

@@ -6,6 +6,8 @@
 #           (rank_losses, final_ranks), the recovery's line comes within 10 s of the kill, and the
 #           validation top-1 is within 1.5 points of the uninterrupted run's (run first, same seed);
 #   node    both ranks of node2 killed at once: it finishes on node1's two;
+#   rank0   rank 0 killed: the new rank 0 writes metrics.jsonl and summary.json to the end and
+#           releases the run's locks;
 #   stop    rank 3 stopped (SIGSTOP) at step ~100 with MNT_COMM_TIMEOUT=5: excluded after the
 #           deadline; continued 15 s later, it exits 1 saying it was left out, having written
 #           nothing (no file of its own in the run directory);
@@ -145,6 +147,19 @@ node)
     fail "the loss of the last node's $PER ranks is not one line naming them: $line"
   echo "shrink: the last node's $PER ranks killed: going on $(recovery_s node) s after the kill, on $((RANKS - PER)) ranks"
   ;;
+rank0)
+  # rank 0 writes the run's outputs and holds its locks: the new rank 0 takes them over
+  signal_at rank0 100 KILL 0 &
+  run rank0 --steps 400 --on-rank-loss shrink --ckpt-every-steps 200
+  rc=$?
+  wait
+  [ $rc -eq 77 ] && exit 77
+  finished rank0 3
+  grep -q '"step":400,"checkpoint_step":400' "$w/rank0/metrics.jsonl" || fail "metrics.jsonl has no line of the end"
+  [ -e "$w/rank0/mntrain.lock" ] && fail "the run's lock is left behind after rank 0 was lost"
+  [ -e "$w/rank0/ckpt/mntrain.lock" ] && fail "the checkpoints' lock is left behind after rank 0 was lost"
+  echo "shrink: rank 0 killed: the new rank 0 wrote the outputs to the end and released the locks"
+  ;;
 stop)
   export MNT_COMM_TIMEOUT=5
   { signal_at stop 100 STOP 3 && sleep 15 && pkill -CONT -f "$m train .*--out $w/stop( |$)"; } &
@@ -234,7 +249,7 @@ requeue)
   echo "shrink: below --min-ranks: checkpoint, exit 3, requeued, resumed on 4 ranks and done"
   ;;
 *)
-  echo "usage: shrink.sh MNTRAIN rank|node|stop|twice|ckpt|eval|requeue" >&2
+  echo "usage: shrink.sh MNTRAIN rank|node|rank0|stop|twice|ckpt|eval|requeue" >&2
   exit 2
   ;;
 esac
