@@ -58,8 +58,10 @@ for _ in $(seq 1 1800); do # until the requeued job has finished
   # Slurm gives a requeued job a begin time about two minutes ahead; the test starts it as soon as
   # the first attempt's step daemons are gone (before, mpi/pmix fails: its socket
   # stepd.slurm.pmix.JOB.STEP is still bound, and the job id is the same)
+  # (within ~0.1 s of the requeue slurmctld kills it at launch, "Job credential revoked": a second first)
   if [ $hurried -eq 0 ] && [ "$state" = "PENDING BeginTime" ] && ! pgrep -f "slurmstepd: \[$job\." >/dev/null; then
-    scontrol update JobId="$job" StartTime=now && hurried=1 && echo "job $job requeued: started at once"
+    sleep 1
+    scontrol update JobId="$job" StartTime=now && hurried=1 && echo "job $job requeued: started a second later"
   fi
   sleep 0.1
 done
