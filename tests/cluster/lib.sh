@@ -110,3 +110,30 @@ fashion_mnist_sets() {
   "$m" convert idx "$fm/t10k-images-idx3-ubyte.gz" "$fm/t10k-labels-idx1-ubyte.gz" "$dir/test" --shards 2 \
     >/dev/null || exit 1
 }
+
+# await_requeued JOB: wait (up to 3 minutes) until batch job JOB, which requeues itself, has finished
+# its last attempt; fails naming its state otherwise. Slurm gives a requeued job a begin time about
+# two minutes ahead: it is started as soon as the first attempt's step daemons are gone (before,
+# mpi/pmix fails: its socket stepd.slurm.pmix.JOB.STEP is still bound, and the job id is the same),
+# and a second after that (within ~0.1 s of the requeue slurmctld kills it at launch, "Killing
+# non-startable batch JobId=N: Job credential revoked"). squeue may not list a job while it is being
+# requeued: it is finished when absent for 2 s.
+await_requeued() {
+  local job=$1 hurried=0 gone=0 state=""
+  for _ in $(seq 1 1800); do
+    state=$(squeue -h -j "$job" -o '%T %r' 2>/dev/null)
+    if [ -z "$state" ]; then
+      gone=$((gone + 1))
+      [ $gone -ge 20 ] && return 0
+      sleep 0.1
+      continue
+    fi
+    gone=0
+    if [ $hurried -eq 0 ] && [ "$state" = "PENDING BeginTime" ] && ! pgrep -f "slurmstepd: \[$job\." >/dev/null; then
+      sleep 1
+      scontrol update JobId="$job" StartTime=now && hurried=1 && echo "job $job requeued: started a second later"
+    fi
+    sleep 0.1
+  done
+  fail "job $job still $state after 3 minutes"
+}

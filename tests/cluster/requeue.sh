@@ -51,21 +51,7 @@ done
 grep -q '"checkpoint":' "$w/run/metrics.jsonl" 2>/dev/null || fail "no checkpoint within 60 s"
 scancel --signal=USR1 "$job" || fail "scancel --signal=USR1 failed"
 echo "sent SIGUSR1 to job $job"
-hurried=0
-for _ in $(seq 1 1800); do # until the requeued job has finished
-  state=$(squeue -h -j "$job" -o '%T %r' 2>/dev/null)
-  [ -z "$state" ] && break
-  # Slurm gives a requeued job a begin time about two minutes ahead; the test starts it as soon as
-  # the first attempt's step daemons are gone (before, mpi/pmix fails: its socket
-  # stepd.slurm.pmix.JOB.STEP is still bound, and the job id is the same)
-  # (within ~0.1 s of the requeue slurmctld kills it at launch, "Job credential revoked": a second first)
-  if [ $hurried -eq 0 ] && [ "$state" = "PENDING BeginTime" ] && ! pgrep -f "slurmstepd: \[$job\." >/dev/null; then
-    sleep 1
-    scontrol update JobId="$job" StartTime=now && hurried=1 && echo "job $job requeued: started a second later"
-  fi
-  sleep 0.1
-done
-[ -z "$state" ] || fail "job $job still $state after 3 minutes"
+await_requeued "$job" # the requeued job started at once, and finished
 job=""
 cat "$w/job.out"
 grep -q "stopped after step .*SIGUSR1" "$w/job.out" || fail "no rank stopped on SIGUSR1"

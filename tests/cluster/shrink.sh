@@ -26,7 +26,7 @@ m=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 case=$2
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=/dev/null
-. "$here/lib.sh" # fashion_mnist_sets, slurm_or_skip, fail (tests/lib.sh)
+. "$here/lib.sh" # fashion_mnist_sets, slurm_or_skip, await_requeued, fail (tests/lib.sh)
 NODES=${SHRINK_NODES:-2} RANKS=${SHRINK_RANKS:-4} STEPS=${SHRINK_STEPS:-400}
 PER=$((RANKS / NODES))
 slurm_or_skip "$NODES"
@@ -225,21 +225,7 @@ requeue)
     fail "sbatch failed"
   echo "submitted job $job"
   signal_at rq 100 KILL 3 || fail "could not kill rank 3"
-  hurried=0 gone=0
-  for _ in $(seq 1 1800); do # until the requeued job has finished (as requeue.sh: started at once)
-    state=$(squeue -h -j "$job" -o '%T %r' 2>/dev/null)
-    # squeue may not list a job while it is being requeued: gone only when absent for 2 s
-    if [ -z "$state" ]; then gone=$((gone + 1)); [ $gone -ge 20 ] && break; sleep 0.1; continue; fi
-    gone=0
-    # started within ~0.1 s of its requeue, slurmctld kills it: "Killing non-startable batch JobId=N: Job
-    # credential revoked" (slurmd reissues the credential a moment later): a second first
-    if [ $hurried -eq 0 ] && [ "$state" = "PENDING BeginTime" ] && ! pgrep -f "slurmstepd: \[$job\." >/dev/null; then
-      sleep 1
-      scontrol update JobId="$job" StartTime=now && hurried=1 && echo "job $job requeued: started a second later"
-    fi
-    sleep 0.1
-  done
-  [ -z "$state" ] || fail "job $job still $state after 3 minutes"
+  await_requeued "$job"
   job=""
   grep -q "fewer than --min-ranks 4: stopping after the checkpoint" "$w/rq.log" || fail "the survivors did not stop below --min-ranks"
   grep -q "preempted with a checkpoint .*requeueing" "$w/rq.log" || fail "the template did not requeue"
