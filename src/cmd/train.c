@@ -526,8 +526,8 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
       {"on-rank-loss", 0, MNT_OPT_CHOICE, &o->on_rank_loss, "abort|shrink",
        "when a rank dies or stops answering (MNT_COMM_TIMEOUT): abort takes the job down (the template requeues it "
        "and it resumes from its last checkpoint); shrink: the survivors agree on who is gone, split the same global "
-       "batch among themselves, commit a checkpoint and go on (CPU communicator; default: MNT_ON_RANK_LOSS, else "
-       "abort)", 0, 0},
+       "batch among themselves, commit a checkpoint and go on (with nccl: not yet run on a GPU; default: "
+       "MNT_ON_RANK_LOSS, else abort)", 0, 0},
       {"min-ranks", 0, MNT_OPT_INT, &o->min_ranks, "N",
        "with shrink: fewer ranks left than N end the job with a checkpoint and exit 3, for a requeue at full size "
        "(default: half the ranks at the start)", MNT_RANGE(1, 1 << 24)},

@@ -54,6 +54,8 @@ typedef struct mnt_comm_ops {
   /* --on-rank-loss shrink (NULL: the backend cannot; mnt_comm_enable_shrink says so) */
   int (*enable_shrink)(mnt_comm *c);
   int (*shrink)(mnt_comm *c, int64_t step, mnt_rank_loss *lost, int max, int *nlost);
+  /* 1 when another rank said a rank was lost (the collective in flight should stop); NULL: never */
+  int (*interrupted)(mnt_comm *c);
 } mnt_comm_ops;
 
 struct mnt_comm {
@@ -86,7 +88,7 @@ int mnt_nccl_bootstrap(mnt_world *w, void *id, size_t bytes);
 
 /* Collective, while PMIx is up (before mnt_world_leave): every rank's control address kept, so that
  * the survivors of a loss can find each other without PMIx. MNT_EARG, said, on a backend that cannot
- * shrink (nccl: not yet). */
+ * shrink. */
 int mnt_comm_enable_shrink(mnt_comm *c);
 /* After a collective failed on a lost rank (MNT_EPEER, MNT_ETIMEOUT): the survivors agree on who is
  * gone (over the links they still have, every wait with the deadline), the world is renumbered
@@ -94,6 +96,8 @@ int mnt_comm_enable_shrink(mnt_comm *c);
  * (said in the agreement). lost[0..*nlost): the ranks left out. MNT_EFENCED: this rank was left out
  * (it stopped, or lost its links): it must exit touching nothing. */
 int mnt_comm_shrink(mnt_comm *c, int64_t step, mnt_rank_loss *lost, int max, int *nlost);
+/* 1 when another rank said a rank was lost since the last shrink (--on-rank-loss shrink) */
+static inline int mnt_comm_interrupted(mnt_comm *c) { return c->ops->interrupted && c->ops->interrupted(c); }
 /* mnt_world_leave's agreement over a communicator (ctx): every rank's status, the first failure by rank
  * order returned on all (MNT_OK when none); the exchange's own failure when it fails */
 int mnt_comm_agree(void *ctx, int status);

@@ -127,6 +127,53 @@ static int trace_clock(mnt_world *w, mnt_comm *c) {
 static int loader_host_alloc(void *ctx, size_t bytes, void **p) { return mnt_be_host_alloc(ctx, bytes, p); }
 static void loader_host_free(void *ctx, void *p) { mnt_be_host_free(ctx, p); }
 
+/* the training loader's configuration for this world (uneven: a share of the global batch that need
+ * not divide, after a loss); a backend that augments (t->raw) gets raw batches in its memory */
+static void loader_cfg(const mnt_trainer *t, int global_batch, int uneven, mnt_loader_cfg *lc) {
+  const mnt_train_cfg *o = &t->cfg;
+  *lc = (mnt_loader_cfg){.out_size = o->size, .train = 1, .global_batch = global_batch, .rank = t->w->rank,
+                         .nranks = t->w->size, .uneven = uneven, .seed = o->seed, .threads = o->loader_threads,
+                         .out_channels = 3, .min_scale = o->min_scale, .pad_crop = o->pad_crop};
+  if (t->raw) {
+    lc->raw = 1;
+    lc->host_alloc = loader_host_alloc;
+    lc->host_free = loader_host_free;
+    lc->alloc_ctx = t->be;
+  }
+}
+
+/* the two upload lanes (t->raw), for nb images each; lanes_free releases them (copies done first) */
+static void lanes_free(mnt_trainer *t) {
+  for (int i = 0; i < 2; i++) {
+    struct mnt_up_lane *L = &t->lane[i];
+    /* a copy under way reads the loader's page-locked buffer: done before the loader closes */
+    if (L->full && mnt_be_has_upload(t->be)) (void)mnt_upload_host_done(t->be, i);
+    mnt_be_free(t->be, L->raw_dev);
+    mnt_be_free(t->be, L->box_dev);
+    mnt_be_free(t->be, L->lab_dev);
+    mnt_be_host_free(t->be, L->box_host);
+    mnt_be_host_free(t->be, L->lab_host);
+    free(L->ids);
+    memset(L, 0, sizeof *L);
+  }
+}
+
+static int lanes_alloc(mnt_trainer *t, size_t nb) {
+  int side, ch, st = MNT_OK; /* format 1/2: the stored squares; format 3: the CPU's crops at the output size */
+  mnt_loader_raw_shape(&t->train, t->cfg.size, &side, &ch);
+  size_t px = (size_t)side * side * ch;
+  for (int i = 0; i < 2 && st == MNT_OK; i++) {
+    struct mnt_up_lane *L = &t->lane[i];
+    st = mnt_be_alloc(t->be, nb * px, (void **)&L->raw_dev);
+    if (st == MNT_OK) st = mnt_be_alloc(t->be, nb * MNT_BOX_FLOATS * sizeof(float), (void **)&L->box_dev);
+    if (st == MNT_OK) st = mnt_be_alloc(t->be, nb * sizeof(int32_t), (void **)&L->lab_dev);
+    if (st == MNT_OK) st = mnt_be_host_alloc(t->be, nb * MNT_BOX_FLOATS * sizeof(float), (void **)&L->box_host);
+    if (st == MNT_OK) st = mnt_be_host_alloc(t->be, nb * sizeof(int32_t), (void **)&L->lab_host);
+    if (st == MNT_OK && !(L->ids = malloc(nb * sizeof *L->ids))) st = MNT_ENOMEM;
+  }
+  return st;
+}
+
 int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_state *state, mnt_trainer **out) {
   *out = NULL;
   mnt_trainer *t = calloc(1, sizeof *t);
@@ -171,33 +218,17 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
       MNT_WARN("%d layers of %s run a reference implementation (100x slower than the tuned ones) on %s: %s", n,
                o->arch, cpu ? mnt_cpu_isa_name() : t->be->name, slow);
   }
-  mnt_loader_cfg lc = {.out_size = o->size, .train = 1, .global_batch = (int)B, .rank = w->rank, .nranks = w->size,
-                       .seed = o->seed, .threads = o->loader_threads, .out_channels = 3, .min_scale = o->min_scale,
-                       .pad_crop = o->pad_crop};
+  mnt_loader_cfg lc;
   /* a backend that augments (the GPU) gets the stored pixels in page-locked buffers and each
    * sample's box: the CPU only reads and decodes */
   int raw = st == MNT_OK && t->be->ops->augment_u8 != NULL;
   if (raw) {
-    lc.raw = 1;
-    lc.host_alloc = loader_host_alloc;
-    lc.host_free = loader_host_free;
-    lc.alloc_ctx = t->be;
-    int side, ch; /* format 1/2: the stored squares; format 3: the CPU's crops at the output size */
-    mnt_loader_raw_shape(&t->train, o->size, &side, &ch);
-    size_t px = (size_t)side * side * ch, nb = (size_t)o->batch;
     const char *ov = mnt_env_copy_overlap(); /* on|off, any case (env.c checked it) */
     t->raw = 1;
     t->overlap = mnt_be_has_upload(t->be) && (!ov || strcasecmp(ov, "off"));
-    for (int i = 0; i < 2 && st == MNT_OK; i++) {
-      struct mnt_up_lane *L = &t->lane[i];
-      st = mnt_be_alloc(t->be, nb * px, (void **)&L->raw_dev);
-      if (st == MNT_OK) st = mnt_be_alloc(t->be, nb * MNT_BOX_FLOATS * sizeof(float), (void **)&L->box_dev);
-      if (st == MNT_OK) st = mnt_be_alloc(t->be, nb * sizeof(int32_t), (void **)&L->lab_dev);
-      if (st == MNT_OK) st = mnt_be_host_alloc(t->be, nb * MNT_BOX_FLOATS * sizeof(float), (void **)&L->box_host);
-      if (st == MNT_OK) st = mnt_be_host_alloc(t->be, nb * sizeof(int32_t), (void **)&L->lab_host);
-      if (st == MNT_OK && !(L->ids = malloc(nb * sizeof *L->ids))) st = MNT_ENOMEM;
-    }
+    st = lanes_alloc(t, (size_t)o->batch);
   }
+  loader_cfg(t, (int)B, 0, &lc);
   if (st == MNT_OK) st = mnt_loader_open(&t->ld, &t->train, &lc, t->s.epoch, t->s.cursor);
   if (st == MNT_OK)
     st = mnt_reducer_create(t->c, t->be, t->m->g, t->m->nw, o->grad_dtype, (size_t)(o->bucket_mb * 1e6 / 4), &t->red);
@@ -237,17 +268,7 @@ void mnt_trainer_destroy(mnt_trainer *t) {
     mnt_be_free(t->be, t->bn_prev);
     mnt_be_free(t->be, t->own_flag);
     mnt_be_free(t->be, t->state_flag);
-    for (int i = 0; i < 2; i++) {
-      struct mnt_up_lane *L = &t->lane[i];
-      /* a copy under way reads the loader's page-locked buffer: done before the loader closes */
-      if (L->full && mnt_be_has_upload(t->be)) (void)mnt_upload_host_done(t->be, i);
-      mnt_be_free(t->be, L->raw_dev);
-      mnt_be_free(t->be, L->box_dev);
-      mnt_be_free(t->be, L->lab_dev);
-      mnt_be_host_free(t->be, L->box_host);
-      mnt_be_host_free(t->be, L->lab_host);
-      free(L->ids);
-    }
+    lanes_free(t);
   }
   free(t->hw);
   free(t->hm);
@@ -302,7 +323,7 @@ int mnt_trainer_regroup(mnt_trainer *t, char *why, size_t why_n) {
     snprintf(why, why_n, "the %d images per rank the survivors need do not divide into --bn-batch %d", n, bn);
     st = MNT_ENOMEM;
   }
-  if (st == MNT_OK && n != t->m->batch) {
+  if (st == MNT_OK && n != t->m->batch && !strcmp(t->be->name, "cpu")) { /* the host's memory (cuda: its own) */
     mnt_train_cfg grown = *o;
     grown.batch = n;
     st = check_memory(&grown, &t->train, t->have_val, bn, w->local_size);
@@ -334,11 +355,15 @@ int mnt_trainer_regroup(mnt_trainer *t, char *why, size_t why_n) {
   /* this rank's gradient is the mean over its n images: weighted n R / B, the allreduce's mean over
    * R ranks is the mean over the global batch */
   t->grad_weight = (float)((double)n * w->size / (double)t->s.global_batch);
+  if (t->raw) { /* the lanes hold the old split's next batch: dropped, and made for the new batch */
+    lanes_free(t);
+    t->cur_lane = 0;
+  }
   mnt_loader_close(t->ld);
   t->ld = NULL;
-  mnt_loader_cfg lc = {.out_size = o->size, .train = 1, .global_batch = (int)t->s.global_batch, .rank = w->rank,
-                       .nranks = w->size, .uneven = 1, .seed = o->seed, .threads = o->loader_threads,
-                       .out_channels = 3, .min_scale = o->min_scale, .pad_crop = o->pad_crop};
+  if (t->raw) MNT_CHECK(lanes_alloc(t, (size_t)n));
+  mnt_loader_cfg lc;
+  loader_cfg(t, (int)t->s.global_batch, 1, &lc);
   MNT_CHECK(mnt_loader_open(&t->ld, &t->train, &lc, t->s.epoch, t->s.cursor));
   return mnt_reducer_create(t->c, t->be, t->m->g, t->m->nw, o->grad_dtype, (size_t)(o->bucket_mb * 1e6 / 4), &t->red);
 }

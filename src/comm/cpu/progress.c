@@ -137,6 +137,8 @@ static void cpu_destroy(mnt_comm *pc) {
   free(c);
 }
 
+static int cpu_interrupted(mnt_comm *pc) { return mnt_cpu_member_interrupted(pc->impl); }
+
 const mnt_comm_ops mnt_cpu_ops = {
     .name = "cpu",
     .allreduce = cpu_allreduce,
@@ -148,4 +150,5 @@ const mnt_comm_ops mnt_cpu_ops = {
     .destroy = cpu_destroy,
     .enable_shrink = mnt_cpu_enable_shrink,
     .shrink = mnt_cpu_shrink,
+    .interrupted = cpu_interrupted,
 };

@@ -116,6 +116,8 @@ typedef struct nccl_impl {
   void *stage;              /* host buffers (control values) pass through here */
   size_t stage_bytes;
   int aborted;
+  mnt_topology asked;       /* --topology, for a rebuild after a loss */
+  mnt_comm *ctl;            /* --on-rank-loss shrink: the CPU communicator that carries the membership */
 } nccl_impl;
 
 int mnt_nccl_bootstrap(mnt_world *w, void *id_out, size_t bytes) {
@@ -184,6 +186,10 @@ static int watch_once(void *arg, int *done) {
       return MNT_EPEER;
     }
     *done = e == cudaSuccess;
+  }
+  if (n->ctl && mnt_comm_interrupted(n->ctl)) { /* a peer said a rank was lost: the recovery starts */
+    MNT_WARN("NCCL %s stopped: another rank says a rank was lost", w->what);
+    return MNT_EPEER;
   }
   ncclComm_t comms[5] = {n->flat, n->coll, n->intra, n->inter, NULL};
   if (w->pending && w->pending != n->flat && w->pending != n->coll && w->pending != n->intra &&
@@ -511,12 +517,20 @@ static void release(mnt_comm *c) {
 
 static void n_destroy(mnt_comm *c) {
   close_comms(c);
+  nccl_impl *n = c->impl;
+  if (n) mnt_comm_destroy(n->ctl);
   release(c);
 }
 
-/* no shrink yet (enable_shrink NULL: --on-rank-loss shrink is refused with --comm nccl) */
+static int n_enable_shrink(mnt_comm *c);
+static int n_shrink(mnt_comm *c, int64_t step, mnt_rank_loss *lost, int max, int *nlost);
+static int n_interrupted(mnt_comm *c) {
+  nccl_impl *n = c->impl;
+  return n->ctl && mnt_comm_interrupted(n->ctl);
+}
+
 static const mnt_comm_ops NCCL_OPS = {"nccl", n_allreduce, n_iallreduce, n_wait, n_broadcast, n_allgather, n_barrier,
-                                      n_destroy, NULL, NULL};
+                                      n_destroy, n_enable_shrink, n_shrink, n_interrupted};
 
 /* Why hier cannot be used in this world (NULL: it can). The same answer on every rank: it
  * reads only the world's tables. */
@@ -582,6 +596,79 @@ out:
   return st;
 }
 
+/* The NCCL communicators over the world as it is (at set-up, or over the survivors of a loss) from
+ * the unique id: the flat one (non-blocking), hier's two splits unless no_hier says why not, and the
+ * flat collectives' blocking one. On a failure they are left for the caller to abort. */
+static int init_comms(mnt_comm *c, const ncclUniqueId *idp, const char *no_hier) {
+  nccl_impl *n = c->impl;
+  mnt_world *w = c->world;
+  mnt_topology topo = n->asked;
+  ncclUniqueId id = *idp;
+  int st = MNT_OK;
+  c->topology = MNT_TOPO_FLAT;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0; /* polled against the deadline below */
+  cfg.commName = "mntrain flat";
+  ncclResult_t r = ncclCommInitRankConfig(&n->flat, w->size, id, w->rank, &cfg);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    MNT_ERR("NCCL set-up: ncclCommInitRankConfig failed: %s (%s)", ncclGetErrorString(r), ncclGetLastError(NULL));
+    st = MNT_EPEER;
+    return st;
+  }
+  if (!n->flat) {
+    MNT_ERR("NCCL set-up: ncclCommInitRankConfig returned no communicator");
+    st = MNT_EPEER;
+    return st;
+  }
+  MNT_CHECK_GOTO(watch(c, "communicator set-up (ncclCommInitRankConfig)", NULL, n->flat), st, out);
+
+  if (topo == MNT_TOPO_HIER && !no_hier) {
+    int inter_rank = -1;
+    MNT_CHECK_GOTO(split(c, w->node_rank, w->local_rank, 1, "mntrain intra-node", &n->intra, &n->intra_rank,
+                         &n->intra_size, "intra-node communicator (ncclCommSplit)"),
+                   st, out);
+    MNT_CHECK_GOTO(split(c, w->local_rank, w->node_rank, 1, "mntrain inter-node", &n->inter, &inter_rank,
+                         &n->inter_size, "inter-node communicator (ncclCommSplit)"),
+                   st, out);
+    if (n->intra_rank != w->local_rank || n->intra_size != w->local_size || inter_rank != w->node_rank ||
+        n->inter_size != w->nnodes) {
+      MNT_ERR("NCCL set-up: split communicators do not match the world: intra rank %d of %d (local rank %d of %d), "
+              "inter rank %d of %d (node %d of %d)",
+              n->intra_rank, n->intra_size, w->local_rank, w->local_size, inter_rank, n->inter_size, w->node_rank,
+              w->nnodes);
+      st = MNT_EPEER;
+      return st;
+    }
+    c->topology = MNT_TOPO_HIER;
+  }
+  { /* the flat collectives' communicator: blocking (see the file's comment) */
+    int cr = -1, cs = 0;
+    MNT_CHECK_GOTO(split(c, 0, w->rank, 1, "mntrain flat collectives", &n->coll, &cr, &cs,
+                         "collective communicator (ncclCommSplit)"),
+                   st, out);
+    if (cr != w->rank || cs != w->size) {
+      MNT_ERR("NCCL set-up: the collective communicator has rank %d of %d, the world %d of %d", cr, cs, w->rank,
+              w->size);
+      st = MNT_EPEER;
+      return st;
+    }
+  }
+  if (w->rank == 0) {
+    int v = 0;
+    if (ncclGetVersion(&v) != ncclSuccess) v = 0;
+    if (c->topology == MNT_TOPO_HIER)
+      MNT_INFO("NCCL %d.%d.%d: %d ranks, hier: %d nodes x %d ranks (intra-node reduce-scatter, inter-node allreduce, "
+               "intra-node allgather), rank 0 on GPU %d, collectives on blocking communicators",
+               v / 10000, v / 100 % 100, v % 100, w->size, n->inter_size, n->intra_size, n->device);
+    else
+      MNT_INFO("NCCL %d.%d.%d: %d ranks, flat, rank 0 on GPU %d, collectives on a blocking communicator", v / 10000,
+               v / 100 % 100, v % 100, w->size, n->device);
+  }
+  return MNT_OK;
+out:
+  return st;
+}
+
 int mnt_comm_nccl_create(mnt_world *w, mnt_topology topo, mnt_comm **made) {
   *made = NULL;
   mnt_comm *c = calloc(1, sizeof *c);
@@ -593,6 +680,7 @@ int mnt_comm_nccl_create(mnt_world *w, mnt_topology topo, mnt_comm **made) {
     return MNT_ENOMEM;
   }
   *c = (mnt_comm){.ops = &NCCL_OPS, .world = w, .topology = MNT_TOPO_FLAT, .timeout_s = w->timeout_s, .impl = n};
+  n->asked = topo;
   /* every connection made while the communicators are set up, under the deadline, and none at a
    * collective's first use (NCCL's default since 2.22), where a blocking communicator would wait for
    * a peer on the host without one; a value the user set is kept */
@@ -621,64 +709,7 @@ int mnt_comm_nccl_create(mnt_world *w, mnt_topology topo, mnt_comm **made) {
     MNT_ERR("NCCL set-up: cudaMemset failed: %s", cudaGetErrorString(e));
   MNT_CHECK_GOTO(mnt_world_agree(w, e == cudaSuccess ? MNT_OK : MNT_ESYS), st, out);
 
-  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-  cfg.blocking = 0; /* polled against the deadline below */
-  cfg.commName = "mntrain flat";
-  ncclResult_t r = ncclCommInitRankConfig(&n->flat, w->size, id, w->rank, &cfg);
-  if (r != ncclSuccess && r != ncclInProgress) {
-    MNT_ERR("NCCL set-up: ncclCommInitRankConfig failed: %s (%s)", ncclGetErrorString(r), ncclGetLastError(NULL));
-    st = MNT_EPEER;
-    goto out;
-  }
-  if (!n->flat) {
-    MNT_ERR("NCCL set-up: ncclCommInitRankConfig returned no communicator");
-    st = MNT_EPEER;
-    goto out;
-  }
-  MNT_CHECK_GOTO(watch(c, "communicator set-up (ncclCommInitRankConfig)", NULL, n->flat), st, out);
-
-  if (topo == MNT_TOPO_HIER && !no_hier) {
-    int inter_rank = -1;
-    MNT_CHECK_GOTO(split(c, w->node_rank, w->local_rank, 1, "mntrain intra-node", &n->intra, &n->intra_rank,
-                         &n->intra_size, "intra-node communicator (ncclCommSplit)"),
-                   st, out);
-    MNT_CHECK_GOTO(split(c, w->local_rank, w->node_rank, 1, "mntrain inter-node", &n->inter, &inter_rank,
-                         &n->inter_size, "inter-node communicator (ncclCommSplit)"),
-                   st, out);
-    if (n->intra_rank != w->local_rank || n->intra_size != w->local_size || inter_rank != w->node_rank ||
-        n->inter_size != w->nnodes) {
-      MNT_ERR("NCCL set-up: split communicators do not match the world: intra rank %d of %d (local rank %d of %d), "
-              "inter rank %d of %d (node %d of %d)",
-              n->intra_rank, n->intra_size, w->local_rank, w->local_size, inter_rank, n->inter_size, w->node_rank,
-              w->nnodes);
-      st = MNT_EPEER;
-      goto out;
-    }
-    c->topology = MNT_TOPO_HIER;
-  }
-  { /* the flat collectives' communicator: blocking (see the file's comment) */
-    int cr = -1, cs = 0;
-    MNT_CHECK_GOTO(split(c, 0, w->rank, 1, "mntrain flat collectives", &n->coll, &cr, &cs,
-                         "collective communicator (ncclCommSplit)"),
-                   st, out);
-    if (cr != w->rank || cs != w->size) {
-      MNT_ERR("NCCL set-up: the collective communicator has rank %d of %d, the world %d of %d", cr, cs, w->rank,
-              w->size);
-      st = MNT_EPEER;
-      goto out;
-    }
-  }
-  if (w->rank == 0) {
-    int v = 0;
-    if (ncclGetVersion(&v) != ncclSuccess) v = 0;
-    if (c->topology == MNT_TOPO_HIER)
-      MNT_INFO("NCCL %d.%d.%d: %d ranks, hier: %d nodes x %d ranks (intra-node reduce-scatter, inter-node allreduce, "
-               "intra-node allgather), rank 0 on GPU %d, collectives on blocking communicators",
-               v / 10000, v / 100 % 100, v % 100, w->size, n->inter_size, n->intra_size, n->device);
-    else
-      MNT_INFO("NCCL %d.%d.%d: %d ranks, flat, rank 0 on GPU %d, collectives on a blocking communicator", v / 10000,
-               v / 100 % 100, v % 100, w->size, n->device);
-  }
+  MNT_CHECK_GOTO(init_comms(c, &id, no_hier), st, out);
 out:
   if (st != MNT_OK) {
     abort_all(n); /* peers may be inside an NCCL call with us: end it for them */
@@ -687,4 +718,44 @@ out:
   }
   *made = c;
   return MNT_OK;
+}
+
+/* --on-rank-loss shrink. A CPU communicator beside the NCCL ones carries the membership: its
+ * watchdogs, the survivors' agreement and their links (comm.h, mnt_comm_shrink); it is made here,
+ * collectively, while PMIx is still there, and is used for nothing else. Every wait on a GPU
+ * collective polls it: when a peer says a rank was lost, the collective in flight stops. After a
+ * loss every NCCL communicator is aborted (one whose peer died mid-collective cannot be trusted),
+ * the CPU communicator shrinks, and the NCCL ones are made anew over the survivors: rank 0's new
+ * unique id goes over the CPU communicator's rebuilt links (the ranks have left PMIx). NCCL's own
+ * ncclCommShrink (2.27) keeps the parent's connections but needs a parent that was not aborted;
+ * with NCCL_SHRINK_ABORT it would be the next step. Built without a GPU: this path has not run. */
+static int n_enable_shrink(mnt_comm *c) {
+  nccl_impl *n = c->impl;
+  if (n->ctl) return MNT_OK;
+  MNT_CHECK(mnt_comm_cpu_create(c->world, MNT_TOPO_FLAT, &n->ctl));
+  return mnt_comm_enable_shrink(n->ctl);
+}
+
+static int n_shrink(mnt_comm *c, int64_t step, mnt_rank_loss *lost, int max, int *nlost) {
+  nccl_impl *n = c->impl;
+  *nlost = 0;
+  if (!n->ctl) {
+    MNT_ERR("internal: an NCCL shrink without its membership (mnt_comm_enable_shrink)");
+    return MNT_EARG;
+  }
+  abort_all(n); /* kernels waiting for the lost rank end with their communicators */
+  if (mnt_cuda_clear(cudaStreamSynchronize(n->stream)) != cudaSuccess)
+    MNT_WARN("NCCL shrink: the communicator's stream reported an error after the abort (cleared)");
+  MNT_CHECK(mnt_comm_shrink(n->ctl, step, lost, max, nlost));
+  mnt_world *w = c->world;
+  ncclUniqueId id;
+  memset(&id, 0, sizeof id);
+  int st = w->rank == 0 ? MNT_NCCL_OK(NULL, ncclGetUniqueId(&id), "rebuild after a loss") : MNT_OK;
+  int rc = mnt_broadcast(n->ctl, &id, sizeof id, 0);
+  MNT_CHECK(mnt_comm_agree(n->ctl, st != MNT_OK ? st : rc));
+  n->aborted = 0;
+  const char *no_hier = n->asked == MNT_TOPO_HIER ? hier_refusal(w) : NULL;
+  st = init_comms(c, &id, no_hier);
+  if (st != MNT_OK) abort_all(n);
+  return st;
 }
