@@ -89,7 +89,7 @@ static int parse_options(step_args *a, int argc, char **argv, int *help) {
  * and SGD update on the uploaded batch, each printed; the timed seconds and count out */
 static int time_steps(mnt_resnet *r, const step_args *a, const int32_t *y, double *total, int *timed,
                       long long reorders[2]) {
-  mnt_sgd_cfg cfg = {.base_lr = 0.1, .global_batch = a->batch, .epochs = 90, .momentum = 0.9, .weight_decay = 1e-4};
+  mnt_optim_cfg cfg = {.base_lr = 0.1, .global_batch = a->batch, .epochs = 90, .momentum = 0.9, .weight_decay = 1e-4};
   *total = 0;
   *timed = 0;
   for (int k = 0; k < a->warmup + a->steps || (a->seconds > 0 && *total < a->seconds); k++) {

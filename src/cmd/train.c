@@ -100,7 +100,7 @@ static int log_interval(run *r, loop *l, int64_t step, double epoch_f) {
   double now = mnt_now(), ips = (images - r->resumed_images) / (now - l->iv_t0);
   r->resumed_images = 0;
   double eta = (now - l->t_start - l->eval_s) / l->done * (double)(t->total - step);
-  double lr = mnt_lr_at(&t->sgd, (double)(step - 1) / t->per_epoch), ms = 1e3 / images * t->s.global_batch;
+  double lr = mnt_lr_at(&t->opt, (double)(step - 1) / t->per_epoch), ms = 1e3 / images * t->s.global_batch;
   if (r->w->rank == 0 && images > 0) {
     mnt_train_progress_stamp(o);
     printf("epoch %.2f step %lld/%lld loss %.4f top1 %.3f lr %.4g %.1f img/s ETA %.0f s\n", epoch_f,
@@ -430,6 +430,8 @@ static int train_loop(run *r) {
 /* the command line into *o (which holds the defaults); --help printed (rank 0) */
 static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
   mnt_train_cfg *c = &o->t;
+  char optim_help[2200]; /* from the optimizers' table (train/optim.h) */
+  snprintf(optim_help, sizeof optim_help, "%s (default %s)", mnt_optim_help(), mnt_optim_name(MNT_OPTIM_SGD));
   const mnt_opt table[] = {
       {"data", 0, MNT_OPT_PATH, &c->data, "DIR", "training set (mntrain convert), required", 0, 0},
       {"val", 0, MNT_OPT_PATH, &c->val, "DIR", "validation set, evaluated every --eval-every epochs and at the end",
@@ -450,9 +452,7 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
       {"warmup-epochs", 0, MNT_OPT_DOUBLE, &c->warmup_epochs, "W", "linear warm-up (default 0)", MNT_RANGE(0, 1e6)},
       {"schedule", 0, MNT_OPT_CHOICE, &o->schedule, "step|cosine|poly",
        "decay after warm-up: x0.1 at 1/3, 2/3, 8/9 of the run; cosine to 0; poly: (1-t)^2 to 0 (default step)", 0, 0},
-      {"optimizer", 0, MNT_OPT_CHOICE, &o->optimizer, "sgd|lars",
-       "sgd: momentum SGD (PyTorch); lars: layer-wise trust ratio (You et al. 2017, as MLPerf's ResNet-50), "
-       "biases and BN parameters by plain momentum SGD without decay (default sgd)", 0, 0},
+      {"optimizer", 0, MNT_OPT_CHOICE, &o->optimizer, mnt_optim_choices(), optim_help, 0, 0},
       {"lars-eta", 0, MNT_OPT_DOUBLE, &c->lars_eta, "ETA", "LARS trust coefficient (default 0.001)",
        MNT_RANGE(1e-9, 1)},
       {"momentum", 0, MNT_OPT_DOUBLE, &c->momentum, "M", "SGD momentum (default 0.9)", MNT_RANGE(0, 1)},

@@ -48,7 +48,7 @@ json_t *mnt_train_config_json(const opts *o, const mnt_trainer *t) {
   if (j) json_object_set_new(j, "optimizer", json_string(mnt_optim_name(c->optimizer)));
   if (j) json_object_set_new(j, "eval_every", mnt_json_num(o->eval_every));
   if (j && o->target_top1 > 0) json_object_set_new(j, "target_top1", mnt_json_num(o->target_top1));
-  if (j && t->sgd.optimizer == MNT_OPTIM_LARS) json_object_set_new(j, "lars_eta", mnt_json_num(c->lars_eta));
+  if (j && t->opt.optimizer == MNT_OPTIM_LARS) json_object_set_new(j, "lars_eta", mnt_json_num(c->lars_eta));
   if (j && o->ckpt_dir) {
     json_object_set_new(j, "ckpt_dir", json_string(o->ckpt_dir));
     json_object_set_new(j, "ckpt_every_steps", json_integer(o->ckpt_steps));
@@ -221,7 +221,7 @@ static int write_summary(run *r, const loop *l, const timing *tm) {
       (json_int_t)l->done);
   if (sm) json_object_set_new(sm, "run_id", json_string(r->run_id));
   if (sm) json_object_set_new(sm, "precision", json_string(mnt_precision_name(t->be->precision)));
-  if (sm) json_object_set_new(sm, "optimizer", json_string(mnt_optim_name(t->sgd.optimizer)));
+  if (sm) json_object_set_new(sm, "optimizer", json_string(mnt_optim_name(t->opt.optimizer)));
   if (sm) { /* what the layers ran: a throughput figure says what it measured */
     static char buf[8192];
     mnt_resnet_impls(t->m, MNT_LAYER_BN, buf, sizeof buf);

@@ -19,17 +19,47 @@ int mnt_sched_parse(const char *s, mnt_sched *out) {
   return 0;
 }
 
+const mnt_optim_desc mnt_optims[MNT_NOPTIM] = {
+    {MNT_OPTIM_SGD, "sgd", "momentum SGD (PyTorch)", mnt_sgd_update},
+    {MNT_OPTIM_LARS, "lars",
+     "layer-wise trust ratio (You et al. 2017, as MLPerf's ResNet-50), biases and BN parameters by plain momentum SGD "
+     "without decay",
+     mnt_lars_update},
+};
+
 int mnt_optim_parse(const char *s, mnt_optim *out) {
-  if (!strcasecmp(s, "sgd")) *out = MNT_OPTIM_SGD;
-  else if (!strcasecmp(s, "lars")) *out = MNT_OPTIM_LARS;
-  else return -1;
-  return 0;
+  for (int i = 0; i < MNT_NOPTIM; i++)
+    if (!strcasecmp(s, mnt_optims[i].name)) {
+      *out = mnt_optims[i].id;
+      return 0;
+    }
+  return -1;
+}
+
+/* "a|b|c" or "a: help; b: help" from the table, made once */
+static const char *joined(char *buf, size_t n, int help) {
+  if (buf[0]) return buf;
+  size_t k = 0;
+  for (int i = 0; i < MNT_NOPTIM && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, help ? "%s%s: %s" : "%s%s", i ? (help ? "; " : "|") : "", mnt_optims[i].name,
+                          help ? mnt_optims[i].help : "");
+  return buf;
+}
+
+const char *mnt_optim_choices(void) {
+  static char buf[256];
+  return joined(buf, sizeof buf, 0);
+}
+
+const char *mnt_optim_help(void) {
+  static char buf[2048];
+  return joined(buf, sizeof buf, 1);
 }
 
 const char *mnt_sched_name(mnt_sched s) { return s == MNT_SCHED_COSINE ? "cosine" : s == MNT_SCHED_POLY ? "poly" : "step"; }
-const char *mnt_optim_name(mnt_optim o) { return o == MNT_OPTIM_LARS ? "lars" : "sgd"; }
+const char *mnt_optim_name(mnt_optim o) { return o >= 0 && o < MNT_NOPTIM ? mnt_optims[o].name : "?"; }
 
-double mnt_lr_at(const mnt_sgd_cfg *c, double epoch) {
+double mnt_lr_at(const mnt_optim_cfg *c, double epoch) {
   double peak = c->base_lr * (double)c->global_batch / 256.0;
   double w = c->warmup_epochs;
   if (w > 0 && epoch < w) {
@@ -50,7 +80,7 @@ double mnt_lr_at(const mnt_sgd_cfg *c, double epoch) {
   return lr;
 }
 
-int mnt_sgd_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step, const int32_t *skip) {
+int mnt_sgd_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, int first_step, const int32_t *skip) {
   /* one fused update per run of consecutive parameters with the same weight decay (the whole slab
    * when every parameter decays); the padding between views is zero in w, g and m and stays so */
   for (int i = 0; i < r->nparams;) {
@@ -65,7 +95,7 @@ int mnt_sgd_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_ste
   return MNT_OK;
 }
 
-int mnt_lars_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step, const int32_t *skip) {
+int mnt_lars_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, int first_step, const int32_t *skip) {
   /* one segment per tensor: the trust ratio is a tensor's own (the padding between views stays zero) */
   mnt_lars_seg *seg = malloc((size_t)r->nparams * sizeof *seg);
   int st = MNT_OK;
@@ -79,7 +109,10 @@ out:
   return st;
 }
 
-int mnt_optim_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step, const int32_t *skip) {
-  return c->optimizer == MNT_OPTIM_LARS ? mnt_lars_update(r, c, lr, first_step, skip)
-                                        : mnt_sgd_update(r, c, lr, first_step, skip);
+int mnt_optim_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, int first_step, const int32_t *skip) {
+  if (c->optimizer < 0 || c->optimizer >= MNT_NOPTIM) {
+    MNT_ERR("internal: optimizer %d is not in the table", (int)c->optimizer);
+    return MNT_EARG;
+  }
+  return mnt_optims[c->optimizer].update(r, c, lr, first_step, skip);
 }

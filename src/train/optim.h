@@ -1,7 +1,8 @@
 /* optim.h — the optimizers (SGD with momentum and weight decay in PyTorch's semantics; LARS) and the
  * learning-rate schedule.
- * defines: mnt_sgd_cfg, mnt_sched (step | cosine | poly), mnt_optim (sgd | lars), mnt_lr_at,
- *          mnt_optim_update (mnt_sgd_update, mnt_lars_update).
+ * defines: mnt_optim_cfg, mnt_sched (step | cosine | poly), mnt_optim (sgd | lars), mnt_optim_desc and
+ *          mnt_optims (the one table of optimizers: name, help, update), mnt_optim_choices,
+ *          mnt_optim_help, mnt_lr_at, mnt_optim_update (mnt_sgd_update, mnt_lars_update).
  * The linear scaling rule: peak lr = base_lr * global_batch / 256 (Goyal et al., arXiv 1706.02677),
  * reached by a linear warm-up from base_lr (peak * 256 / global_batch; no warm-up below 256 images),
  * then step decay (x0.1 at 1/3, 2/3 and 8/9 of the run, i.e. epochs 30, 60, 80 of 90), cosine decay
@@ -18,9 +19,10 @@
 #include "model/resnet.h"
 
 typedef enum { MNT_SCHED_STEP = 0, MNT_SCHED_COSINE = 1, MNT_SCHED_POLY = 2 } mnt_sched;
-typedef enum { MNT_OPTIM_SGD = 0, MNT_OPTIM_LARS = 1 } mnt_optim;
+typedef enum { MNT_OPTIM_SGD = 0, MNT_OPTIM_LARS = 1, MNT_NOPTIM } mnt_optim;
 
-typedef struct mnt_sgd_cfg {
+/* what the optimizers and the schedule read */
+typedef struct mnt_optim_cfg {
   double base_lr;       /* per 256 images (0.1 for ResNet-50) */
   int global_batch;
   double warmup_epochs;
@@ -31,17 +33,29 @@ typedef struct mnt_sgd_cfg {
   int no_bn_bias_decay; /* no weight decay on BN weights/biases and biases (LARS: always) */
   mnt_optim optimizer;
   double lars_eta;      /* LARS trust coefficient (0.001) */
-} mnt_sgd_cfg;
+} mnt_optim_cfg;
+
+/* One optimizer: its name (--optimizer, config.json, summary.json), what --help says of it, and its
+ * update of every parameter (through the backend's ops: mnt_sgd_step, mnt_lars_step). The table,
+ * mnt_optims, is indexed by mnt_optim; a new optimizer is a row there and its update. */
+typedef struct mnt_optim_desc {
+  mnt_optim id;
+  const char *name, *help;
+  int (*update)(mnt_resnet *r, const mnt_optim_cfg *c, double lr, int first_step, const int32_t *skip);
+} mnt_optim_desc;
+extern const mnt_optim_desc mnt_optims[MNT_NOPTIM];
 
 int mnt_sched_parse(const char *s, mnt_sched *out);   /* step|cosine|poly; -1 otherwise */
-int mnt_optim_parse(const char *s, mnt_optim *out);   /* sgd|lars; -1 otherwise */
+int mnt_optim_parse(const char *s, mnt_optim *out);   /* a name of the table (any case); -1 otherwise */
+const char *mnt_optim_choices(void);                  /* "sgd|lars": the names, for --optimizer */
+const char *mnt_optim_help(void);                     /* each name and its help, for --optimizer */
 const char *mnt_sched_name(mnt_sched s);              /* as --schedule spells it */
 const char *mnt_optim_name(mnt_optim o);              /* as --optimizer spells it */
 /* learning rate at a (fractional) epoch */
-double mnt_lr_at(const mnt_sgd_cfg *c, double epoch);
+double mnt_lr_at(const mnt_optim_cfg *c, double epoch);
 /* one step over every parameter of r (gradients in r->g, momentum in r->m), by c->optimizer */
-int mnt_optim_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step, const int32_t *skip);
-int mnt_sgd_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step, const int32_t *skip);
-int mnt_lars_update(mnt_resnet *r, const mnt_sgd_cfg *c, double lr, int first_step, const int32_t *skip);
+int mnt_optim_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, int first_step, const int32_t *skip);
+int mnt_sgd_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, int first_step, const int32_t *skip);
+int mnt_lars_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, int first_step, const int32_t *skip);
 
 #endif

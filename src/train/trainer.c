@@ -249,7 +249,7 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
   t->m->label_smoothing = (float)o->smoothing;
   t->per_epoch = mnt_loader_batches_per_epoch(t->ld);
   t->total = o->steps ? o->steps : t->per_epoch * o->epochs;
-  t->sgd = (mnt_sgd_cfg){.base_lr = o->lr, .global_batch = (int)B, .warmup_epochs = o->warmup_epochs,
+  t->opt = (mnt_optim_cfg){.base_lr = o->lr, .global_batch = (int)B, .warmup_epochs = o->warmup_epochs,
                          .epochs = (double)t->total / t->per_epoch, .schedule = o->schedule, .momentum = o->momentum,
                          .weight_decay = o->wd, .no_bn_bias_decay = o->no_bn_decay, .optimizer = o->optimizer,
                          .lars_eta = o->lars_eta};
@@ -401,7 +401,7 @@ static int pull_interval(mnt_trainer *t) {
 }
 
 /* ---- the step ----------------------------------------------------------------------------- */
-double mnt_trainer_lr(const mnt_trainer *t) { return mnt_lr_at(&t->sgd, (double)t->s.step / t->per_epoch); }
+double mnt_trainer_lr(const mnt_trainer *t) { return mnt_lr_at(&t->opt, (double)t->s.step / t->per_epoch); }
 
 /* ---- non-finite values (trainer.h) ----------------------------------------------------------- */
 
@@ -609,7 +609,7 @@ static int optimizer_phase(mnt_trainer *t, const mnt_batch *b, mnt_step_out *out
   int32_t bad = 0;
   double lr = mnt_trainer_lr(t);
   MNT_CHECK(mnt_nonfinite(be, m->g, m->nw, m->flag));
-  MNT_CHECK(mnt_optim_update(m, &t->sgd, lr, t->s.step == 0, m->flag));
+  MNT_CHECK(mnt_optim_update(m, &t->opt, lr, t->s.step == 0, m->flag));
   /* a skipped step's non-finite loss would poison the interval (and a checkpoint) */
   MNT_CHECK(mnt_f32_acc_unless(be, t->iv_dev, m->out3, 2, m->flag));
   /* the one wait of the step: the flag is final once the update has run (the optimizer's time is its own) */

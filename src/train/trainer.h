@@ -71,7 +71,7 @@ typedef struct mnt_trainer {
   mnt_loader *ld;
   mnt_dataset train, val;
   int have_train, have_val;
-  mnt_sgd_cfg sgd;
+  mnt_optim_cfg opt;       /* the optimizer's and the schedule's configuration */
   int64_t per_epoch, total; /* batches per epoch, steps of the whole run */
   mnt_train_state s;        /* saved by a checkpoint */
   /* this job only */

@@ -57,7 +57,7 @@ static int step(const char *dev, mnt_precision p, int round_bf16, int size, int 
     for (size_t i = 0; i < r->nw; i++) r->w[i] = bf16_round(r->w[i]);
     x = xr;
   }
-  mnt_sgd_cfg cfg = {.base_lr = 0.1, .global_batch = batch, .epochs = 1, .momentum = 0.9, .weight_decay = 1e-4};
+  mnt_optim_cfg cfg = {.base_lr = 0.1, .global_batch = batch, .epochs = 1, .momentum = 0.9, .weight_decay = 1e-4};
   int st = mnt_resnet_forward(r, x, 1);
   o->nl = (size_t)batch * classes;
   o->nw = r->nw;

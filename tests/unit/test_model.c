@@ -21,7 +21,7 @@ static int train(mnt_backend *be, float **w_out, size_t *n_out) {
   int32_t y[8];
   for (size_t i = 0; i < nx; i++) x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
   for (int i = 0; i < batch; i++) y[i] = i % 10;
-  mnt_sgd_cfg cfg = {.base_lr = 0.1, .global_batch = 256, .epochs = 1, .momentum = 0.9, .weight_decay = 1e-4};
+  mnt_optim_cfg cfg = {.base_lr = 0.1, .global_batch = 256, .epochs = 1, .momentum = 0.9, .weight_decay = 1e-4};
   for (int k = 0; k < 3; k++) {
     if (mnt_resnet_forward(r, x, 1)) return 1;
     if (mnt_resnet_loss(r, y, batch, 1)) return 1;
@@ -98,7 +98,7 @@ static void other_checks(mnt_backend *be) {
   EXPECT(mnt_resnet_create(be, "resnet8", 0, 32, 2, 1, 0, &bad) == MNT_EARG, "0 classes accepted");
   EXPECT(mnt_resnet_create(be, "resnet8", 10, 32, 0, 1, 0, &bad) == MNT_EARG, "batch 0 accepted");
   /* schedule: linear scaling, warm-up, step decay at 1/3, 2/3, 8/9; cosine to zero */
-  mnt_sgd_cfg c = {.base_lr = 0.1, .global_batch = 1024, .warmup_epochs = 5, .epochs = 90};
+  mnt_optim_cfg c = {.base_lr = 0.1, .global_batch = 1024, .warmup_epochs = 5, .epochs = 90};
   EXPECT(fabs(mnt_lr_at(&c, 0) - 0.1) < 1e-12, "warm-up starts at base_lr: %g", mnt_lr_at(&c, 0));
   EXPECT(fabs(mnt_lr_at(&c, 5) - 0.4) < 1e-12, "peak = 0.1 * 1024/256: %g", mnt_lr_at(&c, 5));
   EXPECT(fabs(mnt_lr_at(&c, 2.5) - 0.25) < 1e-12, "linear warm-up: %g", mnt_lr_at(&c, 2.5));
