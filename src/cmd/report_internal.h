@@ -35,6 +35,7 @@ typedef struct mnt_report_run {
   struct mnt_report_point *val;
   int nval, capval;
   char optimizer[64];          /* "" when summary.json does not say (runs before LARS: sgd) */
+  char schedule[64];           /* "" when summary.json does not say (runs before it did: step) */
   double target, target_epoch, target_time; /* NAN where not set, or not reached */
   int target_reached;          /* -1 no target, 0 missed, 1 reached */
 } mnt_report_run;

@@ -450,8 +450,10 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
       {"lr", 0, MNT_OPT_DOUBLE, &c->lr, "LR", "learning rate per 256 images (linear scaling; default 0.1)",
        MNT_RANGE(0, 1000)},
       {"warmup-epochs", 0, MNT_OPT_DOUBLE, &c->warmup_epochs, "W", "linear warm-up (default 0)", MNT_RANGE(0, 1e6)},
-      {"schedule", 0, MNT_OPT_CHOICE, &o->schedule, "step|cosine|poly",
-       "decay after warm-up: x0.1 at 1/3, 2/3, 8/9 of the run; cosine to 0; poly: (1-t)^2 to 0 (default step)", 0, 0},
+      {"schedule", 0, MNT_OPT_CHOICE, &o->schedule, "step|cosine|poly|slow-start",
+       "decay after warm-up: x0.1 at 1/3, 2/3, 8/9 of the run; cosine to 0; poly: (1-t)^2 to 0; slow-start (Akiba et al. "
+       "2017): 0.5 of the peak to 40/90 of the run, then 0.075, 0.01 and 0.001 of it at 70/90 and 85/90 (default step)",
+       0, 0},
       {"optimizer", 0, MNT_OPT_CHOICE, &o->optimizer, mnt_optim_choices(), optim_help, 0, 0},
       {"lars-eta", 0, MNT_OPT_DOUBLE, &c->lars_eta, "ETA", "LARS trust coefficient (default 0.001)",
        MNT_RANGE(1e-9, 1)},

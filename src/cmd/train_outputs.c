@@ -222,6 +222,7 @@ static int write_summary(run *r, const loop *l, const timing *tm) {
   if (sm) json_object_set_new(sm, "run_id", json_string(r->run_id));
   if (sm) json_object_set_new(sm, "precision", json_string(mnt_precision_name(t->be->precision)));
   if (sm) json_object_set_new(sm, "optimizer", json_string(mnt_optim_name(t->opt.optimizer)));
+  if (sm) json_object_set_new(sm, "schedule", json_string(mnt_sched_name(t->opt.schedule)));
   if (sm) { /* what the layers ran: a throughput figure says what it measured */
     static char buf[8192];
     mnt_resnet_impls(t->m, MNT_LAYER_BN, buf, sizeof buf);

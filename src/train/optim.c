@@ -15,6 +15,7 @@ int mnt_sched_parse(const char *s, mnt_sched *out) {
   if (!strcasecmp(s, "step")) *out = MNT_SCHED_STEP;
   else if (!strcasecmp(s, "cosine")) *out = MNT_SCHED_COSINE;
   else if (!strcasecmp(s, "poly")) *out = MNT_SCHED_POLY;
+  else if (!strcasecmp(s, "slow-start")) *out = MNT_SCHED_SLOW_START;
   else return -1;
   return 0;
 }
@@ -56,7 +57,9 @@ const char *mnt_optim_help(void) {
   return joined(buf, sizeof buf, 1);
 }
 
-const char *mnt_sched_name(mnt_sched s) { return s == MNT_SCHED_COSINE ? "cosine" : s == MNT_SCHED_POLY ? "poly" : "step"; }
+const char *mnt_sched_name(mnt_sched s) {
+  return s == MNT_SCHED_COSINE ? "cosine" : s == MNT_SCHED_POLY ? "poly" : s == MNT_SCHED_SLOW_START ? "slow-start" : "step";
+}
 const char *mnt_optim_name(mnt_optim o) { return o >= 0 && o < MNT_NOPTIM ? mnt_optims[o].name : "?"; }
 
 double mnt_lr_at(const mnt_optim_cfg *c, double epoch) {
@@ -74,6 +77,8 @@ double mnt_lr_at(const mnt_optim_cfg *c, double epoch) {
     return 0.5 * peak * (1.0 + cos(M_PI * t));
   }
   double f = epoch / T, lr = peak;
+  if (c->schedule == MNT_SCHED_SLOW_START) /* Akiba et al.'s 40, 30, 15 and 5 of 90 epochs */
+    return peak * (f < 40.0 / 90 ? 0.5 : f < 70.0 / 90 ? 0.075 : f < 85.0 / 90 ? 0.01 : 0.001);
   if (f >= 1.0 / 3.0) lr *= 0.1;
   if (f >= 2.0 / 3.0) lr *= 0.1;
   if (f >= 8.0 / 9.0) lr *= 0.1;

@@ -1,12 +1,14 @@
 /* optim.h — the optimizers (SGD with momentum and weight decay in PyTorch's semantics; LARS) and the
  * learning-rate schedule.
- * defines: mnt_optim_cfg, mnt_sched (step | cosine | poly), mnt_optim (sgd | lars), mnt_optim_desc and
+ * defines: mnt_optim_cfg, mnt_sched (step | cosine | poly | slow-start), mnt_optim (sgd | lars), mnt_optim_desc and
  *          mnt_optims (the one table of optimizers: name, help, update), mnt_optim_choices,
  *          mnt_optim_help, mnt_lr_at, mnt_optim_update (mnt_sgd_update, mnt_lars_update).
  * The linear scaling rule: peak lr = base_lr * global_batch / 256 (Goyal et al., arXiv 1706.02677),
  * reached by a linear warm-up from base_lr (peak * 256 / global_batch; no warm-up below 256 images),
  * then step decay (x0.1 at 1/3, 2/3 and 8/9 of the run, i.e. epochs 30, 60, 80 of 90), cosine decay
- * to zero, or polynomial decay of power 2 to zero (MLPerf's ResNet-50 with LARS).
+ * to zero, polynomial decay of power 2 to zero (MLPerf's ResNet-50 with LARS), or slow-start (Akiba,
+ * Suzuki, Fukuda, arXiv 1711.04325: 0.5 of the peak for the first 40 of 90 epochs, then 0.075, 0.01
+ * and 0.001 of it for 30, 15 and 5; here the same fractions of the run's length).
  * LARS (You, Gitman, Ginsburg, arXiv 1708.03888), as MLPerf's ResNet-50 reference applies it: for
  * every weight tensor (convolutions, the fully connected weight) the trust ratio
  *   t = eta |w| / (|g| + wd |w|)   (1 when |w| or |g| is 0),
@@ -18,7 +20,7 @@
 
 #include "model/resnet.h"
 
-typedef enum { MNT_SCHED_STEP = 0, MNT_SCHED_COSINE = 1, MNT_SCHED_POLY = 2 } mnt_sched;
+typedef enum { MNT_SCHED_STEP = 0, MNT_SCHED_COSINE = 1, MNT_SCHED_POLY = 2, MNT_SCHED_SLOW_START = 3 } mnt_sched;
 typedef enum { MNT_OPTIM_SGD = 0, MNT_OPTIM_LARS = 1, MNT_NOPTIM } mnt_optim;
 
 /* what the optimizers and the schedule read */
@@ -45,7 +47,7 @@ typedef struct mnt_optim_desc {
 } mnt_optim_desc;
 extern const mnt_optim_desc mnt_optims[MNT_NOPTIM];
 
-int mnt_sched_parse(const char *s, mnt_sched *out);   /* step|cosine|poly; -1 otherwise */
+int mnt_sched_parse(const char *s, mnt_sched *out);   /* step|cosine|poly|slow-start; -1 otherwise */
 int mnt_optim_parse(const char *s, mnt_optim *out);   /* a name of the table (any case); -1 otherwise */
 const char *mnt_optim_choices(void);                  /* "sgd|lars": the names, for --optimizer */
 const char *mnt_optim_help(void);                     /* each name and its help, for --optimizer */

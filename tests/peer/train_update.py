@@ -56,6 +56,8 @@ CASES = {
                        no_bn_decay=False, smoothing=0.0),
     "lars-poly": dict(optimizer="lars", schedule="poly", lr=4.0, warmup=1.0, momentum=0.9, wd=5e-3, no_bn_decay=False,
                       smoothing=0.1, eta=0.01),
+    "sgd-slow-start": dict(optimizer="sgd", schedule="slow-start", lr=0.4, warmup=0.5, momentum=0.9, wd=5e-3,
+                           no_bn_decay=True, smoothing=0.0),
 }
 
 
@@ -84,6 +86,8 @@ def lr_at(c, step, per_epoch, total):
     if c["schedule"] == "poly":
         return peak * (1 - t) ** 2
     f, lr = epoch / T, peak
+    if c["schedule"] == "slow-start":  # Akiba et al. 2017: 40, 30, 15 and 5 of 90 epochs
+        return peak * (0.5 if f < 40 / 90 else 0.075 if f < 70 / 90 else 0.01 if f < 85 / 90 else 0.001)
     for cut in (1 / 3, 2 / 3, 8 / 9):
         if f >= cut:
             lr *= 0.1

@@ -127,15 +127,15 @@ grep -qx "6,2,2,192,480.00,,4.8000,0.8000,2.500,103.000,206.000,20.000,11.000,$f
 rc=$?
 [ $rc -eq 0 ] && ok "batch sweep with validation: exit 0" || { bad "batch sweep with validation: exit $rc"; cat "$w/learn.err"; }
 cat >"$w/learning.csv" <<'EOF'
-ranks,nodes,global_batch,optimizer,evaluations,epochs,final_top1,best_top1,target_top1,target_reached,target_epoch,target_time_s,run
-2,2,256,sgd,2,2.0000,0.8100,0.8100,0.8000,true,2.0000,30.50,learn/b256
-2,2,2048,sgd,3,3.0000,0.7200,0.7500,0.8000,false,,,learn/b2048
-2,2,8192,lars,5,2.5000,0.8200,0.8200,0.8000,true,2.5000,40.30,learn/b8192
+ranks,nodes,global_batch,optimizer,schedule,evaluations,epochs,final_top1,best_top1,target_top1,target_reached,target_epoch,target_time_s,run
+2,2,256,sgd,step,2,2.0000,0.8100,0.8100,0.8000,true,2.0000,30.50,learn/b256
+2,2,2048,sgd,step,3,3.0000,0.7200,0.7500,0.8000,false,,,learn/b2048
+2,2,8192,lars,step,5,2.5000,0.8200,0.8200,0.8000,true,2.5000,40.30,learn/b8192
 EOF
 diff "$w/learning.csv" "$w/learn/learning.csv" && ok "learning.csv as worked out by hand" || bad "learning.csv differs (above)"
-for row in '^ +2 +256 +sgd +2 +2\.00 +81\.00% +81\.00% +80\.00% +2\.00 ep +30\.5 s +learn/b256$' \
-  '^ +2 +2048 +sgd +3 +3\.00 +72\.00% +75\.00% +80\.00% +missed +- +learn/b2048$' \
-  '^ +2 +8192 +lars +5 +2\.50 +82\.00% +82\.00% +80\.00% +2\.50 ep +40\.3 s +learn/b8192$' \
+for row in '^ +2 +256 +sgd +step +2 +2\.00 +81\.00% +81\.00% +80\.00% +2\.00 ep +30\.5 s +learn/b256$' \
+  '^ +2 +2048 +sgd +step +3 +3\.00 +72\.00% +75\.00% +80\.00% +missed +- +learn/b2048$' \
+  '^ +2 +8192 +lars +step +5 +2\.50 +82\.00% +82\.00% +80\.00% +2\.50 ep +40\.3 s +learn/b8192$' \
   '^== resnet8, 28 px, cpu, fp32: no scaling table: .*neither weak scaling'; do
   grep -Eq -- "$row" "$w/learn.txt" || bad "learning table: no line matching $row"
 done

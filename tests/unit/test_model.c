@@ -105,6 +105,11 @@ static void other_checks(mnt_backend *be) {
   EXPECT(fabs(mnt_lr_at(&c, 29.9) - 0.4) < 1e-12 && fabs(mnt_lr_at(&c, 30) - 0.04) < 1e-12 &&
              fabs(mnt_lr_at(&c, 60) - 0.004) < 1e-12 && fabs(mnt_lr_at(&c, 80) - 0.0004) < 1e-12,
          "step decay at 30/60/80 of 90");
+  c.schedule = MNT_SCHED_SLOW_START; /* Akiba et al.: 0.5, 0.075, 0.01, 0.001 of the peak for 40, 30, 15, 5 of 90 */
+  EXPECT(fabs(mnt_lr_at(&c, 39.9) - 0.2) < 1e-12 && fabs(mnt_lr_at(&c, 40) - 0.03) < 1e-12 &&
+             fabs(mnt_lr_at(&c, 70) - 0.004) < 1e-12 && fabs(mnt_lr_at(&c, 85) - 0.0004) < 1e-12 &&
+             fabs(mnt_lr_at(&c, 2.5) - 0.25) < 1e-12,
+         "slow-start: %g %g %g %g", mnt_lr_at(&c, 39.9), mnt_lr_at(&c, 40), mnt_lr_at(&c, 70), mnt_lr_at(&c, 85));
   c.schedule = MNT_SCHED_COSINE;
   EXPECT(fabs(mnt_lr_at(&c, 47.5) - 0.2) < 1e-12 && mnt_lr_at(&c, 90) < 1e-12, "cosine: %g %g", mnt_lr_at(&c, 47.5),
          mnt_lr_at(&c, 90));
