@@ -793,15 +793,18 @@ class Fuzz:
         lc = list(csv.reader(open(lp, newline="")))
         tg, reached = s.get("target_top1"), s.get("target_reached") is True
         te, tt = (s.get("target_epoch"), s.get("target_time_s")) if tg is not None and reached else (None, None)
-        optim = s.get("optimizer")
+        optim, sched = s.get("optimizer"), s.get("schedule")
         if not (isinstance(optim, str) and 0 < len(optim.encode()) < 64):
             optim = "sgd"
+        if not (isinstance(sched, str) and 0 < len(sched.encode()) < 64):
+            sched = "step"
         row = lc[1] if len(lc) == 2 else []
-        return len(row) == 13 and row[3] == optim and int(row[4]) == len(pts) and near(row[5], pts[-1][1], 4) and \
-            near(row[6], pts[-1][2], 4) and near(row[7], max(0, *(p[2] for p in pts)), 4) and near(row[8], tg, 4) and \
-            row[9] == ("" if tg is None else "true" if reached else "false") and \
-            near(row[10], te if isnum(te) and te >= 0 else None, 4) and \
-            near(row[11], tt if isnum(tt) and tt >= 0 else None, 2)
+        return len(row) == 14 and row[3] == optim and row[4] == sched and int(row[5]) == len(pts) and \
+            near(row[6], pts[-1][1], 4) and near(row[7], pts[-1][2], 4) and \
+            near(row[8], max(0, *(p[2] for p in pts)), 4) and near(row[9], tg, 4) and \
+            row[10] == ("" if tg is None else "true" if reached else "false") and \
+            near(row[11], te if isnum(te) and te >= 0 else None, 4) and \
+            near(row[12], tt if isnum(tt) and tt >= 0 else None, 2)
 
 
 def same_h5(a, b):
