@@ -658,13 +658,7 @@ void mnt_world_abort(mnt_world *w, int status, const char *msg) {
   fflush(stderr);
   if (w && w->have_pmix) {
     PMIx_Abort(status, msg, NULL, 0);
-    /* PMIx_Abort returns once the server has the request; the server kills the job, this process
-     * with the others. It waits for that (at most 5 s) rather than exit first: a neighbour that saw
-     * this process gone before the server reached it would abort too, blaming this rank's death
-     * instead of the failure this message names (seen in cluster_hung_rank_4: rank 1 aborted
-     * naming rank 0, whose own abort named the stopped rank) */
-    struct timespec ts = {.tv_sec = 0, .tv_nsec = 100000000L};
-    for (int i = 0; i < 50; i++) nanosleep(&ts, NULL);
+    /* PMIx_Abort returns once the server has the request; the server kills the job. */
   }
   _exit(status);
 }
