@@ -1,7 +1,7 @@
 // f32.cu — the CUDA backend's kernels over fp32 vectors (parameters, gradients, momentum):
 // accumulate, scale, the SGD and LARS steps, the non-finite check and the poison that carries a
 // rank's own non-finite values into the averaged gradients.
-// defines: mnt_k_f32_acc, mnt_k_f32_scale, mnt_k_sgd, mnt_k_lars, mnt_k_nonfinite, mnt_k_f32_poison
+// defines: mnt_k_f32_acc, mnt_k_f32_scale, mnt_k_sgd, mnt_k_lars, mnt_k_rmsw, mnt_k_nonfinite, mnt_k_f32_poison
 // (see ops.h).
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -40,6 +40,23 @@ __global__ void sgd_k(float *__restrict__ w, const float *__restrict__ g, float 
     float v = first ? d : mu * m[i] + d;
     m[i] = v;
     w[i] -= lr * v;
+  }
+}
+// RMSprop warm-up in the CPU backend's order (cpu_ops.c), without FMA contraction
+__global__ void rmsw_k(float *__restrict__ w, const float *__restrict__ g, float *__restrict__ m, float *__restrict__ v,
+                       size_t n, float lr, float mu1, float mu2, float eps, float as, float ar, float wd, int first,
+                       const int32_t *skip) {
+  if (skipped(skip)) return;
+  const float c2 = 1.0f - mu2;
+  MNT_GRID_STRIDE(i, n) {
+    float d = __fadd_rn(g[i], __fmul_rn(wd, w[i]));
+    float dd = __fmul_rn(c2, __fmul_rn(d, d));
+    float vi = first ? dd : __fadd_rn(__fmul_rn(mu2, v[i]), dd);
+    float s = __fmul_rn(__fadd_rn(as, __fdiv_rn(ar, __fadd_rn(__fsqrt_rn(vi), eps))), d);
+    float mi = first ? s : __fadd_rn(__fmul_rn(mu1, m[i]), s);
+    v[i] = vi;
+    m[i] = mi;
+    w[i] = __fsub_rn(w[i], __fmul_rn(lr, mi));
   }
 }
 // LARS, pass 1: block x of segment y sums w^2 and g^2 over its grid-stride share into partial
@@ -129,6 +146,13 @@ extern "C" int mnt_k_sgd(float *w, const float *g, float *m, size_t n, float lr,
                          const int32_t *skip, void *stream) {
   if (n == 0) return 0;
   sgd_k<<<grid_for(n), kThreads, 0, S(stream)>>>(w, g, m, n, lr, mu, wd, first, skip);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int mnt_k_rmsw(float *w, const float *g, float *m, float *v, size_t n, float lr, float mu1, float mu2,
+                          float eps, float a_sgd, float a_rms, float wd, int first, const int32_t *skip, void *stream) {
+  if (n == 0) return 0;
+  rmsw_k<<<grid_for(n), kThreads, 0, S(stream)>>>(w, g, m, v, n, lr, mu1, mu2, eps, a_sgd, a_rms, wd, first, skip);
   return (int)cudaGetLastError();
 }
 

@@ -7,7 +7,7 @@
  *          mnt_k_gap_bwd, mnt_k_bias_rows, mnt_k_col_sum, mnt_k_nchw_to_act, mnt_k_act_to_nchw,
  *          mnt_k_xent_rows, mnt_k_xent_reduce;
  *          (weights) mnt_k_oihw_to_krsc_bf16, mnt_k_krsc_bf16_to_oihw, mnt_k_pad_channels_bf16;
- *          (fp32 vectors) mnt_k_f32_acc, mnt_k_f32_scale, mnt_k_sgd, mnt_k_lars (mnt_k_seg), mnt_k_nonfinite,
+ *          (fp32 vectors) mnt_k_f32_acc, mnt_k_f32_scale, mnt_k_sgd, mnt_k_lars (mnt_k_seg), mnt_k_rmsw, mnt_k_nonfinite,
  *          mnt_k_f32_poison;
  *          (batch norm, bf16 NHWC, bn.cu) mnt_k_bn_ws_floats, mnt_k_bn_fwd_train, mnt_k_bn_fwd_infer,
  *          mnt_k_bn_bwd. */
@@ -66,6 +66,11 @@ int mnt_k_sgd(float *w, const float *g, float *m, size_t n, float lr, float mu, 
  * m = mu m + lr t (g + wd w); else m = mu m + lr g; w -= m (no mu m when first). Norms are summed in
  * a fixed order (the same bits every run); the element update rounds as the CPU's, no FMA. */
 enum { MNT_K_LARS_BLOCKS = 32 };
+/* RMSprop warm-up (src/backend/backend.h mnt_rmsw_step), element by element in the CPU's order, no
+ * FMA: d = g + wd w; v = mu2 v + (1 - mu2) d d; m = mu1 m + (a_sgd + a_rms / (sqrt(v) + eps)) d;
+ * w -= lr m (first: v and m without their old values) */
+int mnt_k_rmsw(float *w, const float *g, float *m, float *v, size_t n, float lr, float mu1, float mu2, float eps,
+               float a_sgd, float a_rms, float wd, int first, const int32_t *skip, void *stream);
 typedef struct mnt_k_seg {
   uint64_t off, n;
   int32_t adapt, pad;

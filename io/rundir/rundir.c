@@ -236,13 +236,15 @@ int mnt_rundir_same_run(json_t *old, json_t *now, const char *dir) {
   static const char *const KEYS[] = {"arch", "size", "seed", "schedule", "lr", "warmup_epochs", "momentum", "wd",
                                      "no_bn_decay", "zero_init_residual", "min_crop", "pad_crop", "label_smoothing",
                                      "global_batch", "steps", "data_fingerprint", "optimizer", "lars_eta",
+                                     "rmsprop_warmup", "rmsprop_lr", "bn_eval", "bn_recompute_batches",
                                      "target_top1"};
-  json_t *sgd = json_string("sgd");
+  json_t *sgd = json_string("sgd"), *running = json_string("running");
   for (size_t i = 0; i < sizeof KEYS / sizeof KEYS[0]; i++) {
     json_t *a = json_object_get(old, KEYS[i]), *b = json_object_get(now, KEYS[i]);
     /* a run recorded before the optimizer was a choice ran sgd (whose momentum means another thing
      * than lars's: a run keeps its optimizer) */
     if (!strcmp(KEYS[i], "optimizer")) a = a ? a : sgd, b = b ? b : sgd;
+    if (!strcmp(KEYS[i], "bn_eval")) a = a ? a : running, b = b ? b : running; /* before --bn-eval: running */
     if ((!a && !b) || json_equal(a, b) || (json_is_number(a) && json_is_number(b) && json_number_value(a) == json_number_value(b)))
       continue;
     char *x = a ? json_dumps(a, JSON_ENCODE_ANY | JSON_REAL_PRECISION(15)) : NULL,
@@ -257,9 +259,11 @@ int mnt_rundir_same_run(json_t *old, json_t *now, const char *dir) {
     free(x);
     free(y);
     json_decref(sgd);
+    json_decref(running);
     return MNT_EARG;
   }
   json_decref(sgd);
+  json_decref(running);
   return MNT_OK;
 }
 

@@ -36,6 +36,10 @@ typedef struct mnt_lars_seg {
   size_t off, n;
   int32_t adapt; /* 1: trust ratio and weight decay (weights); 0: plain momentum SGD (biases, BN) */
 } mnt_lars_seg;
+/* the scalars of one mnt_rmsw_step (train/optim.h: RMSprop warm-up) */
+typedef struct mnt_rmsw_hp {
+  float lr, mu1, mu2, eps, a_sgd, a_rms, wd;
+} mnt_rmsw_hp;
 
 /* MNT_PREC_AUTO is a request only, resolved where the device is known (cpu: mnt_cpu_auto_precision;
  * cuda: bf16 from compute capability 8.0, else fp32): a backend's precision is never auto */
@@ -125,6 +129,8 @@ typedef struct mnt_backend_ops {
                   int first, const int32_t *skip);
   int (*lars_step)(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
                    float lr, float mu, float wd, float eta, int first, const int32_t *skip);
+  int (*rmsw_step)(mnt_backend *b, float *w, const float *g, float *m, float *v, size_t n, const mnt_rmsw_hp *hp,
+                   int first, const int32_t *skip);
   int (*nonfinite)(mnt_backend *b, const float *x, size_t n, int32_t *flag);
   int (*f32_poison)(mnt_backend *b, float *x, size_t n, const int32_t *flags, int nflags);
   int (*cast_from_f32)(mnt_backend *b, mnt_dtype t, const float *src, void *dst, size_t n);
@@ -316,6 +322,14 @@ static inline int mnt_sgd_step(mnt_backend *b, float *w, const float *g, float *
 static inline int mnt_lars_step(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
                                 float lr, float mu, float wd, float eta, int first, const int32_t *skip) {
   return b->ops->lars_step(b, w, g, m, seg, nseg, lr, mu, wd, eta, first, skip);
+}
+/* RMSprop warm-up (train/optim.h), element by element in this order, in float without FMA:
+ * d = g + wd w; v = mu2 v + (1 - mu2) d d (v = (1 - mu2) d d on the first step);
+ * m = mu1 m + (a_sgd + a_rms / (sqrt(v) + eps)) d (m = that step on the first); w -= lr m.
+ * Nothing written when *skip is non-zero (as mnt_sgd_step). */
+static inline int mnt_rmsw_step(mnt_backend *b, float *w, const float *g, float *m, float *v, size_t n,
+                                const mnt_rmsw_hp *hp, int first, const int32_t *skip) {
+  return b->ops->rmsw_step(b, w, g, m, v, n, hp, first, skip);
 }
 /* *flag (backend memory) = 1 when x[0..n) holds a NaN or an infinity, else 0 */
 static inline int mnt_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {

@@ -182,6 +182,10 @@ static int p_lars_step(mnt_backend *b, float *w, const float *g, float *m, const
                        float lr, float mu, float wd, float eta, int first, const int32_t *skip) {
   TIMED("lars", "", prof_orig->lars_step(b, w, g, m, seg, nseg, lr, mu, wd, eta, first, skip));
 }
+static int p_rmsw_step(mnt_backend *b, float *w, const float *g, float *m, float *v, size_t n, const mnt_rmsw_hp *hp,
+                       int first, const int32_t *skip) {
+  TIMED("rmsprop-warmup", "", prof_orig->rmsw_step(b, w, g, m, v, n, hp, first, skip));
+}
 static int p_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {
   TIMED("nonfinite", "", prof_orig->nonfinite(b, x, n, flag));
 }
@@ -234,6 +238,7 @@ int mnt_backend_profile_start(mnt_backend *b) {
   WRAP(f32_scale);
   WRAP(sgd_step);
   WRAP(lars_step);
+  WRAP(rmsw_step);
   WRAP(nonfinite);
   WRAP(f32_poison);
   WRAP(cast_from_f32);

@@ -100,7 +100,7 @@ static int time_steps(mnt_resnet *r, const step_args *a, const int32_t *y, doubl
     MNT_CHECK(mnt_resnet_forward(r, NULL, 1));
     MNT_CHECK(mnt_resnet_loss(r, y, a->batch, 1));
     MNT_CHECK(mnt_resnet_backward(r));
-    MNT_CHECK(mnt_sgd_update(r, &cfg, mnt_lr_at(&cfg, 10.0), k == 0, NULL));
+    MNT_CHECK(mnt_sgd_update(r, &cfg, mnt_lr_at(&cfg, 10.0), 10.0, k == 0, NULL));
     MNT_CHECK(mnt_resnet_read_loss(r, l3)); /* the read waits for the step */
     double dt = mnt_now() - t0;
     int warm = k < a->warmup;

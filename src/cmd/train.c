@@ -411,7 +411,8 @@ static int train_loop(run *r) {
   }
   int fin = st == MNT_OK && !l.stopped && l.done > 0;
   while (fin) { /* the finished run's checkpoint and summary: a loss in them is recovered from too */
-    if (ckpt_on) st = mnt_train_checkpoint_begin(r);
+    st = mnt_trainer_bn_final(t); /* --bn-eval recompute: what the run keeps */
+    if (ckpt_on && st == MNT_OK) st = mnt_train_checkpoint_begin(r);
     if (ckpt_on && st == MNT_OK) st = mnt_train_checkpoint_finish(r);
     if (st == MNT_OK) st = mnt_train_finish_run(r, &l);
     if (!recover_from(r, &l, &st) || l.stopped) break;
@@ -457,6 +458,12 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
       {"optimizer", 0, MNT_OPT_CHOICE, &o->optimizer, mnt_optim_choices(), optim_help, 0, 0},
       {"lars-eta", 0, MNT_OPT_DOUBLE, &c->lars_eta, "ETA", "LARS trust coefficient (default 0.001)",
        MNT_RANGE(1e-9, 1)},
+      {"rmsprop-warmup", 0, MNT_OPT_STRING, &o->rmsprop_warmup, "C:P",
+       "rmsprop-warmup's blend in epochs: SGD's weight exp(2(e-C)/P)/2 before epoch C, then 1/2 + (e-C)/P up to 1 "
+       "(default: 10:5 of 90 epochs, Akiba et al. 2017, as fractions of the run)", 0, 0},
+      {"rmsprop-lr", 0, MNT_OPT_DOUBLE, &c->rms_lr, "LR",
+       "rmsprop-warmup: the RMSprop term's rate, (1 - SGD's weight) x LR per unit of normalised gradient, not "
+       "scaled with the batch (default 0.001)", MNT_RANGE(0, 10)},
       {"momentum", 0, MNT_OPT_DOUBLE, &c->momentum, "M", "SGD momentum (default 0.9)", MNT_RANGE(0, 1)},
       {"wd", 0, MNT_OPT_DOUBLE, &c->wd, "WD", "weight decay (default 1e-4)", MNT_RANGE(0, 1)},
       {"no-bn-decay", 0, MNT_OPT_FLAG, &c->no_bn_decay, NULL, "no weight decay on BN parameters and biases", 0, 0},
@@ -469,6 +476,13 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
        MNT_RANGE(0.05, 1)},
       {"label-smoothing", 0, MNT_OPT_DOUBLE, &c->smoothing, "E", "train against (1-E) onehot + E/classes (default 0)",
        MNT_RANGE(0, 0.999)},
+      {"bn-eval", 0, MNT_OPT_CHOICE, &o->bn_eval, "running|last|recompute",
+       "BN statistics for evaluation, checkpoints and --export: running averages (momentum 0.1); the last training "
+       "batch's (Akiba et al. 2017); or recomputed from the current weights over the batches of the last "
+       "--bn-recompute-batches steps before each evaluation and at the end (\"precise BN\"); averaged over ranks "
+       "(default running)", 0, 0},
+      {"bn-recompute-batches", 0, MNT_OPT_INT, &c->bn_batches, "N",
+       "--bn-eval recompute: training batches per rank (default 16)", MNT_RANGE(1, 1 << 20)},
       {"device", 0, MNT_OPT_CHOICE, &o->device, "cpu|cuda|auto",
        "where to compute: cpu (oneDNN) or cuda (cuDNN, one GPU per rank by local rank); auto: cuda with --comm nccl, "
        "else cpu", 0, 0},
@@ -569,8 +583,8 @@ static int validate(opts *o, int quiet, int *ckpt_on) {
   else if (mnt_dtype_parse(o->grad_dtype, &c->grad_dtype)) bad = "--grad-dtype: fp32, bf16 or fp16";
   else if (mnt_topology_parse(o->topology, &c->topology)) bad = "--topology: flat or hier";
   else if (mnt_sched_parse(o->schedule, &c->schedule) || mnt_optim_parse(o->optimizer, &c->optimizer) ||
-           mnt_precision_parse(o->precision, &c->precision))
-    bad = "--schedule, --optimizer or --precision: not a choice of --help's"; /* the option parser checked them */
+           mnt_precision_parse(o->precision, &c->precision) || mnt_bn_eval_parse(o->bn_eval, &c->bn_eval))
+    bad = "--schedule, --optimizer, --precision or --bn-eval: not a choice of --help's"; /* the option parser checked them */
   else if (c->pad_crop >= c->size) bad = "--pad-crop must be smaller than --size";
   else if (c->bn_batch && c->batch && c->batch % c->bn_batch) bad = "--bn-batch must divide --batch-per-rank";
   else if (o->target_top1 == 0) bad = "--target-top1: a fraction above 0 and at most 1 (0.759): every evaluation reaches 0";
@@ -582,6 +596,18 @@ static int validate(opts *o, int quiet, int *ckpt_on) {
   if (!bad && strcasecmp(o->on_rank_loss, "abort") && strcasecmp(o->on_rank_loss, "shrink"))
     bad = "--on-rank-loss (or MNT_ON_RANK_LOSS): abort or shrink";
   if (!bad && o->min_ranks && strcasecmp(o->on_rank_loss, "shrink")) bad = "--min-ranks goes with --on-rank-loss shrink";
+  if (!bad && o->rmsprop_warmup) {
+    double a = -1, b = -1;
+    char tail = 0;
+    if (sscanf(o->rmsprop_warmup, "%lf:%lf%c", &a, &b, &tail) != 2 || !(a >= 0) || !(b > 0) || a > 1e6 || b > 1e6)
+      bad = "--rmsprop-warmup: C:P in epochs, C >= 0 and P > 0 (10:5 is the paper's for 90 epochs)";
+    else
+      c->rms_center = a, c->rms_period = b;
+  }
+  if (!bad && o->rmsprop_warmup && c->optimizer != MNT_OPTIM_RMSPROP_WARMUP)
+    bad = "--rmsprop-warmup goes with --optimizer rmsprop-warmup";
+  if (!bad && c->bn_batches && c->bn_eval != MNT_BN_EVAL_RECOMPUTE)
+    bad = "--bn-recompute-batches goes with --bn-eval recompute";
   if (!bad && o->trace_steps) {
     long long a = 0, b = 0;
     char tail = 0;
@@ -613,14 +639,15 @@ static int validate(opts *o, int quiet, int *ckpt_on) {
     o->ckpt_dir = o->ckpt_buf;
   }
   if (!c->epochs && !c->steps) c->epochs = 1;
+  if (c->bn_eval == MNT_BN_EVAL_RECOMPUTE && !c->bn_batches) c->bn_batches = 16;
   return MNT_OK;
 }
 
 int mnt_train_main(mnt_world *w, int argc, char **argv) {
-  opts o = {.t = {.arch = "resnet50", .lars_eta = 0.001, .comm = "auto", .size = 224, .batch = 0, .epochs = 0, .steps = 0, .seed = 1, .lr = 0.1, .warmup_epochs = 0,
+  opts o = {.t = {.arch = "resnet50", .lars_eta = 0.001, .rms_center = -1, .rms_period = -1, .rms_lr = 0.001, .bn_batches = 0, .comm = "auto", .size = 224, .batch = 0, .epochs = 0, .steps = 0, .seed = 1, .lr = 0.1, .warmup_epochs = 0,
                   .bucket_mb = 25, .momentum = 0.9, .wd = 1e-4, .min_scale = 0.08, .val_crop = 0.875,
                   .loader_threads = 2},
-            .schedule = "step", .optimizer = "sgd", .topology = "flat", .grad_dtype = "fp32", .precision = "fp32",
+            .schedule = "step", .optimizer = "sgd", .bn_eval = "running", .topology = "flat", .grad_dtype = "fp32", .precision = "fp32",
             .device = "auto", .out = "mntrain-out", .log_every = 10, .keep = 2, .stripe = 1 << 20, .eval_every = 1,
             .target_top1 = -1 /* none (0 given is refused) */};
   int help = 0, ckpt_on = 0;

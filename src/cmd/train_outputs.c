@@ -49,6 +49,13 @@ json_t *mnt_train_config_json(const opts *o, const mnt_trainer *t) {
   if (j) json_object_set_new(j, "eval_every", mnt_json_num(o->eval_every));
   if (j && o->target_top1 > 0) json_object_set_new(j, "target_top1", mnt_json_num(o->target_top1));
   if (j && t->opt.optimizer == MNT_OPTIM_LARS) json_object_set_new(j, "lars_eta", mnt_json_num(c->lars_eta));
+  if (j && t->opt.optimizer == MNT_OPTIM_RMSPROP_WARMUP) { /* the blend as the run applies it (epochs) */
+    json_object_set_new(j, "rmsprop_warmup", json_pack("[o, o]", mnt_json_num(t->opt.rms_center),
+                                                       mnt_json_num(t->opt.rms_period)));
+    json_object_set_new(j, "rmsprop_lr", mnt_json_num(c->rms_lr));
+  }
+  if (j) json_object_set_new(j, "bn_eval", json_string(mnt_bn_eval_name(c->bn_eval)));
+  if (j && c->bn_eval == MNT_BN_EVAL_RECOMPUTE) json_object_set_new(j, "bn_recompute_batches", json_integer(c->bn_batches));
   if (j && o->ckpt_dir) {
     json_object_set_new(j, "ckpt_dir", json_string(o->ckpt_dir));
     json_object_set_new(j, "ckpt_every_steps", json_integer(o->ckpt_steps));
@@ -222,6 +229,7 @@ static int write_summary(run *r, const loop *l, const timing *tm) {
   if (sm) json_object_set_new(sm, "run_id", json_string(r->run_id));
   if (sm) json_object_set_new(sm, "precision", json_string(mnt_precision_name(t->be->precision)));
   if (sm) json_object_set_new(sm, "optimizer", json_string(mnt_optim_name(t->opt.optimizer)));
+  if (sm) json_object_set_new(sm, "bn_eval", json_string(mnt_bn_eval_name(t->cfg.bn_eval)));
   if (sm) json_object_set_new(sm, "schedule", json_string(mnt_sched_name(t->opt.schedule)));
   if (sm) { /* what the layers ran: a throughput figure says what it measured */
     static char buf[8192];

@@ -499,6 +499,8 @@ int mnt_resnet_create_ex(mnt_backend *be, const char *arch, int classes, int siz
   mnt_resnet *r = calloc(1, sizeof *r);
   if (!r) return MNT_ENOMEM;
   r->bn_group = bn_group;
+  r->nstate = 1;
+  r->bn_momentum = 0.1f;
   snprintf(r->arch, sizeof r->arch, "%s", arch);
   r->classes = classes;
   r->size = size;
@@ -549,6 +551,17 @@ int mnt_resnet_create_ex(mnt_backend *be, const char *arch, int classes, int siz
     return st;
   }
   *out = r;
+  return MNT_OK;
+}
+
+int mnt_resnet_optim_state(mnt_resnet *r, int k) {
+  if (k < 1) k = 1;
+  if (k == r->nstate) return mnt_be_memset0(r->be, r->m, (size_t)k * r->nw * sizeof(float));
+  float *m = NULL;
+  MNT_CHECK(mnt_be_alloc(r->be, (size_t)k * r->nw * sizeof(float), (void **)&m));
+  mnt_be_free(r->be, r->m);
+  r->m = m;
+  r->nstate = k;
   return MNT_OK;
 }
 
@@ -608,7 +621,7 @@ int mnt_resnet_forward(mnt_resnet *r, const float *x, int train) {
             MNT_CHECK(mnt_be_copy(be, rv, old + C, C * F, MNT_COPY_D2D));
           }
           if (train)
-            MNT_CHECK(mnt_bn_forward_train(l->bng[g], xg, gm, bt, yg, save, save + C, rm, rv, 0.1f));
+            MNT_CHECK(mnt_bn_forward_train(l->bng[g], xg, gm, bt, yg, save, save + C, rm, rv, r->bn_momentum));
           else
             MNT_CHECK(mnt_bn_forward_infer(l->bng[g], xg, gm, bt, yg, rm, rv));
           if (train && G > 1) {

@@ -33,8 +33,10 @@ typedef struct mnt_resnet {
   mnt_backend *be;
   mnt_param *params;   /* in slab order */
   int nparams;
-  float *w, *g, *m;    /* weights, gradients, momentum: nw fp32 elements each (backend memory) */
+  float *w, *g, *m;    /* weights, gradients: nw fp32 elements each; m: the optimizer's state, nstate
+                        * tensors of nw one after another (the momentum first) (backend memory) */
   size_t nw;
+  int nstate;          /* 1 unless mnt_resnet_optim_state made room for more */
   mnt_param *stats;    /* BN running_mean / running_var, in buffer order */
   int nstats;
   float *bn;           /* nbn elements */
@@ -59,6 +61,8 @@ typedef struct mnt_resnet {
   float *bn_run;       /* running statistics of BN groups: the old values and the sums */
   int bn_group;        /* batch-norm statistics over groups of this many images (default: batch) */
   float label_smoothing; /* mnt_resnet_loss's target: (1 - e) onehot + e / classes (default 0) */
+  float bn_momentum;   /* a training forward's running statistics: (1 - b) old + b batch (default 0.1,
+                        * PyTorch's; 1: the last batch's; 1/(k+1) for batch k: their mean) */
   int32_t *labels;     /* backend memory, batch entries */
   float *out3;         /* backend memory: the last mnt_resnet_loss's loss sum, top-1 and top-5 hits */
   int32_t *flag;       /* backend memory: one flag for the caller's non-finite check */
@@ -68,6 +72,8 @@ typedef struct mnt_resnet {
   void *grad_ctx;
 } mnt_resnet;
 
+/* room for k state tensors of the optimizer in r->m (k >= 1), all zero: the old ones are dropped */
+int mnt_resnet_optim_state(mnt_resnet *r, int k);
 /* 1 when arch names a model this build knows, else 0 */
 int mnt_resnet_known(const char *arch);
 /* "resnet8, resnet20, resnet18, resnet34, resnet50 or resnet101": the names mnt_resnet_known takes */

@@ -21,11 +21,15 @@ int mnt_sched_parse(const char *s, mnt_sched *out) {
 }
 
 const mnt_optim_desc mnt_optims[MNT_NOPTIM] = {
-    {MNT_OPTIM_SGD, "sgd", "momentum SGD (PyTorch)", mnt_sgd_update},
+    {MNT_OPTIM_SGD, "sgd", "momentum SGD (PyTorch)", 1, {"momentum"}, mnt_sgd_update},
     {MNT_OPTIM_LARS, "lars",
      "layer-wise trust ratio (You et al. 2017, as MLPerf's ResNet-50), biases and BN parameters by plain momentum SGD "
      "without decay",
-     mnt_lars_update},
+     1, {"momentum"}, mnt_lars_update},
+    {MNT_OPTIM_RMSPROP_WARMUP, "rmsprop-warmup",
+     "RMSprop blended into momentum SGD over the first epochs (Akiba et al. 2017; --rmsprop-warmup, --rmsprop-lr), "
+     "biases and BN parameters without decay",
+     2, {"momentum", "second_moment"}, mnt_rmsw_update},
 };
 
 int mnt_optim_parse(const char *s, mnt_optim *out) {
@@ -85,7 +89,8 @@ double mnt_lr_at(const mnt_optim_cfg *c, double epoch) {
   return lr;
 }
 
-int mnt_sgd_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, int first_step, const int32_t *skip) {
+int mnt_sgd_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, double epoch, int first_step, const int32_t *skip) {
+  (void)epoch;
   /* one fused update per run of consecutive parameters with the same weight decay (the whole slab
    * when every parameter decays); the padding between views is zero in w, g and m and stays so */
   for (int i = 0; i < r->nparams;) {
@@ -100,7 +105,8 @@ int mnt_sgd_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, int first_s
   return MNT_OK;
 }
 
-int mnt_lars_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, int first_step, const int32_t *skip) {
+int mnt_lars_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, double epoch, int first_step, const int32_t *skip) {
+  (void)epoch;
   /* one segment per tensor: the trust ratio is a tensor's own (the padding between views stays zero) */
   mnt_lars_seg *seg = malloc((size_t)r->nparams * sizeof *seg);
   int st = MNT_OK;
@@ -114,10 +120,42 @@ out:
   return st;
 }
 
-int mnt_optim_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, int first_step, const int32_t *skip) {
+void mnt_rmsw_alpha(const mnt_optim_cfg *c, double epoch, double lr, double *a_sgd, double *a_rms) {
+  double C = c->rms_center, P = c->rms_period > 0 ? c->rms_period : 1e-12, a;
+  if (epoch < C) a = 0.5 * exp(2.0 * (epoch - C) / P);
+  else a = 0.5 + (epoch - C) / P;
+  if (a > 1) a = 1;
+  *a_sgd = a;
+  *a_rms = lr > 0 ? (1.0 - a) * c->rms_lr / lr : 0.0;
+}
+
+int mnt_rmsw_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, double epoch, int first_step, const int32_t *skip) {
+  double as, ar;
+  mnt_rmsw_alpha(c, epoch, lr, &as, &ar);
+  /* one update per run of consecutive parameters with the same weight decay (biases and BN: none) */
+  for (int i = 0; i < r->nparams;) {
+    float wd = r->params[i].no_decay ? 0.0f : (float)c->weight_decay;
+    int j = i + 1;
+    while (j < r->nparams && (r->params[j].no_decay ? 0.0f : (float)c->weight_decay) == wd) j++;
+    size_t off = r->params[i].off, end = r->params[j - 1].off + r->params[j - 1].n;
+    mnt_rmsw_hp hp = {.lr = (float)lr, .mu1 = (float)c->momentum, .mu2 = (float)c->rms_mu2, .eps = (float)c->rms_eps,
+                      .a_sgd = (float)as, .a_rms = (float)ar, .wd = wd};
+    MNT_CHECK(mnt_rmsw_step(r->be, r->w + off, r->g + off, r->m + off, r->m + r->nw + off, end - off, &hp, first_step,
+                            skip));
+    i = j;
+  }
+  return MNT_OK;
+}
+
+int mnt_optim_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, double epoch, int first_step, const int32_t *skip) {
   if (c->optimizer < 0 || c->optimizer >= MNT_NOPTIM) {
     MNT_ERR("internal: optimizer %d is not in the table", (int)c->optimizer);
     return MNT_EARG;
   }
-  return mnt_optims[c->optimizer].update(r, c, lr, first_step, skip);
+  if (r->nstate < mnt_optims[c->optimizer].nstate) {
+    MNT_ERR("internal: %s keeps %d state tensors, the model holds %d", mnt_optims[c->optimizer].name,
+            mnt_optims[c->optimizer].nstate, r->nstate);
+    return MNT_EARG;
+  }
+  return mnt_optims[c->optimizer].update(r, c, lr, epoch, first_step, skip);
 }

@@ -210,6 +210,8 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
   if (st == MNT_OK)
     st = mnt_resnet_create_ex(t->be, o->arch, t->train.nclasses, o->size, o->batch, bn, (uint64_t)o->seed, o->zero_init,
                               &t->m);
+  if (st == MNT_OK) st = mnt_resnet_optim_state(t->m, mnt_optims[o->optimizer].nstate);
+  if (st == MNT_OK && o->bn_eval == MNT_BN_EVAL_LAST) t->m->bn_momentum = 1.0f; /* the last batch's */
   if (st == MNT_OK && w->local_rank == 0) { /* once per node: nodes of a job may differ in their CPUs */
     static char slow[4096];
     int n = mnt_resnet_slow_layers(t->m, slow, sizeof slow);
@@ -237,7 +239,7 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
   if (st == MNT_OK) st = mnt_be_alloc(t->be, 2 * sizeof(int32_t), (void **)&t->own_flag);
   if (st == MNT_OK) st = mnt_be_alloc(t->be, 3 * sizeof(int32_t), (void **)&t->state_flag);
   if (st == MNT_OK && !t->be->host_visible &&
-      (!(t->hw = malloc(t->m->nw * sizeof(float))) || !(t->hm = malloc(t->m->nw * sizeof(float))) ||
+      (!(t->hw = malloc(t->m->nw * sizeof(float))) || !(t->hm = malloc(t->m->nw * t->m->nstate * sizeof(float))) ||
        !(t->hbn = malloc((t->m->nbn + 1) * sizeof(float)))))
     st = MNT_ENOMEM;
   if ((st = mnt_world_agree(w, st)) == MNT_OK) st = same_algorithms(w, t->m);
@@ -252,7 +254,10 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
   t->opt = (mnt_optim_cfg){.base_lr = o->lr, .global_batch = (int)B, .warmup_epochs = o->warmup_epochs,
                          .epochs = (double)t->total / t->per_epoch, .schedule = o->schedule, .momentum = o->momentum,
                          .weight_decay = o->wd, .no_bn_bias_decay = o->no_bn_decay, .optimizer = o->optimizer,
-                         .lars_eta = o->lars_eta};
+                         .lars_eta = o->lars_eta, .rms_lr = o->rms_lr, .rms_mu2 = 0.99, .rms_eps = 1e-8};
+  double E = t->opt.epochs; /* RMSprop warm-up's C:P: the paper's 10 and 5 of 90 epochs unless given */
+  t->opt.rms_center = o->rms_center >= 0 ? o->rms_center : E * 10.0 / 90.0;
+  t->opt.rms_period = o->rms_period > 0 ? o->rms_period : E * 5.0 / 90.0;
   t->grad_weight = 1.0f;
   t->m->grad_ready = grad_hook; /* this rank's own non-finite values, then the reducer */
   t->m->grad_ctx = t;
@@ -286,7 +291,7 @@ int mnt_trainer_sync(mnt_trainer *t) {
   mnt_resnet *m = t->m;
   MNT_CHECK(mnt_be_sync(t->be));
   MNT_CHECK(mnt_broadcast(t->c, m->w, m->nw * sizeof(float), 0));
-  MNT_CHECK(mnt_broadcast(t->c, m->m, m->nw * sizeof(float), 0));
+  MNT_CHECK(mnt_broadcast(t->c, m->m, m->nw * m->nstate * sizeof(float), 0));
   return mnt_broadcast(t->c, m->bn, m->nbn * sizeof(float), 0);
 }
 
@@ -311,7 +316,7 @@ int mnt_trainer_regroup(mnt_trainer *t, char *why, size_t why_n) {
   t->s.iv_loss = mine.iv_loss, t->s.iv_top1 = mine.iv_top1, t->s.iv_n = mine.iv_n; /* each rank's own sums */
   MNT_CHECK(mnt_be_sync(t->be));
   MNT_CHECK(mnt_broadcast(t->c, t->m->w, t->m->nw * sizeof(float), src));
-  MNT_CHECK(mnt_broadcast(t->c, t->m->m, t->m->nw * sizeof(float), src));
+  MNT_CHECK(mnt_broadcast(t->c, t->m->m, t->m->nw * t->m->nstate * sizeof(float), src));
   if (t->m->nbn) MNT_CHECK(mnt_broadcast(t->c, t->m->bn, t->m->nbn * sizeof(float), src));
   /* the same global batch over the survivors: this rank's share of it */
   int64_t first;
@@ -338,14 +343,16 @@ int mnt_trainer_regroup(mnt_trainer *t, char *why, size_t why_n) {
     MNT_CHECK(mnt_resnet_create_ex(t->be, o->arch, t->train.nclasses, o->size, n, bn, (uint64_t)o->seed, o->zero_init,
                                    &m2));
     mnt_resnet *m = t->m;
-    st = mnt_be_copy(t->be, m2->w, m->w, m->nw * sizeof(float), MNT_COPY_D2D);
-    if (st == MNT_OK) st = mnt_be_copy(t->be, m2->m, m->m, m->nw * sizeof(float), MNT_COPY_D2D);
+    st = mnt_resnet_optim_state(m2, m->nstate);
+    if (st == MNT_OK) st = mnt_be_copy(t->be, m2->w, m->w, m->nw * sizeof(float), MNT_COPY_D2D);
+    if (st == MNT_OK) st = mnt_be_copy(t->be, m2->m, m->m, m->nw * m->nstate * sizeof(float), MNT_COPY_D2D);
     if (st == MNT_OK && m->nbn) st = mnt_be_copy(t->be, m2->bn, m->bn, m->nbn * sizeof(float), MNT_COPY_D2D);
     if (st != MNT_OK) {
       mnt_resnet_destroy(m2);
       return st;
     }
     m2->label_smoothing = m->label_smoothing;
+    m2->bn_momentum = m->bn_momentum;
     m2->grad_ready = grad_hook;
     m2->grad_ctx = t;
     mnt_resnet_destroy(m);
@@ -375,7 +382,7 @@ int mnt_trainer_host_model(mnt_trainer *t, float **w, float **m, float **bn) {
     return mnt_be_sync(t->be);
   }
   MNT_CHECK(mnt_be_copy(t->be, t->hw, r->w, r->nw * sizeof(float), MNT_COPY_D2H));
-  MNT_CHECK(mnt_be_copy(t->be, t->hm, r->m, r->nw * sizeof(float), MNT_COPY_D2H));
+  MNT_CHECK(mnt_be_copy(t->be, t->hm, r->m, r->nw * r->nstate * sizeof(float), MNT_COPY_D2H));
   MNT_CHECK(mnt_be_copy(t->be, t->hbn, r->bn, r->nbn * sizeof(float), MNT_COPY_D2H));
   *w = t->hw, *m = t->hm, *bn = t->hbn;
   return MNT_OK;
@@ -385,7 +392,7 @@ int mnt_trainer_upload(mnt_trainer *t) {
   mnt_resnet *r = t->m;
   if (t->be->host_visible) return MNT_OK;
   MNT_CHECK(mnt_be_copy(t->be, r->w, t->hw, r->nw * sizeof(float), MNT_COPY_H2D));
-  MNT_CHECK(mnt_be_copy(t->be, r->m, t->hm, r->nw * sizeof(float), MNT_COPY_H2D));
+  MNT_CHECK(mnt_be_copy(t->be, r->m, t->hm, r->nw * r->nstate * sizeof(float), MNT_COPY_H2D));
   MNT_CHECK(mnt_be_copy(t->be, r->bn, t->hbn, r->nbn * sizeof(float), MNT_COPY_H2D));
   return mnt_be_sync(t->be);
 }
@@ -425,9 +432,14 @@ static void name_nonfinite(mnt_trainer *t, int g, char *out, size_t n) {
     snprintf(out, n, "the loss of this rank's batch (%g)", (double)l3[0]);
     return;
   }
-  if (first_nonfinite(m->stats, m->nstats, hbn, "bn/", out, n) || first_nonfinite(m->params, m->nparams, hw, "model/", out, n) ||
-      first_nonfinite(m->params, m->nparams, hm, "optim/momentum/", out, n) || !g)
+  if (first_nonfinite(m->stats, m->nstats, hbn, "bn/", out, n) || first_nonfinite(m->params, m->nparams, hw, "model/", out, n))
     return;
+  for (int k = 0; k < m->nstate; k++) { /* the optimizer's state, as the checkpoint names it */
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "optim/%s/", mnt_optims[t->opt.optimizer].state[k]);
+    if (first_nonfinite(m->params, m->nparams, hm + (size_t)k * m->nw, prefix, out, n)) return;
+  }
+  if (!g) return;
   float *hg = t->be->host_visible ? m->g : malloc(m->nw * sizeof *hg);
   if (hg && (t->be->host_visible || mnt_be_copy(t->be, hg, m->g, m->nw * sizeof *hg, MNT_COPY_D2H) == MNT_OK))
     first_nonfinite(m->params, m->nparams, hg, "the averaged gradient of ", out, n);
@@ -455,7 +467,7 @@ static int state_nonfinite(mnt_trainer *t, int *bad) {
   mnt_resnet *m = t->m;
   int32_t f[3] = {0, 0, 0};
   MNT_CHECK(mnt_nonfinite(t->be, m->w, m->nw, t->state_flag));
-  MNT_CHECK(mnt_nonfinite(t->be, m->m, m->nw, t->state_flag + 1));
+  MNT_CHECK(mnt_nonfinite(t->be, m->m, m->nw * m->nstate, t->state_flag + 1));
   if (m->nbn) MNT_CHECK(mnt_nonfinite(t->be, m->bn, m->nbn, t->state_flag + 2));
   MNT_CHECK(mnt_be_copy(t->be, f, t->state_flag, sizeof f, MNT_COPY_D2H));
   *bad = f[0] || f[1] || (m->nbn && f[2]);
@@ -609,7 +621,7 @@ static int optimizer_phase(mnt_trainer *t, const mnt_batch *b, mnt_step_out *out
   int32_t bad = 0;
   double lr = mnt_trainer_lr(t);
   MNT_CHECK(mnt_nonfinite(be, m->g, m->nw, m->flag));
-  MNT_CHECK(mnt_optim_update(m, &t->opt, lr, t->s.step == 0, m->flag));
+  MNT_CHECK(mnt_optim_update(m, &t->opt, lr, (double)t->s.step / t->per_epoch, t->s.step == 0, m->flag));
   /* a skipped step's non-finite loss would poison the interval (and a checkpoint) */
   MNT_CHECK(mnt_f32_acc_unless(be, t->iv_dev, m->out3, 2, m->flag));
   /* the one wait of the step: the flag is final once the update has run (the optimizer's time is its own) */
@@ -666,11 +678,68 @@ int mnt_trainer_interval(mnt_trainer *t, double *loss, double *top1, double *ima
   return MNT_OK;
 }
 
+/* ---- batch-norm statistics for evaluation (mnt_bn_eval) -------------------------------------- */
+
+int mnt_bn_eval_parse(const char *s, mnt_bn_eval *out) {
+  for (int e = 0; e < 3; e++)
+    if (!strcasecmp(s, mnt_bn_eval_name((mnt_bn_eval)e))) {
+      *out = (mnt_bn_eval)e;
+      return 0;
+    }
+  return -1;
+}
+
+const char *mnt_bn_eval_name(mnt_bn_eval e) {
+  return e == MNT_BN_EVAL_LAST ? "last" : e == MNT_BN_EVAL_RECOMPUTE ? "recompute" : "running";
+}
+
+/* --bn-eval recompute, this rank: the BN statistics become the mean, over the training batches of
+ * the last N steps (this rank's shares, augmented as they were trained; the first N steps' before
+ * step N), of each batch's mean and (unbiased) variance, through the current weights: batch k enters
+ * with momentum 1/(k+1). Its own loader, started at step s0's position (epoch s0 / per_epoch, cursor
+ * (s0 mod per_epoch) global batches: the order is the same on any rank count), augmenting on the host
+ * on every backend; the training's loader is not touched. */
+static int bn_recompute(mnt_trainer *t) {
+  mnt_resnet *m = t->m;
+  int N = t->cfg.bn_batches > 0 ? t->cfg.bn_batches : 16;
+  int64_t s0 = t->s.step > N ? t->s.step - N : 0;
+  mnt_loader_cfg lc;
+  loader_cfg(t, (int)t->s.global_batch, 1, &lc);
+  lc.raw = 0, lc.host_alloc = NULL, lc.host_free = NULL, lc.alloc_ctx = NULL;
+  mnt_loader *ld = NULL;
+  MNT_CHECK(mnt_loader_open(&ld, &t->train, &lc, s0 / t->per_epoch, (s0 % t->per_epoch) * t->s.global_batch));
+  float keep = m->bn_momentum;
+  int st = MNT_OK;
+  for (int k = 0; k < N && st == MNT_OK; k++) {
+    const mnt_batch *b = NULL;
+    st = mnt_loader_next(ld, &b);
+    if (st == MNT_OK && b->n != m->batch) {
+      MNT_ERR("internal: a batch of %d images for BN statistics, the model takes %d", b->n, m->batch);
+      st = MNT_EARG;
+    }
+    m->bn_momentum = 1.0f / (float)(k + 1);
+    if (st == MNT_OK) st = mnt_resnet_forward(m, b->images, 1);
+  }
+  m->bn_momentum = keep;
+  if (st == MNT_OK) st = mnt_be_sync(t->be);
+  mnt_loader_close(ld);
+  return st;
+}
+
+int mnt_trainer_bn_final(mnt_trainer *t) {
+  return t->cfg.bn_eval == MNT_BN_EVAL_RECOMPUTE && t->m->nbn ? bn_recompute(t) : MNT_OK;
+}
+
 /* exact multi-node evaluation: rank r takes samples r, r+R, ...; sums and counts are reduced */
 int mnt_trainer_evaluate(mnt_trainer *t, double *loss, double *top1, double *top5) {
   mnt_resnet *m = t->m;
   mnt_dataset *val = &t->val;
   mnt_world *w = t->w;
+  int recompute = t->cfg.bn_eval == MNT_BN_EVAL_RECOMPUTE && m->nbn;
+  if (recompute) { /* the running statistics put back after (bn_prev is free between steps) */
+    MNT_CHECK(mnt_be_copy(t->be, t->bn_prev, m->bn, m->nbn * sizeof(float), MNT_COPY_D2D));
+    MNT_CHECK(bn_recompute(t));
+  }
   MNT_CHECK(mnt_be_sync(t->be)); /* blocking collectives start after the caller's work */
   MNT_CHECK(mnt_allreduce(t->c, m->bn, m->nbn, MNT_FP32, MNT_AVG)); /* BN statistics agree before evaluation */
   int B = m->batch, size = t->cfg.size;
@@ -704,6 +773,7 @@ int mnt_trainer_evaluate(mnt_trainer *t, double *loss, double *top1, double *top
   free(x);
   free(y);
   mnt_sample_ws_destroy(ws);
+  if (st == MNT_OK && recompute) st = mnt_be_copy(t->be, m->bn, t->bn_prev, m->nbn * sizeof(float), MNT_COPY_D2D);
   if (st == MNT_OK) {
     *loss = f[0] / f[3];
     *top1 = f[1] / f[3];
@@ -714,17 +784,20 @@ int mnt_trainer_evaluate(mnt_trainer *t, double *loss, double *top1, double *top
 
 /* ---- checkpoints -------------------------------------------------------------------------- */
 
-/* the tensors of a checkpoint: /model/<name>, /optim/momentum/<name>, /bn/<name> */
+/* the tensors of a checkpoint: /model/<name>, /optim/<state>/<name> for each of the optimizer's state
+ * tensors (momentum; second_moment), /bn/<name> */
 static mnt_ckpt_tensor *tensors(const mnt_trainer *t, float *hw, float *hm, float *hbn, int *nt) {
   const mnt_resnet *m = t->m;
-  int n = 2 * m->nparams + m->nstats, k = 0;
+  const mnt_optim_desc *od = &mnt_optims[t->opt.optimizer];
+  int n = (1 + m->nstate) * m->nparams + m->nstats, k = 0;
   mnt_ckpt_tensor *v = calloc((size_t)n, sizeof *v);
   if (!v) return NULL;
-  for (int pass = 0; pass < 2; pass++)
+  for (int pass = 0; pass <= m->nstate; pass++)
     for (int i = 0; i < m->nparams; i++, k++) {
       const mnt_param *p = &m->params[i];
-      snprintf(v[k].name, sizeof v[k].name, "%s/%s", pass ? "/optim/momentum" : "/model", p->name);
-      v[k].data = (pass ? hm : hw) + p->off;
+      if (pass) snprintf(v[k].name, sizeof v[k].name, "/optim/%s/%s", od->state[pass - 1], p->name);
+      else snprintf(v[k].name, sizeof v[k].name, "/model/%s", p->name);
+      v[k].data = (pass ? hm + (size_t)(pass - 1) * m->nw : hw) + p->off;
       v[k].n = p->n;
       v[k].ndims = p->ndims;
       memcpy(v[k].dims, p->dims, sizeof v[k].dims);

@@ -30,6 +30,15 @@
 #include "model/resnet.h"
 #include "train/optim.h"
 
+/* the BN statistics evaluation, checkpoints and --export use: PyTorch's running averages (momentum
+ * 0.1); the last training batch's (Akiba et al. 2017: no moving averages); or recomputed before each
+ * use from the batches of the last bn_batches steps through the current weights (each rank's share;
+ * the mean of the batches' means and of their variances, "precise BN"). Either way averaged over the
+ * ranks where they are used. */
+typedef enum { MNT_BN_EVAL_RUNNING = 0, MNT_BN_EVAL_LAST = 1, MNT_BN_EVAL_RECOMPUTE = 2 } mnt_bn_eval;
+int mnt_bn_eval_parse(const char *s, mnt_bn_eval *out); /* running|last|recompute; -1 otherwise */
+const char *mnt_bn_eval_name(mnt_bn_eval e);
+
 typedef struct mnt_train_cfg {
   const char *data, *val, *arch, *comm, *device; /* comm, device: a name or "auto" */
   mnt_sched schedule;
@@ -39,6 +48,9 @@ typedef struct mnt_train_cfg {
   mnt_precision precision;  /* MNT_PREC_AUTO: the backend's choice (backend.h) */
   int size, batch, bn_batch, epochs, steps, loader_threads, seed, skip_nonfinite, zero_init, no_bn_decay, pad_crop;
   double lr, warmup_epochs, bucket_mb, momentum, wd, min_scale, val_crop, smoothing, lars_eta;
+  double rms_center, rms_period, rms_lr; /* rmsprop-warmup (train/optim.h); C, P < 0: the paper's 10:5 of 90 */
+  mnt_bn_eval bn_eval;
+  int bn_batches;           /* recompute: steps whose batches are taken */
 } mnt_train_cfg;
 
 /* the scalars a checkpoint saves */
@@ -91,7 +103,7 @@ typedef struct mnt_trainer {
     int full;                    /* uploaded (or under way), not trained yet */
   } lane[2];
   int raw, overlap, cur_lane;   /* raw: the backend augments; cur_lane: the lane of the step in progress */
-  float *hw, *hm, *hbn;     /* host copies of weights, momentum and BN statistics for checkpoints and
+  float *hw, *hm, *hbn;     /* host copies of weights, the optimizer's state (m->nstate tensors) and BN statistics for checkpoints and
                              * exports when the backend's memory is not the host's (else the model's) */
   double comm_span;         /* seconds from a step's first bucket start to its last completion */
   /* the non-finite check of the whole state (trainer.c "Non-finite values"): backend memory */
@@ -124,8 +136,9 @@ int mnt_trainer_interval(mnt_trainer *t, double *loss, double *top1, double *ima
  * the first non-finite tensor and the step named (when: "checked before its checkpoint"): nothing
  * non-finite is checkpointed or exported */
 int mnt_trainer_check_state(mnt_trainer *t, const char *when);
-/* Collective: BN statistics averaged over ranks, then loss / top-1 / top-5 on --val, every sample
- * once (ChainerMN's multi-node evaluator). */
+/* Collective: BN statistics (recomputed first under --bn-eval recompute, the running ones put back
+ * after) averaged over ranks, then loss / top-1 / top-5 on --val, every sample once (ChainerMN's
+ * multi-node evaluator). */
 int mnt_trainer_evaluate(mnt_trainer *t, double *loss, double *top1, double *top5);
 /* Collective: BN statistics averaged over ranks, then a checkpoint of the trainer started on wr
  * (config: the run's configuration, recorded in it). */
@@ -137,6 +150,9 @@ int mnt_trainer_save(mnt_trainer *t, mnt_ckpt_writer *wr, json_t *config);
  * does not fit (memory, --bn-batch), MNT_ENOMEM on every rank (agreed) with why: the caller's
  * policy follows (a checkpoint and a requeue at full size). */
 int mnt_trainer_regroup(mnt_trainer *t, char *why, size_t why_n);
+/* this rank: the BN statistics a finished run keeps (its final checkpoint, --export): under --bn-eval
+ * recompute recomputed from the current weights; nothing to do otherwise */
+int mnt_trainer_bn_final(mnt_trainer *t);
 /* host pointers to the weights, momentum and BN statistics, current (downloaded from the device
  * where needed); mnt_trainer_upload sends the host copies back */
 int mnt_trainer_host_model(mnt_trainer *t, float **w, float **m, float **bn);

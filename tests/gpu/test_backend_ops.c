@@ -565,6 +565,28 @@ static void test_f32(const pair *P) {
     cmp(first ? "lars_step momentum (first)" : "lars_step momentum", P->prec, want, got, n, 1e-5);
     free(want), free(got);
   }
+  /* RMSprop warm-up: two steps, the first without the old moments, then with them; a second moment
+   * that starts from hm (non-negative squares), blend weights of the warm-up's middle */
+  {
+    float *hv = host_rand(n, 1.0f, 0.0f);
+    for (size_t i = 0; i < n; i++) hv[i] *= hv[i];
+    float *cv = f32_new(P->cpu, hv, n), *gv = f32_new(P->gpu, hv, n);
+    const mnt_rmsw_hp hp = {.lr = 0.8f, .mu1 = 0.9f, .mu2 = 0.99f, .eps = 1e-8f, .a_sgd = 0.3f, .a_rms = 0.002f,
+                            .wd = 5e-4f};
+    for (int first = 1; first >= 0; first--) {
+      OK(mnt_rmsw_step(P->cpu, cw, cg, cm, cv, n, &hp, first, NULL));
+      OK(mnt_rmsw_step(P->gpu, gw, gg, gm, gv, n, &hp, first, NULL));
+      const struct { const char *what; float *c, *g; } t[3] = {{"rmsw_step w", cw, gw}, {"rmsw_step momentum", cm, gm},
+                                                              {"rmsw_step second moment", cv, gv}};
+      for (int k = 0; k < 3; k++) {
+        want = f32_get(P->cpu, t[k].c, n), got = f32_get(P->gpu, t[k].g, n);
+        cmp(t[k].what, P->prec, want, got, n, 1e-5);
+        free(want), free(got);
+      }
+    }
+    mnt_be_free(P->cpu, cv), mnt_be_free(P->gpu, gv);
+    free(hv);
+  }
   /* the skip flag (device memory), read by the kernels: set, sgd, lars and acc write nothing */
   {
     int32_t one = 1, *gflag = NULL;

@@ -74,7 +74,7 @@ static int step(const char *dev, mnt_precision p, int round_bf16, int size, int 
   if (!st) st = mnt_resnet_read_loss(r, o->loss);
   if (!st) st = mnt_resnet_backward(r);
   if (!st) st = mnt_be_copy(be, o->g, r->g, r->nw * sizeof(float), MNT_COPY_D2H);
-  if (!st) st = mnt_sgd_update(r, &cfg, 0.1, 1, NULL);
+  if (!st) st = mnt_sgd_update(r, &cfg, 0.1, 0.0, 1, NULL);
   if (!st) st = mnt_be_copy(be, o->w, r->w, r->nw * sizeof(float), MNT_COPY_D2H);
   if (!st) st = mnt_be_copy(be, o->bn, r->bn, r->nbn * sizeof(float), MNT_COPY_D2H);
   mnt_resnet_destroy(r);

@@ -26,7 +26,7 @@ static int train(mnt_backend *be, float **w_out, size_t *n_out) {
     if (mnt_resnet_forward(r, x, 1)) return 1;
     if (mnt_resnet_loss(r, y, batch, 1)) return 1;
     if (mnt_resnet_backward(r)) return 1;
-    if (mnt_sgd_update(r, &cfg, 0.05, k == 0, NULL)) return 1;
+    if (mnt_sgd_update(r, &cfg, 0.05, 0.0, k == 0, NULL)) return 1;
   }
   *n_out = r->nw;
   *w_out = malloc(r->nw * sizeof(float));

@@ -792,7 +792,7 @@ static const mnt_backend_ops cpu_ops = {
     .add_forward = mnt_cpu_add_forward, .act_acc = mnt_cpu_act_acc, .gap_forward = cpu_gap_forward,
     .gap_backward = cpu_gap_backward, .fc_forward = mnt_cpu_fc_forward, .fc_backward = mnt_cpu_fc_backward,
     .softmax_xent = mnt_cpu_softmax_xent, .f32_acc = mnt_cpu_f32_acc, .f32_scale = mnt_cpu_f32_scale, .sgd_step = mnt_cpu_sgd_step,
-    .lars_step = mnt_cpu_lars_step,
+    .lars_step = mnt_cpu_lars_step, .rmsw_step = mnt_cpu_rmsw_step,
     .nonfinite = mnt_cpu_nonfinite, .f32_poison = mnt_cpu_f32_poison, .cast_from_f32 = mnt_cpu_cast_from_f32, .cast_to_f32 = mnt_cpu_cast_to_f32,
     .reorders = cpu_reorders, .destroy = cpu_destroy};
 

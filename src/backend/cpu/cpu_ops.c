@@ -182,6 +182,26 @@ int mnt_cpu_lars_step(mnt_backend *b, float *w, const float *g, float *m, const 
   return MNT_OK;
 }
 
+int mnt_cpu_rmsw_step(mnt_backend *b, float *w, const float *g, float *m, float *v, size_t n, const mnt_rmsw_hp *hp,
+                      int first, const int32_t *skip) {
+  (void)b;
+  if (skip && *skip) return MNT_OK;
+  const float lr = hp->lr, mu1 = hp->mu1, mu2 = hp->mu2, eps = hp->eps, as = hp->a_sgd, ar = hp->a_rms, wd = hp->wd;
+  const float c2 = 1.0f - mu2;
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (size_t i = 0; i < n; i++) { /* the order of backend.h's mnt_rmsw_step, as the CUDA kernel's */
+    float d = g[i] + wd * w[i];
+    float dd = c2 * (d * d);
+    float vi = first ? dd : mu2 * v[i] + dd;
+    float s = (as + ar / (sqrtf(vi) + eps)) * d;
+    float mi = first ? s : mu1 * m[i] + s;
+    v[i] = vi;
+    m[i] = mi;
+    w[i] -= lr * mi;
+  }
+  return MNT_OK;
+}
+
 int mnt_cpu_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {
   (void)b;
   *flag = mnt_vec_nonfinite(x, n);

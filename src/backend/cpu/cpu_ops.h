@@ -27,6 +27,8 @@ int mnt_cpu_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t 
                      const int32_t *skip);
 int mnt_cpu_lars_step(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg, float lr,
                       float mu, float wd, float eta, int first, const int32_t *skip);
+int mnt_cpu_rmsw_step(mnt_backend *b, float *w, const float *g, float *m, float *v, size_t n, const mnt_rmsw_hp *hp,
+                      int first, const int32_t *skip);
 int mnt_cpu_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag);
 int mnt_cpu_f32_poison(mnt_backend *b, float *x, size_t n, const int32_t *flags, int nflags);
 int mnt_cpu_cast_from_f32(mnt_backend *b, mnt_dtype t, const float *src, void *dst, size_t n);

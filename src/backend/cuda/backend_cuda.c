@@ -295,6 +295,13 @@ static int cu_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_
   return MNT_OK;
 }
 
+static int cu_rmsw_step(mnt_backend *b, float *w, const float *g, float *m, float *v, size_t n, const mnt_rmsw_hp *hp,
+                        int first, const int32_t *skip) {
+  MNT_KERNEL_CHECK(mnt_k_rmsw(w, g, m, v, n, hp->lr, hp->mu1, hp->mu2, hp->eps, hp->a_sgd, hp->a_rms, hp->wd, first,
+                              skip, mnt_cuda_of(b)->stream));
+  return MNT_OK;
+}
+
 /* the tensor table goes to the device when it differs from the last one (the trainer's is the same
  * every step); a pageable copy is staged before cudaMemcpyAsync returns, so the host copy may change */
 static int cu_lars_step(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
@@ -467,6 +474,7 @@ static const mnt_backend_ops mnt_cuda_ops = {
     .f32_scale = cu_f32_scale,
     .sgd_step = cu_sgd_step,
     .lars_step = cu_lars_step,
+    .rmsw_step = cu_rmsw_step,
     .nonfinite = cu_nonfinite,
     .f32_poison = cu_f32_poison,
     .upload_start = cu_upload_start,
