@@ -65,6 +65,7 @@ int mnt_run_summary_read(const char *path, mnt_run_summary *s) {
   get_str(j, "topology", s->topology, sizeof s->topology, NULL);
   get_str(j, "optimizer", s->optimizer, sizeof s->optimizer, NULL);
   get_str(j, "schedule", s->schedule, sizeof s->schedule, NULL);
+  get_str(j, "bn_eval", s->bn_eval, sizeof s->bn_eval, NULL);
   json_t *id = json_object_get(j, "run_id");
   s->have_run_id = !id ? 0 : mnt_is_run_id(json_string_value(id)) ? 2 : 1;
   if (s->have_run_id == 2) snprintf(s->run_id, sizeof s->run_id, "%s", json_string_value(id));

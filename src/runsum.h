@@ -50,7 +50,7 @@ typedef struct mnt_run_summary {
   uint32_t integer;       /* bit k: key k is a JSON integer */
   /* strings: "" when absent, not a string, or MNT_RS_STRMAX bytes or longer */
   char arch[MNT_RS_STRMAX], device[MNT_RS_STRMAX], precision[MNT_RS_STRMAX], topology[MNT_RS_STRMAX];
-  char optimizer[MNT_RS_STRMAX], schedule[MNT_RS_STRMAX];
+  char optimizer[MNT_RS_STRMAX], schedule[MNT_RS_STRMAX], bn_eval[MNT_RS_STRMAX];
   /* "run_id": the run's identity (16 lowercase hex digits; config.json's and every metrics.jsonl line's
    * too); "" when absent or not such a string. have_run_id: 0 absent (a run from before run ids),
    * 1 there but not a run id, 2 a run id */

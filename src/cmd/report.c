@@ -396,6 +396,7 @@ static int read_run(const char *arg, int order, run *r) {
   r->ips = ips;
   snprintf(r->optimizer, sizeof r->optimizer, "%.*s", (int)sizeof r->optimizer - 1, j->optimizer);
   snprintf(r->schedule, sizeof r->schedule, "%.*s", (int)sizeof r->schedule - 1, j->schedule);
+  snprintf(r->bn_eval, sizeof r->bn_eval, "%.*s", (int)sizeof r->bn_eval - 1, j->bn_eval);
   /* the target of --target-top1: a fraction in (0, 1]; where it was reached, when */
   double tg = j->num[MNT_RS_TARGET_TOP1], te = j->num[MNT_RS_TARGET_EPOCH], tt = j->num[MNT_RS_TARGET_TIME_S];
   r->target = r->target_epoch = r->target_time = NAN;
@@ -588,10 +589,11 @@ static const char ABOUT[] =
     "before run ids are read as before, said once.\n"
     "\n"
     "Learning (runs trained with --val): a second table, a row per run with validation points, sorted\n"
-    "by ranks then global batch: optimizer, evaluations, epochs, final and best validation top-1 and,\n"
+    "by ranks then global batch: optimizer, schedule, --bn-eval, evaluations, epochs, final and best\n"
+    "validation top-1 and,\n"
     "with --target-top1, the target and the epochs and wall time to it (the run's, over all its jobs,\n"
     "at the first evaluation that reached it: MLPerf's time to accuracy; 'missed' when it ended\n"
-    "below). Writes OUT/learning.csv (columns ranks,nodes,global_batch,optimizer,schedule,evaluations,epochs,\n"
+    "below). Writes OUT/learning.csv (columns ranks,nodes,global_batch,optimizer,schedule,bn_eval,evaluations,epochs,\n"
     "final_top1,best_top1,target_top1,target_reached,target_epoch,target_time_s,run) and\n"
     "OUT/learning.svg (validation top-1 against epochs and against wall time, a line per run, the\n"
     "target dashed). A sweep of batch sizes on the same ranks is neither weak nor strong scaling: it\n"

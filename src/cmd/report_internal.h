@@ -36,6 +36,7 @@ typedef struct mnt_report_run {
   int nval, capval;
   char optimizer[64];          /* "" when summary.json does not say (runs before LARS: sgd) */
   char schedule[64];           /* "" when summary.json does not say (runs before it did: step) */
+  char bn_eval[64];            /* "" when summary.json does not say (runs before --bn-eval: running) */
   double target, target_epoch, target_time; /* NAN where not set, or not reached */
   int target_reached;          /* -1 no target, 0 missed, 1 reached */
 } mnt_report_run;

@@ -43,6 +43,7 @@ static double best_of(const run *r) {
 
 static const char *opt_name(const run *r) { return *r->optimizer ? r->optimizer : "sgd"; }
 static const char *sched_name(const run *r) { return *r->schedule ? r->schedule : "step"; }
+static const char *bn_name(const run *r) { return *r->bn_eval ? r->bn_eval : "running"; }
 
 static int cmp_learn(const void *pa, const void *pb) {
   const run *a = *(const run *const *)pa, *b = *(const run *const *)pb;
@@ -56,15 +57,15 @@ static int cmp_learn(const void *pa, const void *pb) {
 static void print_table(const run *const *r, int n, int targets) {
   printf("== learning: validation top-1 of %d run%s (metrics.jsonl)%s\n", n, n == 1 ? "" : "s",
          targets ? "; to target: the first evaluation at or above it, in epochs and in the run's wall time" : "");
-  printf("%5s %12s %9s %10s %6s %7s %11s %10s", "ranks", "global batch", "optimizer", "schedule", "evals", "epochs",
-         "final top-1", "best top-1");
+  printf("%5s %12s %14s %10s %9s %6s %7s %11s %10s", "ranks", "global batch", "optimizer", "schedule", "bn-eval",
+         "evals", "epochs", "final top-1", "best top-1");
   if (targets) printf(" %8s %10s %11s", "target", "to target", "time to it");
   printf("  run\n");
   for (int i = 0; i < n; i++) {
     const run *x = r[i];
     const point *last = &x->val[x->nval - 1];
-    printf("%5lld %12lld %9s %10s %6d %7.2f %10.2f%% %9.2f%%", x->ranks, x->global_batch, opt_name(x), sched_name(x),
-           x->nval, last->epoch, 100 * last->top1, 100 * best_of(x));
+    printf("%5lld %12lld %14s %10s %9s %6d %7.2f %10.2f%% %9.2f%%", x->ranks, x->global_batch, opt_name(x),
+           sched_name(x), bn_name(x), x->nval, last->epoch, 100 * last->top1, 100 * best_of(x));
     if (targets) {
       char tg[32] = "-", ep[32] = "-", tm[32] = "-";
       if (x->target_reached >= 0) snprintf(tg, sizeof tg, "%.2f%%", 100 * x->target);
@@ -83,7 +84,7 @@ static int write_csv(const char *path, const run *const *r, int n) {
   char tmp[MNT_PATH_MAX];
   FILE *f = mnt_tmp_fopen(path, tmp, sizeof tmp);
   if (!f) return MNT_ESYS;
-  fprintf(f, "ranks,nodes,global_batch,optimizer,schedule,evaluations,epochs,final_top1,best_top1,target_top1,target_reached,"
+  fprintf(f, "ranks,nodes,global_batch,optimizer,schedule,bn_eval,evaluations,epochs,final_top1,best_top1,target_top1,target_reached,"
              "target_epoch,target_time_s,run\n");
   for (int i = 0; i < n; i++) {
     const run *x = r[i];
@@ -91,6 +92,8 @@ static int write_csv(const char *path, const run *const *r, int n) {
     mnt_report_csv_str(f, opt_name(x));
     fputc(',', f);
     mnt_report_csv_str(f, sched_name(x));
+    fputc(',', f);
+    mnt_report_csv_str(f, bn_name(x));
     fprintf(f, ",%d", x->nval);
     mnt_report_csv_num(f, 4, x->val[x->nval - 1].epoch);
     mnt_report_csv_num(f, 4, x->val[x->nval - 1].top1);

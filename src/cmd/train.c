@@ -463,7 +463,7 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
        "(default: 10:5 of 90 epochs, Akiba et al. 2017, as fractions of the run)", 0, 0},
       {"rmsprop-lr", 0, MNT_OPT_DOUBLE, &c->rms_lr, "LR",
        "rmsprop-warmup: the RMSprop term's rate, (1 - SGD's weight) x LR per unit of normalised gradient, not "
-       "scaled with the batch (default 0.001)", MNT_RANGE(0, 10)},
+       "scaled with the batch; momentum makes its step about 1/(1 - momentum) times that (default 1e-4)", MNT_RANGE(0, 10)},
       {"momentum", 0, MNT_OPT_DOUBLE, &c->momentum, "M", "SGD momentum (default 0.9)", MNT_RANGE(0, 1)},
       {"wd", 0, MNT_OPT_DOUBLE, &c->wd, "WD", "weight decay (default 1e-4)", MNT_RANGE(0, 1)},
       {"no-bn-decay", 0, MNT_OPT_FLAG, &c->no_bn_decay, NULL, "no weight decay on BN parameters and biases", 0, 0},
@@ -644,7 +644,7 @@ static int validate(opts *o, int quiet, int *ckpt_on) {
 }
 
 int mnt_train_main(mnt_world *w, int argc, char **argv) {
-  opts o = {.t = {.arch = "resnet50", .lars_eta = 0.001, .rms_center = -1, .rms_period = -1, .rms_lr = 0.001, .bn_batches = 0, .comm = "auto", .size = 224, .batch = 0, .epochs = 0, .steps = 0, .seed = 1, .lr = 0.1, .warmup_epochs = 0,
+  opts o = {.t = {.arch = "resnet50", .lars_eta = 0.001, .rms_center = -1, .rms_period = -1, .rms_lr = 1e-4, .bn_batches = 0, .comm = "auto", .size = 224, .batch = 0, .epochs = 0, .steps = 0, .seed = 1, .lr = 0.1, .warmup_epochs = 0,
                   .bucket_mb = 25, .momentum = 0.9, .wd = 1e-4, .min_scale = 0.08, .val_crop = 0.875,
                   .loader_threads = 2},
             .schedule = "step", .optimizer = "sgd", .bn_eval = "running", .topology = "flat", .grad_dtype = "fp32", .precision = "fp32",

@@ -44,7 +44,7 @@ typedef struct mnt_optim_cfg {
   mnt_optim optimizer;
   double lars_eta;      /* LARS trust coefficient (0.001) */
   double rms_center, rms_period; /* RMSprop warm-up's C and P, in epochs */
-  double rms_lr;        /* the RMSprop term's rate (0.001) */
+  double rms_lr;        /* the RMSprop term's rate (1e-4) */
   double rms_mu2, rms_eps; /* its second moment's decay (0.99) and epsilon (1e-8) */
 } mnt_optim_cfg;
 

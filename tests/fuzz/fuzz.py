@@ -793,18 +793,20 @@ class Fuzz:
         lc = list(csv.reader(open(lp, newline="")))
         tg, reached = s.get("target_top1"), s.get("target_reached") is True
         te, tt = (s.get("target_epoch"), s.get("target_time_s")) if tg is not None and reached else (None, None)
-        optim, sched = s.get("optimizer"), s.get("schedule")
+        optim, sched, bne = s.get("optimizer"), s.get("schedule"), s.get("bn_eval")
         if not (isinstance(optim, str) and 0 < len(optim.encode()) < 64):
             optim = "sgd"
         if not (isinstance(sched, str) and 0 < len(sched.encode()) < 64):
             sched = "step"
+        if not (isinstance(bne, str) and 0 < len(bne.encode()) < 64):
+            bne = "running"
         row = lc[1] if len(lc) == 2 else []
-        return len(row) == 14 and row[3] == optim and row[4] == sched and int(row[5]) == len(pts) and \
-            near(row[6], pts[-1][1], 4) and near(row[7], pts[-1][2], 4) and \
-            near(row[8], max(0, *(p[2] for p in pts)), 4) and near(row[9], tg, 4) and \
-            row[10] == ("" if tg is None else "true" if reached else "false") and \
-            near(row[11], te if isnum(te) and te >= 0 else None, 4) and \
-            near(row[12], tt if isnum(tt) and tt >= 0 else None, 2)
+        return len(row) == 15 and row[3] == optim and row[4] == sched and row[5] == bne and \
+            int(row[6]) == len(pts) and near(row[7], pts[-1][1], 4) and near(row[8], pts[-1][2], 4) and \
+            near(row[9], max(0, *(p[2] for p in pts)), 4) and near(row[10], tg, 4) and \
+            row[11] == ("" if tg is None else "true" if reached else "false") and \
+            near(row[12], te if isnum(te) and te >= 0 else None, 4) and \
+            near(row[13], tt if isnum(tt) and tt >= 0 else None, 2)
 
 
 def same_h5(a, b):

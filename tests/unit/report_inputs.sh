@@ -140,10 +140,10 @@ grep -q '^2,2,2,64,190.00,5.00,' legapp.out/scaling.csv && ok "legapp: the sprea
 # strings from the files reach the CSVs and SVGs as text: quoted (RFC 4180), escaped (XML)
 run_copy escape && for r in r1 r2; do jedit "escape/$r/summary.json" 't["optimizer"] = "sg,d <&\"x"; t["precision"] = "fp32 <&>"'; done
 rep escape escape/r1 escape/r2
-$py - escape.out <<'PY' && [ "$rc" -eq 0 ] && ok "escape: learning.csv has 14 fields a row, the SVGs parse" || { bad "escape"; show escape; }
+$py - escape.out <<'PY' && [ "$rc" -eq 0 ] && ok "escape: learning.csv has 15 fields a row, the SVGs parse" || { bad "escape"; show escape; }
 import csv, sys, xml.dom.minidom as md
 rows = list(csv.reader(open(sys.argv[1] + "/learning.csv", newline="")))
-bad = [r for r in rows if len(r) != 14] or [r for r in rows[1:] if r[3] != 'sg,d <&"x']
+bad = [r for r in rows if len(r) != 15] or [r for r in rows[1:] if r[3] != 'sg,d <&"x']
 for f in ("learning.svg", "scaling.svg"):
     md.parse(sys.argv[1] + "/" + f)
 sys.exit(1 if bad else 0)
