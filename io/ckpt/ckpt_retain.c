@@ -247,18 +247,21 @@ static void print_one(const mnt_ckpt *c, double read_s) {
          (long long)json_integer_value(json_object_get(s, "bn_group")), json_number_value(json_object_get(s, "lr")),
          (long long)json_integer_value(json_object_get(cfg, "seed")),
          (long long)json_integer_value(json_object_get(s, "skipped_steps")));
-  int nm = 0, nmo = 0, nb = 0;
+  int nm = 0, nmo = 0, nsm = 0, nb = 0;
   for (size_t i = 0; i < json_array_size(ds); i++) {
     const char *nmv = json_string_value(json_object_get(json_array_get(ds, i), "name"));
     if (!nmv) continue;
     nm += !strncmp(nmv, "/model/", 7);
     nmo += !strncmp(nmv, "/optim/momentum/", 16);
+    nsm += !strncmp(nmv, "/optim/", 7) && strncmp(nmv, "/optim/momentum/", 16); /* rmsprop-warmup's second moment */
     nb += !strncmp(nmv, "/bn/", 4);
   }
-  printf("  %s: %.1f MB; %zu datasets (%d weights, %d momentum, %d BN statistics, the training state): %.1f MB of "
+  char other[48] = "";
+  if (nsm) snprintf(other, sizeof other, ", %d other optimizer state", nsm);
+  printf("  %s: %.1f MB; %zu datasets (%d weights, %d momentum%s, %d BN statistics, the training state): %.1f MB of "
          "data; stripe %lld KiB\n",
          MNT_CKPT_FILE, (double)json_integer_value(json_object_get(m, "file_bytes")) / 1e6, json_array_size(ds), nm, nmo,
-         nb, (double)c->image_bytes / 1e6, (long long)json_integer_value(json_object_get(m, "stripe")) / 1024);
+         other, nb, (double)c->image_bytes / 1e6, (long long)json_integer_value(json_object_get(m, "stripe")) / 1024);
   printf("  shares:");
   for (size_t r = 0; r < json_array_size(shares); r++)
     printf(" rank %zu %.1f MB%s", r, (double)json_integer_value(json_object_get(json_array_get(shares, r), "bytes")) / 1e6,
