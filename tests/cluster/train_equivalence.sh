@@ -12,6 +12,10 @@
 #   a bias acts on. So each tensor is compared relative to the largest value of its layer (weight
 #   and bias together), again within 1e-5; a genuinely different run (batch norm over all the
 #   images) must stay far outside it.
+# - the batch-norm statistics the runs export under --bn-eval recompute (the last 2 steps' batches
+#   through the final weights, each rank its share, averaged over ranks): the groups of EQ_BATCH
+#   images are the same on 1 rank and on N, so the statistics agree within 1e-4 of each tensor's
+#   largest; averaged over ranks wrongly (summed, or rank 0's alone) they are far outside.
 #   train_equivalence.sh path/to/mntrain
 # The shape comes from the environment (the scale tests, tests/scale/scale.sh, set it; the defaults
 # are the test above): EQ_RANKS ranks (4) on EQ_NODES nodes (2) × EQ_BATCH images (4) against
@@ -45,8 +49,9 @@ run() { # run NAME SRUN_ARGS... -- TRAIN_ARGS...
 many=(-N"$nodes" -n"$ranks" --ntasks-per-node=$((ranks / nodes)) -O) # -O: more ranks than CPUs at scale
 long=(--steps "$steps" --log-every "$steps" --threads 1)
 short=(--steps 1 --log-every 1 --threads 1)
-run one -N1 -n1 -- "${long[@]}" --batch-per-rank "$global" --bn-batch "$batch"
-run four "${many[@]}" -- "${long[@]}" --batch-per-rank "$batch"
+recompute=(--bn-eval recompute --bn-recompute-batches 2)
+run one -N1 -n1 -- "${long[@]}" --batch-per-rank "$global" --bn-batch "$batch" "${recompute[@]}"
+run four "${many[@]}" -- "${long[@]}" --batch-per-rank "$batch" "${recompute[@]}"
 run hier "${many[@]}" -- "${long[@]}" --batch-per-rank "$batch" --topology hier
 run fullbn -N1 -n1 -- "${long[@]}" --batch-per-rank "$global"
 run one_s1 -N1 -n1 -- "${short[@]}" --batch-per-rank "$global" --bn-batch "$batch"
@@ -58,9 +63,9 @@ try:
 except ImportError as e:
     print(f"SKIP: {e}"); sys.exit(77)
 w, ranks, glob, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-def load(n):
+def load(n, group="model"):
     with h5py.File(f"{w}/{n}.h5", "r") as f:
-        return {k: np.array(f["model"][k], dtype=np.float64) for k in f["model"]}
+        return {k: np.array(f[group][k], dtype=np.float64) for k in f[group]}
 one, four, hier, full, one_s1, four_s1 = (load(n) for n in ("one", "four", "hier", "fullbn", "one_s1", "four_s1"))
 def worst(a, b, by_layer):
     """the largest |a - b| of each tensor relative to the largest |b| of the tensor, or of its layer
@@ -86,5 +91,10 @@ for name, a, b, lim, by_layer, want_close in (
         continue
     e, k = worst(a, b, False)
     print(f"note: the same relative to each tensor alone: {e:.2e} ({k})")
+e, k = worst(load("four", "bn"), load("one", "bn"), False)
+ok = e <= 1e-4
+fails += not ok
+print(f"{'ok' if ok else 'FAIL'}: --bn-eval recompute statistics, {ranks} ranks vs 1 rank x {glob}: worst relative "
+      f"difference {e:.2e} ({k}), must be <= 1e-4")
 sys.exit(1 if fails else 0)
 PY
