@@ -1,5 +1,5 @@
 /* args.c — see args.h. */
-#include "args.h"
+#include "src/args.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "log.h"
-#include "path.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/path.h"
 
 /* a usage error: "mntrain CMD: MESSAGE" on stderr unless quiet; MNT_EARG */
 static int vrefuse(const char *cmd, int quiet, const char *fmt, va_list ap) {

@@ -29,7 +29,7 @@
 
 #include <stdio.h>
 
-#include "log.h"
+#include "src/log.h"
 
 /* (mnt_trail_add, mnt_trail_print and mnt_syserr_at, which these macros call, are the logger's:
  * log.h) */

@@ -6,7 +6,7 @@
  * executable (/proc/self/exe): MNT_CUDA_MODULE_RELDIR (the install layout, bin/../lib/mntrain),
  * then MNT_CUDA_MODULE_BUILD_RELDIR (the build tree: <build>/lib/mntrain beside <build>/mntrain).
  * Those three names come from CMakeLists.txt. */
-#include "cuda_module.h"
+#include "src/cuda_module.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -16,10 +16,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "env.h"
-#include "check.h"
-#include "log.h"
-#include "path.h"
+#include "src/env.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/path.h"
 #include "mnt_cuda_iface.h" /* MNT_CUDA_IFACE, generated from the shared headers */
 
 #ifndef MNT_CUDA_MODULE_FILE

@@ -5,11 +5,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/backend.h"     /* mnt_backend_cuda_create, mnt_copy_kind */
-#include "backend/cuda/device.h" /* mnt_cuda_device_count_why */
-#include "comm/comm.h"           /* mnt_comm_nccl_create */
-#include "cuda_module.h"
-#include "log.h"
+#include "src/backend/backend.h"     /* mnt_backend_cuda_create, mnt_copy_kind */
+#include "src/backend/cuda/device.h" /* mnt_cuda_device_count_why */
+#include "src/comm/comm.h"           /* mnt_comm_nccl_create */
+#include "src/cuda_module.h"
+#include "src/log.h"
 #include "mnt_cuda_iface.h" /* MNT_CUDA_IFACE, generated */
 #if MNT_HAVE_CUDA_BACKEND
 #include <cudnn.h>

@@ -1,11 +1,11 @@
 /* dtype.c — conversions and reduction loops; see dtype.h. The bulk loops run in the CPU's best
  * variant (simd.h), each bit-identical to the scalar conversions. */
-#include "dtype.h"
+#include "src/dtype.h"
 
 #include <string.h>
 #include <strings.h>
 
-#include "simd.h"
+#include "src/simd.h"
 
 size_t mnt_dtype_size(mnt_dtype t) { return t == MNT_FP64 ? 8 : t == MNT_FP32 ? 4 : 2; }
 

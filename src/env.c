@@ -1,7 +1,7 @@
 /* env.c — see env.h. Every variable mntrain reads is a row of MNT_ENV_VARS (env.h); adding one
  * means adding a row (and its line in README's table, which tests/unit/cli.sh compares with
  * `mntrain --help`), and its typed getter exists at once. */
-#include "env.h"
+#include "src/env.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -10,9 +10,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "args.h"
-#include "check.h"
-#include "log.h"
+#include "src/args.h"
+#include "src/check.h"
+#include "src/log.h"
 
 typedef enum { SECONDS, BYTES, STRING, LEVEL, CHOICE } kind;
 

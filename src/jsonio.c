@@ -1,5 +1,5 @@
 /* jsonio.c — see jsonio.h. */
-#include "jsonio.h"
+#include "src/jsonio.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -9,10 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "tmpfile.h"
-#include "log.h"
-#include "path.h"
+#include "src/check.h"
+#include "src/tmpfile.h"
+#include "src/log.h"
+#include "src/path.h"
 
 #define FLAGS (JSON_SORT_KEYS | JSON_REAL_PRECISION(15))
 

@@ -1,5 +1,5 @@
 /* log.c — breadcrumbs with rank, node and file:line, and the trail of check.h; see log.h. */
-#include "log.h"
+#include "src/log.h"
 
 #include <errno.h>
 #include <pthread.h>

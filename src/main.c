@@ -8,17 +8,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cmd/cmd.h"
-#include "args.h"
-#include "backend/backend.h"
-#include "cuda_module.h"
+#include "src/cmd/cmd.h"
+#include "src/args.h"
+#include "src/backend/backend.h"
+#include "src/cuda_module.h"
 #include "io/data/dataset.h"
-#include "env.h"
-#include "check.h"
-#include "log.h"
-#include "simd.h"
-#include "sysmem.h"
-#include "world.h"
+#include "src/env.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/simd.h"
+#include "src/sysmem.h"
+#include "src/world.h"
 
 static int cmd_info(mnt_world *w, int argc, char **argv);
 

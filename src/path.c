@@ -1,10 +1,10 @@
 /* path.c — see path.h. */
-#include "path.h"
+#include "src/path.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "log.h"
+#include "src/log.h"
 
 int mnt_path_join(char out[MNT_PATH_MAX], const char *dir, const char *name) {
   int n = dir && dir[0] ? snprintf(out, MNT_PATH_MAX, "%s/%s", dir, name) : snprintf(out, MNT_PATH_MAX, "%s", name);

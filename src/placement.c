@@ -1,5 +1,5 @@
 /* placement.c — see placement.h. */
-#include "placement.h"
+#include "src/placement.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "env.h"
-#include "log.h"
+#include "src/env.h"
+#include "src/log.h"
 
 /* "0-3" or "0,2,4" for a short message */
 static void cpu_list(const cpu_set_t *s, char *out, size_t n) {

@@ -17,7 +17,7 @@
 
 #include <stddef.h>
 
-#include "world.h"
+#include "src/world.h"
 
 typedef struct mnt_placement {
   int bound;          /* 1: this rank now runs on its share */

@@ -1,13 +1,13 @@
 /* progress.c — see progress.h. */
-#include "progress.h"
+#include "src/progress.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "env.h"
-#include "log.h"
+#include "src/env.h"
+#include "src/log.h"
 
 void mnt_progress_start(mnt_progress *p, const char *what, const char *unit, int64_t total) {
   *p = (mnt_progress){.what = what, .unit = unit, .total = total, .tty = isatty(2)};

@@ -1,12 +1,12 @@
 /* runsum.c — summary.json of a run; see runsum.h. */
-#include "runsum.h"
+#include "src/runsum.h"
 
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "log.h" /* MNT_OK, MNT_EARG */
+#include "src/log.h" /* MNT_OK, MNT_EARG */
 
 /* MNT_RS_* in order: the key, and its object for step_ms.* and phases_ms.* */
 static const struct {

@@ -1,5 +1,5 @@
 /* simd.c — the variant choice and the CPU backend's fp32 loops; see simd.h. */
-#include "simd.h"
+#include "src/simd.h"
 
 #include <omp.h>
 #include <pthread.h>
@@ -9,9 +9,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "dtype.h"
-#include "env.h"
-#include "log.h"
+#include "src/dtype.h"
+#include "src/env.h"
+#include "src/log.h"
 
 static const char *const NAMES[MNT_SIMD_LEVELS] = {MNT_SIMD_X86 ? "sse2" : "generic", "avx2", "avx512"};
 

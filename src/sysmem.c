@@ -2,7 +2,7 @@
  * v1 (memory.stat's hierarchical_memory_limit), both looked up under /sys/fs/cgroup from the
  * path in /proc/self/cgroup, falling back to the mount's root when the cgroup namespace hides
  * the path (containers). Open files: RLIMIT_NOFILE, and the count in /proc/self/fd. */
-#include "sysmem.h"
+#include "src/sysmem.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,9 +14,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "log.h"
-#include "path.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/path.h"
 
 void mnt_format_bytes(double v, char *out, size_t n) {
   static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -242,4 +242,13 @@ int mnt_fd_check(int need, const char *what, const char *hint) {
   MNT_ERR("out of file descriptors %s: %d more are needed, but %s%s%s", what, need, lim, hint ? ", or " : "",
           hint ? hint : "");
   return MNT_EARG;
+}
+
+int mnt_fd_short(const char *path, const char *hint) {
+  int err = mnt_fd_probe(path);
+  if (!err) return 0;
+  char why[300];
+  mnt_fd_advice(err, why, sizeof why);
+  MNT_ERR("out of file descriptors opening %s: %s%s", path, why, hint ? hint : "");
+  return 1;
 }

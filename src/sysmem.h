@@ -41,6 +41,9 @@ int mnt_fd_probe(const char *path);
  * ("this process may open 20 files (ulimit -n 20; the hard limit ulimit -Hn is 20 too) and all
  * are in use: raise both ..."). Log it as MNT_ERR("out of file descriptors opening %s: %s", ...). */
 void mnt_fd_advice(int err, char *out, size_t n);
+/* after opening path failed out of sight: 1 (logged, "out of file descriptors opening PATH: <advice>HINT")
+ * when it was for want of a descriptor, else 0 (nothing logged) */
+int mnt_fd_short(const char *path, const char *hint);
 /* After a call that makes a descriptor failed (errno set): "out of file descriptors opening
  * OPENING: <advice>" for EMFILE/ENFILE (MNT_ESYS), else check.h's MNT_SYSERR "CALL failed: <why>";
  * logged at the caller's file:line, errno kept, the status returned. */

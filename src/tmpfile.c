@@ -1,5 +1,5 @@
 /* tmpfile.c — see tmpfile.h. */
-#include "tmpfile.h"
+#include "src/tmpfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,9 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "log.h"
-#include "path.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/path.h"
 
 /* the process's umask, read without changing it (umask(2) sets it: a race with other threads) */
 static mode_t g_umask = 022;

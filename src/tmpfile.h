@@ -1,7 +1,7 @@
 /* tmpfile.h — files written whole and put in place at once, and logs opened without following a link:
  * what every file mntrain writes goes through (JSON, --export, the report's CSV and SVG, checkpoint
  * manifests, a resumed run's metrics.jsonl). The directory they go into is made safe first
- * (io/rundir/safefs.h: only the user can write in it).
+ * (src/safefs.h: only the user can write in it).
  * defines: mnt_tmp_create / mnt_tmp_commit (a file descriptor), mnt_tmp_fopen / mnt_tmp_fcommit (the
  *          same as a stdio stream), mnt_open_log. */
 #ifndef MNT_TMPFILE_H

@@ -3,7 +3,7 @@
  * tracks, which several threads write under the track's mutex. Readers (the file, a hang's dump)
  * take each buffer's mutex; the rings are read without it (a dump of a hung job must not wait for
  * a thread that holds a lock: a span being written may show half-written, which a dump tolerates). */
-#include "trace.h"
+#include "src/trace.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -13,11 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "jsonio.h" /* mnt_json_fput_str: names from PMIx and the command line, escaped */
-#include "log.h"
-#include "path.h"
-#include "tmpfile.h"
+#include "src/check.h"
+#include "src/jsonio.h" /* mnt_json_fput_str: names from PMIx and the command line, escaped */
+#include "src/log.h"
+#include "src/path.h"
+#include "src/tmpfile.h"
 
 #if MNT_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>

@@ -62,7 +62,7 @@ typedef struct mnt_trace_id {
 /* DIR/trace-rank-RRRRR.json: this rank's window and who wrote it, how its job ended and at which
  * step ("last_step"), and the step at which the span cap was hit ("truncated_at_step", -1: never). Written through the safe writer
  * (src/tmpfile.h: a new file under a name nobody can guess, renamed into place), into a directory the
- * caller has accepted (train: io/rundir/safefs.h). MNT_OK, or an error naming the file. Safe to
+ * caller has accepted (train: src/safefs.h). MNT_OK, or an error naming the file. Safe to
  * call more than once (the last call wins). */
 int mnt_trace_write(const char *dir, const mnt_trace_id *id);
 /* what the main thread is doing now, for a hang's message: "step 12: backward > bucket 3" ("" when

@@ -1,6 +1,6 @@
 /* world.c — PMIx client; see world.h. Every PMIx call follows OpenPMIx's pattern:
  * if (PMIX_SUCCESS != (rc = ...)) { breadcrumb; goto out; } */
-#include "world.h"
+#include "src/world.h"
 
 #include <pmix.h>
 #include <pthread.h>
@@ -11,9 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "env.h"
-#include "check.h"
-#include "log.h"
+#include "src/env.h"
+#include "src/check.h"
+#include "src/log.h"
 
 static pmix_proc_t g_me;
 

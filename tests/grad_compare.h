@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "model/resnet.h"
+#include "src/model/resnet.h"
 
 typedef struct grad_cmp {
   int bad;                 /* tensors over a tolerance */

@@ -60,8 +60,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "comm/comm.h"
-#include "path.h"
+#include "src/comm/comm.h"
+#include "src/path.h"
 
 #define MNT_CKPT_FORMAT "mntrain-checkpoint"
 #define MNT_CKPT_VERSION 1
@@ -85,7 +85,7 @@ static inline uint64_t mnt_ckpt_tensor_bytes(const mnt_ckpt_tensor *t) {
 typedef struct mnt_ckpt_writer mnt_ckpt_writer;
 
 /* Collective. root: the checkpoint directory (rank 0 creates it, or checks that it is the
- * user's own: io/rundir/safefs.h; on Lustre it sets the striping); stripe: alignment and share
+ * user's own: src/safefs.h; on Lustre it sets the striping); stripe: alignment and share
  * granularity in bytes (a power of two); keep: checkpoints kept (>= 1); resumed_step: the step
  * of the checkpoint the run resumed from (-1: none): it is not written again, and newer step
  * directories (a branch the run abandons) are set aside. */

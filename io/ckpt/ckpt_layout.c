@@ -12,13 +12,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "src/check.h"
 #include "io/ckpt/ckpt.h"
 #include "io/ckpt/ckpt_internal.h"
 #include "io/ckpt/ckpt_writer.h"
 #include "io/data/dataset.h"
-#include "log.h"
-#include "path.h"
+#include "src/log.h"
+#include "src/path.h"
 
 /* a root attribute per member of obj: integers as int64, reals as double, arrays of numbers as
  * float64 vectors, strings as strings, anything else as its JSON text */

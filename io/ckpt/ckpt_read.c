@@ -16,12 +16,12 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "check.h"
+#include "src/check.h"
 #include "io/ckpt/ckpt.h"
 #include "io/ckpt/ckpt_internal.h"
-#include "log.h"
-#include "path.h"
-#include "simd.h"
+#include "src/log.h"
+#include "src/path.h"
+#include "src/simd.h"
 
 int mnt_ckpt_cmp_extent(const void *a, const void *b) {
   const mnt_ckpt_extent *x = a, *y = b;

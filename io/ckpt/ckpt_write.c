@@ -18,16 +18,16 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "check.h"
+#include "src/check.h"
 #include "io/ckpt/ckpt.h"
 #include "io/ckpt/ckpt_internal.h"
 #include "io/ckpt/ckpt_writer.h"
 #include "io/data/dataset.h"
-#include "io/rundir/safefs.h"
-#include "jsonio.h"
-#include "log.h"
-#include "trace.h"
-#include "path.h"
+#include "src/safefs.h"
+#include "src/jsonio.h"
+#include "src/log.h"
+#include "src/trace.h"
+#include "src/path.h"
 
 static int fsync_dir(const char *dir) {
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -100,7 +100,7 @@ static void lustre_stripe(const char *dir, size_t stripe) {
   if (lib) dlclose(lib);
 }
 
-/* rank 0, at create: the root made or checked (io/rundir/safefs.h) and striped on Lustre; step directories
+/* rank 0, at create: the root made or checked (src/safefs.h) and striped on Lustre; step directories
  * newer than the resumed one (a branch this run leaves) set aside; earlier jobs' unfinished writes
  * removed */
 static int prepare_root(mnt_ckpt_writer *wr, int64_t resumed_step) {

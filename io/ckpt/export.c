@@ -7,10 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "tmpfile.h"
-#include "log.h"
-#include "path.h"
+#include "src/check.h"
+#include "src/tmpfile.h"
+#include "src/log.h"
+#include "src/path.h"
 
 int mnt_h5_put_f32(int64_t file, const char *path, const float *data, int ndims, const int *dims) {
   hsize_t d[4];

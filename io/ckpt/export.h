@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "io/data/dataset.h"
-#include "model/resnet.h"
+#include "src/model/resnet.h"
 
 int mnt_h5_put_f32(int64_t file, const char *path, const float *data, int ndims, const int *dims);
 /* root attributes describe the model: arch, classes, image_size, mean, std (of the dataset d) */

@@ -1,10 +1,10 @@
-/* convert.h — the converters and the inspector behind `mntrain convert` and `mntrain inspect`
- * (their command lines are src/cmd/convert.c): io/convert/imagenet.c, io/convert/idx.c, io/convert/synth.c, each ending in
- * the shard writer io/convert/shard_write.h, and io/data/inspect.c.
+/* convert.h — the converters behind `mntrain convert` (its command line is src/cmd/convert.c):
+ * io/convert/imagenet.c, io/convert/idx.c, io/convert/synth.c, each ending in the shard writer
+ * io/convert/shard_write.h (`mntrain inspect` of a dataset: io/data/dataset.h's mnt_inspect).
  * defines: mnt_convert_imagenet and mnt_imagenet_cfg (image class folders, as torchvision's
  *          ImageFolder, or a flat folder + labels), mnt_convert_idx (MNIST / Fashion-MNIST IDX files, gzip or plain),
- *          mnt_convert_synth (a learnable synthetic set at any size), mnt_inspect (the
- *          commands are src/cmd/cmd.h's mnt_convert_main / mnt_inspect_main).
+ *          mnt_convert_synth (a learnable synthetic set at any size) (the commands are
+ *          src/cmd/cmd.h's mnt_convert_main / mnt_inspect_main).
  * force: an output directory holding another conversion's files is emptied of them instead of
  * refused. All return an mnt_status. */
 #ifndef MNT_CONVERT_H
@@ -22,7 +22,5 @@ typedef struct mnt_imagenet_cfg { int size, resize, max_side, codec, quality; } 
 /* SRC/<class>/... images, or (val_labels != NULL) a flat SRC and "FILE WNID" lines */
 int mnt_convert_imagenet(const char *src, const char *out, int nshards, const mnt_imagenet_cfg *cfg,
                          const char *val_labels, long long seed, int force);
-/* labels of every sample (the histogram); verify: every image too, checksums checked */
-int mnt_inspect(const char *path, int verify);
 
 #endif

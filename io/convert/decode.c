@@ -20,9 +20,9 @@
 #include <jpeglib.h>
 
 #include "io/data/dataset.h"
-#include "log.h"
-#include "path.h"
-#include "sysmem.h"
+#include "src/log.h"
+#include "src/path.h"
+#include "src/sysmem.h"
 
 /* The largest image accepted: per side in the header, and in decoded pixels (for JPEG after DCT
  * scaling, so a 30000x20000 photo still converts): an ImageNet photo is a few megapixels; a header

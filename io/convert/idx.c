@@ -9,8 +9,8 @@
 
 #include "io/convert/convert.h"
 #include "io/convert/shard_write.h"
-#include "check.h"
-#include "log.h"
+#include "src/check.h"
+#include "src/log.h"
 
 typedef struct idx_data {
   uint8_t *images, *labels;

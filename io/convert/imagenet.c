@@ -37,11 +37,11 @@
 #include "io/convert/decode.h"
 #include "io/data/dataset.h"
 #include "io/convert/shard_write.h"
-#include "check.h"
-#include "env.h"
-#include "log.h"
-#include "path.h"
-#include "sysmem.h"
+#include "src/check.h"
+#include "src/env.h"
+#include "src/log.h"
+#include "src/path.h"
+#include "src/sysmem.h"
 
 #define MAX_DEPTH 64 /* folder nesting followed below a class folder (a loop is caught sooner: walk) */
 

@@ -26,12 +26,12 @@
 
 #include "io/data/dataset.h"
 #include "io/data/dataset_internal.h"
-#include "check.h"
-#include "log.h"
-#include "path.h"
-#include "io/rundir/safefs.h"
-#include "progress.h"
-#include "sysmem.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/path.h"
+#include "src/safefs.h"
+#include "src/progress.h"
+#include "src/sysmem.h"
 
 /* Each shard keeps the sums of its pixels (/255) and of their squares per channel, so that the
  * index's mean/std cover every shard, also when a resumed run wrote only some of them. */
@@ -366,7 +366,7 @@ int mnt_convert_write(const mnt_convert_source *src, const char *out, int nshard
             (long long)(src->n < 99999 ? src->n : 99999), (long long)src->n);
     return MNT_EARG;
   }
-  MNT_CHECK(mnt_dir_secure(out, "the output directory", 1, MNT_DIR_RUN)); /* the user's own: io/rundir/safefs.h */
+  MNT_CHECK(mnt_dir_secure(out, "the output directory", 1, MNT_DIR_RUN)); /* the user's own: src/safefs.h */
   char fp[17];
   fingerprint(src, nshards, seed, fp);
   int64_t present = 0;

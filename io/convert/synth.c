@@ -8,7 +8,7 @@
 #include "io/convert/convert.h"
 #include "io/data/dataset.h"
 #include "io/convert/shard_write.h"
-#include "log.h"
+#include "src/log.h"
 
 typedef struct synth { int classes, size; uint64_t seed; } synth;
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "io/data/dataset.h" /* mnt_mix */
-#include "simd.h"
+#include "src/simd.h"
 
 typedef struct rng { uint64_t s; } rng;
 static double uni(rng *r) {
@@ -290,7 +290,7 @@ static void window(job *j, int to_box) {
   }
 }
 
-static void run(job *j, int to_box) {
+static void run_job(job *j, int to_box) {
   if (j->out < 1 || j->out > MAX_OUT || j->outC < 1 || j->outC > MAX_C || j->W < 1 || j->H < 1) return;
   window(j, to_box);
   MNT_SIMD_PICK(resample)(j); /* (out, outC refused before: see loader.h) */
@@ -300,7 +300,7 @@ static void crop_resize(const uint8_t *src, int S, int C, double x0, double y0, 
                         int out, int outC, const float *mean, const float *std, float *dst) {
   job j = {.src = src, .W = S, .H = S, .C = C, .stride = (size_t)S * C, .x0 = x0, .y0 = y0, .w = w, .h = h,
            .flip = flip, .pad = pad, .out = out, .outC = outC, .mean = mean, .std = std, .dst = dst};
-  run(&j, 0);
+  run_job(&j, 0);
 }
 
 /* the validation box: centred, `crop` × the side of an S×S image (0: 0.875), at (o, o) */
@@ -325,14 +325,14 @@ void mnt_crop_resize_wh(const uint8_t *src, int W, int H, size_t stride, int C, 
                         int to_box, int out, int outC, const float *mean, const float *std, float *dst) {
   job j = {.src = src, .W = W, .H = H, .C = C, .stride = stride, .x0 = box[0], .y0 = box[1], .w = box[2],
            .h = box[3], .flip = box[4] != 0, .out = out, .outC = outC, .mean = mean, .std = std, .dst = dst};
-  run(&j, to_box);
+  run_job(&j, to_box);
 }
 
 void mnt_crop_resize_u8(const uint8_t *src, int W, int H, size_t stride, int C, const float box[MNT_BOX_FLOATS],
                         int to_box, int out, int outC, uint8_t *dst) {
   job j = {.src = src, .W = W, .H = H, .C = C, .stride = stride, .x0 = box[0], .y0 = box[1], .w = box[2],
            .h = box[3], .flip = box[4] != 0, .out = out, .outC = outC, .dst8 = dst};
-  run(&j, to_box);
+  run_job(&j, to_box);
 }
 
 /* Python's round(): halves to the even neighbour, whatever the FPU's rounding mode */

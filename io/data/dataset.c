@@ -12,12 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "jsonio.h"
-#include "log.h"
-#include "path.h"
-#include "rng.h" /* mnt_splitmix64_mix */
-#include "sysmem.h"
+#include "src/check.h"
+#include "src/jsonio.h"
+#include "src/log.h"
+#include "src/path.h"
+#include "src/rng.h" /* mnt_splitmix64_mix */
+#include "src/sysmem.h"
 
 /* Descriptors a training run opens beside its datasets' shards (which stay open): outputs and their
  * temporary files, a checkpoint, the connections and listeners of the communicator, a validation
@@ -267,19 +267,10 @@ void mnt_shard_abort(mnt_shard_writer *w) {
   if (w->path[0]) unlink(w->path);
 }
 
-int mnt_h5_fd_short(const char *path, const char *hint) {
-  int err = mnt_fd_probe(path);
-  if (!err) return 0;
-  char why[300];
-  mnt_fd_advice(err, why, sizeof why);
-  MNT_ERR("out of file descriptors opening %s: %s%s", path, why, hint ? hint : "");
-  return 1;
-}
-
 int mnt_shard_fingerprint(const char *path, char *out, size_t n) {
   h5_quiet();
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) return mnt_h5_fd_short(path, NULL) ? -2 : -1;
+  if (f < 0) return mnt_fd_short(path, NULL) ? -2 : -1;
   int r = mnt_h5_attr_get_str(f, "fingerprint", out, n);
   if (r) snprintf(out, n, "none");
   H5Fclose(f);
@@ -407,7 +398,7 @@ static int open_shard(mnt_dataset *d, int i, const char *path) {
   int st = MNT_OK;
   hid_t f = H5Fopen(sp, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) {
-    if (mnt_h5_fd_short(sp, ", or convert the data into fewer shards (--shards)")) {
+    if (mnt_fd_short(sp, ", or convert the data into fewer shards (--shards)")) {
       st = MNT_ESYS;
       goto out;
     }
@@ -525,7 +516,7 @@ int mnt_dataset_open(const char *dir, mnt_dataset *d) {
       MNT_SYSERR("is %s a dataset made by mntrain convert? %s", dir, path);
       return MNT_EARG;
     }
-    if (mnt_h5_fd_short(path, NULL)) return MNT_ESYS;
+    if (mnt_fd_short(path, NULL)) return MNT_ESYS;
     MNT_ERR("%s:%d: not valid JSON: %s", path, jerr.line, jerr.text);
     return MNT_EDATA;
   }

@@ -1,5 +1,5 @@
 /* dataset.h — the sharded HDF5 image dataset (README "Datasets").
- * defines: mnt_dataset (index.json + shard files), mnt_dataset_open / close / read, mnt_dataset_dims, mnt_dataset_shard_of,
+ * defines: mnt_dataset (index.json + shard files), mnt_dataset_open / close / read, mnt_inspect, mnt_dataset_dims, mnt_dataset_shard_of,
  *          mnt_dataset_read_record, mnt_dataset_read_run, MNT_CODEC_RAW / MNT_CODEC_JPEG, mnt_h5_init,
  *          mnt_shard_writer (create a format 2 shard, append samples, close or abort),
  *          mnt_rec_writer and mnt_rec_settings (the same for format 3 records, io/data/record.c),
@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "path.h"
+#include "src/path.h"
 
 #define MNT_DATASET_FORMAT "mntrain-shards"
 /* 3: variable-size records (raw or JPEG), an XXH3-64 checksum per record (MNT_FORMAT_RECORDS);
@@ -72,6 +72,9 @@ typedef struct mnt_dataset {
  * other files do not fit under the limit on open files, MNT_EARG up front ("out of file
  * descriptors opening DIR ..."); running out anyway is MNT_ESYS, never blamed on a shard. */
 int mnt_dataset_open(const char *dir, mnt_dataset *d);
+/* `mntrain inspect` of a dataset (io/data/inspect.c): its index, codec, sizes and the labels'
+ * histogram; verify: every image read and its checksum checked too */
+int mnt_inspect(const char *path, int verify);
 void mnt_dataset_close(mnt_dataset *d);
 /* Sample g (0 <= g < total): its pixels (size*size*channels bytes; NULL: the label only) and label
  * (checked against the class count). A checksum that does not match, a truncated file or a bad

@@ -1,7 +1,7 @@
 /* dataset_internal.h — what the dataset's own files share (io/data/dataset.c, io/data/record.c, io/data/h5check.c,
  * io/convert/shard_write.c); nothing else includes it. The public API is io/data/dataset.h.
  * defines: mnt_h5_attr_int / _get_int / _str / _get_str (scalar attributes), mnt_h5_attr_f64s, mnt_h5_checked_dataset
- *          (chunked, Fletcher-32), mnt_h5_create_shard, mnt_h5_fd_short (was a failed open for want of a descriptor?),
+ *          (chunked, Fletcher-32), mnt_h5_create_shard,
  *          mnt_rec_open_shard and mnt_rec_close_all (format 3's side of mnt_dataset_open / close),
  *          mnt_h5_map and mnt_h5_open_checked (a shard's structures checked without HDF5, then each dataset
  *          opened against them: io/data/h5check.c). */
@@ -27,8 +27,6 @@ hid_t mnt_h5_checked_dataset(hid_t file, const char *name, hid_t type, int rank,
 /* a shard file created exclusively (O_EXCL: an existing file or link at path is an error); -1
  * logged, naming path (it exists, out of descriptors, the system's reason) */
 hid_t mnt_h5_create_shard(const char *path, hid_t fapl);
-/* after opening path failed: 1 (logged, with hint) if it was for want of a file descriptor, else 0 */
-int mnt_h5_fd_short(const char *path, const char *hint);
 /* A shard file's HDF5 structures as io/data/h5check.c reads them without HDF5: the superblock, the root
  * group (B-tree, symbol nodes, heap of names), every object header, every dataset's extent and layout
  * and every entry of every chunk index. mnt_h5_map_shard maps the file at sp: MNT_EDATA naming it and

@@ -33,8 +33,9 @@
 #include <unistd.h>
 
 #include "io/data/dataset_internal.h"
-#include "check.h"
-#include "log.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/sysmem.h"
 
 enum {
   MAX_RANK = 4,           /* a shard's datasets: images N×H×W×C at most */
@@ -488,7 +489,7 @@ int mnt_h5_map_shard(const char *sp, mnt_h5_map **out) {
   m->fd = open(sp, O_RDONLY | O_CLOEXEC);
   struct stat sb;
   if (m->fd < 0 || fstat(m->fd, &sb) != 0) {
-    int st = m->fd < 0 && mnt_h5_fd_short(sp, ", or convert the data into fewer shards (--shards)")
+    int st = m->fd < 0 && mnt_fd_short(sp, ", or convert the data into fewer shards (--shards)")
                  ? MNT_ESYS
                  : MNT_SYSERR("%s: cannot open the shard", sp);
     if (m->fd >= 0) close(m->fd);

@@ -1,7 +1,7 @@
 /* inspect.c — `mntrain inspect`: a dataset's (or a lone shard's directory's) index, its codec, bytes
  * per image and size on disk, the labels' histogram, and with verify every image read and its
  * checksum checked (format 3 JPEG records: their headers checked against the stored sizes too); see
- * convert.h. */
+ * dataset.h. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,13 +10,12 @@
 #include <turbojpeg.h>
 #include <xxhash.h>
 
-#include "io/convert/convert.h"
 #include "io/data/dataset.h"
-#include "check.h"
-#include "log.h"
-#include "path.h"
-#include "progress.h"
-#include "sysmem.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/path.h"
+#include "src/progress.h"
+#include "src/sysmem.h"
 
 enum { VERIFY_RUN = 4 << 20 }; /* format 3 --verify reads records in runs of about this many bytes */
 

@@ -12,8 +12,8 @@
 
 #include <jpeglib.h>
 
-#include "check.h"
-#include "log.h"
+#include "src/check.h"
+#include "src/log.h"
 
 typedef struct err_mgr {
   struct jpeg_error_mgr pub;

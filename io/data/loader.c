@@ -16,9 +16,9 @@
 
 #include "io/data/augment.h"
 #include "io/data/jpegcrop.h"
-#include "check.h"
-#include "log.h"
-#include "trace.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/trace.h"
 
 typedef struct slot {
   mnt_batch b;

@@ -26,10 +26,10 @@
 
 #include "io/data/dataset.h"
 #include "io/data/dataset_internal.h"
-#include "check.h"
-#include "log.h"
-#include "path.h"
-#include "sysmem.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/path.h"
+#include "src/sysmem.h"
 
 enum { COPY_PIECE = 4 << 20, RECORDS_ALIGN = 4096 };
 
@@ -321,7 +321,7 @@ static int check_tables(mnt_dataset *d, int i, const char *sp, const int32_t *sh
 static int open_fd(mnt_dataset *d, int i, const char *sp, int64_t end) {
   int fd = open(sp, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    if (mnt_h5_fd_short(sp, ", or convert the data into fewer shards (--shards)")) return MNT_ESYS;
+    if (mnt_fd_short(sp, ", or convert the data into fewer shards (--shards)")) return MNT_ESYS;
     MNT_SYSERR("%s: cannot open the shard", sp);
     return MNT_EDATA;
   }

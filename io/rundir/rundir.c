@@ -8,11 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "io/rundir/safefs.h"
-#include "tmpfile.h"
-#include "log.h"
-#include "path.h"
+#include "src/check.h"
+#include "src/safefs.h"
+#include "src/tmpfile.h"
+#include "src/log.h"
+#include "src/path.h"
 
 /* The files of a run in --out; a directory holding any of them holds an earlier run. */
 static const char *const RUN_FILES[] = {"config.json", "metrics.jsonl", "summary.json", "config.json.tmp",

@@ -6,7 +6,7 @@
  *          training), mnt_rundir_open_log (metrics.jsonl or a sample log, a resumed run's kept up
  *          to its checkpoint), mnt_output_probe (can PATH be written, in a directory that is safe?).
  *
- * The rules: --out and --ckpt-dir must be the user's own (io/rundir/safefs.h) and are locked for the run
+ * The rules: --out and --ckpt-dir must be the user's own (src/safefs.h) and are locked for the run
  * (io/rundir/runlock.h) before anything in them is read or deleted. An earlier run in --out (any of
  * config.json, metrics.jsonl, summary.json and their .tmp files) is resumed when a checkpoint is
  * found, replaced with --force or when it provably never committed a checkpoint (no checkpoint in

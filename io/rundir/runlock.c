@@ -16,11 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "env.h"
-#include "log.h"
-#include "path.h"
-#include "progress.h"
+#include "src/check.h"
+#include "src/env.h"
+#include "src/log.h"
+#include "src/path.h"
+#include "src/progress.h"
 
 struct mnt_runlock {
   char path[MNT_PATH_MAX];

@@ -1,13 +1,13 @@
 /* backend.c — backend selection and the layer handles every backend shares (see backend.h). A
  * handle holds its backend, its output size and the implementation's own object. */
-#include "backend/backend.h"
+#include "src/backend/backend.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_module.h"
-#include "check.h"
-#include "log.h"
+#include "src/cuda_module.h"
+#include "src/check.h"
+#include "src/log.h"
 
 struct mnt_conv { mnt_backend *be; int OH, OW; void *h; };
 struct mnt_bn { mnt_backend *be; void *h; };

@@ -24,8 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dtype.h"
-#include "backend/stream.h"
+#include "src/dtype.h"
+#include "src/backend/stream.h"
 
 typedef struct mnt_backend mnt_backend;
 typedef struct mnt_conv mnt_conv;

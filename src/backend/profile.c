@@ -1,13 +1,13 @@
 /* profile.c — the op profiler (see profile.h): a copy of the backend's ops table whose ops wait for
  * the stream, call the backend's own op, wait again and add the wall time to a row. Layer ops are
  * named by the shape their create call was given, the rest by the op alone. */
-#include "backend/profile.h"
+#include "src/backend/profile.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "log.h"
+#include "src/check.h"
+#include "src/log.h"
 
 enum { MNT_PROF_ROWS = 512, MNT_PROF_LAYERS = 1024 };
 

@@ -11,7 +11,7 @@
 
 #include <stdio.h>
 
-#include "backend/backend.h"
+#include "src/backend/backend.h"
 
 /* b's ops now go through the profiler (before any layer is created); MNT_EARG when another
  * backend is already profiled */

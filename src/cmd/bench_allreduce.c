@@ -17,13 +17,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "args.h"
-#include "cmd/cmd.h"
-#include "comm/comm.h"
-#include "backend/backend.h" /* mnt_copy_kind */
-#include "cuda_module.h"
-#include "check.h"
-#include "log.h"
+#include "src/args.h"
+#include "src/cmd/cmd.h"
+#include "src/comm/comm.h"
+#include "src/backend/backend.h" /* mnt_copy_kind */
+#include "src/cuda_module.h"
+#include "src/check.h"
+#include "src/log.h"
 
 enum { CHUNK = 4096 }; /* elements converted at a time */
 

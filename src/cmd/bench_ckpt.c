@@ -14,14 +14,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "args.h"
-#include "cmd/cmd.h"
+#include "src/args.h"
+#include "src/cmd/cmd.h"
 #include "io/ckpt/ckpt.h"
-#include "comm/comm.h"
-#include "check.h"
-#include "log.h"
-#include "path.h"
-#include "model/resnet.h"
+#include "src/comm/comm.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/path.h"
+#include "src/model/resnet.h"
 
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

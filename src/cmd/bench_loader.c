@@ -4,12 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "args.h"
-#include "cmd/cmd.h"
+#include "src/args.h"
+#include "src/cmd/cmd.h"
 #include "io/data/dataset.h"
 #include "io/data/loader.h"
-#include "check.h"
-#include "log.h"
+#include "src/check.h"
+#include "src/log.h"
 
 int mnt_bench_loader_main(mnt_world *w, int argc, char **argv) {
   const char *data = NULL;

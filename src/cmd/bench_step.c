@@ -6,14 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "args.h"
-#include "backend/profile.h"
-#include "cmd/cmd.h"
-#include "check.h"
-#include "log.h"
-#include "model/resnet.h"
-#include "train/optim.h"
-#include "sysmem.h"
+#include "src/args.h"
+#include "src/backend/profile.h"
+#include "src/cmd/cmd.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/model/resnet.h"
+#include "src/train/optim.h"
+#include "src/sysmem.h"
 
 static double peak_rss_mb(void) {
   FILE *f = fopen("/proc/self/status", "r");

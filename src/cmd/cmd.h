@@ -9,7 +9,7 @@
 #ifndef MNT_CMD_H
 #define MNT_CMD_H
 
-#include "world.h"
+#include "src/world.h"
 
 /* cmd/train.c: data-parallel training (the trainer is src/train/trainer.h) */
 int mnt_train_main(mnt_world *w, int argc, char **argv);

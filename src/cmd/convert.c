@@ -4,14 +4,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "args.h"
+#include "src/args.h"
 #include "io/ckpt/ckpt.h"
-#include "cmd/cmd.h"
+#include "src/cmd/cmd.h"
 #include "io/convert/convert.h"
 #include "io/data/dataset.h"
-#include "check.h"
-#include "log.h"
-#include "world.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/world.h"
 
 static const char *const ABOUT =
     "Write a sharded HDF5 dataset (index.json + shard-KKKKK-of-NNNNN.h5) in a seeded random order; every\n"

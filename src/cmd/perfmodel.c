@@ -47,13 +47,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/cmd.h"
-#include "args.h"
-#include "comm/comm.h" /* mnt_busbw_factor */
-#include "check.h"
-#include "log.h"
-#include "cmd/perfmodel_fit.h"
-#include "runsum.h"
+#include "src/cmd/cmd.h"
+#include "src/args.h"
+#include "src/comm/comm.h" /* mnt_busbw_factor */
+#include "src/check.h"
+#include "src/log.h"
+#include "src/cmd/perfmodel_fit.h"
+#include "src/runsum.h"
 
 enum { TOPO_RING, TOPO_TREE, TOPO_HIER, NTOPO };
 static const char *const TOPO_NAME[NTOPO] = {"ring", "tree", "hier"};

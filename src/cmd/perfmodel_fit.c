@@ -3,7 +3,7 @@
  * busbw #wrong ...) and nccl-tests' (size count type redop root time algbw busbw #wrong ...); the
  * rank and node counts come from the header ("# mntrain: P ranks on N nodes", "bench allreduce: P
  * ranks on N nodes", or nccl-tests' "# Rank R ... on HOST" lines), else from busbw / algbw. */
-#include "cmd/perfmodel_fit.h"
+#include "src/cmd/perfmodel_fit.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/comm.h" /* mnt_busbw_factor */
-#include "log.h"
+#include "src/comm/comm.h" /* mnt_busbw_factor */
+#include "src/log.h"
 
 static int is_num(const char *s) {
   char *end;

@@ -37,18 +37,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cmd/cmd.h"
-#include "args.h"
-#include "check.h"
-#include "log.h"
-#include "path.h"
-#include "cmd/report_internal.h"
-#include "runsum.h"
-#include "io/rundir/safefs.h"
-#include "tmpfile.h"
+#include "src/cmd/cmd.h"
+#include "src/args.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/path.h"
+#include "src/cmd/report_internal.h"
+#include "src/runsum.h"
+#include "src/safefs.h"
+#include "src/tmpfile.h"
 
 enum { NPH = MNT_REPORT_NPH };
-typedef mnt_report_run run;
 
 
 /* ---- reading a run ------------------------------------------------------------------------------ */
@@ -122,7 +121,7 @@ static double sample_sd(const double *x, int n) {
  * and "img_per_s"; validation and checkpoint lines have none) whose first step comes after step
  * `timed_from` (an interval's first step is the previous interval's last + 1), their img_per_s a
  * throughput above 0 (else the line is named); the evaluations into r's learning curve */
-static int use_lines(run *r, const char *path, const mline *ls, size_t nl, long long timed_from) {
+static int use_lines(mnt_report_run *r, const char *path, const mline *ls, size_t nl, long long timed_from) {
   long long prev = 0;
   double *x = NULL;
   int n = 0, cap = 0;
@@ -176,7 +175,7 @@ static int use_lines(run *r, const char *path, const mline *ls, size_t nl, long 
  * run begun by an mntrain from before run ids: train keeps a resumed run's lines). A run from
  * before run ids owns the lines without a run_id. The rest is left out and named; a file with lines
  * but none of the run's is MNT_EARG (another run's metrics.jsonl, or another run's summary.json). */
-static int choose_lines(const run *r, const char *path, mline *ls, size_t nl) {
+static int choose_lines(const mnt_report_run *r, const char *path, mline *ls, size_t nl) {
   lines_of oth[MAX_OTHERS], more = {"", 0, 0, 0}, before = {"", 0, 0, 0}, after = {"", 0, 0, 0};
   int noth = 0;
   size_t first_own = nl, used = 0;
@@ -245,7 +244,7 @@ static int choose_lines(const run *r, const char *path, mline *ls, size_t nl) {
 }
 
 /* metrics.jsonl: the run's own lines (choose_lines) for the spread and the learning curve */
-static int read_metrics(run *r, long long timed_from) {
+static int read_metrics(mnt_report_run *r, long long timed_from) {
   char path[MNT_PATH_MAX];
   snprintf(path, sizeof path, "%s/metrics.jsonl", r->dir);
   r->spread = NAN;
@@ -304,7 +303,7 @@ static int read_metrics(run *r, long long timed_from) {
 /* the run's identity: summary.json's run_id into r->run_id ("" for a run from before run ids),
  * checked against config.json (written when the run's last job started) when the directory has one.
  * MNT_EARG naming both files when they are not one run's. */
-static int same_run(run *r, const mnt_run_summary *j, const char *sum_path) {
+static int same_run(mnt_report_run *r, const mnt_run_summary *j, const char *sum_path) {
   if (j->have_run_id == 1) {
     MNT_ERR("%s: 'run_id' is not valid (16 lowercase hex digits: the run's identity)", sum_path);
     return MNT_EARG;
@@ -334,7 +333,7 @@ static int same_run(run *r, const mnt_run_summary *j, const char *sum_path) {
   return st;
 }
 
-static int read_run(const char *arg, int order, run *r) {
+static int read_run(const char *arg, int order, mnt_report_run *r) {
   memset(r, 0, sizeof *r);
   r->order = r->group = order;
   char path[MNT_PATH_MAX];
@@ -425,13 +424,13 @@ static int read_run(const char *arg, int order, run *r) {
 
 /* ---- the sweep ---------------------------------------------------------------------------------- */
 
-static int same_config(const run *a, const run *b) {
+static int same_config(const mnt_report_run *a, const mnt_report_run *b) {
   return !strcmp(a->arch, b->arch) && a->image_size == b->image_size && !strcmp(a->device, b->device) &&
          !strcmp(a->precision, b->precision);
 }
 
 /* the first key in which a and b differ, with both values */
-static void config_diff(const run *a, const run *b, char *out, size_t n) {
+static void config_diff(const mnt_report_run *a, const mnt_report_run *b, char *out, size_t n) {
   if (strcmp(a->arch, b->arch)) snprintf(out, n, "arch (%s vs %s)", a->arch, b->arch);
   else if (a->image_size != b->image_size)
     snprintf(out, n, "image_size (%lld vs %lld)", (long long)a->image_size, (long long)b->image_size);
@@ -440,7 +439,7 @@ static void config_diff(const run *a, const run *b, char *out, size_t n) {
 }
 
 static int cmp_run(const void *pa, const void *pb) {
-  const run *a = pa, *b = pb;
+  const mnt_report_run *a = pa, *b = pb;
   if (a->group != b->group) return a->group < b->group ? -1 : 1;
   if (a->ranks != b->ranks) return a->ranks < b->ranks ? -1 : 1;
   if (a->nodes != b->nodes) return a->nodes < b->nodes ? -1 : 1;
@@ -448,7 +447,7 @@ static int cmp_run(const void *pa, const void *pb) {
 }
 
 /* r[0..n) sorted, one configuration: weak or strong scaling, else MNT_EARG with why[] naming the runs */
-static int scale(run *r, int n, int *strong, char *why, size_t whylen) {
+static int scale(mnt_report_run *r, int n, int *strong, char *why, size_t whylen) {
   int ib = -1, ig = -1;
   for (int i = 1; i < n; i++) {
     if (ib < 0 && r[i].batch_per_rank != r[0].batch_per_rank) ib = i;
@@ -466,7 +465,7 @@ static int scale(run *r, int n, int *strong, char *why, size_t whylen) {
     return MNT_EARG;
   }
   *strong = ib >= 0;
-  const run *b = &r[0];
+  const mnt_report_run *b = &r[0];
   for (int i = 0; i < n; i++) {
     r[i].speedup = r[i].ips / b->ips;
     r[i].eff = (r[i].ips / (double)r[i].ranks) / (b->ips / (double)b->ranks);
@@ -476,14 +475,7 @@ static int scale(run *r, int n, int *strong, char *why, size_t whylen) {
 
 /* ---- output ------------------------------------------------------------------------------------- */
 
-void mnt_report_describe(const run *r, int strong, char *out, size_t len) {
-  if (strong)
-    snprintf(out, len, "strong scaling, global batch %lld", (long long)r[0].global_batch);
-  else
-    snprintf(out, len, "weak scaling, %lld images per rank", (long long)r[0].batch_per_rank);
-}
-
-static void print_table(const run *r, int n, int strong) {
+static void print_table(const mnt_report_run *r, int n, int strong) {
   char what[128];
   mnt_report_describe(r, strong, what, sizeof what);
   printf("== %s, %lld px, %s, %s: %s; baseline %lld rank%s (%s)\n", r[0].arch, (long long)r[0].image_size,
@@ -491,7 +483,7 @@ static void print_table(const run *r, int n, int strong) {
   printf("%5s %5s %8s %12s %10s %-11s %7s %10s %8s %8s %8s %8s %8s  %s\n", "ranks", "nodes", "dev/rank", "global batch",
          "img/s", " \xc2\xb1 sd", "speedup", "efficiency", "data ms", "fwd ms", "bwd ms", "comm ms", "opt ms", "run");
   for (int i = 0; i < n; i++) {
-    const run *x = &r[i];
+    const mnt_report_run *x = &r[i];
     char sd[32], ph[NPH][32];
     if (isnan(x->spread)) snprintf(sd, sizeof sd, "   -");
     else snprintf(sd, sizeof sd, " \xc2\xb1 %.1f", x->spread);
@@ -519,14 +511,14 @@ static void print_table(const run *r, int n, int strong) {
          !strcmp(r[0].device, "cpu") ? "compute threads per rank" : "devices per rank");
 }
 
-static int write_csv(const char *path, const run *r, int n) {
+static int write_csv(const char *path, const mnt_report_run *r, int n) {
   char tmp[MNT_PATH_MAX];
   FILE *f = mnt_tmp_fopen(path, tmp, sizeof tmp);
   if (!f) return MNT_ESYS;
   fprintf(f, "ranks,nodes,devices_per_rank,global_batch,img_per_s,img_per_s_spread,speedup,efficiency,data_ms,"
              "forward_ms,backward_ms,comm_exposed_ms,optimizer_ms,run\n");
   for (int i = 0; i < n; i++) {
-    const run *x = &r[i];
+    const mnt_report_run *x = &r[i];
     fprintf(f, "%lld,%lld,%lld,%lld", (long long)x->ranks, (long long)x->nodes, (long long)x->devices,
             (long long)x->global_batch);
     mnt_report_csv_num(f, 2, x->ips);
@@ -542,7 +534,7 @@ static int write_csv(const char *path, const run *r, int n) {
 }
 
 /* scaling.csv / scaling.svg, or with several configurations scaling-ARCH-SIZEpx-DEVICE-PRECISION.* */
-static void out_name(char *p, size_t n, const char *dir, const run *r, int several, const char *ext) {
+static void out_name(char *p, size_t n, const char *dir, const mnt_report_run *r, int several, const char *ext) {
   if (!several) {
     snprintf(p, n, "%s/scaling.%s", dir, ext);
     return;
@@ -625,7 +617,7 @@ static void split_args(int argc, char **argv, const mnt_opt *opts, char **oargv,
 }
 
 /* said once for the report: the runs from before run ids (read as before); and each run given twice */
-static void say_identities(const run *r, int n) {
+static void say_identities(const mnt_report_run *r, int n) {
   char names[512] = "";
   size_t len = 0;
   int old = 0;
@@ -649,7 +641,7 @@ static void say_identities(const run *r, int n) {
 
 /* runs of one configuration share a group; without --group, a second configuration is refused
  * naming the first key the two differ in */
-static int group_runs(run *runs, int ndirs, int group) {
+static int group_runs(mnt_report_run *runs, int ndirs, int group) {
   for (int i = 1; i < ndirs; i++) {
     int j = 0;
     while (j < i && !same_config(&runs[j], &runs[i])) j++;
@@ -688,7 +680,7 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
   /* RUN_DIR... apart from the options (mnt_parse_opts takes one argument per row) */
   char **oargv = calloc((size_t)argc + 1, sizeof *oargv);
   const char **dirs = calloc((size_t)argc + 1, sizeof *dirs);
-  run *runs = NULL;
+  mnt_report_run *runs = NULL;
   int *strong = NULL, *start = NULL; /* per configuration: strong scaling (-1: no scaling table); its first row */
   char (*why)[4 * MNT_PATH_MAX + 512] = NULL; /* per configuration: why there is no scaling table */
   int oargc = 0, ndirs = 0, ngroups = 0, st = MNT_OK;
@@ -755,7 +747,7 @@ int mnt_report_main(mnt_world *w, int argc, char **argv) {
   }
   if (st == MNT_OK) st = mnt_dir_secure(out, "--out", 1, MNT_DIR_FILES);
   for (int g = 0; g < ngroups && st == MNT_OK; g++) {
-    const run *r = runs + start[g];
+    const mnt_report_run *r = runs + start[g];
     int n = start[g + 1] - start[g];
     char csv[MNT_PATH_MAX], svg[MNT_PATH_MAX];
     if (g) printf("\n");

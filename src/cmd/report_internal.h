@@ -3,7 +3,8 @@
  * defines: mnt_report_run (one run of the sweep), mnt_report_point (one evaluation), MNT_REPORT_NPH,
  *          mnt_report_describe, mnt_report_write_svg (files written whole or not at all through
  *          tmpfile.h's mnt_tmp_fopen / mnt_tmp_fcommit), mnt_report_svg_open, mnt_report_xml_text,
- *          mnt_report_nice_step, mnt_report_csv_num, mnt_report_csv_str (report_svg.c), mnt_report_slow_ranks, mnt_report_rank_losses (report_ranks.c), mnt_report_trace (report_trace.c),
+ *          mnt_report_nice_step, mnt_report_csv_num, mnt_report_csv_str (report_svg.c: what the
+ *          report's files are written with; it calls nothing of report.c), mnt_report_slow_ranks, mnt_report_rank_losses (report_ranks.c), mnt_report_trace (report_trace.c),
  *          mnt_report_add_point, mnt_report_learning (report_learn.c) */
 #ifndef MNT_REPORT_INTERNAL_H
 #define MNT_REPORT_INTERNAL_H
@@ -11,8 +12,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "path.h"
-#include "runsum.h"
+#include "src/path.h"
+#include "src/runsum.h"
 
 enum { MNT_REPORT_NPH = 5 };
 /* the most grid lines of an axis: a loop over ticks ends there even when its step stops adding up

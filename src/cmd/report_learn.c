@@ -9,20 +9,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "log.h"
-#include "path.h"
-#include "cmd/report_internal.h"
-#include "tmpfile.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/path.h"
+#include "src/cmd/report_internal.h"
+#include "src/tmpfile.h"
 
-typedef mnt_report_run run;
-typedef mnt_report_point point;
 
-int mnt_report_add_point(run *r, point p) {
+int mnt_report_add_point(mnt_report_run *r, mnt_report_point p) {
   while (r->nval > 0 && r->val[r->nval - 1].step >= p.step) r->nval--; /* superseded by a resumed job */
   if (r->nval == r->capval) {
     int cap = r->capval ? 2 * r->capval : 64;
-    point *v = realloc(r->val, (size_t)cap * sizeof *v);
+    mnt_report_point *v = realloc(r->val, (size_t)cap * sizeof *v);
     if (!v) {
       MNT_ERR("out of memory");
       return MNT_ENOMEM;
@@ -34,19 +32,19 @@ int mnt_report_add_point(run *r, point p) {
   return MNT_OK;
 }
 
-static double best_of(const run *r) {
+static double best_of(const mnt_report_run *r) {
   double b = 0;
   for (int i = 0; i < r->nval; i++)
     if (r->val[i].top1 > b) b = r->val[i].top1;
   return b;
 }
 
-static const char *opt_name(const run *r) { return *r->optimizer ? r->optimizer : "sgd"; }
-static const char *sched_name(const run *r) { return *r->schedule ? r->schedule : "step"; }
-static const char *bn_name(const run *r) { return *r->bn_eval ? r->bn_eval : "running"; }
+static const char *opt_name(const mnt_report_run *r) { return *r->optimizer ? r->optimizer : "sgd"; }
+static const char *sched_name(const mnt_report_run *r) { return *r->schedule ? r->schedule : "step"; }
+static const char *bn_name(const mnt_report_run *r) { return *r->bn_eval ? r->bn_eval : "running"; }
 
 static int cmp_learn(const void *pa, const void *pb) {
-  const run *a = *(const run *const *)pa, *b = *(const run *const *)pb;
+  const mnt_report_run *a = *(const mnt_report_run *const *)pa, *b = *(const mnt_report_run *const *)pb;
   if (a->ranks != b->ranks) return a->ranks < b->ranks ? -1 : 1;
   if (a->global_batch != b->global_batch) return a->global_batch < b->global_batch ? -1 : 1;
   return (a->order > b->order) - (a->order < b->order);
@@ -54,7 +52,7 @@ static int cmp_learn(const void *pa, const void *pb) {
 
 /* ---- the table and the CSV ---------------------------------------------------------------------- */
 
-static void print_table(const run *const *r, int n, int targets) {
+static void print_table(const mnt_report_run *const *r, int n, int targets) {
   printf("== learning: validation top-1 of %d run%s (metrics.jsonl)%s\n", n, n == 1 ? "" : "s",
          targets ? "; to target: the first evaluation at or above it, in epochs and in the run's wall time" : "");
   printf("%5s %12s %14s %10s %9s %6s %7s %11s %10s", "ranks", "global batch", "optimizer", "schedule", "bn-eval",
@@ -62,8 +60,8 @@ static void print_table(const run *const *r, int n, int targets) {
   if (targets) printf(" %8s %10s %11s", "target", "to target", "time to it");
   printf("  run\n");
   for (int i = 0; i < n; i++) {
-    const run *x = r[i];
-    const point *last = &x->val[x->nval - 1];
+    const mnt_report_run *x = r[i];
+    const mnt_report_point *last = &x->val[x->nval - 1];
     printf("%5lld %12lld %14s %10s %9s %6d %7.2f %10.2f%% %9.2f%%", x->ranks, x->global_batch, opt_name(x),
            sched_name(x), bn_name(x), x->nval, last->epoch, 100 * last->top1, 100 * best_of(x));
     if (targets) {
@@ -80,14 +78,14 @@ static void print_table(const run *const *r, int n, int targets) {
          "job's after its checkpoint)\n");
 }
 
-static int write_csv(const char *path, const run *const *r, int n) {
+static int write_csv(const char *path, const mnt_report_run *const *r, int n) {
   char tmp[MNT_PATH_MAX];
   FILE *f = mnt_tmp_fopen(path, tmp, sizeof tmp);
   if (!f) return MNT_ESYS;
   fprintf(f, "ranks,nodes,global_batch,optimizer,schedule,bn_eval,evaluations,epochs,final_top1,best_top1,target_top1,target_reached,"
              "target_epoch,target_time_s,run\n");
   for (int i = 0; i < n; i++) {
-    const run *x = r[i];
+    const mnt_report_run *x = r[i];
     fprintf(f, "%lld,%lld,%lld,", x->ranks, x->nodes, x->global_batch);
     mnt_report_csv_str(f, opt_name(x));
     fputc(',', f);
@@ -153,8 +151,8 @@ static void axes(FILE *f, const frame *F, const char *title, const char *xlabel,
           F->left - 56, top + PLOT_H / 2.0, F->left - 56, top + PLOT_H / 2.0);
 }
 
-/* run k's line against epochs (p = 0) or wall time (p = 1), with a tooltip per point */
-static void curve(FILE *f, const frame *F, int p, const run *x, int k) {
+/* run k's line against epochs (p = 0) or wall time (p = 1), with a tooltip per mnt_report_point */
+static void curve(FILE *f, const frame *F, int p, const mnt_report_run *x, int k) {
   const char *c = COLOURS[k % 10];
   fprintf(f, "<polyline id=\"%s-%d\" class=\"run\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"",
           p == 0 ? "epochs" : "time", k, c, k >= 10 ? " stroke-dasharray=\"5 3\"" : "");
@@ -177,12 +175,12 @@ static void curve(FILE *f, const frame *F, int p, const run *x, int k) {
   }
 }
 
-static int write_svg(const char *path, const run *const *r, int n) {
+static int write_svg(const char *path, const mnt_report_run *const *r, int n) {
   double emax = 0, tmax = 0, ylo = 1, yhi = 0;
   int timed = 0;
   for (int i = 0; i < n; i++) {
     for (int j = 0; j < r[i]->nval; j++) {
-      const point *p = &r[i]->val[j];
+      const mnt_report_point *p = &r[i]->val[j];
       if (p->epoch > emax) emax = p->epoch;
       if (!isnan(p->time)) {
         timed = 1;
@@ -238,7 +236,7 @@ static int write_svg(const char *path, const run *const *r, int n) {
   }
   fprintf(f, "<g id=\"legend\">\n");
   for (int k = 0; k < n; k++) {
-    const run *x = r[k];
+    const mnt_report_run *x = r[k];
     double y = LEGEND_TOP + LEGEND_ROW * k;
     fprintf(f, "<line x1=\"90\" y1=\"%.1f\" x2=\"118\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"%s/>", y - 4, y - 4,
             COLOURS[k % 10], k >= 10 ? " stroke-dasharray=\"5 3\"" : "");
@@ -261,8 +259,8 @@ static int write_svg(const char *path, const run *const *r, int n) {
 
 /* ---- the learning report ------------------------------------------------------------------------ */
 
-int mnt_report_learning(const run *r, int n, const char *out) {
-  const run **v = calloc(n > 0 ? (size_t)n : 1, sizeof *v);
+int mnt_report_learning(const mnt_report_run *r, int n, const char *out) {
+  const mnt_report_run **v = calloc(n > 0 ? (size_t)n : 1, sizeof *v);
   if (!v) {
     MNT_ERR("out of memory");
     return MNT_ENOMEM;

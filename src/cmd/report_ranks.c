@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "path.h"
-#include "cmd/report_internal.h"
+#include "src/log.h"
+#include "src/path.h"
+#include "src/cmd/report_internal.h"
 
 static const char *const KEYS[5] = {"data", "forward", "backward", "comm_exposed", "optimizer"};
 enum { COMM = 3 };

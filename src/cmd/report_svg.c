@@ -6,12 +6,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "log.h"
-#include "path.h"
-#include "cmd/report_internal.h"
-#include "tmpfile.h"
+#include "src/log.h"
+#include "src/path.h"
+#include "src/cmd/report_internal.h"
+#include "src/tmpfile.h"
 
-typedef mnt_report_run run;
 
 /* the bytes of a UTF-8 character that starts at s (1 to 4), 0 when s does not start a whole one (a
  * string cut short in a fixed-size field) */
@@ -21,6 +20,14 @@ static int utf8_len(const unsigned char *s) {
   for (int k = 1; k < n; k++)
     if ((s[k] & 0xc0) != 0x80) return 0;
   return n;
+}
+
+/* the sweep in words, for the table's title and the SVG's (report.c's table calls it too) */
+void mnt_report_describe(const mnt_report_run *r, int strong, char *out, size_t len) {
+  if (strong)
+    snprintf(out, len, "strong scaling, global batch %lld", (long long)r[0].global_batch);
+  else
+    snprintf(out, len, "weak scaling, %lld images per rank", (long long)r[0].batch_per_rank);
 }
 
 void mnt_report_xml_text(FILE *f, const char *s) {
@@ -90,8 +97,8 @@ typedef struct layout {
   double ystep[2], ytop[2];
 } layout;
 
-static void svg_layout(const run *r, int n, layout *L) {
-  const run *b = &r[0];
+static void svg_layout(const mnt_report_run *r, int n, layout *L) {
+  const mnt_report_run *b = &r[0];
   long long nmin = r[0].ranks, nmax = r[0].ranks;
   int pow2 = 1;
   double ymax0 = 0, emax = 1.0;
@@ -118,7 +125,7 @@ static void svg_layout(const run *r, int n, layout *L) {
 }
 
 /* the XML declaration, <svg>, the title and the heading */
-static void svg_head(FILE *f, const run *b, const char *what) {
+static void svg_head(FILE *f, const mnt_report_run *b, const char *what) {
   mnt_report_svg_open(f, SVG_W, SVG_H);
   fprintf(f, "<title>mntrain report: ");
   mnt_report_xml_text(f, b->arch);
@@ -184,8 +191,8 @@ static void svg_axes(FILE *f, int p, double left, const axis *x, const axis *y, 
 }
 
 /* plot p's ideal line and the measured runs: error bars, the line, the points with a tooltip */
-static void svg_data(FILE *f, int p, const run *r, int n, const axis *x, const axis *y) {
-  const run *b = &r[0];
+static void svg_data(FILE *f, int p, const mnt_report_run *r, int n, const axis *x, const axis *y) {
+  const mnt_report_run *b = &r[0];
   /* the ideal: linear in ranks from the baseline (a curve on a log2 axis: sampled), or 100% */
   fprintf(f, "<polyline id=\"ideal-%s\" class=\"ideal\" fill=\"none\" stroke=\"#777\" stroke-width=\"1.5\" "
              "stroke-dasharray=\"6 4\" points=\"",
@@ -222,7 +229,7 @@ static void svg_data(FILE *f, int p, const run *r, int n, const axis *x, const a
 }
 
 /* plot p's legend, top left inside the frame */
-static void svg_legend(FILE *f, int p, double left, const run *b) {
+static void svg_legend(FILE *f, int p, double left, const mnt_report_run *b) {
   double lx = left + 12, ly = PLOT_TOP + 16;
   fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"40\" fill=\"white\" fill-opacity=\"0.85\" "
              "stroke=\"#ccc\"/>\n",
@@ -241,7 +248,7 @@ static void svg_legend(FILE *f, int p, double left, const run *b) {
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">ideal: 100%%</text>\n", lx + 36, ly + 18);
 }
 
-int mnt_report_write_svg(const char *path, const run *r, int n, int strong) {
+int mnt_report_write_svg(const char *path, const mnt_report_run *r, int n, int strong) {
   char tmp[MNT_PATH_MAX], what[128];
   FILE *f = mnt_tmp_fopen(path, tmp, sizeof tmp);
   if (!f) return MNT_ESYS;

@@ -32,15 +32,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "jsonio.h"
-#include "log.h"
-#include "path.h"
-#include "cmd/report_internal.h"
-#include "io/rundir/safefs.h"
-#include "runsum.h"
-#include "tmpfile.h"
-#include "trace.h"
+#include "src/check.h"
+#include "src/jsonio.h"
+#include "src/log.h"
+#include "src/path.h"
+#include "src/cmd/report_internal.h"
+#include "src/safefs.h"
+#include "src/runsum.h"
+#include "src/tmpfile.h"
+#include "src/trace.h"
 
 enum { MAIN_PHASES = 5 };
 static const char *const PHASES[MAIN_PHASES] = {"data", "forward", "backward", "comm", "optimizer"};

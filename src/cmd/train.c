@@ -14,7 +14,7 @@
  *    loader has handed out the step's samples; undoing that would save at most one step;
  *  - a run started again with the same command resumes from the newest valid checkpoint, on any
  *    number of ranks that divides the global batch, and appends to its metrics.jsonl.
- * --out and --ckpt-dir must be the user's own (io/rundir/safefs.h) and are locked by rank 0 for the run
+ * --out and --ckpt-dir must be the user's own (src/safefs.h) and are locked by rank 0 for the run
  * (io/rundir/runlock.h) before anything in them is read or deleted; a run starts over only when it
  * provably never committed a checkpoint (io/rundir/rundir.h).
  * mnt_train_main: parse_options, validate, then mnt_train_place, mnt_train_negotiate_resume (every
@@ -30,25 +30,25 @@
 #include <string.h>
 #include <strings.h>
 
-#include "args.h"
+#include "src/args.h"
 #include "io/ckpt/ckpt.h"
-#include "comm/comm.h"
-#include "jsonio.h"
-#include "check.h"
-#include "log.h"
-#include "progress.h"
+#include "src/comm/comm.h"
+#include "src/jsonio.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/progress.h"
 #include "io/rundir/runlock.h"
-#include "cmd/cmd.h"
-#include "cmd/train_internal.h"
-#include "cmd/train_signals.h"
-#include "train/trainer.h"
-#include "env.h"
-#include "trace.h"
+#include "src/cmd/cmd.h"
+#include "src/cmd/train_internal.h"
+#include "src/cmd/train_signals.h"
+#include "src/train/trainer.h"
+#include "src/env.h"
+#include "src/trace.h"
 
 /* ---- a step's parts: its record, the ranks' control, the progress line, evaluation -------- */
 
 /* a step done: its phase times, and the samples it trained on (--sample-log) */
-static void record_step(run *r, loop *l, const mnt_step_out *so, int64_t step) {
+static void record_step(train_run *r, loop *l, const mnt_step_out *so, int64_t step) {
   mnt_trainer *t = r->t;
   l->done++;
   double step_s = 0;
@@ -70,7 +70,7 @@ static void record_step(run *r, loop *l, const mnt_step_out *so, int64_t step) {
 /* every rank, after each step with checkpoints on: one allreduce of a stop request on any rank, this
  * rank's checkpoint share written and rank 0's clock; the checkpoint in flight is committed once
  * every share is written. *stop, *due_time: what the ranks agreed */
-static int control(run *r, int *stop, int *due_time) {
+static int control(train_run *r, int *stop, int *due_time) {
   opts *o = r->o;
   mnt_world *w = r->w;
   float ctl[3] = {mnt_train_stop_signal() ? 1.0f : 0.0f,
@@ -89,7 +89,7 @@ static int control(run *r, int *stop, int *due_time) {
 
 /* every rank (collective): the interval's loss and throughput; rank 0's progress line and
  * metrics.jsonl line */
-static int log_interval(run *r, loop *l, int64_t step, double epoch_f) {
+static int log_interval(train_run *r, loop *l, int64_t step, double epoch_f) {
   opts *o = r->o;
   mnt_trainer *t = r->t;
   double images;
@@ -128,7 +128,7 @@ static int log_interval(run *r, loop *l, int64_t step, double epoch_f) {
 
 /* every rank (collective), --val: the validation set evaluated; rank 0's line and metrics.jsonl
  * line. Evaluation is not training: its time is kept out of the throughput */
-static int evaluate(run *r, loop *l, int64_t step, double epoch_f) {
+static int evaluate(train_run *r, loop *l, int64_t step, double epoch_f) {
   mnt_trainer *t = r->t;
   double vl, v1, v5, te = mnt_now();
   mnt_trace_push("evaluate", step);
@@ -160,7 +160,7 @@ static int evaluate(run *r, loop *l, int64_t step, double epoch_f) {
 
 /* after an evaluation, --target-top1: reached (the same on every rank: the value is the
  * allreduce's), the step, epoch and the run's wall time recorded; the run ends here */
-static int check_target(run *r, loop *l, int64_t step, double epoch_f) {
+static int check_target(train_run *r, loop *l, int64_t step, double epoch_f) {
   mnt_trainer *t = r->t;
   if (!(r->o->target_top1 > 0) || !(l->val_top1 >= r->o->target_top1)) return MNT_OK;
   t->s.target_step = step;
@@ -187,7 +187,7 @@ static int eval_point(const mnt_trainer *t, double every, int64_t step) {
 
 /* every rank, after this job's first step: where the set-up went (the slowest rank's phases, a
  * PMIx exchange), printed by rank 0 */
-static int report_setup(run *r) {
+static int report_setup(train_run *r) {
   mnt_world_phase(r->w, MNT_PHASE_FIRST_STEP);
   char line[512];
   MNT_CHECK(mnt_world_phases(r->w, line, sizeof line));
@@ -202,7 +202,7 @@ static int report_setup(run *r) {
 /* every rank, the first step of this job done, --on-rank-loss shrink on several ranks: every rank's
  * control address kept (from the PMIx records of the set-up), then PMIx left: from here a rank that
  * dies dies alone, and the survivors find out through the communicator (comm.h, mnt_comm_shrink) */
-static int leave_pmix(run *r) {
+static int leave_pmix(train_run *r) {
   mnt_world *w = r->w;
   int st = mnt_comm_enable_shrink(r->t->c);
   MNT_CHECK(mnt_world_agree(w, st));
@@ -218,7 +218,7 @@ static int leave_pmix(run *r) {
 
 /* every rank: one step of the loop, its checkpoint, log line and evaluation where due. *brk: the loop
  * ends (stopped with a checkpoint, the target reached, or a failure) */
-static int one_step(run *r, loop *l, int *brk) {
+static int one_step(train_run *r, loop *l, int *brk) {
   opts *o = r->o;
   mnt_trainer *t = r->t;
   int st, ckpt_on = o->ckpt_dir != NULL;
@@ -262,7 +262,7 @@ static int one_step(run *r, loop *l, int *brk) {
  * split the global batch among themselves (mnt_trainer_regroup), and commit a checkpoint at once.
  * Below --min-ranks, or when a rank's larger share does not fit, that checkpoint ends the job with
  * exit 3 (MNT_EPREEMPT): the template requeues it at full size. MNT_EFENCED: this rank was left out. */
-static int recover(run *r, loop *l) {
+static int recover(train_run *r, loop *l) {
   mnt_trainer *t = r->t;
   mnt_world *w = r->w;
   double t_detect = mnt_now();
@@ -352,7 +352,7 @@ static int recover(run *r, loop *l) {
 
 /* after a failure *st: a lost rank under --on-rank-loss shrink is recovered from (again, if the
  * recovery itself loses one, up to 8 times); 1 when the survivors go on (*st MNT_OK), 0 otherwise */
-static int recover_from(run *r, loop *l, int *st) {
+static int recover_from(train_run *r, loop *l, int *st) {
   if (*st == MNT_OK || !r->shrink || !r->w->left || !mnt_comm_lost(*st)) return 0;
   for (int tries = 0; tries < 8; tries++) {
     *st = recover(r, l);
@@ -363,7 +363,7 @@ static int recover_from(run *r, loop *l, int *st) {
 
 /* every rank: this job's steps, with a checkpoint where due and at the end; then the run's end:
  * stopped (MNT_EPREEMPT), finished (summary.json), or resumed already complete */
-static int train_loop(run *r) {
+static int train_loop(train_run *r) {
   opts *o = r->o;
   mnt_trainer *t = r->t;
   mnt_world *w = r->w;
@@ -659,7 +659,7 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   int have_sig_thr = mnt_train_signals_start(ckpt_on);
   mnt_trace_thread("main"); /* its last events go to --trace or --out once they are accepted (train_setup.c) */
   mnt_runlock *locks[2] = {NULL, NULL}; /* rank 0: --out's and --ckpt-dir's */
-  run r = {.o = &o, .w = w, .ckpt_step = -1, .have_sig_thr = have_sig_thr, .losses = json_array(), .locks = locks};
+  train_run r = {.o = &o, .w = w, .ckpt_step = -1, .have_sig_thr = have_sig_thr, .losses = json_array(), .locks = locks};
   mnt_ckpt ck = {0};
   int found = 0;
   mnt_train_state rs = {0};

@@ -1,7 +1,7 @@
 /* train_internal.h — what the files of `mntrain train` share; not an interface outside the
  * command. cmd/train.c holds the options and the step loop, cmd/train_setup.c what comes before
  * the first step, cmd/train_outputs.c what the run writes (cmd/train_signals.h: the signals).
- * defines: opts (the command line), run (the run: its trainer, writer and rank 0's logs), loop
+ * defines: opts (the command line), train_run (the run: its trainer, writer and rank 0's logs), loop
  *          (what the step loop measures); from cmd/train_setup.c: mnt_train_place,
  *          mnt_train_negotiate_resume, mnt_train_start_trainer, mnt_train_open_outputs; from
  *          cmd/train_outputs.c: mnt_train_config_json, mnt_train_metric, mnt_train_progress_stamp,
@@ -17,10 +17,10 @@
 
 #include "io/ckpt/ckpt.h"
 #include "io/rundir/runlock.h"
-#include "path.h"
-#include "runsum.h"
-#include "train/trainer.h"
-#include "world.h"
+#include "src/path.h"
+#include "src/runsum.h"
+#include "src/train/trainer.h"
+#include "src/world.h"
 
 /* the command line: the trainer's configuration and the command's own options */
 typedef struct opts {
@@ -42,7 +42,7 @@ typedef struct opts {
 } opts;
 
 /* the run: what every part of the command works on */
-typedef struct run {
+typedef struct train_run {
   opts *o;
   mnt_world *w;
   mnt_trainer *t;
@@ -67,7 +67,7 @@ typedef struct run {
   json_t *losses;         /* summary.json's rank_losses */
   mnt_runlock **locks;    /* rank 0's locks of --out and --ckpt-dir (a new rank 0 takes them after a loss) */
   double last_step_end;   /* mnt_now() after the last step (a loss's detection is counted from it) */
-} run;
+} train_run;
 
 /* What the loop measures for the progress lines and summary.json. Phases: data, forward, backward,
  * comm exposed, optimizer; ph is this interval's, ph_all every timed step's (the first `warm` steps
@@ -91,31 +91,31 @@ void mnt_train_place(const opts *o, const mnt_world *w);
 /* every rank: rank 0 prepares the run directories (io/rundir/rundir.h; locks[0..1]: the locks it takes)
  * and reads the checkpoint to resume into ck; *found and its state *rs on every rank, the batch per
  * rank set */
-int mnt_train_negotiate_resume(run *r, mnt_ckpt *ck, mnt_train_state *rs, int *found, mnt_runlock **locks);
+int mnt_train_negotiate_resume(train_run *r, mnt_ckpt *ck, mnt_train_state *rs, int *found, mnt_runlock **locks);
 /* every rank: r->t from the checkpoint (closed) or --init, the same everywhere; r->config; r->wr */
-int mnt_train_start_trainer(run *r, mnt_ckpt *ck, const mnt_train_state *rs, int found, int have_sig_thr);
+int mnt_train_start_trainer(train_run *r, mnt_ckpt *ck, const mnt_train_state *rs, int found, int have_sig_thr);
 /* every rank: rank 0's config.json and metrics.jsonl, each rank's --sample-log; agreed */
-int mnt_train_open_outputs(run *r, int found, const mnt_train_state *rs);
+int mnt_train_open_outputs(train_run *r, int found, const mnt_train_state *rs);
 
 /* ---- cmd/train_outputs.c: config.json, metrics.jsonl's lines, checkpoints, the run's end -- */
 
 /* the effective configuration: config.json, and every checkpoint's "config" */
 json_t *mnt_train_config_json(const opts *o, const mnt_trainer *t);
 /* rank 0: one line of metrics.jsonl (line taken, NULL: the line could not be made) */
-int mnt_train_metric(run *r, json_t *line);
+int mnt_train_metric(train_run *r, json_t *line);
 /* rank 0, --timestamps: the wall-clock time that starts a progress line */
 void mnt_train_progress_stamp(const opts *o);
 /* every rank: the checkpoint of this step started (the previous one finished first) */
-int mnt_train_checkpoint_begin(run *r);
+int mnt_train_checkpoint_begin(train_run *r);
 /* every rank: the checkpoint in flight, if any, committed */
-int mnt_train_checkpoint_finish(run *r);
+int mnt_train_checkpoint_finish(train_run *r);
 /* every rank, after a stop request's checkpoint: rank 0 says why and where; MNT_EPREEMPT, agreed */
-int mnt_train_report_preempted(run *r, const loop *l);
+int mnt_train_report_preempted(train_run *r, const loop *l);
 /* every rank, training done: BN statistics averaged, the timing; rank 0's summary.json and --export */
-int mnt_train_finish_run(run *r, loop *l);
+int mnt_train_finish_run(train_run *r, loop *l);
 /* rank 0 after a loss that took the old rank 0: metrics.jsonl opened for appending */
-int mnt_train_reopen_metrics(run *r);
+int mnt_train_reopen_metrics(train_run *r);
 /* rank 0, a run resumed at its end: nothing to train; summary.json rebuilt when it is gone, --export */
-int mnt_train_resumed_complete(run *r);
+int mnt_train_resumed_complete(train_run *r);
 
 #endif

@@ -11,15 +11,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "cmd/train_internal.h"
-#include "cmd/train_signals.h"
-#include "comm/comm.h"
+#include "src/check.h"
+#include "src/cmd/train_internal.h"
+#include "src/cmd/train_signals.h"
+#include "src/comm/comm.h"
 #include "io/ckpt/export.h"
-#include "jsonio.h"
-#include "log.h"
-#include "progress.h"
-#include "trace.h"
+#include "src/jsonio.h"
+#include "src/log.h"
+#include "src/progress.h"
+#include "src/trace.h"
 
 /* ---- config.json, metrics.jsonl's lines --------------------------------------------------- */
 
@@ -67,7 +67,7 @@ json_t *mnt_train_config_json(const opts *o, const mnt_trainer *t) {
 
 /* rank 0: one line of metrics.jsonl, "time" (wall clock, ISO 8601 UTC) first (a full disk stops
  * the run here, loudly) */
-int mnt_train_metric(run *r, json_t *line) {
+int mnt_train_metric(train_run *r, json_t *line) {
   int st = MNT_OK;
   if (r->w->rank == 0) {
     char ts[MNT_ISO_TIME_LEN];
@@ -94,17 +94,17 @@ void mnt_train_progress_stamp(const opts *o) {
 
 /* ---- checkpoints -------------------------------------------------------------------------- */
 
-static int checkpoint_begin_(run *r);
+static int checkpoint_begin_(train_run *r);
 
 /* every rank: the checkpoint of this step started (the previous one finished first) */
-int mnt_train_checkpoint_begin(run *r) {
+int mnt_train_checkpoint_begin(train_run *r) {
   mnt_trace_push("checkpoint", r->t->s.step);
   int st = checkpoint_begin_(r);
   mnt_trace_pop();
   return st;
 }
 
-static int checkpoint_begin_(run *r) {
+static int checkpoint_begin_(train_run *r) {
   double t0 = mnt_now();
   MNT_CHECK(mnt_train_checkpoint_finish(r)); /* the previous one first (with its line in metrics.jsonl) */
   if (mnt_ckpt_last_step(r->wr) == r->t->s.step) return MNT_OK; /* this step's is committed already */
@@ -119,7 +119,7 @@ static int checkpoint_begin_(run *r) {
 }
 
 /* every rank: the checkpoint in flight, if any, committed */
-int mnt_train_checkpoint_finish(run *r) {
+int mnt_train_checkpoint_finish(train_run *r) {
   if (!mnt_ckpt_pending(r->wr)) return MNT_OK;
   mnt_trace_push("checkpoint commit", r->ckpt_step);
   int cst = mnt_ckpt_finish(r->wr);
@@ -155,7 +155,7 @@ static int export_model(mnt_trainer *t, const char *path) {
 }
 
 /* every rank, after a stop request's checkpoint: rank 0 says why and where; MNT_EPREEMPT, agreed */
-int mnt_train_report_preempted(run *r, const loop *l) {
+int mnt_train_report_preempted(train_run *r, const loop *l) {
   opts *o = r->o;
   mnt_trainer *t = r->t;
   if (r->w->rank == 0) {
@@ -202,7 +202,7 @@ static json_t *rank_stats_json(const mnt_world *w, const double *all) {
 }
 
 /* rank 0: summary.json (keys as README "Runs and their outputs") */
-static int write_summary(run *r, const loop *l, const timing *tm) {
+static int write_summary(train_run *r, const loop *l, const timing *tm) {
   opts *o = r->o;
   mnt_trainer *t = r->t;
   mnt_world *w = r->w;
@@ -270,7 +270,7 @@ static int write_summary(run *r, const loop *l, const timing *tm) {
 
 /* every rank, training done: one set of BN statistics, every rank's averaged (what --export writes);
  * the timing; rank 0 writes summary.json and --export and says so */
-int mnt_train_finish_run(run *r, loop *l) {
+int mnt_train_finish_run(train_run *r, loop *l) {
   opts *o = r->o;
   mnt_trainer *t = r->t;
   mnt_world *w = r->w;
@@ -278,7 +278,7 @@ int mnt_train_finish_run(run *r, loop *l) {
   int st;
   if ((st = mnt_be_sync(t->be)) != MNT_OK ||
       (st = mnt_allreduce(t->c, t->m->bn, t->m->nbn, MNT_FP32, MNT_AVG)) != MNT_OK ||
-      (st = mnt_trainer_check_state(t, "checked at the end")) != MNT_OK) /* no summary or export of a diverged run */
+      (st = mnt_trainer_check_state(t, "checked at the end")) != MNT_OK) /* no summary or export of a diverged train_run */
     return st;
   timing tm = {.timed = l->done - l->warm};
   int after_warmup = tm.timed > 0 && l->t_after_warmup > 0;
@@ -338,7 +338,7 @@ int mnt_train_finish_run(run *r, loop *l) {
  * recorded), marked "rebuilt_from": the step times are the intervals' means, and what only the
  * jobs knew (the ranks' own figures, evaluation time, checkpoint stalls) is absent. r->rebuilt: 1 when
  * rebuilt, 0 when metrics.jsonl does not cover the run (said). */
-static int rebuild_summary(run *r) {
+static int rebuild_summary(train_run *r) {
   mnt_trainer *t = r->t;
   int64_t end = t->s.target_step ? t->s.target_step : t->total; /* a run ended at its target ends there */
   loop l = {.done = end, .warm = end > 20 ? 5 : end > 4 ? 1 : 0, .last_loss = NAN, .last_top1 = NAN,
@@ -411,7 +411,7 @@ static int rebuild_summary(run *r) {
 
 /* rank 0, a run resumed at its end (its summary.json stays): nothing to train; summary.json rebuilt
  * when it is gone, --export written */
-int mnt_train_resumed_complete(run *r) {
+int mnt_train_resumed_complete(train_run *r) {
   opts *o = r->o;
   mnt_trainer *t = r->t;
   int st = MNT_OK;
@@ -426,7 +426,7 @@ int mnt_train_resumed_complete(run *r) {
   return st;
 }
 
-int mnt_train_reopen_metrics(run *r) {
+int mnt_train_reopen_metrics(train_run *r) {
   r->metrics = fopen(r->mpath, "a");
   if (!r->metrics) return MNT_SYSERR("%s: cannot open for appending (this rank took over rank 0's outputs)", r->mpath);
   return MNT_OK;

@@ -12,15 +12,15 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "cmd/train_internal.h"
-#include "cmd/train_signals.h"
+#include "src/check.h"
+#include "src/cmd/train_internal.h"
+#include "src/cmd/train_signals.h"
 #include "io/rundir/rundir.h"
-#include "io/rundir/safefs.h"
-#include "jsonio.h"
-#include "log.h"
-#include "placement.h"
-#include "trace.h"
+#include "src/safefs.h"
+#include "src/jsonio.h"
+#include "src/log.h"
+#include "src/placement.h"
+#include "src/trace.h"
 
 /* ---- the rank's CPUs ---------------------------------------------------------------------- */
 
@@ -90,7 +90,7 @@ static int run_identity(const mnt_ckpt *ck, char out[MNT_RUN_ID_HEX + 1]) {
  * to resume (once, here) and broadcasts whether there is one and its state. The global batch is the
  * run's invariant: the batch per rank follows the rank count, the BN groups the checkpoint's where
  * they divide it */
-int mnt_train_negotiate_resume(run *r, mnt_ckpt *ck, mnt_train_state *rs, int *found, mnt_runlock **locks) {
+int mnt_train_negotiate_resume(train_run *r, mnt_ckpt *ck, mnt_train_state *rs, int *found, mnt_runlock **locks) {
   opts *o = r->o;
   mnt_world *w = r->w;
   mnt_train_cfg *c = &o->t;
@@ -152,7 +152,7 @@ int mnt_train_negotiate_resume(run *r, mnt_ckpt *ck, mnt_train_state *rs, int *f
 
 /* ---- the trainer and the outputs ---------------------------------------------------------- */
 
-int mnt_train_start_trainer(run *r, mnt_ckpt *ck, const mnt_train_state *rs, int found, int have_sig_thr) {
+int mnt_train_start_trainer(train_run *r, mnt_ckpt *ck, const mnt_train_state *rs, int found, int have_sig_thr) {
   opts *o = r->o;
   mnt_world *w = r->w;
   int st = mnt_trainer_create(w, &o->t, found ? rs : NULL, &r->t);
@@ -186,7 +186,7 @@ int mnt_train_start_trainer(run *r, mnt_ckpt *ck, const mnt_train_state *rs, int
 
 /* every rank: rank 0 prints the effective configuration, writes config.json and opens
  * metrics.jsonl (a resumed run's kept up to its checkpoint); each rank its --sample-log; agreed */
-int mnt_train_open_outputs(run *r, int found, const mnt_train_state *rs) {
+int mnt_train_open_outputs(train_run *r, int found, const mnt_train_state *rs) {
   opts *o = r->o;
   mnt_world *w = r->w;
   mnt_trainer *t = r->t;

@@ -1,13 +1,13 @@
 /* cmd/train_signals.c — the signal thread of `mntrain train` (see train_signals.h). */
-#include "cmd/train_signals.h"
+#include "src/cmd/train_signals.h"
 
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 
-#include "check.h"
-#include "progress.h"
-#include "trace.h"
+#include "src/check.h"
+#include "src/progress.h"
+#include "src/trace.h"
 
 static int g_stop_signal; /* written by the signal thread, read by the loop: __atomic */
 static int g_sig_quit;    /* the command's end: the signal thread returns at its next wake-up (__atomic) */

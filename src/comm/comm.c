@@ -1,13 +1,13 @@
 /* comm.c — backend selection; see comm.h. */
-#include "comm/comm.h"
+#include "src/comm/comm.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "cuda_module.h"
-#include "check.h"
-#include "log.h"
+#include "src/cuda_module.h"
+#include "src/check.h"
+#include "src/log.h"
 
 int mnt_topology_parse(const char *s, mnt_topology *t) {
   if (!strcasecmp(s, "flat")) *t = MNT_TOPO_FLAT;

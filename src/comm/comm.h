@@ -12,10 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dtype.h"
-#include "backend/stream.h"
-#include "log.h"
-#include "world.h"
+#include "src/dtype.h"
+#include "src/backend/stream.h"
+#include "src/log.h"
+#include "src/world.h"
 
 /* nccl-tests' bus bandwidth of an allreduce over n ranks: busbw = algbw * 2(n-1)/n, the bytes
  * each link carries per byte reduced (0 for one rank: nothing crosses a link). The one place

@@ -1,10 +1,10 @@
 /* reducer.c — see reducer.h. */
-#include "comm/reducer.h"
+#include "src/comm/reducer.h"
 
 #include <stdlib.h>
 
-#include "log.h"
-#include "trace.h"
+#include "src/log.h"
+#include "src/trace.h"
 
 typedef struct bucket { size_t off, n; mnt_comm_req *req; uint64_t t0; } bucket;
 struct mnt_reducer {

@@ -16,8 +16,8 @@
 
 #include <stddef.h>
 
-#include "backend/backend.h"
-#include "comm/comm.h"
+#include "src/backend/backend.h"
+#include "src/comm/comm.h"
 
 typedef struct mnt_reducer mnt_reducer;
 

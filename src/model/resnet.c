@@ -2,7 +2,7 @@
  * and resnet_backward in reverse (see resnet.h). Activations have their own buffers; a gradient
  * that several layers contribute to (a block's input feeds its branch and its shortcut) is
  * written by the first contributor and added to by the others. */
-#include "model/resnet.h"
+#include "src/model/resnet.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "log.h"
-#include "rng.h" /* mnt_splitmix64_next */
-#include "simd.h" /* mnt_vec_nonfinite */
-#include "sysmem.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/rng.h" /* mnt_splitmix64_next */
+#include "src/simd.h" /* mnt_vec_nonfinite */
+#include "src/sysmem.h"
 
 enum { OP_CONV, OP_BN, OP_RELU, OP_MAXPOOL, OP_ADD, OP_GAP, OP_FC };
 

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/backend.h"
+#include "src/backend/backend.h"
 
 typedef struct mnt_param {
   char name[128];  /* torchvision name: "layer1.0.conv1.weight", "fc.bias", "bn1.running_mean" */

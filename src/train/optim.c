@@ -1,15 +1,15 @@
 /* optim.c — see optim.h. */
-#include "train/optim.h"
+#include "src/train/optim.h"
 
-#include "check.h"
-#include "log.h"
+#include "src/check.h"
+#include "src/log.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "backend/backend.h"
+#include "src/backend/backend.h"
 
 int mnt_sched_parse(const char *s, mnt_sched *out) {
   if (!strcasecmp(s, "step")) *out = MNT_SCHED_STEP;

@@ -26,7 +26,7 @@
 #ifndef MNT_OPTIM_H
 #define MNT_OPTIM_H
 
-#include "model/resnet.h"
+#include "src/model/resnet.h"
 
 typedef enum { MNT_SCHED_STEP = 0, MNT_SCHED_COSINE = 1, MNT_SCHED_POLY = 2, MNT_SCHED_SLOW_START = 3 } mnt_sched;
 typedef enum { MNT_OPTIM_SGD = 0, MNT_OPTIM_LARS = 1, MNT_OPTIM_RMSPROP_WARMUP = 2, MNT_NOPTIM } mnt_optim;

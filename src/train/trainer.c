@@ -6,7 +6,7 @@
  * still in flight ("exposed comm"); then the non-finite check and the update, which reads the
  * check's flag on the backend, and the step's one wait, for that flag. The loss and top-1 stay on
  * the backend and are read at log time. */
-#include "train/trainer.h"
+#include "src/train/trainer.h"
 
 #include <hdf5.h>
 #include <math.h>
@@ -15,12 +15,12 @@
 #include <string.h>
 #include <strings.h>
 
-#include "check.h"
-#include "env.h"
-#include "log.h"
-#include "simd.h"
-#include "sysmem.h"
-#include "trace.h"
+#include "src/check.h"
+#include "src/env.h"
+#include "src/log.h"
+#include "src/simd.h"
+#include "src/sysmem.h"
+#include "src/trace.h"
 
 /* ---- state -------------------------------------------------------------------------------- */
 json_t *mnt_train_state_json(const mnt_train_state *s) {

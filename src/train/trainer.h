@@ -21,14 +21,14 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "backend/backend.h"
+#include "src/backend/backend.h"
 #include "io/ckpt/ckpt.h"
-#include "comm/comm.h"
-#include "comm/reducer.h"
+#include "src/comm/comm.h"
+#include "src/comm/reducer.h"
 #include "io/data/dataset.h"
 #include "io/data/loader.h"
-#include "model/resnet.h"
-#include "train/optim.h"
+#include "src/model/resnet.h"
+#include "src/train/optim.h"
 
 /* the BN statistics evaluation, checkpoints and --export use: PyTorch's running averages (momentum
  * 0.1); the last training batch's (Akiba et al. 2017: no moving averages); or recomputed before each

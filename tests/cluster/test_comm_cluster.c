@@ -18,10 +18,10 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "comm/comm.h"
-#include "log.h"
-#include "comm/cpu/transport.h"
-#include "world.h"
+#include "src/comm/comm.h"
+#include "src/log.h"
+#include "src/comm/cpu/transport.h"
+#include "src/world.h"
 
 #include "tests/expect.h"
 

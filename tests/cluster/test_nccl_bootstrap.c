@@ -8,9 +8,9 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "comm/comm.h"
-#include "log.h"
-#include "world.h"
+#include "src/comm/comm.h"
+#include "src/log.h"
+#include "src/world.h"
 
 int main(void) {
   mnt_world w;

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "world.h"
+#include "src/log.h"
+#include "src/world.h"
 
 #include "tests/expect.h"
 

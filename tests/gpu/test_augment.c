@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
-#include "backend/cuda/device.h"
+#include "src/backend/backend.h"
+#include "src/backend/cuda/device.h"
 #include "io/convert/convert.h"
 #include "io/data/dataset.h"
 #include "io/data/loader.h"
-#include "log.h"
+#include "src/log.h"
 
 #include "tests/gpu/gpu_test.h"
 

@@ -18,10 +18,10 @@
 #include <string.h>
 #include <strings.h>
 
-#include "backend/backend.h"
-#include "backend/cuda/device.h"
-#include "dtype.h"
-#include "log.h"
+#include "src/backend/backend.h"
+#include "src/backend/cuda/device.h"
+#include "src/dtype.h"
+#include "src/log.h"
 
 #include "tests/gpu/gpu_test.h"
 

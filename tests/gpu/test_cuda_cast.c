@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/device.h"
+#include "src/backend/cuda/device.h"
 #include "kernels/cast.h"
-#include "dtype.h"
+#include "src/dtype.h"
 
 #include "tests/gpu/gpu_test.h"
 

@@ -25,11 +25,11 @@
 #include <time.h>
 
 #include "tests/expect.h"
-#include "comm/comm.h"
-#include "dtype.h"
-#include "log.h"
+#include "src/comm/comm.h"
+#include "src/dtype.h"
+#include "src/log.h"
 #include "kernels/ops.h"
-#include "world.h"
+#include "src/world.h"
 
 #define N 100003 /* odd: never whole hier slices, so the flat tail is always used too */
 

@@ -19,12 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
-#include "backend/cuda/device.h"
-#include "dtype.h"
-#include "log.h"
-#include "model/resnet.h"
-#include "train/optim.h"
+#include "src/backend/backend.h"
+#include "src/backend/cuda/device.h"
+#include "src/dtype.h"
+#include "src/log.h"
+#include "src/model/resnet.h"
+#include "src/train/optim.h"
 
 #include "tests/gpu/gpu_test.h"
 #include "tests/grad_compare.h"

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
+#include "src/backend/backend.h"
 #include "io/ckpt/export.h"
-#include "log.h"
-#include "model/resnet.h"
+#include "src/log.h"
+#include "src/model/resnet.h"
 
 static int put(hid_t f, const char *path, const float *data, int ndims, const int *dims) {
   return mnt_h5_put_f32(f, path, data, ndims, dims) != MNT_OK;

@@ -2,9 +2,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "args.h"
-#include "log.h"
-#include "path.h"
+#include "src/args.h"
+#include "src/log.h"
+#include "src/path.h"
 
 #include "tests/expect.h"
 

@@ -10,11 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "comm/comm.h"
+#include "src/comm/comm.h"
 #include "io/ckpt/ckpt.h"
-#include "log.h"
+#include "src/log.h"
 #include "tests/expect.h"
-#include "world.h"
+#include "src/world.h"
 
 /* checkpoint `step` of two tensors, /model/a (with `bad` at a[2]) and /bn/b */
 static int write_one(mnt_ckpt_writer *wr, int64_t step, float bad) {

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dtype.h"
+#include "src/dtype.h"
 
 #include "tests/expect.h"
 

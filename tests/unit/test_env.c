@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "env.h"
-#include "log.h"
+#include "src/env.h"
+#include "src/log.h"
 
 #include "tests/expect.h"
 

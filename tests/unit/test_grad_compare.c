@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
-#include "log.h"
-#include "model/resnet.h"
+#include "src/backend/backend.h"
+#include "src/log.h"
+#include "src/model/resnet.h"
 #include "tests/expect.h"
 #include "tests/grad_compare.h"
 

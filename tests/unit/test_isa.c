@@ -14,9 +14,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "backend/backend.h"
-#include "log.h"
-#include "model/resnet.h"
+#include "src/backend/backend.h"
+#include "src/log.h"
+#include "src/model/resnet.h"
 
 #include "tests/expect.h"
 

@@ -21,8 +21,8 @@
 #include "io/data/augment.h"
 #include "io/data/dataset.h" /* mnt_mix */
 #include "io/data/jpegcrop.h"
-#include "log.h"
-#include "simd.h"
+#include "src/log.h"
+#include "src/simd.h"
 
 #include "tests/expect.h"
 

@@ -11,9 +11,9 @@
 #include <unistd.h>
 #include <dirent.h>
 
-#include "jsonio.h"
-#include "log.h"
-#include "progress.h"
+#include "src/jsonio.h"
+#include "src/log.h"
+#include "src/progress.h"
 
 #include "tests/expect.h"
 

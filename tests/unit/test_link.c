@@ -4,8 +4,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "comm/cpu/transport.h"
+#include "src/log.h"
+#include "src/comm/cpu/transport.h"
 
 #include "tests/expect.h"
 

@@ -15,7 +15,7 @@
 #include "io/convert/convert.h"
 #include "io/data/dataset.h"
 #include "io/data/loader.h"
-#include "log.h"
+#include "src/log.h"
 
 #include "tests/expect.h"
 

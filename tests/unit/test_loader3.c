@@ -19,7 +19,7 @@
 #include "io/data/dataset.h"
 #include "io/data/loader.h"
 #include "io/convert/shard_write.h"
-#include "log.h"
+#include "src/log.h"
 
 #include "tests/expect.h"
 

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
-#include "log.h"
-#include "model/resnet.h"
-#include "train/optim.h"
+#include "src/backend/backend.h"
+#include "src/log.h"
+#include "src/model/resnet.h"
+#include "src/train/optim.h"
 
 static int train(mnt_backend *be, float **w_out, size_t *n_out) {
   mnt_resnet *r;

@@ -14,8 +14,8 @@
 #include <time.h>
 
 #include "tests/expect.h"
-#include "comm/nccl/nccl_wait.h"
-#include "log.h"
+#include "src/comm/nccl/nccl_wait.h"
+#include "src/log.h"
 
 static double cpu_now(void) {
   struct timespec t;

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
-#include "log.h"
+#include "src/backend/backend.h"
+#include "src/log.h"
 
 #include "tests/expect.h"
 

@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
-#include "dtype.h"
-#include "log.h"
+#include "src/backend/backend.h"
+#include "src/dtype.h"
+#include "src/log.h"
 
 #include "tests/expect.h"
 

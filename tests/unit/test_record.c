@@ -14,11 +14,11 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
-#include "expect.h"
+#include "tests/expect.h"
 #include "io/convert/convert.h"
 #include "io/data/dataset.h"
 #include "io/convert/shard_write.h"
-#include "log.h"
+#include "src/log.h"
 
 enum { N = 300, SEED = 11, SHARDS = 3 };
 

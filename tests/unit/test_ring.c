@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/cpu/ring.h"
+#include "src/comm/cpu/ring.h"
 
 #include "tests/expect.h"
 

@@ -24,11 +24,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "expect.h"
+#include "tests/expect.h"
 #include "io/convert/convert.h"
 #include "io/data/dataset.h"
 #include "io/convert/shard_write.h"
-#include "log.h"
+#include "src/log.h"
 
 enum { N2 = 80, SIZE2 = 4, N3 = 24, DEADLINE_S = 20 };
 enum { SAME = 0, REFUSED = 20, OTHER = 21, DIFFERENT = 22 }; /* a child's exit codes */

@@ -18,11 +18,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "dtype.h"
-#include "env.h"
+#include "src/dtype.h"
+#include "src/env.h"
 #include "io/data/loader.h"
-#include "log.h"
-#include "simd.h"
+#include "src/log.h"
+#include "src/simd.h"
 
 #include "tests/expect.h"
 

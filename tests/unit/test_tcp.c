@@ -19,8 +19,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "comm/cpu/transport.h"
+#include "src/log.h"
+#include "src/comm/cpu/transport.h"
 
 #include "tests/expect.h"
 

@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "trace.h"
+#include "src/log.h"
+#include "src/trace.h"
 #include "tests/expect.h"
 
 static void *helper(void *arg) {

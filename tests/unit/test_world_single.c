@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/comm.h"
-#include "log.h"
-#include "world.h"
+#include "src/comm/comm.h"
+#include "src/log.h"
+#include "src/world.h"
 
 #include "tests/expect.h"
 

@@ -18,13 +18,13 @@
 #include <string.h>
 #include <strings.h>
 
-#include "backend/backend.h"
-#include "check.h"
-#include "log.h"
-#include "backend/cpu/cpu_ops.h"
-#include "dtype.h"
-#include "env.h"
-#include "simd.h"
+#include "src/backend/backend.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/backend/cpu/cpu_ops.h"
+#include "src/dtype.h"
+#include "src/env.h"
+#include "src/simd.h"
 
 typedef struct cpu_impl {
   dnnl_engine_t eng;
@@ -91,7 +91,7 @@ static void prim_free(prim *p) {
 /* Execute with (arg id, memory desc, pointer) triples; memories wrap our buffers. */
 typedef struct { int arg; const dnnl_memory_desc_t *md; const void *ptr; } bind;
 
-static int run(mnt_backend *b, prim *p, int n, const bind *binds) {
+static int run_prim(mnt_backend *b, prim *p, int n, const bind *binds) {
   dnnl_exec_arg_t args[12];
   dnnl_memory_t mem[12];
   int st = MNT_OK;
@@ -394,7 +394,7 @@ static int reorder(mnt_backend *b, int what, prim *re, const dnnl_memory_desc_t 
                    const dnnl_memory_desc_t *to_md, void *to) {
   bind bs[] = {{DNNL_ARG_FROM, from_md, from}, {DNNL_ARG_TO, to_md, to}};
   IMPL(b)->reorders[what]++;
-  return run(b, re, 2, bs);
+  return run_prim(b, re, 2, bs);
 }
 
 /* the weights as pass d wants them: the slab's OIHW or the pass's reordered copy (forward's copy
@@ -429,7 +429,7 @@ static int conv_forward(void *h, const void *x, const float *w, void *y) {
   MNT_CHECK(conv_weights(c, FWD, w, &wf));
   MNT_CHECK(conv_in(c, ps, ps->x_alt, &ps->re_x, &c->x, &ps->x, x, c->xbuf, &xi));
   bind bs[] = {{DNNL_ARG_SRC, &ps->x, xi}, {DNNL_ARG_WEIGHTS, &ps->w, wf}, {DNNL_ARG_DST, &ps->y, ps->y_alt ? c->ybuf : y}};
-  MNT_CHECK(run(c->b, &ps->p, 3, bs));
+  MNT_CHECK(run_prim(c->b, &ps->p, 3, bs));
   if (ps->y_alt) MNT_CHECK(reorder(c->b, 0, &ps->re_y, &ps->y, c->ybuf, &c->y, y));
   return MNT_OK;
 }
@@ -446,7 +446,7 @@ static int conv_backward(void *h, const void *x, const float *w, const void *dy,
   MNT_CHECK(conv_in(c, ps, ps->y_alt, &ps->re_y, &c->y, &ps->y, dy, c->ybuf, &dyi));
   bind bw[] = {{DNNL_ARG_SRC, &ps->x, xi}, {DNNL_ARG_DIFF_DST, &ps->y, dyi},
                {DNNL_ARG_DIFF_WEIGHTS, &ps->w, ps->wbuf ? ps->wbuf : dw}};
-  MNT_CHECK(run(c->b, &ps->p, 3, bw));
+  MNT_CHECK(run_prim(c->b, &ps->p, 3, bw));
   if (ps->wbuf) MNT_CHECK(reorder(c->b, 1, &ps->re_w, &ps->w, ps->wbuf, &c->w, dw));
   if (!dx) return MNT_OK;
   ps = &c->pass[BWD_DATA];
@@ -455,7 +455,7 @@ static int conv_backward(void *h, const void *x, const float *w, const void *dy,
   MNT_CHECK(conv_in(c, ps, ps->y_alt, &ps->re_y, &c->y, &ps->y, dy, c->ybuf, &dyi));
   bind bd[] = {{DNNL_ARG_DIFF_DST, &ps->y, dyi}, {DNNL_ARG_WEIGHTS, &ps->w, wb},
                {DNNL_ARG_DIFF_SRC, &ps->x, ps->x_alt ? c->xbuf : dx}};
-  MNT_CHECK(run(c->b, &ps->p, 3, bd));
+  MNT_CHECK(run_prim(c->b, &ps->p, 3, bd));
   if (ps->x_alt) MNT_CHECK(reorder(c->b, 0, &ps->re_x, &ps->x, c->xbuf, &c->x, dx));
   return MNT_OK;
 }
@@ -527,7 +527,7 @@ static int bn_forward_train(void *h, const void *x, const float *gamma, const fl
                {DNNL_ARG_SHIFT, &bn->c1, beta},   {DNNL_ARG_DST, &bn->x, y},
                {DNNL_ARG_MEAN, &bn->c1, save_mean}, {DNNL_ARG_VARIANCE, &bn->c1, save_var},
                {DNNL_ARG_WORKSPACE, &bn->ws, bn->workspace}};
-  MNT_CHECK(run(bn->b, &bn->fwd, bn->relu ? 7 : 6, bs));
+  MNT_CHECK(run_prim(bn->b, &bn->fwd, bn->relu ? 7 : 6, bs));
   double m = (double)bn->N * bn->HW;
   float unbias = m > 1 ? (float)(m / (m - 1)) : 1.0f;
   for (int c = 0; c < bn->C; c++) {
@@ -543,7 +543,7 @@ static int bn_forward_infer(void *h, const void *x, const float *gamma, const fl
   bind bs[] = {{DNNL_ARG_SRC, &bn->x, x},         {DNNL_ARG_SCALE, &bn->c1, gamma},
                {DNNL_ARG_SHIFT, &bn->c1, beta},   {DNNL_ARG_DST, &bn->x, y},
                {DNNL_ARG_MEAN, &bn->c1, run_mean}, {DNNL_ARG_VARIANCE, &bn->c1, run_var}};
-  return run(bn->b, &bn->infer, 6, bs);
+  return run_prim(bn->b, &bn->infer, 6, bs);
 }
 
 static int bn_backward(void *h, const void *x, const void *dy, const float *gamma, const float *save_mean,
@@ -555,7 +555,7 @@ static int bn_backward(void *h, const void *x, const void *dy, const float *gamm
                {DNNL_ARG_VARIANCE, &bn->c1, save_var}, {DNNL_ARG_DIFF_SRC, &bn->x, dx},
                {DNNL_ARG_DIFF_SCALE, &bn->c1, dgamma}, {DNNL_ARG_DIFF_SHIFT, &bn->c1, dbeta},
                {DNNL_ARG_WORKSPACE, &bn->ws, bn->workspace}};
-  return run(bn->b, &bn->bwd, bn->relu ? 10 : 9, bs);
+  return run_prim(bn->b, &bn->bwd, bn->relu ? 10 : 9, bs);
 }
 
 static const char *bn_impl(void *h, int *slow) {
@@ -620,14 +620,14 @@ out:
 static int pool_forward(void *h, const void *x, void *y) {
   cpu_pool *pl = h;
   bind bs[] = {{DNNL_ARG_SRC, &pl->x, x}, {DNNL_ARG_DST, &pl->y, y}, {DNNL_ARG_WORKSPACE, &pl->ws, pl->workspace}};
-  return run(pl->b, &pl->fwd, 3, bs);
+  return run_prim(pl->b, &pl->fwd, 3, bs);
 }
 
 static int pool_backward(void *h, const void *dy, void *dx) {
   cpu_pool *pl = h;
   bind bs[] = {{DNNL_ARG_DIFF_DST, &pl->y, dy}, {DNNL_ARG_WORKSPACE, &pl->ws, pl->workspace},
                {DNNL_ARG_DIFF_SRC, &pl->x, dx}};
-  return run(pl->b, &pl->bwd, 3, bs);
+  return run_prim(pl->b, &pl->bwd, 3, bs);
 }
 
 static const char *pool_impl(void *h, int *slow) {

@@ -12,11 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/cpu_ops.h"
-#include "check.h"
-#include "log.h"
-#include "dtype.h"
-#include "simd.h"
+#include "src/backend/cpu/cpu_ops.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/dtype.h"
+#include "src/simd.h"
 
 static int bf16(const mnt_backend *b) { return b->act_bytes == 2; }
 

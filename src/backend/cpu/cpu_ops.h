@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/backend.h"
+#include "src/backend/backend.h"
 
 /* backend_cpu.c: n floats of the backend's scratch (grown as needed, kept until the backend is
  * destroyed; one user at a time), NULL when memory runs out (logged) */

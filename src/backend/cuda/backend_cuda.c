@@ -10,10 +10,10 @@
 
 #include "kernels/augment.h"
 #include "kernels/cast.h"
-#include "backend/cuda/cuda_impl.h"
-#include "backend/cuda/device.h"
-#include "check.h"
-#include "env.h"
+#include "src/backend/cuda/cuda_impl.h"
+#include "src/backend/cuda/device.h"
+#include "src/check.h"
+#include "src/env.h"
 #include "kernels/ops.h"
 
 /* ---- scratch ------------------------------------------------------------------------------- */

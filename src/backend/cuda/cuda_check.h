@@ -28,9 +28,9 @@
 #include <cudnn.h>
 #endif
 
-#include "check.h"
-#include "log.h"
-#include "backend/stream.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/backend/stream.h"
 
 /* a mnt_stream * is the cudaStream_t itself (stream.h) */
 static inline cudaStream_t mnt_cuda_stream(mnt_stream *s) { return (cudaStream_t)(void *)s; }

@@ -9,8 +9,8 @@
 
 #include <stddef.h>
 
-#include "backend/backend.h"
-#include "backend/cuda/cuda_check.h"
+#include "src/backend/backend.h"
+#include "src/backend/cuda/cuda_check.h"
 
 /* a convolution algorithm needing more workspace than this is passed over */
 #define MNT_CUDA_WS_CAP ((size_t)1 << 30)

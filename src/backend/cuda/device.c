@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "backend/cuda/device.h"
-#include "backend/cuda/cuda_check.h"
-#include "check.h"
-#include "log.h"
+#include "src/backend/cuda/device.h"
+#include "src/backend/cuda/cuda_check.h"
+#include "src/check.h"
+#include "src/log.h"
 
 /* The GPUs this process sees into *n (0 when they cannot be counted); the runtime's error, cleared
  * (leave no error behind: a CPU fallback may follow). */

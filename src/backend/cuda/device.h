@@ -18,7 +18,7 @@
 
 #include <stddef.h>
 
-#include "world.h"
+#include "src/world.h"
 
 int mnt_cuda_device_count(void);
 /* the count; why (len bytes, may be NULL): "" when the GPUs were counted (0 or more), else the

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/cuda_impl.h"
-#include "check.h"
+#include "src/backend/cuda/cuda_impl.h"
+#include "src/check.h"
 #include "kernels/ops.h"
 
 static const float mnt_one = 1.0f, mnt_zero = 0.0f;

@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "log.h"
-#include "dtype.h"
-#include "comm/cpu/cpu_comm.h"
-#include "comm/cpu/ring.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/dtype.h"
+#include "src/comm/cpu/cpu_comm.h"
+#include "src/comm/cpu/ring.h"
 
 static int segments(size_t count, size_t esize, int n, size_t **off, size_t **len) {
   *off = malloc((size_t)n * sizeof **off);

@@ -12,9 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "comm/comm.h"
-#include "comm/cpu/transport.h"
-#include "comm/cpu/watchdog.h"
+#include "src/comm/comm.h"
+#include "src/comm/cpu/transport.h"
+#include "src/comm/cpu/watchdog.h"
 
 enum { TAG_FLAT = 0, TAG_INTER = 1 };
 

@@ -33,13 +33,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "log.h"
-#include "comm/cpu/cpu_comm.h"
-#include "comm/cpu/ring.h"
-#include "comm/cpu/transport.h"
-#include "comm/cpu/watchdog.h"
-#include "trace.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/comm/cpu/cpu_comm.h"
+#include "src/comm/cpu/ring.h"
+#include "src/comm/cpu/transport.h"
+#include "src/comm/cpu/watchdog.h"
+#include "src/trace.h"
 
 #define PIECE (256u << 10)      /* bytes reduced or copied before looking at the other side */
 #define SPINS 64                /* idle iterations before sleeping */

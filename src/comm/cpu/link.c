@@ -5,9 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "log.h"
-#include "comm/cpu/transport.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/comm/cpu/transport.h"
 
 #define TCP_SEND_MAX (4u << 20)  /* bytes per send() call */
 #define SHM_PIECE (256u << 10)   /* bytes published at a time, so the reader starts early */

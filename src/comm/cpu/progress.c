@@ -5,11 +5,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "log.h"
-#include "dtype.h"
-#include "comm/cpu/cpu_comm.h"
-#include "comm/cpu/watchdog.h"
-#include "trace.h"
+#include "src/log.h"
+#include "src/dtype.h"
+#include "src/comm/cpu/cpu_comm.h"
+#include "src/comm/cpu/watchdog.h"
+#include "src/trace.h"
 
 static const char *const REQ_NAME[] = {"allreduce", "broadcast", "allgather", "barrier"};
 

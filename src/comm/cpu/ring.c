@@ -1,5 +1,5 @@
 /* ring.c — see ring.h. */
-#include "comm/cpu/ring.h"
+#include "src/comm/cpu/ring.h"
 
 void mnt_ring_segments(size_t count, size_t esize, int n, size_t *off, size_t *len) {
   size_t unit = MNT_RING_ALIGN / esize; /* elements per aligned unit */

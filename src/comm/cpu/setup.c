@@ -17,15 +17,15 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "log.h"
-#include "env.h"
-#include "world.h"
-#include "comm/comm.h"
-#include "comm/cpu/cpu_comm.h"
-#include "comm/cpu/ring.h"
-#include "comm/cpu/transport.h"
-#include "comm/cpu/watchdog.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/env.h"
+#include "src/world.h"
+#include "src/comm/comm.h"
+#include "src/comm/cpu/cpu_comm.h"
+#include "src/comm/cpu/ring.h"
+#include "src/comm/cpu/transport.h"
+#include "src/comm/cpu/watchdog.h"
 
 #define TCP_STAGE (1u << 20)    /* receive staging ring per TCP link: small enough to stay in L2 */
 

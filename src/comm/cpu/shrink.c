@@ -34,9 +34,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "comm/cpu/cpu_comm.h"
-#include "log.h"
+#include "src/check.h"
+#include "src/comm/cpu/cpu_comm.h"
+#include "src/log.h"
 
 static const char MEMB_MAGIC[8] = {'M', 'N', 'T', 'M', 'E', 'M', 'B', '?'};
 enum { K_SUSPECT = 1, K_JOIN = 2, K_DECIDE = 3 };

@@ -12,10 +12,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "log.h"
-#include "path.h"
-#include "comm/cpu/transport.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/path.h"
+#include "src/comm/cpu/transport.h"
 
 #define SHM_MAGIC 0x4d4e5453484d3031ull /* "MNTSHM01" */
 

@@ -13,10 +13,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "log.h"
-#include "sysmem.h"
-#include "comm/cpu/transport.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/sysmem.h"
+#include "src/comm/cpu/transport.h"
 
 static const char HELLO_MAGIC[8] = {'M', 'N', 'T', 'R', 'A', 'I', 'N', '1'};
 enum { ANSWER_OK = 'Y', ANSWER_REFUSED = 'N' };

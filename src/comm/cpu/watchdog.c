@@ -1,5 +1,5 @@
 /* watchdog.c — see watchdog.h. */
-#include "comm/cpu/watchdog.h"
+#include "src/comm/cpu/watchdog.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -11,10 +11,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "log.h"
-#include "sysmem.h"
-#include "trace.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/sysmem.h"
+#include "src/trace.h"
 
 static const char ASK[8] = {'M', 'N', 'T', 'W', 'D', 'O', 'G', '?'};
 static const char TELL[8] = {'M', 'N', 'T', 'W', 'D', 'O', 'G', '!'};

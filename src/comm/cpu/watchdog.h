@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "comm/cpu/transport.h"
-#include "world.h"
+#include "src/comm/cpu/transport.h"
+#include "src/world.h"
 
 typedef struct mnt_watchdog mnt_watchdog;
 

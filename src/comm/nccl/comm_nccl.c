@@ -63,12 +63,12 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "comm/comm.h"
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/device.h"
-#include "check.h"
-#include "log.h"
-#include "comm/nccl/nccl_wait.h"
+#include "src/comm/comm.h"
+#include "src/backend/cuda/cuda_check.h"
+#include "src/backend/cuda/device.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/comm/nccl/nccl_wait.h"
 
 /* NCCL's checks, in check.h's vocabulary (the CUDA calls' are cuda_check.h's):
  *   MNT_NCCL_OK(comm, call, what)   an expression: MNT_OK, or "NCCL what: call failed:

@@ -19,8 +19,8 @@
 
 #include <time.h>
 
-#include "log.h"
-#include "trace.h"
+#include "src/log.h"
+#include "src/trace.h"
 
 #define MNT_NCCL_NAP_FIRST_NS 20000L /* 20 us */
 #define MNT_NCCL_NAP_MAX_NS 50000L   /* 50 us: with the timer slack a poll about every 100 us */

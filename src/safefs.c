@@ -1,5 +1,5 @@
 /* safefs.c — see safefs.h. */
-#include "io/rundir/safefs.h"
+#include "src/safefs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,9 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "log.h"
-#include "path.h"
+#include "src/check.h"
+#include "src/log.h"
+#include "src/path.h"
 
 /* "probe (uid 1001)" */
 static void owner_name(uid_t uid, char *out, size_t n) {
