@@ -8,6 +8,7 @@
 # install, but not in a minimal root); GlusterFS (glusterfs-server, glusterfs-client) for the
 # local cluster's shared checkpoint volume (local-cluster.sh up --gluster). Peers: PyTorch
 # (python3-torch), h5py. Data: Fashion-MNIST (dataset-fashion-mnist, IDX files under /usr/share/datasets/fashion-mnist).
+# Checks: shellcheck (tests/unit/lint_shell.sh), clang-format (tests/unit/format_check.sh).
 # Modulefile tests (tests/unit/modules.sh): Lmod, and tclsh for Environment Modules' modulecmd.tcl
 # (that package conflicts with lmod: the test unpacks it with apt-get download + dpkg -x).
 # CUDA (nvcc, cuDNN, NCCL) is not a Debian package: it is used from /usr/local/cuda when present.
@@ -21,7 +22,7 @@ packages=(
   libpmix-dev libhdf5-dev hdf5-tools libdnnl-dev libopenblas-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libxxhash-dev libjansson-dev zlib1g-dev
   slurm-wlm munge iproute2 util-linux mount procps glusterfs-server glusterfs-client
   python3-torch python3-torchvision python3-h5py python3-numpy dataset-fashion-mnist
-  shellcheck gdb mmdebstrap lmod tcl
+  shellcheck clang-format gdb mmdebstrap lmod tcl
 )
 policy=/usr/sbin/policy-rc.d
 policy_mark="# install-deps.sh: no daemon starts during the install"
