@@ -2,7 +2,7 @@
  * defines: mnt_dir_secure (a directory mntrain may write into), mnt_dir_usable (the same, asked quietly). The files written in it: src/tmpfile.h
  *          (created under a name nobody can guess, renamed into place; logs never through a link).
  *
- * The rules (README "Who may own a run directory"):
+ * The rules (io/rundir/README.md "Who may own a run directory"):
  *  - a directory that holds a run or a dataset (train --out and --ckpt-dir, convert's output) is
  *    owned by the user mntrain runs as, and nobody else may write to it, unless its sticky bit is
  *    set; the directory of a single output file (--export, report's outputs) may also be root's

@@ -1,5 +1,5 @@
 /* ckpt.h — collective checkpoints: one shared HDF5 file written by every rank, committed by a
- * manifest (README "Checkpoints, preemption and resume").
+ * manifest (io/ckpt/README.md).
  * defines: mnt_ckpt_tensor, mnt_ckpt_writer (create / begin / pending / local_done / finish /
  *          commit_now / last_step / destroy: io/ckpt/ckpt_write.c, the layout io/ckpt/ckpt_layout.c),
  *          mnt_ckpt (open / get / close: find, verify and read one: io/ckpt/ckpt_read.c),

@@ -1,4 +1,4 @@
-/* dataset.h — the sharded HDF5 image dataset (README "Datasets").
+/* dataset.h — the sharded HDF5 image dataset (io/data/README.md).
  * defines: mnt_dataset (index.json + shard files), mnt_dataset_open / close / read, mnt_inspect, mnt_dataset_dims, mnt_dataset_shard_of,
  *          mnt_dataset_read_record, mnt_dataset_read_run, MNT_CODEC_RAW / MNT_CODEC_JPEG, mnt_h5_init,
  *          mnt_shard_writer (create a format 2 shard, append samples, close or abort),

@@ -40,7 +40,7 @@
 #   local-cluster.sh nsexec all -- mount -t tmpfs -o size=8m tmpfs /some/dir
 #   local-cluster.sh nsexec all -- umount /some/dir
 #
-# How it works (verified on Debian 12, Slurm 22.05, see also README "Troubleshooting"):
+# How it works (verified on Debian 12, Slurm 22.05, see also tests/README.md "Development findings"):
 # - slurmd is started with nsenter --net=/var/run/netns/<node>; `ip netns exec` would remount
 #   /sys and slurmd then fails on cgroups.
 # - The PMIx plugin creates <TmpFS>/spmix_appdir_<uid>_<job>.<step> on every node; on one
@@ -389,7 +389,7 @@ gluster_try_up() {
     echo "gluster volume create failed: $(gl_msg "$out")"
     return 1
   }
-  # read-after-rename across nodes returned old contents with the defaults (README "Troubleshooting")
+  # read-after-rename across nodes returned old contents with the defaults (tests/README.md "Filesystems")
   # (one 'volume set' takes several pairs: each call is a cluster-wide transaction, ~0.5 s loaded)
   out=$(gl volume set "$GL_VOL" performance.open-behind off features.cache-invalidation on \
     performance.cache-invalidation on 2>&1) || {

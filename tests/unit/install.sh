@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # install.sh — what `cmake --install` puts under a prefix, and that it works from there:
-#  - bin/mntrain, the README, the user-facing job templates (*.sbatch, scaling_sweep.sh), both
+#  - bin/mntrain, the README (and the folder READMEs it links to), the user-facing job templates (*.sbatch, scaling_sweep.sh), both
 #    modulefiles, and in CUDA builds the CUDA module lib/mntrain/mntrain-cuda.so, all listed in
 #    install_manifest.txt; not the developer tools (quickstart.sh, tools/local-cluster.sh, tools/install-deps.sh);
 #  - the binary links no CUDA library (cudart, cuDNN, cuBLAS, NCCL: readelf NEEDED and ldd); the
@@ -35,6 +35,9 @@ module=${libdir:-lib}/mntrain/mntrain-cuda.so
 # ---- what is installed, and install_manifest.txt lists exactly that --------------------------
 tdir=share/mntrain/job_templates
 want=(bin/mntrain share/doc/mntrain/README.md "modulefiles/mntrain/$version.lua" "modulefiles-tcl/mntrain/$version")
+for d in io/ckpt io/data io/rundir job_templates tests benchmarks; do # README.md's links, at the same paths
+  want+=("share/doc/mntrain/$d/README.md")
+done
 [ $cuda -eq 1 ] && want+=("$module")
 [ $cuda -eq 0 ] && [ -e "$prefix/$module" ] && bad "a build without the CUDA parts installed $module"
 scripts=()
