@@ -21,8 +21,7 @@
 #   bB-best         the combination the runs above point to: the better optimizer of LARS and
 #                   rmsprop-warmup + slow-start, with recomputed BN if it helped LARS and label
 #                   smoothing if it helped LARS + BN (not run when it is one of the above)
-# then seed 2 of the best configuration of each batch. A run whose summary.json exists is not run
-# again (the benchmark resumes where it stopped). Prints a table of final top-1 against the
+# then seed 2 of the best configuration of each batch. Prints a table of final top-1 against the
 # baseline and the goals (2,048 within 0.5 points of it, 8,192 within 3), and `mntrain report` of
 # all runs into WORK/report (learning.svg: the curves). About 6 min per run at 16 epochs on 2 cores.
 #
@@ -32,6 +31,8 @@
 # first); a table of the final top-1 per seed, the mean, the best epoch, minutes per run and the
 # mean's difference from the 256 baseline. About 4-5 min per run at 12 epochs on 2 cores (~3,000
 # img/s whatever the batch): ~45 min for the 10 runs; peak memory ~4.2 GB per rank at 4,096 per rank.
+#
+# In both modes a run whose summary.json exists is not run again: the benchmark resumes where it stopped.
 #
 #   benchmarks/large_batch.sh [path/to/mntrain] [work dir, default /tmp/mntrain-large-batch]
 # Environment: MODE (ablation|compare), EPOCHS (default 16 for ablation, 12 for compare), BATCHES
@@ -238,8 +239,6 @@ i=0
 for r in "${runs[@]}"; do
   read -r b o s <<<"$r"
   i=$((i + 1))
-  name="b$b-$o-s$s"
-  out="$work/runs/$name"
   if [ "$o" = lars ]; then
     lr=$lars_lr
     opt=(--optimizer lars --lars-eta 0.001 --schedule poly --label-smoothing 0.1)
@@ -247,23 +246,8 @@ for r in "${runs[@]}"; do
     lr=$sgd_lr
     opt=(--optimizer sgd --schedule cosine)
   fi
-  echo "run $i/$total: batch $b $o seed $s (lr $lr per 256) ... $(date -u +%H:%M:%S) UTC"
-  t0=$(date +%s)
-  mkdir -p "$out"
-  rc=0
-  srun --mpi=pmix -N2 -n2 "$m" train --data "$work/train" --val "$work/test" --arch resnet8 --size 28 \
-    --batch-per-rank $((b / 2)) --bn-batch 32 --epochs "$epochs" --warmup-epochs "$warmup" --lr "$lr" "${opt[@]}" \
-    --pad-crop 2 --val-crop 1 --wd 5e-4 --no-bn-decay --seed "$s" --threads 1 --log-every 50 \
-    --out "$out" --force >"$out/log" 2>&1 || rc=$?
-  t1=$(date +%s)
-  echo "$((t1 - t0))" >"$out/seconds"
-  if [ "$rc" -ne 0 ]; then
-    echo "  FAILED (exit $rc), $((t1 - t0)) s: tail of $out/log:"
-    tail -n 5 "$out/log" | sed 's/^/    /'
-  else
-    grep 'validation:' "$out/log" | awk '{ printf "%s%s", (NR > 1 ? " " : "  top-1 by epoch: "), $7 } END { print "" }'
-    echo "  done in $((t1 - t0)) s"
-  fi
+  echo "run $i/$total: batch $b $o seed $s (lr $lr per 256)"
+  train_run "b$b-$o" "$b" "$s" --warmup-epochs "$warmup" --lr "$lr" "${opt[@]}"
 done
 end_all=$(date +%s)
 echo "# all runs: $(( (end_all - start_all) / 60 )) min $(( (end_all - start_all) % 60 )) s"
