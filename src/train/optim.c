@@ -89,18 +89,32 @@ double mnt_lr_at(const mnt_optim_cfg *c, double epoch) {
   return lr;
 }
 
+/* the weight decay of parameter i: none on biases and BN parameters when exclude (or --no-bn-decay) */
+static float decay_of(const mnt_resnet *r, const mnt_optim_cfg *c, int i, int exclude) {
+  return (exclude || c->no_bn_bias_decay) && r->params[i].no_decay ? 0.0f : (float)c->weight_decay;
+}
+
+/* the run of consecutive parameters from i with the same weight decay: [*off, *off + *n) of the slab,
+ * its decay in *wd; returns the index after it. One fused update per run (the whole slab when every
+ * parameter decays); the padding between views is zero in w, g and the state and stays so */
+static int decay_run(const mnt_resnet *r, const mnt_optim_cfg *c, int i, int exclude, size_t *off, size_t *n,
+                     float *wd) {
+  *wd = decay_of(r, c, i, exclude);
+  int j = i + 1;
+  while (j < r->nparams && decay_of(r, c, j, exclude) == *wd) j++;
+  *off = r->params[i].off;
+  *n = r->params[j - 1].off + r->params[j - 1].n - *off;
+  return j;
+}
+
 int mnt_sgd_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, double epoch, int first_step, const int32_t *skip) {
   (void)epoch;
-  /* one fused update per run of consecutive parameters with the same weight decay (the whole slab
-   * when every parameter decays); the padding between views is zero in w, g and m and stays so */
   for (int i = 0; i < r->nparams;) {
-    float wd = c->no_bn_bias_decay && r->params[i].no_decay ? 0.0f : (float)c->weight_decay;
-    int j = i + 1;
-    while (j < r->nparams && (c->no_bn_bias_decay && r->params[j].no_decay ? 0.0f : (float)c->weight_decay) == wd) j++;
-    size_t off = r->params[i].off, end = r->params[j - 1].off + r->params[j - 1].n;
-    MNT_CHECK(mnt_sgd_step(r->be, r->w + off, r->g + off, r->m + off, end - off, (float)lr, (float)c->momentum, wd,
-                           first_step, skip));
-    i = j;
+    size_t off, n;
+    float wd;
+    i = decay_run(r, c, i, 0, &off, &n, &wd);
+    MNT_CHECK(mnt_sgd_step(r->be, r->w + off, r->g + off, r->m + off, n, (float)lr, (float)c->momentum, wd, first_step,
+                           skip));
   }
   return MNT_OK;
 }
@@ -132,17 +146,13 @@ void mnt_rmsw_alpha(const mnt_optim_cfg *c, double epoch, double lr, double *a_s
 int mnt_rmsw_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, double epoch, int first_step, const int32_t *skip) {
   double as, ar;
   mnt_rmsw_alpha(c, epoch, lr, &as, &ar);
-  /* one update per run of consecutive parameters with the same weight decay (biases and BN: none) */
-  for (int i = 0; i < r->nparams;) {
-    float wd = r->params[i].no_decay ? 0.0f : (float)c->weight_decay;
-    int j = i + 1;
-    while (j < r->nparams && (r->params[j].no_decay ? 0.0f : (float)c->weight_decay) == wd) j++;
-    size_t off = r->params[i].off, end = r->params[j - 1].off + r->params[j - 1].n;
+  for (int i = 0; i < r->nparams;) { /* biases and BN parameters: no decay */
+    size_t off, n;
+    float wd;
+    i = decay_run(r, c, i, 1, &off, &n, &wd);
     mnt_rmsw_hp hp = {.lr = (float)lr, .mu1 = (float)c->momentum, .mu2 = (float)c->rms_mu2, .eps = (float)c->rms_eps,
                       .a_sgd = (float)as, .a_rms = (float)ar, .wd = wd};
-    MNT_CHECK(mnt_rmsw_step(r->be, r->w + off, r->g + off, r->m + off, r->m + r->nw + off, end - off, &hp, first_step,
-                            skip));
-    i = j;
+    MNT_CHECK(mnt_rmsw_step(r->be, r->w + off, r->g + off, r->m + off, r->m + r->nw + off, n, &hp, first_step, skip));
   }
   return MNT_OK;
 }
