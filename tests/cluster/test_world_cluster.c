@@ -1,9 +1,11 @@
 /* test_world_cluster.c — under srun --mpi=pmix: the identity PMIx gives every rank is
- * consistent (sizes, nodes, local ranks), and small-data exchange over PMIx works.
+ * consistent (sizes, nodes, local ranks), small-data exchange over PMIx works, and a barrier waits
+ * for a late rank on another node.
  * usage: srun ... test_world_cluster EXPECTED_SIZE EXPECTED_NODES */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "src/log.h"
 #include "src/world.h"
@@ -56,6 +58,16 @@ int main(int argc, char **argv) {
   int token = w.rank == w.size - 1 ? 12345 : -1;
   EXPECT(mnt_world_bcast(&w, &token, sizeof token, w.size - 1) == MNT_OK && token == 12345, "bcast: %d", token);
   EXPECT(mnt_world_barrier(&w) == MNT_OK, "barrier");
+  /* a barrier waits for the last rank to arrive, across nodes too: the last rank comes 1.5 s late */
+  if (w.rank == w.size - 1) nanosleep(&(struct timespec){1, 500000000}, NULL);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  EXPECT(mnt_world_barrier(&w) == MNT_OK, "barrier with a late rank");
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double waited = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  if (w.rank != w.size - 1)
+    EXPECT(waited > 1.0, "barrier: left after %.3f s, before rank %d arrived (1.5 s late, on %s)", waited, w.size - 1,
+           w.node_name[w.node_of[w.size - 1]]);
 
   int fails_all[256] = {0};
   int total = 0;
