@@ -134,12 +134,54 @@ static int f3_region(mnt_dataset *d, mnt_sample_ws *w, int64_t g, const mnt_aug_
   return MNT_OK;
 }
 
+/* room for `need` bytes of records in batch b (cfg.encoded), the first `keep` kept: grown by half
+ * again each time, from the loader's allocator (page-locked on a GPU) */
+static int enc_reserve(mnt_loader *l, mnt_batch *b, size_t need, size_t keep) {
+  if (need <= b->enc_cap) return MNT_OK;
+  size_t cap = b->enc_cap + b->enc_cap / 2;
+  if (cap < need) cap = need;
+  cap = (cap + 4095) / 4096 * 4096;
+  void *p = NULL;
+  const mnt_loader_cfg *c = &l->cfg;
+  if (c->host_alloc ? c->host_alloc(c->alloc_ctx, cap, &p) != MNT_OK : (p = aligned_alloc(64, cap)) == NULL) {
+    MNT_ERR("loader: %zu bytes for a batch of %d JPEG records", cap, b->n);
+    return MNT_ENOMEM;
+  }
+  if (keep) memcpy(p, b->enc, keep);
+  if (b->enc && c->host_free) c->host_free(c->alloc_ctx, b->enc);
+  else free(b->enc);
+  b->enc = p;
+  b->enc_cap = cap;
+  return MNT_OK;
+}
+
+/* one format 3 JPEG sample into slot i of batch b as stored (cfg.encoded): its record, verified
+ * as every read is, its width and height, and its box in those pixels */
+static int f3_encoded(mnt_loader *l, mnt_sample_ws *w, int64_t epoch, int64_t id, mnt_batch *b, int i) {
+  int W, H;
+  size_t len;
+  mnt_aug_cfg a = aug_cfg(l);
+  float *box = b->boxes + (size_t)i * MNT_BOX_FLOATS;
+  MNT_CHECK(mnt_dataset_dims(l->d, id, &W, &H));
+  MNT_CHECK(mnt_dataset_read_record(l->d, id, &w->rec, &w->cap, &len, &b->labels[i]));
+  if (a.train) mnt_aug_box_wh(&a, W, H, epoch, id, box);
+  else mnt_val_box(W, H, l->cfg.out_size, a.val_crop, box);
+  if (i == 0) b->enc_off[0] = 0;
+  size_t at = b->enc_off[i];
+  MNT_CHECK(enc_reserve(l, b, at + len, at));
+  memcpy(b->enc + at, w->rec, len);
+  b->enc_off[i + 1] = at + len;
+  b->wh[2 * i] = W, b->wh[2 * i + 1] = H;
+  return MNT_OK;
+}
+
 /* one format 3 sample into slot i of batch b: augmented floats, or (cfg.raw) the box resampled to
  * out × out uint8 RGB, unflipped, with the box (0, 0, out, out, flip) for the device */
 static int f3_sample(mnt_loader *l, mnt_sample_ws *w, int64_t epoch, int64_t id, mnt_batch *b, int i) {
   mnt_jpeg_region r;
   mnt_aug_cfg a = aug_cfg(l);
   int out = l->cfg.out_size, C = l->d->channels;
+  if (l->cfg.encoded) return f3_encoded(l, w, epoch, id, b, i);
   MNT_CHECK(f3_region(l->d, w, id, &a, epoch, out, &r, &b->labels[i]));
   if (l->d->codec == MNT_CODEC_JPEG) C = 3;
   if (!l->cfg.raw) {
@@ -272,6 +314,14 @@ static int check_cfg(const mnt_dataset *d, const mnt_loader_cfg *c) {
     MNT_ERR("loader: the validation crop %g is not a fraction of the image in (0, 1]", c->val_crop);
     return MNT_EARG;
   }
+  if (c->encoded && (d->version < MNT_FORMAT_RECORDS || d->codec != MNT_CODEC_JPEG || c->raw)) {
+    MNT_ERR(
+        "%s: the loader hands out JPEG records as stored only for format 3 JPEG shards, and not with raw "
+        "images (this dataset: format %d, %s)",
+        d->dir, d->version,
+        d->version >= MNT_FORMAT_RECORDS && d->codec == MNT_CODEC_JPEG ? "JPEG" : "not JPEG records");
+    return MNT_EARG;
+  }
   if (d->total < c->global_batch) {
     MNT_ERR("%s: %lld samples, fewer than one global batch of %d", d->dir, (long long)d->total, c->global_batch);
     return MNT_EARG;
@@ -327,7 +377,13 @@ int mnt_loader_open(mnt_loader **out, mnt_dataset *d, const mnt_loader_cfg *cfg,
     b->channels = l->C;
     b->size = c.out_size;
     size_t px = (size_t)side * side * rawC;
-    if (c.raw) {
+    if (c.encoded) {
+      b->boxes = malloc((size_t)l->per_rank * MNT_BOX_FLOATS * sizeof(float));
+      b->enc_off = malloc(((size_t)l->per_rank + 1) * sizeof *b->enc_off);
+      b->wh = malloc((size_t)l->per_rank * 2 * sizeof *b->wh);
+      if (b->boxes && b->enc_off && b->wh) st = enc_reserve(l, b, (size_t)l->per_rank * 32768, 0);
+      if (st == MNT_OK) b->enc_off[0] = 0;
+    } else if (c.raw) {
       size_t bytes = ((size_t)l->per_rank * px + 63) / 64 * 64;
       void *p = NULL;
       if (c.host_alloc ? c.host_alloc(c.alloc_ctx, bytes, &p) == MNT_OK : (p = aligned_alloc(64, bytes)) != NULL)
@@ -340,7 +396,8 @@ int mnt_loader_open(mnt_loader **out, mnt_dataset *d, const mnt_loader_cfg *cfg,
     }
     b->labels = malloc((size_t)l->per_rank * sizeof *b->labels);
     b->ids = malloc((size_t)l->per_rank * sizeof *b->ids);
-    if (!(b->images || (b->raw && b->boxes)) || !b->labels || !b->ids) st = MNT_ENOMEM;
+    if (!(b->images || (b->raw && b->boxes) || (b->enc && b->boxes && b->enc_off && b->wh)) || !b->labels || !b->ids)
+      st = st != MNT_OK ? st : MNT_ENOMEM;
   }
   for (int i = 0; i < c.threads && st == MNT_OK; i++) {
     if (pthread_create(&l->thr[i], NULL, worker, l) != 0) st = MNT_ESYS;
@@ -427,6 +484,10 @@ void mnt_loader_close(mnt_loader *l) {
     free(l->slots[i].b.images);
     if (l->slots[i].b.raw && l->cfg.host_free) l->cfg.host_free(l->cfg.alloc_ctx, l->slots[i].b.raw);
     else free(l->slots[i].b.raw);
+    if (l->slots[i].b.enc && l->cfg.host_free) l->cfg.host_free(l->cfg.alloc_ctx, l->slots[i].b.enc);
+    else free(l->slots[i].b.enc);
+    free(l->slots[i].b.enc_off);
+    free(l->slots[i].b.wh);
     free(l->slots[i].b.boxes);
     free(l->slots[i].b.labels);
     free(l->slots[i].b.ids);

@@ -50,7 +50,14 @@ typedef struct mnt_loader_cfg {
                       * a grey level of the float path's values); its box is then the whole of that
                       * image, (0, 0, out, out), with the sample's flip: the device flips and
                       * normalises. mnt_loader_raw_shape gives the images' side and channels. */
-  /* raw buffers' allocator (page-locked memory for fast copies to a GPU); NULL: aligned_alloc */
+  int encoded;       /* 1 (format 3 JPEG records only, not with raw): hand out each sample's record as
+                      * stored, read and verified (its XXH3), in `enc` (sample i: bytes enc_off[i] to
+                      * enc_off[i + 1]), its stored width and height in `wh`, and its box in those
+                      * pixels (training: RandomResizedCrop's, with the flip; validation: the resize
+                      * + centre crop's) in `boxes`, for a device that decodes JPEG itself (nvJPEG):
+                      * what a CPU core still does per image when it does not decode. images and raw
+                      * are NULL. */
+  /* raw and encoded buffers' allocator (page-locked memory for fast copies to a GPU); NULL: aligned_alloc */
   int (*host_alloc)(void *ctx, size_t bytes, void **p);
   void (*host_free)(void *ctx, void *p);
   void *alloc_ctx;
@@ -65,7 +72,11 @@ typedef struct mnt_batch {
   int64_t *ids;      /* global sample indices */
   uint8_t *raw;      /* cfg.raw: n × size × size × channels (mnt_loader_raw_shape: format 1/2 the stored
                       * squares, format 3 the out_size crops) */
-  float *boxes;      /* cfg.raw: n × MNT_BOX_FLOATS, each sample's augmentation */
+  float *boxes;      /* cfg.raw, cfg.encoded: n × MNT_BOX_FLOATS, each sample's augmentation */
+  uint8_t *enc;      /* cfg.encoded: the n records, one after another */
+  size_t *enc_off;   /* cfg.encoded: n + 1 offsets into enc */
+  int32_t *wh;       /* cfg.encoded: n × 2, each record's stored width and height */
+  size_t enc_cap;    /* cfg.encoded: bytes allocated at enc (grows to the largest batch) */
   int64_t epoch, cursor; /* position of this batch's global batch */
 } mnt_batch;
 

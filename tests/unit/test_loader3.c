@@ -314,6 +314,80 @@ static void check_raw_mode(mnt_dataset *d) {
   mnt_loader_close(lr);
 }
 
+/* the records as stored, for a device that decodes (cfg.encoded): each sample's bytes are its record,
+ * its width and height the image's, its box torchvision's in those pixels; the same samples in the same
+ * order as the decoding loader's; refused on raw records and with raw images */
+static void check_encoded_mode(mnt_dataset *jpg, mnt_dataset *raw) {
+  mnt_loader_cfg c = {.out_size = OUT3,
+                      .train = 1,
+                      .global_batch = B3,
+                      .rank = 0,
+                      .nranks = 1,
+                      .seed = 9,
+                      .threads = 2,
+                      .out_channels = 3};
+  mnt_loader_cfg ec = c;
+  ec.encoded = 1;
+  mnt_loader *l, *le;
+  tjhandle tj = tjInitDecompress();
+  uint8_t *rec = NULL;
+  size_t cap = 0, len;
+  int bad_bytes = 0, bad_wh = 0, bad_lab = 0, bad_id = 0, flips = 0, n = 0;
+  double worst = 0;
+  for (int train = 1; train >= 0; train--) {
+    c.train = ec.train = train;
+    if (mnt_loader_open(&l, jpg, &c, 1, B3) || mnt_loader_open(&le, jpg, &ec, 1, B3)) {
+      EXPECT(0, "loaders");
+      return;
+    }
+    for (int k = 0; k < 3; k++) {
+      const mnt_batch *a, *e;
+      if (mnt_loader_next(l, &a) != MNT_OK || mnt_loader_next(le, &e) != MNT_OK) {
+        EXPECT(0, "batch %d of each (%s)", k, mnt_last_error());
+        break;
+      }
+      EXPECT(!e->images && !e->raw && e->enc && e->enc_off[0] == 0, "an encoded batch has records only");
+      for (int i = 0; i < e->n; i++, n++) {
+        int32_t lab;
+        int W = 0, H = 0, sub, cs;
+        bad_id += e->ids[i] != a->ids[i];
+        if (mnt_dataset_read_record(jpg, e->ids[i], &rec, &cap, &len, &lab) != MNT_OK ||
+            tjDecompressHeader3(tj, rec, (unsigned long)len, &W, &H, &sub, &cs) != 0) {
+          EXPECT(0, "read record %lld and its JPEG header", (long long)e->ids[i]);
+          continue;
+        }
+        bad_bytes += e->enc_off[i + 1] - e->enc_off[i] != len || memcmp(e->enc + e->enc_off[i], rec, len) != 0;
+        bad_wh += e->wh[2 * i] != W || e->wh[2 * i + 1] != H; /* as the JPEG's own header says */
+        bad_lab += e->labels[i] != lab || lab != a->labels[i];
+        double want[MNT_BOX_FLOATS];
+        if (train) ref_box3(9, e->epoch, e->ids[i], W, H, want);
+        else ref_val_box(W, H, OUT3, want);
+        for (int j = 0; j < MNT_BOX_FLOATS; j++) worst = fmax(worst, fabs(e->boxes[i * MNT_BOX_FLOATS + j] - want[j]));
+        flips += train && e->boxes[i * MNT_BOX_FLOATS + 4] != 0;
+      }
+    }
+    mnt_loader_close(l);
+    mnt_loader_close(le);
+  }
+  free(rec);
+  tjDestroy(tj);
+  EXPECT(bad_id == 0 && bad_bytes == 0 && bad_wh == 0 && bad_lab == 0,
+         "encoded: of %d samples %d other ids, %d other bytes, %d other sizes, %d other labels", n, bad_id, bad_bytes,
+         bad_wh, bad_lab);
+  EXPECT(worst < 1e-3, "encoded: a box off torchvision's by %g pixels", worst);
+  EXPECT(flips > 0 && flips < 3 * B3, "encoded: %d of %d training boxes flipped", flips, 3 * B3);
+  printf(
+      "  encoded records (for a device that decodes): %d samples, bytes, sizes and labels as stored, boxes within "
+      "%.2g px of torchvision's\n",
+      n, worst);
+  mnt_loader *x = NULL;
+  mnt_loader_cfg both = ec;
+  both.raw = 1;
+  EXPECT(mnt_loader_open(&x, raw, &ec, 0, 0) == MNT_EARG, "encoded on raw records must be refused");
+  EXPECT(mnt_loader_open(&x, jpg, &both, 0, 0) == MNT_EARG, "encoded with raw images must be refused");
+  mnt_loader_close(x);
+}
+
 /* validation batches are mnt_loader_val_sample's images; a damaged JPEG is named */
 static void check_val_and_damage(mnt_dataset *d, const char *damaged) {
   size_t per = 3 * OUT3 * OUT3;
@@ -379,6 +453,7 @@ int main(void) {
   check_reference(&dr, 0);
   check_jpeg(&dr, &dj);
   check_raw_mode(&dj);
+  check_encoded_mode(&dj, &dr);
   check_val_and_damage(&dj, dmg);
   mnt_dataset_close(&dr);
   mnt_dataset_close(&dj);
