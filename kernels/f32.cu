@@ -32,9 +32,10 @@ __global__ void scale_k(float *y, float a, size_t n) {
   MNT_GRID_STRIDE(i, n) { y[i] *= a; }
 }
 // PyTorch's SGD (torch.optim.SGD, dampening 0, no Nesterov) in the CPU backend's order
-__global__ void sgd_k(float *__restrict__ w, const float *__restrict__ g, float *__restrict__ m, size_t n, float lr,
-                      float mu, float wd, int first, const int32_t *skip) {
+__global__ void sgd_k(float *__restrict__ w, const float *__restrict__ g, float *__restrict__ m, size_t n,
+                      const float *__restrict__ hp, float mu, float wd, int first, const int32_t *skip) {
   if (skipped(skip)) return;
+  const float lr = hp[0];
   MNT_GRID_STRIDE(i, n) {
     float d = g[i] + wd * w[i];
     float v = first ? d : mu * m[i] + d;
@@ -44,9 +45,10 @@ __global__ void sgd_k(float *__restrict__ w, const float *__restrict__ g, float 
 }
 // RMSprop warm-up in the CPU backend's order (cpu_ops.c), without FMA contraction
 __global__ void rmsw_k(float *__restrict__ w, const float *__restrict__ g, float *__restrict__ m, float *__restrict__ v,
-                       size_t n, float lr, float mu1, float mu2, float eps, float as, float ar, float wd, int first,
+                       size_t n, const float *__restrict__ hp, float mu1, float mu2, float eps, float wd, int first,
                        const int32_t *skip) {
   if (skipped(skip)) return;
+  const float lr = hp[0], as = hp[1], ar = hp[2];
   const float c2 = 1.0f - mu2;
   MNT_GRID_STRIDE(i, n) {
     float d = __fadd_rn(g[i], __fmul_rn(wd, w[i]));
@@ -90,9 +92,10 @@ __global__ void lars_norms_k(const float *__restrict__ w, const float *__restric
 // LARS, pass 2: the segment's trust ratio from the partial sums, then the step (rounded as the CPU's
 // loop in src/simd.c: no contraction into FMA)
 __global__ void lars_apply_k(float *__restrict__ w, const float *__restrict__ g, float *__restrict__ m,
-                             const mnt_k_seg *seg, const double *partial, float lr, float mu, float wd, float eta,
-                             int first, const int32_t *skip) {
+                             const mnt_k_seg *seg, const double *partial, const float *__restrict__ hp, float mu,
+                             float wd, float eta, int first, const int32_t *skip) {
   if (skipped(skip)) return;
+  const float lr = hp[0];
   const mnt_k_seg s = seg[blockIdx.y];
   float lr_i = lr, wd_i = 0.0f;
   if (s.adapt) {
@@ -142,26 +145,26 @@ extern "C" int mnt_k_f32_scale(float *y, float a, size_t n, void *stream) {
   return (int)cudaGetLastError();
 }
 
-extern "C" int mnt_k_sgd(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first,
+extern "C" int mnt_k_sgd(float *w, const float *g, float *m, size_t n, const float *hp, float mu, float wd, int first,
                          const int32_t *skip, void *stream) {
   if (n == 0) return 0;
-  sgd_k<<<grid_for(n), kThreads, 0, S(stream)>>>(w, g, m, n, lr, mu, wd, first, skip);
+  sgd_k<<<grid_for(n), kThreads, 0, S(stream)>>>(w, g, m, n, hp, mu, wd, first, skip);
   return (int)cudaGetLastError();
 }
 
-extern "C" int mnt_k_rmsw(float *w, const float *g, float *m, float *v, size_t n, float lr, float mu1, float mu2,
-                          float eps, float a_sgd, float a_rms, float wd, int first, const int32_t *skip, void *stream) {
+extern "C" int mnt_k_rmsw(float *w, const float *g, float *m, float *v, size_t n, const float *hp, float mu1,
+                          float mu2, float eps, float wd, int first, const int32_t *skip, void *stream) {
   if (n == 0) return 0;
-  rmsw_k<<<grid_for(n), kThreads, 0, S(stream)>>>(w, g, m, v, n, lr, mu1, mu2, eps, a_sgd, a_rms, wd, first, skip);
+  rmsw_k<<<grid_for(n), kThreads, 0, S(stream)>>>(w, g, m, v, n, hp, mu1, mu2, eps, wd, first, skip);
   return (int)cudaGetLastError();
 }
 
 extern "C" int mnt_k_lars(float *w, const float *g, float *m, const mnt_k_seg *seg, int nseg, double *partial,
-                          float lr, float mu, float wd, float eta, int first, const int32_t *skip, void *stream) {
+                          const float *hp, float mu, float wd, float eta, int first, const int32_t *skip, void *stream) {
   if (nseg <= 0) return 0;
   dim3 grid(MNT_K_LARS_BLOCKS, (unsigned)nseg);
   lars_norms_k<<<grid, kThreads, 0, S(stream)>>>(w, g, seg, partial);
-  lars_apply_k<<<grid, kThreads, 0, S(stream)>>>(w, g, m, seg, partial, lr, mu, wd, eta, first, skip);
+  lars_apply_k<<<grid, kThreads, 0, S(stream)>>>(w, g, m, seg, partial, hp, mu, wd, eta, first, skip);
   return (int)cudaGetLastError();
 }
 

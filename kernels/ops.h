@@ -58,9 +58,12 @@ int mnt_k_pad_channels_bf16(const void *x, void *y, size_t npix, int C, int Cp, 
  * non-finite flag, read on the device) */
 int mnt_k_f32_acc(float *y, const float *x, size_t n, const int32_t *skip, void *stream); /* y += x */
 int mnt_k_f32_scale(float *y, float a, size_t n, void *stream);        /* y *= a */
-/* PyTorch SGD: d = g + wd w; m = first ? d : mu m + d; w -= lr m */
-int mnt_k_sgd(float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first, const int32_t *skip,
-              void *stream);
+/* The optimizers read the step's scalars from device memory (hp: lr, a_sgd, a_rms, in this order:
+ * src/backend/backend.h's mnt_step_hp), written before the step, so that a step's launches are the
+ * same at every step (a CUDA graph replayed) */
+/* PyTorch SGD: d = g + wd w; m = first ? d : mu m + d; w -= lr m (lr = hp[0]) */
+int mnt_k_sgd(float *w, const float *g, float *m, size_t n, const float *hp, float mu, float wd, int first,
+              const int32_t *skip, void *stream);
 /* LARS over tensors (device arrays): seg[s] = {off, n, adapt} of the slab; partial: 2 * nseg *
  * MNT_K_LARS_BLOCKS doubles of scratch. adapt: t = eta |w| / (|g| + wd |w|) (1 when a norm is 0),
  * m = mu m + lr t (g + wd w); else m = mu m + lr g; w -= m (no mu m when first). Norms are summed in
@@ -68,15 +71,15 @@ int mnt_k_sgd(float *w, const float *g, float *m, size_t n, float lr, float mu, 
 enum { MNT_K_LARS_BLOCKS = 32 };
 /* RMSprop warm-up (src/backend/backend.h mnt_rmsw_step), element by element in the CPU's order, no
  * FMA: d = g + wd w; v = mu2 v + (1 - mu2) d d; m = mu1 m + (a_sgd + a_rms / (sqrt(v) + eps)) d;
- * w -= lr m (first: v and m without their old values) */
-int mnt_k_rmsw(float *w, const float *g, float *m, float *v, size_t n, float lr, float mu1, float mu2, float eps,
-               float a_sgd, float a_rms, float wd, int first, const int32_t *skip, void *stream);
+ * w -= lr m (first: v and m without their old values); lr, a_sgd, a_rms = hp[0], hp[1], hp[2] */
+int mnt_k_rmsw(float *w, const float *g, float *m, float *v, size_t n, const float *hp, float mu1, float mu2, float eps,
+               float wd, int first, const int32_t *skip, void *stream);
 typedef struct mnt_k_seg {
   uint64_t off, n;
   int32_t adapt, pad;
 } mnt_k_seg;
-int mnt_k_lars(float *w, const float *g, float *m, const mnt_k_seg *seg, int nseg, double *partial, float lr,
-               float mu, float wd, float eta, int first, const int32_t *skip, void *stream);
+int mnt_k_lars(float *w, const float *g, float *m, const mnt_k_seg *seg, int nseg, double *partial, const float *hp,
+               float mu, float wd, float eta, int first, const int32_t *skip, void *stream); /* lr = hp[0] */
 /* *flag = 1 when x[0..n) holds a NaN or an infinity, else 0 (flag is device memory) */
 int mnt_k_nonfinite(const float *x, size_t n, int32_t *flag, void *stream);
 /* x[0..n) = NaN when any of flags[0..nflags) (device memory) is non-zero as the kernel runs */

@@ -36,9 +36,18 @@ typedef struct mnt_lars_seg {
   size_t off, n;
   int32_t adapt; /* 1: trust ratio and weight decay (weights); 0: plain momentum SGD (biases, BN) */
 } mnt_lars_seg;
-/* the scalars of one mnt_rmsw_step (train/optim.h: RMSprop warm-up) */
+/* The scalars of an update that change from step to step: the update ops read them from backend
+ * memory (the trainer writes them there before each step's update, mnt_optim_scalars), never by
+ * value, so that a step's work on the device is the same at every step: what a CUDA graph captured
+ * once and replayed at every step needs (train/optim.h). The order is the kernels' (kernels/ops.h). */
+typedef struct mnt_step_hp {
+  float lr;           /* the learning rate */
+  float a_sgd, a_rms; /* rmsprop-warmup's blend (train/optim.h); 0 under the others */
+  float pad;
+} mnt_step_hp;
+/* the scalars of one mnt_rmsw_step that are the same at every step (train/optim.h: RMSprop warm-up) */
 typedef struct mnt_rmsw_hp {
-  float lr, mu1, mu2, eps, a_sgd, a_rms, wd;
+  float mu1, mu2, eps, wd;
 } mnt_rmsw_hp;
 
 /* MNT_PREC_AUTO is a request only, resolved where the device is known (cpu: mnt_cpu_auto_precision;
@@ -125,12 +134,13 @@ typedef struct mnt_backend_ops {
    * work runs (the device reads the non-finite flag: no round trip to the host before the update) */
   int (*f32_acc)(mnt_backend *b, float *y, const float *x, size_t n, const int32_t *skip);
   int (*f32_scale)(mnt_backend *b, float *y, float a, size_t n);
-  int (*sgd_step)(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd,
-                  int first, const int32_t *skip);
+  /* hp: backend memory (mnt_step_hp) */
+  int (*sgd_step)(mnt_backend *b, float *w, const float *g, float *m, size_t n, const mnt_step_hp *hp, float mu,
+                  float wd, int first, const int32_t *skip);
   int (*lars_step)(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
-                   float lr, float mu, float wd, float eta, int first, const int32_t *skip);
-  int (*rmsw_step)(mnt_backend *b, float *w, const float *g, float *m, float *v, size_t n, const mnt_rmsw_hp *hp,
-                   int first, const int32_t *skip);
+                   const mnt_step_hp *hp, float mu, float wd, float eta, int first, const int32_t *skip);
+  int (*rmsw_step)(mnt_backend *b, float *w, const float *g, float *m, float *v, size_t n, const mnt_step_hp *hp,
+                   const mnt_rmsw_hp *c, int first, const int32_t *skip);
   int (*nonfinite)(mnt_backend *b, const float *x, size_t n, int32_t *flag);
   int (*f32_poison)(mnt_backend *b, float *x, size_t n, const int32_t *flags, int nflags);
   int (*cast_from_f32)(mnt_backend *b, mnt_dtype t, const float *src, void *dst, size_t n);
@@ -307,29 +317,31 @@ static inline int mnt_f32_acc_unless(mnt_backend *b, float *y, const float *x, s
   return b->ops->f32_acc(b, y, x, n, skip);
 }
 static inline int mnt_f32_scale(mnt_backend *b, float *y, float a, size_t n) { return b->ops->f32_scale(b, y, a, n); }
-/* PyTorch SGD: g += wd * w; m = mu * m + g (m = g on the first step); w -= lr * m. skip (backend
- * memory, or NULL): w and m are left as they are when *skip is non-zero as the step runs (the
- * non-finite flag of mnt_nonfinite, read where the work runs). */
-static inline int mnt_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd,
-                               int first, const int32_t *skip) {
-  return b->ops->sgd_step(b, w, g, m, n, lr, mu, wd, first, skip);
+/* PyTorch SGD: g += wd * w; m = mu * m + g (m = g on the first step); w -= lr * m, lr = hp->lr read
+ * where the work runs (hp: backend memory, mnt_step_hp). skip (backend memory, or NULL): w and m are
+ * left as they are when *skip is non-zero as the step runs (the non-finite flag of mnt_nonfinite,
+ * read where the work runs). */
+static inline int mnt_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, const mnt_step_hp *hp,
+                               float mu, float wd, int first, const int32_t *skip) {
+  return b->ops->sgd_step(b, w, g, m, n, hp, mu, wd, first, skip);
 }
 /* LARS over the tensors seg[0..nseg) (host array; off and n in floats of w, g and m): a segment with
  * adapt = 1 takes the trust ratio t = eta |w| / (|g| + wd |w|) (norms over the segment; t = 1 when
  * either is 0) and weight decay: m = mu m + lr t (g + wd w); adapt = 0: m = mu m + lr g. Then
- * w -= m (m = the step on the first one). Elements outside every segment are not touched; none is
- * when *skip is non-zero (as mnt_sgd_step). */
+ * w -= m (m = the step on the first one), lr = hp->lr (as mnt_sgd_step). Elements outside every
+ * segment are not touched; none is when *skip is non-zero (as mnt_sgd_step). */
 static inline int mnt_lars_step(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
-                                float lr, float mu, float wd, float eta, int first, const int32_t *skip) {
-  return b->ops->lars_step(b, w, g, m, seg, nseg, lr, mu, wd, eta, first, skip);
+                                const mnt_step_hp *hp, float mu, float wd, float eta, int first, const int32_t *skip) {
+  return b->ops->lars_step(b, w, g, m, seg, nseg, hp, mu, wd, eta, first, skip);
 }
 /* RMSprop warm-up (train/optim.h), element by element in this order, in float without FMA:
  * d = g + wd w; v = mu2 v + (1 - mu2) d d (v = (1 - mu2) d d on the first step);
  * m = mu1 m + (a_sgd + a_rms / (sqrt(v) + eps)) d (m = that step on the first); w -= lr m.
+ * lr, a_sgd and a_rms from hp (backend memory, as mnt_sgd_step), mu1, mu2, eps and wd from c (host).
  * Nothing written when *skip is non-zero (as mnt_sgd_step). */
 static inline int mnt_rmsw_step(mnt_backend *b, float *w, const float *g, float *m, float *v, size_t n,
-                                const mnt_rmsw_hp *hp, int first, const int32_t *skip) {
-  return b->ops->rmsw_step(b, w, g, m, v, n, hp, first, skip);
+                                const mnt_step_hp *hp, const mnt_rmsw_hp *c, int first, const int32_t *skip) {
+  return b->ops->rmsw_step(b, w, g, m, v, n, hp, c, first, skip);
 }
 /* *flag (backend memory) = 1 when x[0..n) holds a NaN or an infinity, else 0 */
 static inline int mnt_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {

@@ -174,17 +174,17 @@ static int p_f32_acc(mnt_backend *b, float *y, const float *x, size_t n, const i
 static int p_f32_scale(mnt_backend *b, float *y, float a, size_t n) {
   TIMED("f32 scale", "", prof_orig->f32_scale(b, y, a, n));
 }
-static int p_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd,
-                      int first, const int32_t *skip) {
-  TIMED("sgd", "", prof_orig->sgd_step(b, w, g, m, n, lr, mu, wd, first, skip));
+static int p_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, const mnt_step_hp *hp, float mu,
+                      float wd, int first, const int32_t *skip) {
+  TIMED("sgd", "", prof_orig->sgd_step(b, w, g, m, n, hp, mu, wd, first, skip));
 }
 static int p_lars_step(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
-                       float lr, float mu, float wd, float eta, int first, const int32_t *skip) {
-  TIMED("lars", "", prof_orig->lars_step(b, w, g, m, seg, nseg, lr, mu, wd, eta, first, skip));
+                       const mnt_step_hp *hp, float mu, float wd, float eta, int first, const int32_t *skip) {
+  TIMED("lars", "", prof_orig->lars_step(b, w, g, m, seg, nseg, hp, mu, wd, eta, first, skip));
 }
-static int p_rmsw_step(mnt_backend *b, float *w, const float *g, float *m, float *v, size_t n, const mnt_rmsw_hp *hp,
-                       int first, const int32_t *skip) {
-  TIMED("rmsprop-warmup", "", prof_orig->rmsw_step(b, w, g, m, v, n, hp, first, skip));
+static int p_rmsw_step(mnt_backend *b, float *w, const float *g, float *m, float *v, size_t n, const mnt_step_hp *hp,
+                       const mnt_rmsw_hp *c, int first, const int32_t *skip) {
+  TIMED("rmsprop-warmup", "", prof_orig->rmsw_step(b, w, g, m, v, n, hp, c, first, skip));
 }
 static int p_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag) {
   TIMED("nonfinite", "", prof_orig->nonfinite(b, x, n, flag));

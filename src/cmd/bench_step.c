@@ -85,11 +85,25 @@ static int parse_options(step_args *a, int argc, char **argv, int *help) {
   return MNT_OK;
 }
 
+static int steps(mnt_resnet *r, const step_args *a, const int32_t *y, const mnt_optim_cfg *cfg,
+                 const mnt_step_hp *hp_dev, double *total, int *timed, long long reorders[2]);
+
 /* --warmup untimed steps, then --steps (or about --seconds) timed ones of forward, loss, backward
  * and SGD update on the uploaded batch, each printed; the timed seconds and count out */
 static int time_steps(mnt_resnet *r, const step_args *a, const int32_t *y, double *total, int *timed,
                       long long reorders[2]) {
   mnt_optim_cfg cfg = {.base_lr = 0.1, .global_batch = a->batch, .epochs = 90, .momentum = 0.9, .weight_decay = 1e-4};
+  mnt_step_hp hp, *hp_dev = NULL; /* the step's scalars in backend memory, as the trainer's */
+  mnt_optim_scalars(&cfg, 10.0, &hp);
+  MNT_CHECK(mnt_be_alloc(r->be, sizeof hp, (void **)&hp_dev));
+  int st = mnt_be_copy(r->be, hp_dev, &hp, sizeof hp, MNT_COPY_H2D);
+  if (st == MNT_OK) st = steps(r, a, y, &cfg, hp_dev, total, timed, reorders);
+  mnt_be_free(r->be, hp_dev);
+  return st;
+}
+
+static int steps(mnt_resnet *r, const step_args *a, const int32_t *y, const mnt_optim_cfg *cfg,
+                 const mnt_step_hp *hp_dev, double *total, int *timed, long long reorders[2]) {
   *total = 0;
   *timed = 0;
   for (int k = 0; k < a->warmup + a->steps || (a->seconds > 0 && *total < a->seconds); k++) {
@@ -100,7 +114,7 @@ static int time_steps(mnt_resnet *r, const step_args *a, const int32_t *y, doubl
     MNT_CHECK(mnt_resnet_forward(r, NULL, 1));
     MNT_CHECK(mnt_resnet_loss(r, y, a->batch, 1));
     MNT_CHECK(mnt_resnet_backward(r));
-    MNT_CHECK(mnt_sgd_update(r, &cfg, mnt_lr_at(&cfg, 10.0), 10.0, k == 0, NULL));
+    MNT_CHECK(mnt_sgd_update(r, cfg, hp_dev, k == 0, NULL));
     MNT_CHECK(mnt_resnet_read_loss(r, l3)); /* the read waits for the step */
     double dt = mnt_now() - t0;
     int warm = k < a->warmup;

@@ -107,28 +107,26 @@ static int decay_run(const mnt_resnet *r, const mnt_optim_cfg *c, int i, int exc
   return j;
 }
 
-int mnt_sgd_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, double epoch, int first_step, const int32_t *skip) {
-  (void)epoch;
+int mnt_sgd_update(mnt_resnet *r, const mnt_optim_cfg *c, const mnt_step_hp *hp, int first_step, const int32_t *skip) {
   for (int i = 0; i < r->nparams;) {
     size_t off, n;
     float wd;
     i = decay_run(r, c, i, 0, &off, &n, &wd);
-    MNT_CHECK(mnt_sgd_step(r->be, r->w + off, r->g + off, r->m + off, n, (float)lr, (float)c->momentum, wd, first_step,
-                           skip));
+    MNT_CHECK(mnt_sgd_step(r->be, r->w + off, r->g + off, r->m + off, n, hp, (float)c->momentum, wd, first_step, skip));
   }
   return MNT_OK;
 }
 
-int mnt_lars_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, double epoch, int first_step, const int32_t *skip) {
-  (void)epoch;
+int mnt_lars_update(mnt_resnet *r, const mnt_optim_cfg *c, const mnt_step_hp *hp, int first_step, const int32_t *skip) {
   /* one segment per tensor: the trust ratio is a tensor's own (the padding between views stays zero) */
   mnt_lars_seg *seg = malloc((size_t)r->nparams * sizeof *seg);
   int st = MNT_OK;
   if (!seg) return MNT_ENOMEM;
   for (int i = 0; i < r->nparams; i++)
     seg[i] = (mnt_lars_seg){.off = r->params[i].off, .n = r->params[i].n, .adapt = !r->params[i].no_decay};
-  MNT_CHECK_GOTO(mnt_lars_step(r->be, r->w, r->g, r->m, seg, r->nparams, (float)lr, (float)c->momentum,
-                               (float)c->weight_decay, (float)c->lars_eta, first_step, skip), st, out);
+  MNT_CHECK_GOTO(mnt_lars_step(r->be, r->w, r->g, r->m, seg, r->nparams, hp, (float)c->momentum, (float)c->weight_decay,
+                               (float)c->lars_eta, first_step, skip),
+                 st, out);
 out:
   free(seg);
   return st;
@@ -143,21 +141,26 @@ void mnt_rmsw_alpha(const mnt_optim_cfg *c, double epoch, double lr, double *a_s
   *a_rms = lr > 0 ? (1.0 - a) * c->rms_lr / lr : 0.0;
 }
 
-int mnt_rmsw_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, double epoch, int first_step, const int32_t *skip) {
-  double as, ar;
-  mnt_rmsw_alpha(c, epoch, lr, &as, &ar);
+int mnt_rmsw_update(mnt_resnet *r, const mnt_optim_cfg *c, const mnt_step_hp *hp, int first_step, const int32_t *skip) {
   for (int i = 0; i < r->nparams;) { /* biases and BN parameters: no decay */
     size_t off, n;
     float wd;
     i = decay_run(r, c, i, 1, &off, &n, &wd);
-    mnt_rmsw_hp hp = {.lr = (float)lr, .mu1 = (float)c->momentum, .mu2 = (float)c->rms_mu2, .eps = (float)c->rms_eps,
-                      .a_sgd = (float)as, .a_rms = (float)ar, .wd = wd};
-    MNT_CHECK(mnt_rmsw_step(r->be, r->w + off, r->g + off, r->m + off, r->m + r->nw + off, n, &hp, first_step, skip));
+    mnt_rmsw_hp k = {.mu1 = (float)c->momentum, .mu2 = (float)c->rms_mu2, .eps = (float)c->rms_eps, .wd = wd};
+    MNT_CHECK(
+        mnt_rmsw_step(r->be, r->w + off, r->g + off, r->m + off, r->m + r->nw + off, n, hp, &k, first_step, skip));
   }
   return MNT_OK;
 }
 
-int mnt_optim_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, double epoch, int first_step, const int32_t *skip) {
+void mnt_optim_scalars(const mnt_optim_cfg *c, double epoch, mnt_step_hp *out) {
+  double lr = mnt_lr_at(c, epoch), as = 0, ar = 0;
+  if (c->optimizer == MNT_OPTIM_RMSPROP_WARMUP) mnt_rmsw_alpha(c, epoch, lr, &as, &ar);
+  *out = (mnt_step_hp){.lr = (float)lr, .a_sgd = (float)as, .a_rms = (float)ar};
+}
+
+int mnt_optim_update(mnt_resnet *r, const mnt_optim_cfg *c, const mnt_step_hp *hp, int first_step,
+                     const int32_t *skip) {
   if (c->optimizer < 0 || c->optimizer >= MNT_NOPTIM) {
     MNT_ERR("internal: optimizer %d is not in the table", (int)c->optimizer);
     return MNT_EARG;
@@ -167,5 +170,5 @@ int mnt_optim_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, double ep
             mnt_optims[c->optimizer].nstate, r->nstate);
     return MNT_EARG;
   }
-  return mnt_optims[c->optimizer].update(r, c, lr, epoch, first_step, skip);
+  return mnt_optims[c->optimizer].update(r, c, hp, first_step, skip);
 }

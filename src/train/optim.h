@@ -3,7 +3,7 @@
  * defines: mnt_optim_cfg, mnt_sched (step | cosine | poly | slow-start), mnt_optim (sgd | lars |
  *          rmsprop-warmup), mnt_optim_desc and mnt_optims (the one table of optimizers: name, help,
  *          state tensors, update), mnt_optim_choices, mnt_optim_help, mnt_lr_at, mnt_rmsw_alpha,
- *          mnt_optim_update (mnt_sgd_update, mnt_lars_update, mnt_rmsw_update).
+ *          mnt_optim_scalars, mnt_optim_update (mnt_sgd_update, mnt_lars_update, mnt_rmsw_update).
  * The linear scaling rule: peak lr = base_lr * global_batch / 256 (Goyal et al., arXiv 1706.02677),
  * reached by a linear warm-up from base_lr (peak * 256 / global_batch; no warm-up below 256 images),
  * then step decay (x0.1 at 1/3, 2/3 and 8/9 of the run, i.e. epochs 30, 60, 80 of 90), cosine decay
@@ -22,7 +22,11 @@
  * 1/2 + (e - C) / P up to 1 (reached at C + P/2), and a_rms = (1 - a_sgd) rmsprop_lr / lr: at the
  * start plain RMSprop at rate rmsprop_lr, at the end plain momentum SGD at lr. C:P default to the
  * paper's 10:5 of 90 epochs, as fractions of the run. Biases and batch-norm parameters are not
- * decayed (as under LARS). Its state is two tensors per parameter: the momentum and v. */
+ * decayed (as under LARS). Its state is two tensors per parameter: the momentum and v.
+ * What changes from step to step (the learning rate, the blend) is not passed to the updates by value:
+ * mnt_optim_scalars computes it, the trainer writes it to backend memory before the step, and the
+ * updates' ops read it there (backend.h: mnt_step_hp), so that a step's device work is the same at
+ * every step (the precondition of a CUDA graph captured once and replayed). */
 #ifndef MNT_OPTIM_H
 #define MNT_OPTIM_H
 
@@ -62,7 +66,7 @@ typedef struct mnt_optim_desc {
   const char *name, *help;
   int nstate;
   const char *state[MNT_OPTIM_MAX_STATE];
-  int (*update)(mnt_resnet *r, const mnt_optim_cfg *c, double lr, double epoch, int first_step, const int32_t *skip);
+  int (*update)(mnt_resnet *r, const mnt_optim_cfg *c, const mnt_step_hp *hp, int first_step, const int32_t *skip);
 } mnt_optim_desc;
 extern const mnt_optim_desc mnt_optims[MNT_NOPTIM];
 
@@ -76,10 +80,14 @@ const char *mnt_optim_name(mnt_optim o);              /* as --optimizer spells i
 double mnt_lr_at(const mnt_optim_cfg *c, double epoch);
 /* RMSprop warm-up's blend at a (fractional) epoch: a_sgd, and a_rms at learning rate lr */
 void mnt_rmsw_alpha(const mnt_optim_cfg *c, double epoch, double lr, double *a_sgd, double *a_rms);
-/* one step over every parameter of r (gradients in r->g, state in r->m), by c->optimizer, at epoch */
-int mnt_optim_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, double epoch, int first_step, const int32_t *skip);
-int mnt_sgd_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, double epoch, int first_step, const int32_t *skip);
-int mnt_lars_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, double epoch, int first_step, const int32_t *skip);
-int mnt_rmsw_update(mnt_resnet *r, const mnt_optim_cfg *c, double lr, double epoch, int first_step, const int32_t *skip);
+/* the scalars of the step at a (fractional) epoch: the learning rate (mnt_lr_at) and, under
+ * rmsprop-warmup, its blend (mnt_rmsw_alpha); 0 where an optimizer has none */
+void mnt_optim_scalars(const mnt_optim_cfg *c, double epoch, mnt_step_hp *out);
+/* one step over every parameter of r (gradients in r->g, state in r->m), by c->optimizer, with the
+ * step's scalars at hp (backend memory: mnt_optim_scalars' values, copied there) */
+int mnt_optim_update(mnt_resnet *r, const mnt_optim_cfg *c, const mnt_step_hp *hp, int first_step, const int32_t *skip);
+int mnt_sgd_update(mnt_resnet *r, const mnt_optim_cfg *c, const mnt_step_hp *hp, int first_step, const int32_t *skip);
+int mnt_lars_update(mnt_resnet *r, const mnt_optim_cfg *c, const mnt_step_hp *hp, int first_step, const int32_t *skip);
+int mnt_rmsw_update(mnt_resnet *r, const mnt_optim_cfg *c, const mnt_step_hp *hp, int first_step, const int32_t *skip);
 
 #endif

@@ -235,6 +235,7 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
   if (st == MNT_OK)
     st = mnt_reducer_create(t->c, t->be, t->m->g, t->m->nw, o->grad_dtype, (size_t)(o->bucket_mb * 1e6 / 4), &t->red);
   if (st == MNT_OK) st = mnt_be_alloc(t->be, 4 * sizeof(float), (void **)&t->iv_dev);
+  if (st == MNT_OK) st = mnt_be_alloc(t->be, sizeof *t->hp_dev, (void **)&t->hp_dev);
   if (st == MNT_OK) st = mnt_be_alloc(t->be, (t->m->nbn + 1) * sizeof(float), (void **)&t->bn_prev);
   if (st == MNT_OK) st = mnt_be_alloc(t->be, 2 * sizeof(int32_t), (void **)&t->own_flag);
   if (st == MNT_OK) st = mnt_be_alloc(t->be, 3 * sizeof(int32_t), (void **)&t->state_flag);
@@ -270,6 +271,7 @@ void mnt_trainer_destroy(mnt_trainer *t) {
   mnt_reducer_destroy(t->red);
   if (t->be) {
     mnt_be_free(t->be, t->iv_dev);
+    mnt_be_free(t->be, t->hp_dev);
     mnt_be_free(t->be, t->bn_prev);
     mnt_be_free(t->be, t->own_flag);
     mnt_be_free(t->be, t->state_flag);
@@ -619,9 +621,11 @@ static int optimizer_phase(mnt_trainer *t, const mnt_batch *b, mnt_step_out *out
    * interval's sums read the non-finite flag where they run (on a GPU: no round trip to the host
    * between the allreduce and the update); the host reads it once, as the step ends */
   int32_t bad = 0;
-  double lr = mnt_trainer_lr(t);
+  mnt_step_hp hp; /* pageable: the copy has read it when it returns (backend.h) */
+  mnt_optim_scalars(&t->opt, (double)t->s.step / t->per_epoch, &hp);
+  MNT_CHECK(mnt_be_copy(be, t->hp_dev, &hp, sizeof hp, MNT_COPY_H2D));
   MNT_CHECK(mnt_nonfinite(be, m->g, m->nw, m->flag));
-  MNT_CHECK(mnt_optim_update(m, &t->opt, lr, (double)t->s.step / t->per_epoch, t->s.step == 0, m->flag));
+  MNT_CHECK(mnt_optim_update(m, &t->opt, t->hp_dev, t->s.step == 0, m->flag));
   /* a skipped step's non-finite loss would poison the interval (and a checkpoint) */
   MNT_CHECK(mnt_f32_acc_unless(be, t->iv_dev, m->out3, 2, m->flag));
   /* the one wait of the step: the flag is final once the update has run (the optimizer's time is its own) */

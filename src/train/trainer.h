@@ -89,6 +89,7 @@ typedef struct mnt_trainer {
   /* this job only */
   mnt_reducer *red;
   float *iv_dev;            /* backend memory: this interval's loss sum, top-1 and top-5 (read at log time) */
+  mnt_step_hp *hp_dev;      /* backend memory: the step's learning rate and blend, written before its update */
   /* backends that augment (cuda): raw batches go up in two lanes (backend.h, mnt_upload_*), the next
    * batch on the copy stream while the current one trains (MNT_COPY_OVERLAP=off: each at the start
    * of its own step). A lane holds the batch's pixels, boxes and labels on the device, its boxes and

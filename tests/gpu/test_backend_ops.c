@@ -515,11 +515,21 @@ static void test_xent(const pair *P, int N, int K, float smoothing) {
 }
 
 /* ---- fp32 vectors (the same in both rounds) ------------------------------------------------ */
-/* one SGD step, one LARS step and an accumulate on the GPU, with the skip flag given (NULL: none) */
+/* a step's scalars in b's memory, as the trainer writes them (the kernels read them there) */
+static mnt_step_hp *hp_new(mnt_backend *b, float lr, float a_sgd, float a_rms) {
+  const mnt_step_hp h = {.lr = lr, .a_sgd = a_sgd, .a_rms = a_rms};
+  mnt_step_hp *p = NULL;
+  OK(mnt_be_alloc(b, sizeof h, (void **)&p));
+  OK(mnt_be_copy(b, p, &h, sizeof h, MNT_COPY_H2D));
+  return p;
+}
+
+/* one SGD step, one LARS step and an accumulate on the GPU, with the skip flag given (NULL: none);
+ * hp: lr 0.1 (sgd) and 2 (lars) in the GPU's memory */
 static void skip_flag_steps(const pair *P, float *gw, const float *gg, float *gm, size_t n, const mnt_lars_seg *seg,
-                            const int32_t *flag) {
-  OK(mnt_sgd_step(P->gpu, gw, gg, gm, n, 0.1f, 0.9f, 1e-4f, 0, flag));
-  OK(mnt_lars_step(P->gpu, gw, gg, gm, seg, 3, 2.0f, 0.9f, 5e-4f, 0.001f, 0, flag));
+                            mnt_step_hp *const hp[2], const int32_t *flag) {
+  OK(mnt_sgd_step(P->gpu, gw, gg, gm, n, hp[0], 0.9f, 1e-4f, 0, flag));
+  OK(mnt_lars_step(P->gpu, gw, gg, gm, seg, 3, hp[1], 0.9f, 5e-4f, 0.001f, 0, flag));
   OK(mnt_f32_acc_unless(P->gpu, gw, gg, n, flag));
 }
 
@@ -529,6 +539,9 @@ static void test_f32(const pair *P) {
   float *hw = host_rand(n, 1.0f, 0.0f), *hg = host_rand(n, 1.0f, 0.0f), *hm = host_rand(n, 1.0f, 0.0f);
   float *cw = f32_new(P->cpu, hw, n), *gw = f32_new(P->gpu, hw, n), *cg = f32_new(P->cpu, hg, n),
         *gg = f32_new(P->gpu, hg, n), *cm = f32_new(P->cpu, hm, n), *gm = f32_new(P->gpu, hm, n);
+  /* the steps' scalars, in each backend's memory: sgd (lr 0.1), lars (lr 2), rmsprop-warmup */
+  mnt_step_hp *chp[3] = {hp_new(P->cpu, 0.1f, 0, 0), hp_new(P->cpu, 2.0f, 0, 0), hp_new(P->cpu, 0.8f, 0.3f, 0.002f)};
+  mnt_step_hp *ghp[3] = {hp_new(P->gpu, 0.1f, 0, 0), hp_new(P->gpu, 2.0f, 0, 0), hp_new(P->gpu, 0.8f, 0.3f, 0.002f)};
   OK(mnt_f32_acc(P->cpu, cw, cg, n));
   OK(mnt_f32_acc(P->gpu, gw, gg, n));
   float *want = f32_get(P->cpu, cw, n), *got = f32_get(P->gpu, gw, n);
@@ -540,8 +553,8 @@ static void test_f32(const pair *P) {
   cmp("f32_scale", P->prec, want, got, n, rel);
   free(want), free(got);
   for (int first = 1; first >= 0; first--) {
-    OK(mnt_sgd_step(P->cpu, cw, cg, cm, n, 0.1f, 0.9f, 1e-4f, first, NULL));
-    OK(mnt_sgd_step(P->gpu, gw, gg, gm, n, 0.1f, 0.9f, 1e-4f, first, NULL));
+    OK(mnt_sgd_step(P->cpu, cw, cg, cm, n, chp[0], 0.9f, 1e-4f, first, NULL));
+    OK(mnt_sgd_step(P->gpu, gw, gg, gm, n, ghp[0], 0.9f, 1e-4f, first, NULL));
     want = f32_get(P->cpu, cw, n), got = f32_get(P->gpu, gw, n);
     cmp(first ? "sgd_step w (first)" : "sgd_step w", P->prec, want, got, n, rel);
     free(want), free(got);
@@ -556,8 +569,8 @@ static void test_f32(const pair *P) {
   OK(mnt_be_memset0(P->cpu, cw + 704, 200 * sizeof(float)));
   OK(mnt_be_memset0(P->gpu, gw + 704, 200 * sizeof(float)));
   for (int first = 1; first >= 0; first--) {
-    OK(mnt_lars_step(P->cpu, cw, cg, cm, seg, 3, 2.0f, 0.9f, 5e-4f, 0.001f, first, NULL));
-    OK(mnt_lars_step(P->gpu, gw, gg, gm, seg, 3, 2.0f, 0.9f, 5e-4f, 0.001f, first, NULL));
+    OK(mnt_lars_step(P->cpu, cw, cg, cm, seg, 3, chp[1], 0.9f, 5e-4f, 0.001f, first, NULL));
+    OK(mnt_lars_step(P->gpu, gw, gg, gm, seg, 3, ghp[1], 0.9f, 5e-4f, 0.001f, first, NULL));
     want = f32_get(P->cpu, cw, n), got = f32_get(P->gpu, gw, n);
     cmp(first ? "lars_step w (first)" : "lars_step w", P->prec, want, got, n, 1e-5);
     free(want), free(got);
@@ -571,11 +584,10 @@ static void test_f32(const pair *P) {
     float *hv = host_rand(n, 1.0f, 0.0f);
     for (size_t i = 0; i < n; i++) hv[i] *= hv[i];
     float *cv = f32_new(P->cpu, hv, n), *gv = f32_new(P->gpu, hv, n);
-    const mnt_rmsw_hp hp = {.lr = 0.8f, .mu1 = 0.9f, .mu2 = 0.99f, .eps = 1e-8f, .a_sgd = 0.3f, .a_rms = 0.002f,
-                            .wd = 5e-4f};
+    const mnt_rmsw_hp kc = {.mu1 = 0.9f, .mu2 = 0.99f, .eps = 1e-8f, .wd = 5e-4f};
     for (int first = 1; first >= 0; first--) {
-      OK(mnt_rmsw_step(P->cpu, cw, cg, cm, cv, n, &hp, first, NULL));
-      OK(mnt_rmsw_step(P->gpu, gw, gg, gm, gv, n, &hp, first, NULL));
+      OK(mnt_rmsw_step(P->cpu, cw, cg, cm, cv, n, chp[2], &kc, first, NULL));
+      OK(mnt_rmsw_step(P->gpu, gw, gg, gm, gv, n, ghp[2], &kc, first, NULL));
       const struct { const char *what; float *c, *g; } t[3] = {{"rmsw_step w", cw, gw}, {"rmsw_step momentum", cm, gm},
                                                               {"rmsw_step second moment", cv, gv}};
       for (int k = 0; k < 3; k++) {
@@ -593,7 +605,7 @@ static void test_f32(const pair *P) {
     OK(mnt_be_alloc(P->gpu, sizeof *gflag, (void **)&gflag));
     OK(mnt_be_copy(P->gpu, gflag, &one, sizeof one, MNT_COPY_H2D));
     float *w0 = f32_get(P->gpu, gw, n), *m0 = f32_get(P->gpu, gm, n);
-    skip_flag_steps(P, gw, gg, gm, n, seg, gflag);
+    skip_flag_steps(P, gw, gg, gm, n, seg, ghp, gflag);
     float *w1 = f32_get(P->gpu, gw, n), *m1 = f32_get(P->gpu, gm, n);
     checks++;
     if (memcmp(w0, w1, n * sizeof *w0) || memcmp(m0, m1, n * sizeof *m0)) {
@@ -605,11 +617,11 @@ static void test_f32(const pair *P) {
     int32_t zero = 0;
     OK(mnt_be_copy(P->gpu, gflag, &zero, sizeof zero, MNT_COPY_H2D));
     float *x0 = f32_get(P->gpu, gw, n), *y0 = f32_get(P->gpu, gm, n);
-    skip_flag_steps(P, gw, gg, gm, n, seg, gflag);
+    skip_flag_steps(P, gw, gg, gm, n, seg, ghp, gflag);
     float *wf = f32_get(P->gpu, gw, n), *mf = f32_get(P->gpu, gm, n);
     OK(mnt_be_copy(P->gpu, gw, x0, n * sizeof *x0, MNT_COPY_H2D));
     OK(mnt_be_copy(P->gpu, gm, y0, n * sizeof *y0, MNT_COPY_H2D));
-    skip_flag_steps(P, gw, gg, gm, n, seg, NULL);
+    skip_flag_steps(P, gw, gg, gm, n, seg, ghp, NULL);
     float *wn = f32_get(P->gpu, gw, n), *mn = f32_get(P->gpu, gm, n);
     checks++;
     if (memcmp(wf, wn, n * sizeof *wf) || memcmp(mf, mn, n * sizeof *mf) || !memcmp(wf, x0, n * sizeof *wf)) {
@@ -673,8 +685,8 @@ static void test_f32(const pair *P) {
     mnt_be_free(P->gpu, g16), mnt_be_free(P->gpu, gback);
   }
   mnt_be_free(P->gpu, gf);
-  void *cfree[] = {cw, cg, cm}, *gfree[] = {gw, gg, gm};
-  for (size_t i = 0; i < 3; i++) mnt_be_free(P->cpu, cfree[i]), mnt_be_free(P->gpu, gfree[i]);
+  void *cfree[] = {cw, cg, cm, chp[0], chp[1], chp[2]}, *gfree[] = {gw, gg, gm, ghp[0], ghp[1], ghp[2]};
+  for (size_t i = 0; i < 6; i++) mnt_be_free(P->cpu, cfree[i]), mnt_be_free(P->gpu, gfree[i]);
   free(hw), free(hg), free(hm);
 }
 

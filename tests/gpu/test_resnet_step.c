@@ -74,9 +74,14 @@ static int step(const char *dev, mnt_precision p, int round_bf16, int size, int 
   if (!st) st = mnt_resnet_read_loss(r, o->loss);
   if (!st) st = mnt_resnet_backward(r);
   if (!st) st = mnt_be_copy(be, o->g, r->g, r->nw * sizeof(float), MNT_COPY_D2H);
-  if (!st) st = mnt_sgd_update(r, &cfg, 0.1, 0.0, 1, NULL);
+  const mnt_step_hp hp = {.lr = 0.1f};
+  mnt_step_hp *hp_dev = NULL; /* the step's scalars in backend memory, as the trainer's */
+  if (!st) st = mnt_be_alloc(be, sizeof hp, (void **)&hp_dev);
+  if (!st) st = mnt_be_copy(be, hp_dev, &hp, sizeof hp, MNT_COPY_H2D);
+  if (!st) st = mnt_sgd_update(r, &cfg, hp_dev, 1, NULL);
   if (!st) st = mnt_be_copy(be, o->w, r->w, r->nw * sizeof(float), MNT_COPY_D2H);
   if (!st) st = mnt_be_copy(be, o->bn, r->bn, r->nbn * sizeof(float), MNT_COPY_D2H);
+  mnt_be_free(be, hp_dev);
   mnt_resnet_destroy(r);
   mnt_backend_destroy(be);
   free(xr);

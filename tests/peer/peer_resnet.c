@@ -53,6 +53,7 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "/bn/%s", r->stats[i].name);
     err |= put(f, path, r->bn + r->stats[i].off, 1, r->stats[i].dims);
   }
+  const mnt_step_hp hp = {.lr = 0.01f}; /* the cpu backend's memory is the host's */
   float *losses = malloc((size_t)(steps + 1) * sizeof *losses);
   float *lg = malloc((size_t)batch * classes * sizeof *lg); /* the logits as fp32 (bf16 activations widened) */
   for (int k = 0; k <= steps && !err; k++) {
@@ -71,7 +72,7 @@ int main(int argc, char **argv) {
       }
     }
     for (int i = 0; i < r->nparams; i++) /* lr 0.01, momentum 0.9, weight decay 1e-4 on all, as torch.optim.SGD */
-      mnt_sgd_step(be, r->w + r->params[i].off, r->g + r->params[i].off, r->m + r->params[i].off, r->params[i].n, 0.01f,
+      mnt_sgd_step(be, r->w + r->params[i].off, r->g + r->params[i].off, r->m + r->params[i].off, r->params[i].n, &hp,
                    0.9f, 1e-4f, k == 0, NULL);
   }
   int n1 = steps + 1;

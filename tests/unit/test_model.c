@@ -22,11 +22,12 @@ static int train(mnt_backend *be, float **w_out, size_t *n_out) {
   for (size_t i = 0; i < nx; i++) x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
   for (int i = 0; i < batch; i++) y[i] = i % 10;
   mnt_optim_cfg cfg = {.base_lr = 0.1, .global_batch = 256, .epochs = 1, .momentum = 0.9, .weight_decay = 1e-4};
+  const mnt_step_hp hp = {.lr = 0.05f}; /* host memory is the cpu backend's */
   for (int k = 0; k < 3; k++) {
     if (mnt_resnet_forward(r, x, 1)) return 1;
     if (mnt_resnet_loss(r, y, batch, 1)) return 1;
     if (mnt_resnet_backward(r)) return 1;
-    if (mnt_sgd_update(r, &cfg, 0.05, 0.0, k == 0, NULL)) return 1;
+    if (mnt_sgd_update(r, &cfg, &hp, k == 0, NULL)) return 1;
   }
   *n_out = r->nw;
   *w_out = malloc(r->nw * sizeof(float));

@@ -242,9 +242,10 @@ static void test_small(void) {
 static void test_sgd(void) {
   /* PyTorch: first step m = g + wd*w; then m = mu*m + g + wd*w; w -= lr*m */
   float w[2] = {1, -2}, g[2] = {0.5f, 0.25f}, m[2];
-  mnt_sgd_step(g_be, w, g, m, 2, 0.1f, 0.9f, 0.01f, 1, NULL);
+  const mnt_step_hp hp = {.lr = 0.1f}; /* the step's scalars: host memory is the cpu backend's */
+  mnt_sgd_step(g_be, w, g, m, 2, &hp, 0.9f, 0.01f, 1, NULL);
   float w1 = 1 - 0.1f * (0.5f + 0.01f * 1);
-  mnt_sgd_step(g_be, w, g, m, 2, 0.1f, 0.9f, 0.01f, 0, NULL);
+  mnt_sgd_step(g_be, w, g, m, 2, &hp, 0.9f, 0.01f, 0, NULL);
   float m2 = 0.9f * (0.5f + 0.01f) + 0.5f + 0.01f * w1;
   float w2 = w1 - 0.1f * m2;
   EXPECT(fabsf(w[0] - w2) <= 1e-6f, "sgd: %g want %g", w[0], w2);
@@ -254,13 +255,13 @@ static void test_sgd(void) {
     float w0[2] = {w[0], w[1]}, m0[2] = {m[0], m[1]}, acc[2] = {1, 2};
     int32_t set = 1, clear = 0;
     mnt_lars_seg seg = {.off = 0, .n = 2, .adapt = 1};
-    mnt_sgd_step(g_be, w, g, m, 2, 0.1f, 0.9f, 0.01f, 0, &set);
-    mnt_lars_step(g_be, w, g, m, &seg, 1, 0.1f, 0.9f, 0.01f, 0.001f, 0, &set);
+    mnt_sgd_step(g_be, w, g, m, 2, &hp, 0.9f, 0.01f, 0, &set);
+    mnt_lars_step(g_be, w, g, m, &seg, 1, &hp, 0.9f, 0.01f, 0.001f, 0, &set);
     mnt_f32_acc_unless(g_be, acc, g, 2, &set);
     int same = !memcmp(w, w0, sizeof w0) && !memcmp(m, m0, sizeof m0) && acc[0] == 1 && acc[1] == 2;
     EXPECT(same, "sgd/lars/acc with the skip flag set changed w %g (was %g), m %g (was %g), acc %g", w[0], w0[0], m[0],
            m0[0], acc[0]);
-    mnt_sgd_step(g_be, w, g, m, 2, 0.1f, 0.9f, 0.01f, 0, &clear);
+    mnt_sgd_step(g_be, w, g, m, 2, &hp, 0.9f, 0.01f, 0, &clear);
     mnt_f32_acc_unless(g_be, acc, g, 2, &clear);
     EXPECT(w[0] != w0[0] && m[0] != m0[0] && acc[0] == 1.5f, "sgd/acc with the skip flag clear: no step taken");
     if (same) printf("  %-28s ok\n", "skip flag (sgd, lars, acc)");

@@ -154,18 +154,19 @@ int mnt_cpu_softmax_xent(mnt_backend *b, const void *lv, const int32_t *labels, 
   return MNT_OK;
 }
 
-int mnt_cpu_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd,
-                     int first, const int32_t *skip) {
+int mnt_cpu_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, const mnt_step_hp *hp, float mu,
+                     float wd, int first, const int32_t *skip) {
   (void)b;
   if (skip && *skip) return MNT_OK;
-  mnt_vec_sgd(w, g, m, n, lr, mu, wd, first);
+  mnt_vec_sgd(w, g, m, n, hp->lr, mu, wd, first);
   return MNT_OK;
 }
 
 int mnt_cpu_lars_step(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
-                      float lr, float mu, float wd, float eta, int first, const int32_t *skip) {
+                      const mnt_step_hp *hp, float mu, float wd, float eta, int first, const int32_t *skip) {
   (void)b;
   if (skip && *skip) return MNT_OK;
+  const float lr = hp->lr;
   for (int i = 0; i < nseg; i++) {
     float *ws = w + seg[i].off, *ms = m + seg[i].off;
     const float *gs = g + seg[i].off;
@@ -182,11 +183,11 @@ int mnt_cpu_lars_step(mnt_backend *b, float *w, const float *g, float *m, const 
   return MNT_OK;
 }
 
-int mnt_cpu_rmsw_step(mnt_backend *b, float *w, const float *g, float *m, float *v, size_t n, const mnt_rmsw_hp *hp,
-                      int first, const int32_t *skip) {
+int mnt_cpu_rmsw_step(mnt_backend *b, float *w, const float *g, float *m, float *v, size_t n, const mnt_step_hp *hp,
+                      const mnt_rmsw_hp *c, int first, const int32_t *skip) {
   (void)b;
   if (skip && *skip) return MNT_OK;
-  const float lr = hp->lr, mu1 = hp->mu1, mu2 = hp->mu2, eps = hp->eps, as = hp->a_sgd, ar = hp->a_rms, wd = hp->wd;
+  const float lr = hp->lr, as = hp->a_sgd, ar = hp->a_rms, mu1 = c->mu1, mu2 = c->mu2, eps = c->eps, wd = c->wd;
   const float c2 = 1.0f - mu2;
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (size_t i = 0; i < n; i++) { /* the order of backend.h's mnt_rmsw_step, as the CUDA kernel's */

@@ -23,12 +23,12 @@ int mnt_cpu_f32_scale(mnt_backend *b, float *y, float a, size_t n);
 int mnt_cpu_fc_forward(mnt_backend *b, const void *x, const float *w, const float *bias, void *yv, int N, int I, int O);
 int mnt_cpu_fc_backward(mnt_backend *b, const void *x, const float *w, const void *dyv, void *dx, float *dw, float *dbias, int N, int I, int O);
 int mnt_cpu_softmax_xent(mnt_backend *b, const void *lv, const int32_t *labels, void *dv, int N, int classes, float smoothing, float *out3);
-int mnt_cpu_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd, int first,
-                     const int32_t *skip);
-int mnt_cpu_lars_step(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg, float lr,
-                      float mu, float wd, float eta, int first, const int32_t *skip);
-int mnt_cpu_rmsw_step(mnt_backend *b, float *w, const float *g, float *m, float *v, size_t n, const mnt_rmsw_hp *hp,
-                      int first, const int32_t *skip);
+int mnt_cpu_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, const mnt_step_hp *hp, float mu,
+                     float wd, int first, const int32_t *skip);
+int mnt_cpu_lars_step(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
+                      const mnt_step_hp *hp, float mu, float wd, float eta, int first, const int32_t *skip);
+int mnt_cpu_rmsw_step(mnt_backend *b, float *w, const float *g, float *m, float *v, size_t n, const mnt_step_hp *hp,
+                      const mnt_rmsw_hp *c, int first, const int32_t *skip);
 int mnt_cpu_nonfinite(mnt_backend *b, const float *x, size_t n, int32_t *flag);
 int mnt_cpu_f32_poison(mnt_backend *b, float *x, size_t n, const int32_t *flags, int nflags);
 int mnt_cpu_cast_from_f32(mnt_backend *b, mnt_dtype t, const float *src, void *dst, size_t n);

@@ -289,23 +289,27 @@ static int cu_f32_scale(mnt_backend *b, float *y, float a, size_t n) {
   return MNT_OK;
 }
 
-static int cu_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, float lr, float mu, float wd,
-                       int first, const int32_t *skip) {
-  MNT_KERNEL_CHECK(mnt_k_sgd(w, g, m, n, lr, mu, wd, first, skip, mnt_cuda_of(b)->stream));
+/* hp is device memory: the kernels read the step's scalars there, as floats in kernels/ops.h's order */
+_Static_assert(offsetof(mnt_step_hp, lr) == 0 && offsetof(mnt_step_hp, a_sgd) == sizeof(float) &&
+                   offsetof(mnt_step_hp, a_rms) == 2 * sizeof(float),
+               "mnt_step_hp: lr, a_sgd, a_rms as the kernels read them (hp[0], hp[1], hp[2])");
+static int cu_sgd_step(mnt_backend *b, float *w, const float *g, float *m, size_t n, const mnt_step_hp *hp, float mu,
+                       float wd, int first, const int32_t *skip) {
+  MNT_KERNEL_CHECK(mnt_k_sgd(w, g, m, n, &hp->lr, mu, wd, first, skip, mnt_cuda_of(b)->stream));
   return MNT_OK;
 }
 
-static int cu_rmsw_step(mnt_backend *b, float *w, const float *g, float *m, float *v, size_t n, const mnt_rmsw_hp *hp,
-                        int first, const int32_t *skip) {
-  MNT_KERNEL_CHECK(mnt_k_rmsw(w, g, m, v, n, hp->lr, hp->mu1, hp->mu2, hp->eps, hp->a_sgd, hp->a_rms, hp->wd, first,
-                              skip, mnt_cuda_of(b)->stream));
+static int cu_rmsw_step(mnt_backend *b, float *w, const float *g, float *m, float *v, size_t n, const mnt_step_hp *hp,
+                        const mnt_rmsw_hp *c, int first, const int32_t *skip) {
+  MNT_KERNEL_CHECK(
+      mnt_k_rmsw(w, g, m, v, n, &hp->lr, c->mu1, c->mu2, c->eps, c->wd, first, skip, mnt_cuda_of(b)->stream));
   return MNT_OK;
 }
 
 /* the tensor table goes to the device when it differs from the last one (the trainer's is the same
  * every step); a pageable copy is staged before cudaMemcpyAsync returns, so the host copy may change */
 static int cu_lars_step(mnt_backend *b, float *w, const float *g, float *m, const mnt_lars_seg *seg, int nseg,
-                        float lr, float mu, float wd, float eta, int first, const int32_t *skip) {
+                        const mnt_step_hp *hp, float mu, float wd, float eta, int first, const int32_t *skip) {
   mnt_cuda *c = mnt_cuda_of(b);
   if (nseg <= 0) return MNT_OK;
   int same = nseg == c->lars_n && c->lars_host;
@@ -322,7 +326,7 @@ static int cu_lars_step(mnt_backend *b, float *w, const float *g, float *m, cons
     c->lars_n = nseg;
   }
   MNT_CHECK(mnt_cuda_reserve(c, &c->lars_part, &c->lars_part_bytes, (size_t)nseg * MNT_K_LARS_BLOCKS * 2 * sizeof(double)));
-  MNT_KERNEL_CHECK(mnt_k_lars(w, g, m, c->lars_seg, nseg, c->lars_part, lr, mu, wd, eta, first, skip, c->stream));
+  MNT_KERNEL_CHECK(mnt_k_lars(w, g, m, c->lars_seg, nseg, c->lars_part, &hp->lr, mu, wd, eta, first, skip, c->stream));
   return MNT_OK;
 }
 
