@@ -60,6 +60,46 @@ void mnt_backend_destroy(mnt_backend *b) {
   if (b) b->ops->destroy(b);
 }
 
+int mnt_be_capture_refused(const mnt_backend *b, const char *what) {
+  MNT_ERR(
+      "%s inside a captured step (%s backend): a replayed graph cannot hold it; it belongs before the capture "
+      "or after it",
+      what, b->name);
+  return MNT_EARG;
+}
+
+int mnt_be_capture_begin(mnt_backend *b) {
+  if (b->capturing) {
+    MNT_ERR("a capture began inside another");
+    return MNT_EARG;
+  }
+  if (b->ops->capture_begin) MNT_CHECK(b->ops->capture_begin(b));
+  b->capturing = 1;
+  return MNT_OK;
+}
+
+int mnt_be_capture_end(mnt_backend *b, void **graph) {
+  *graph = NULL;
+  if (!b->capturing) {
+    MNT_ERR("a capture ended that had not begun");
+    return MNT_EARG;
+  }
+  b->capturing = 0;
+  return b->ops->capture_end ? b->ops->capture_end(b, graph) : MNT_OK;
+}
+
+int mnt_be_graph_launch(mnt_backend *b, void *graph) {
+  if (!graph || !b->ops->graph_launch) {
+    MNT_ERR("no graph to launch on the %s backend", b->name);
+    return MNT_EARG;
+  }
+  return b->ops->graph_launch(b, graph);
+}
+
+void mnt_be_graph_free(mnt_backend *b, void *graph) {
+  if (graph && b->ops->graph_free) b->ops->graph_free(b, graph);
+}
+
 static int out_dim(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
 
 int mnt_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, int need_dx,

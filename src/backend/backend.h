@@ -158,6 +158,13 @@ typedef struct mnt_backend_ops {
   int (*upload_use)(mnt_backend *b, int lane);
   int (*upload_release)(mnt_backend *b, int lane);
   int (*upload_host_done)(mnt_backend *b, int lane);
+  /* a step captured and replayed (cuda: a CUDA graph of the work queued on the stream between
+   * capture_begin and capture_end, which does not run then; graph_launch queues all of it). NULL: this
+   * backend does not replay (cpu); see mnt_be_capture_begin. */
+  int (*capture_begin)(mnt_backend *b);
+  int (*capture_end)(mnt_backend *b, void **graph);
+  int (*graph_launch)(mnt_backend *b, void *graph);
+  void (*graph_free)(mnt_backend *b, void *graph);
   /* reorders run so far: [0] of activations, [1] of weights (cpu: oneDNN's layout and type changes
    * around a pass; bench step reports them per step). NULL op: none counted */
   void (*reorders)(mnt_backend *b, long long out[2]);
@@ -172,6 +179,7 @@ struct mnt_backend {
   mnt_precision precision;
   size_t act_bytes;        /* bytes per activation element */
   mnt_stream *stream;      /* every op is queued here */
+  int capturing;           /* between mnt_be_capture_begin and _end: what a graph cannot hold is refused */
   void *impl;
 };
 
@@ -197,24 +205,50 @@ static inline void mnt_be_reorders(mnt_backend *b, long long out[2]) {
   if (b->ops->reorders) b->ops->reorders(b, out);
 }
 
+/* ---- a step captured and replayed (CUDA graphs) ------------------------------------------------
+ * mnt_be_capture_begin: from here the work queued on the stream is recorded into a graph (cuda: it
+ * does not run now) or runs as usual (cpu). Either way, until mnt_be_capture_end, what a replayed
+ * graph cannot hold is refused with MNT_EARG naming it (mnt_be_capture_refused): copies between the
+ * host and the backend (a graph would replay the copy, not the value the host meant), waits for the
+ * stream, allocations. So the same step checked on the CPU is the step a GPU captures.
+ * mnt_be_capture_end: *graph = the graph, queued by mnt_be_graph_launch as often as wanted (cuda);
+ * NULL where the backend does not replay (cpu: the work has run). A capture that fails is ended and
+ * its graph discarded. */
+int mnt_be_capture_begin(mnt_backend *b);
+int mnt_be_capture_end(mnt_backend *b, void **graph);
+int mnt_be_graph_launch(mnt_backend *b, void *graph);
+void mnt_be_graph_free(mnt_backend *b, void *graph);
+int mnt_be_capture_refused(const mnt_backend *b, const char *what); /* logs; MNT_EARG */
+static inline int mnt_be_can_replay(const mnt_backend *b) { return b->ops->graph_launch != NULL; }
+
 /* ---- memory ---------------------------------------------------------------------------------- */
-static inline int mnt_be_alloc(mnt_backend *b, size_t bytes, void **p) { return b->ops->alloc(b, bytes, p); }
+static inline int mnt_be_alloc(mnt_backend *b, size_t bytes, void **p) {
+  return b->capturing ? mnt_be_capture_refused(b, "an allocation") : b->ops->alloc(b, bytes, p);
+}
 static inline void mnt_be_free(mnt_backend *b, void *p) {
   if (p) b->ops->free(b, p);
 }
-static inline int mnt_be_host_alloc(mnt_backend *b, size_t bytes, void **p) { return b->ops->host_alloc(b, bytes, p); }
+static inline int mnt_be_host_alloc(mnt_backend *b, size_t bytes, void **p) {
+  return b->capturing ? mnt_be_capture_refused(b, "a host allocation") : b->ops->host_alloc(b, bytes, p);
+}
 static inline void mnt_be_host_free(mnt_backend *b, void *p) {
   if (p) b->ops->host_free(b, p);
 }
 static inline int mnt_be_copy(mnt_backend *b, void *dst, const void *src, size_t bytes, mnt_copy_kind k) {
+  if (b->capturing && k != MNT_COPY_D2D)
+    return mnt_be_capture_refused(b, k == MNT_COPY_D2H ? "a copy to the host" : "a copy from the host");
   return bytes ? b->ops->copy(b, dst, src, bytes, k) : 0;
 }
 static inline int mnt_be_memset0(mnt_backend *b, void *p, size_t bytes) { return bytes ? b->ops->memset0(b, p, bytes) : 0; }
-static inline int mnt_be_sync(mnt_backend *b) { return b->ops->sync(b); }
+static inline int mnt_be_sync(mnt_backend *b) {
+  return b->capturing ? mnt_be_capture_refused(b, "a wait for the stream") : b->ops->sync(b);
+}
 static inline int mnt_act_upload(mnt_backend *b, const float *host_nchw, void *act, int N, int C, int H, int W) {
+  if (b->capturing) return mnt_be_capture_refused(b, "an upload of activations");
   return b->ops->act_upload(b, host_nchw, act, N, C, H, W);
 }
 static inline int mnt_act_download(mnt_backend *b, const void *act, float *host_nchw, int N, int C, int H, int W) {
+  if (b->capturing) return mnt_be_capture_refused(b, "a download of activations");
   return b->ops->act_download(b, act, host_nchw, N, C, H, W);
 }
 /* p advanced by n activation elements */

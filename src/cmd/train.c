@@ -435,24 +435,29 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
   snprintf(optim_help, sizeof optim_help, "%s (default %s)", mnt_optim_help(), mnt_optim_name(MNT_OPTIM_SGD));
   const mnt_opt table[] = {
       {"data", 0, MNT_OPT_PATH, &c->data, "DIR", "training set (mntrain convert), required", 0, 0},
-      {"val", 0, MNT_OPT_PATH, &c->val, "DIR", "validation set, evaluated every --eval-every epochs and at the end",
-       0, 0},
-      {"eval-every", 0, MNT_OPT_DOUBLE, &o->eval_every, "E", "epochs between evaluations of --val, fractions allowed "
-       "(default 1)", MNT_RANGE(1e-6, 1e6)},
+      {"val", 0, MNT_OPT_PATH, &c->val, "DIR", "validation set, evaluated every --eval-every epochs and at the end", 0,
+       0},
+      {"eval-every", 0, MNT_OPT_DOUBLE, &o->eval_every, "E",
+       "epochs between evaluations of --val, fractions allowed "
+       "(default 1)",
+       MNT_RANGE(1e-6, 1e6)},
       {"target-top1", 0, MNT_OPT_DOUBLE, &o->target_top1, "X",
        "stop when validation top-1 reaches X (a fraction: 0.759), recording the step, epoch and wall time "
-       "(MLPerf's time to accuracy) in metrics.jsonl and summary.json; needs --val; a run keeps its target", MNT_RANGE(0, 1)},
+       "(MLPerf's time to accuracy) in metrics.jsonl and summary.json; needs --val; a run keeps its target",
+       MNT_RANGE(0, 1)},
       {"arch", 0, MNT_OPT_STRING, &c->arch, "A", "resnet8|20|18|34|50|101 (default resnet50)", 0, 0},
       {"size", 0, MNT_OPT_INT, &c->size, "S", "training crop in pixels (default 224)", MNT_RANGE(1, 4096)},
       {"batch-per-rank", 0, MNT_OPT_INT, &c->batch, "B",
-       "images per rank per step (default 32; on resume: the checkpoint's global batch / ranks)", MNT_RANGE(1, 1 << 20)},
+       "images per rank per step (default 32; on resume: the checkpoint's global batch / ranks)",
+       MNT_RANGE(1, 1 << 20)},
       {"epochs", 0, MNT_OPT_INT, &c->epochs, "E", "epochs to train (default 1 unless --steps)", MNT_RANGE(0, 1e6)},
       {"steps", 0, MNT_OPT_INT, &c->steps, "N", "steps to train instead of whole epochs", MNT_RANGE(0, 2e9)},
       {"lr", 0, MNT_OPT_DOUBLE, &c->lr, "LR", "learning rate per 256 images (linear scaling; default 0.1)",
        MNT_RANGE(0, 1000)},
       {"warmup-epochs", 0, MNT_OPT_DOUBLE, &c->warmup_epochs, "W", "linear warm-up (default 0)", MNT_RANGE(0, 1e6)},
       {"schedule", 0, MNT_OPT_CHOICE, &o->schedule, "step|cosine|poly|slow-start",
-       "decay after warm-up: x0.1 at 1/3, 2/3, 8/9 of the run; cosine to 0; poly: (1-t)^2 to 0; slow-start (Akiba et al. "
+       "decay after warm-up: x0.1 at 1/3, 2/3, 8/9 of the run; cosine to 0; poly: (1-t)^2 to 0; slow-start (Akiba et "
+       "al. "
        "2017): 0.5 of the peak to 40/90 of the run, then 0.075, 0.01 and 0.001 of it at 70/90 and 85/90 (default step)",
        0, 0},
       {"optimizer", 0, MNT_OPT_CHOICE, &o->optimizer, mnt_optim_choices(), optim_help, 0, 0},
@@ -460,10 +465,12 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
        MNT_RANGE(1e-9, 1)},
       {"rmsprop-warmup", 0, MNT_OPT_STRING, &o->rmsprop_warmup, "C:P",
        "rmsprop-warmup's blend in epochs: SGD's weight exp(2(e-C)/P)/2 before epoch C, then 1/2 + (e-C)/P up to 1 "
-       "(default: 10:5 of 90 epochs, Akiba et al. 2017, as fractions of the run)", 0, 0},
+       "(default: 10:5 of 90 epochs, Akiba et al. 2017, as fractions of the run)",
+       0, 0},
       {"rmsprop-lr", 0, MNT_OPT_DOUBLE, &c->rms_lr, "LR",
        "rmsprop-warmup: the RMSprop term's rate, (1 - SGD's weight) x LR per unit of normalised gradient, not "
-       "scaled with the batch; momentum makes its step about 1/(1 - momentum) times that (default 1e-4)", MNT_RANGE(0, 10)},
+       "scaled with the batch; momentum makes its step about 1/(1 - momentum) times that (default 1e-4)",
+       MNT_RANGE(0, 10)},
       {"momentum", 0, MNT_OPT_DOUBLE, &c->momentum, "M", "SGD momentum (default 0.9)", MNT_RANGE(0, 1)},
       {"wd", 0, MNT_OPT_DOUBLE, &c->wd, "WD", "weight decay (default 1e-4)", MNT_RANGE(0, 1)},
       {"no-bn-decay", 0, MNT_OPT_FLAG, &c->no_bn_decay, NULL, "no weight decay on BN parameters and biases", 0, 0},
@@ -480,20 +487,33 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
        "BN statistics for evaluation, checkpoints and --export: running averages (momentum 0.1); the last training "
        "batch's (Akiba et al. 2017); or recomputed from the current weights over the batches of the last "
        "--bn-recompute-batches steps before each evaluation and at the end (\"precise BN\"); averaged over ranks "
-       "(default running)", 0, 0},
+       "(default running)",
+       0, 0},
       {"bn-recompute-batches", 0, MNT_OPT_INT, &c->bn_batches, "N",
        "--bn-eval recompute: training batches per rank (default 16)", MNT_RANGE(1, 1 << 20)},
       {"device", 0, MNT_OPT_CHOICE, &o->device, "cpu|cuda|auto",
        "where to compute: cpu (oneDNN) or cuda (cuDNN, one GPU per rank by local rank); auto: cuda with --comm nccl, "
-       "else cpu", 0, 0},
+       "else cpu",
+       0, 0},
       {"precision", 0, MNT_OPT_CHOICE, &o->precision, "fp32|bf16|auto",
        "activations and the inputs of convolutions and the fully connected layer (weights, momentum, BN statistics, "
-       "the loss and the gradients stay fp32); auto: bf16 on GPUs (Ampere and newer) and on CPUs with bf16 instructions, else fp32 (default fp32; "
-       "README: Precision)", 0, 0},
+       "the loss and the gradients stay fp32); auto: bf16 on GPUs (Ampere and newer) and on CPUs with bf16 "
+       "instructions, else fp32 (default fp32; "
+       "README: Precision)",
+       0, 0},
+      {"cuda-graph", 0, MNT_OPT_CHOICE, &o->cuda_graph, "on|off",
+       "on: every step after the first runs from its forward to its update as one graph: with --device cuda captured "
+       "once per upload lane as a CUDA graph (kernels, cuDNN, cuBLAS and NCCL's collectives; needs --comm nccl) and "
+       "replayed, the host waiting once per step; with --device cpu run as a graph would hold it, its rules checked "
+       "(the same results as off; default off)",
+       0, 0},
       {"comm", 0, MNT_OPT_CHOICE, &c->comm, "auto|cpu|nccl", "communicator (default auto: nccl with --device cuda)", 0,
        0},
       {"topology", 0, MNT_OPT_STRING, &o->topology, "flat|hier", "allreduce topology (default flat)", 0, 0},
-      {"grad-dtype", 0, MNT_OPT_STRING, &o->grad_dtype, "fp32|bf16|fp16", "allreduce precision (default fp32; bf16 halves the bytes, but its partial sums are rounded at every ring step: ~1.3% off at 128 ranks, see benchmarks/README.md)", 0, 0},
+      {"grad-dtype", 0, MNT_OPT_STRING, &o->grad_dtype, "fp32|bf16|fp16",
+       "allreduce precision (default fp32; bf16 halves the bytes, but its partial sums are rounded at every ring step: "
+       "~1.3% off at 128 ranks, see benchmarks/README.md)",
+       0, 0},
       {"bucket-mb", 0, MNT_OPT_DOUBLE, &c->bucket_mb, "M", "allreduce bucket size in MB (default 25)",
        MNT_RANGE(0.001, 1e6)},
       {"threads", 0, MNT_OPT_INT, &o->threads, "T",
@@ -515,13 +535,14 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
       {"bn-batch", 0, MNT_OPT_INT, &c->bn_batch, "N",
        "batch-norm statistics over groups of N images (default: the batch per rank; on resume the checkpoint's)",
        MNT_RANGE(0, 1 << 20)},
-      {"export", 0, MNT_OPT_PATH, &o->export_path, "FILE.h5", "write the final weights (torchvision names) to HDF5",
-       0, 0},
+      {"export", 0, MNT_OPT_PATH, &o->export_path, "FILE.h5", "write the final weights (torchvision names) to HDF5", 0,
+       0},
       {"init", 0, MNT_OPT_PATH, &o->init, "FILE.h5",
        "start from these weights (an --export file or a checkpoint's state.h5; checked by name and shape)", 0, 0},
       {"ckpt-dir", 0, MNT_OPT_PATH, &o->ckpt_dir, "DIR",
        "checkpoints (step-NNNNNNNN/state.h5 + MANIFEST.json) on a shared filesystem (default OUT/ckpt when any "
-       "checkpoint flag is given)", 0, 0},
+       "checkpoint flag is given)",
+       0, 0},
       {"ckpt-every-steps", 0, MNT_OPT_INT, &o->ckpt_steps, "K", "a checkpoint every K steps (and at the end)",
        MNT_RANGE(0, 2e9)},
       {"ckpt-every-minutes", 0, MNT_OPT_DOUBLE, &o->ckpt_minutes, "M", "a checkpoint every M minutes (rank 0's clock)",
@@ -529,10 +550,12 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
       {"keep", 0, MNT_OPT_INT, &o->keep, "N", "checkpoints kept, newest first (default 2)", MNT_RANGE(1, 1e6)},
       {"resume", 0, MNT_OPT_PATH, &o->resume, "auto|PATH|none",
        "auto: the newest valid checkpoint in --ckpt-dir, else a fresh start (default with checkpoints); PATH: that "
-       "checkpoint; none: never (default without)", 0, 0},
+       "checkpoint; none: never (default without)",
+       0, 0},
       {"ckpt-stripe", 0, MNT_OPT_SIZE2, &o->stripe, "BYTES",
        "alignment and share granularity of checkpoint writes, a power of two (default 1M: a parallel filesystem's "
-       "stripe)", MNT_RANGE(4096, 1ull << 30)},
+       "stripe)",
+       MNT_RANGE(4096, 1ull << 30)},
       {"no-ckpt-verify", 0, MNT_OPT_FLAG, &o->no_verify, NULL, "resume without checking the checkpoint's checksums", 0,
        0},
       {"stop-after", 0, MNT_OPT_INT, &o->stop_after, "N",
@@ -543,14 +566,17 @@ static int parse_options(opts *o, int argc, char **argv, int quiet, int *help) {
        "when a rank dies or stops answering (MNT_COMM_TIMEOUT): abort takes the job down (the template requeues it "
        "and it resumes from its last checkpoint); shrink: the survivors agree on who is gone, split the same global "
        "batch among themselves, commit a checkpoint and go on (with nccl: not yet run on a GPU; default: "
-       "MNT_ON_RANK_LOSS, else abort)", 0, 0},
+       "MNT_ON_RANK_LOSS, else abort)",
+       0, 0},
       {"min-ranks", 0, MNT_OPT_INT, &o->min_ranks, "N",
        "with shrink: fewer ranks left than N end the job with a checkpoint and exit 3, for a requeue at full size "
-       "(default: half the ranks at the start)", MNT_RANGE(1, 1 << 24)},
+       "(default: half the ranks at the start)",
+       MNT_RANGE(1, 1 << 24)},
       {"trace", 0, MNT_OPT_PATH, &o->trace_dir, "DIR",
        "each rank writes the timeline of --trace-steps (every thread's spans: the step's phases, the gradient "
        "buckets, the loader, the communicator) to DIR/trace-rank-RRRRR.json, at the end, at a stop and on a "
-       "failure; mntrain report --trace DIR merges them (default: MNT_TRACE)", 0, 0},
+       "failure; mntrain report --trace DIR merges them (default: MNT_TRACE)",
+       0, 0},
       {"trace-steps", 0, MNT_OPT_STRING, &o->trace_steps, "A:B",
        "the steps --trace records, as the progress lines number them (default: the three after warm-up)", 0, 0},
       {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
@@ -591,6 +617,7 @@ static int validate(opts *o, int quiet, int *ckpt_on) {
   else if (o->target_top1 > 0 && !c->val) bad = "--target-top1 needs --val DIR (the set it is measured on)";
   else if (o->force && o->resume && strcmp(o->resume, "none"))
     bad = "--force starts the run over: it cannot be combined with --resume auto|PATH";
+  c->cuda_graph = !strcmp(o->cuda_graph, "on"); /* the option parser checked on|off */
   if (!o->trace_dir && mnt_env_trace() && mnt_env_trace()[0]) o->trace_dir = mnt_env_trace();
   if (!o->on_rank_loss) o->on_rank_loss = mnt_env_on_rank_loss() ? mnt_env_on_rank_loss() : "abort";
   if (!bad && strcasecmp(o->on_rank_loss, "abort") && strcasecmp(o->on_rank_loss, "shrink"))
@@ -644,11 +671,39 @@ static int validate(opts *o, int quiet, int *ckpt_on) {
 }
 
 int mnt_train_main(mnt_world *w, int argc, char **argv) {
-  opts o = {.t = {.arch = "resnet50", .lars_eta = 0.001, .rms_center = -1, .rms_period = -1, .rms_lr = 1e-4, .bn_batches = 0, .comm = "auto", .size = 224, .batch = 0, .epochs = 0, .steps = 0, .seed = 1, .lr = 0.1, .warmup_epochs = 0,
-                  .bucket_mb = 25, .momentum = 0.9, .wd = 1e-4, .min_scale = 0.08, .val_crop = 0.875,
+  opts o = {.t = {.arch = "resnet50",
+                  .lars_eta = 0.001,
+                  .rms_center = -1,
+                  .rms_period = -1,
+                  .rms_lr = 1e-4,
+                  .bn_batches = 0,
+                  .comm = "auto",
+                  .size = 224,
+                  .batch = 0,
+                  .epochs = 0,
+                  .steps = 0,
+                  .seed = 1,
+                  .lr = 0.1,
+                  .warmup_epochs = 0,
+                  .bucket_mb = 25,
+                  .momentum = 0.9,
+                  .wd = 1e-4,
+                  .min_scale = 0.08,
+                  .val_crop = 0.875,
                   .loader_threads = 2},
-            .schedule = "step", .optimizer = "sgd", .bn_eval = "running", .topology = "flat", .grad_dtype = "fp32", .precision = "fp32",
-            .device = "auto", .out = "mntrain-out", .log_every = 10, .keep = 2, .stripe = 1 << 20, .eval_every = 1,
+            .schedule = "step",
+            .optimizer = "sgd",
+            .bn_eval = "running",
+            .cuda_graph = "off",
+            .topology = "flat",
+            .grad_dtype = "fp32",
+            .precision = "fp32",
+            .device = "auto",
+            .out = "mntrain-out",
+            .log_every = 10,
+            .keep = 2,
+            .stripe = 1 << 20,
+            .eval_every = 1,
             .target_top1 = -1 /* none (0 given is refused) */};
   int help = 0, ckpt_on = 0;
   int quiet = mnt_opts_quiet();

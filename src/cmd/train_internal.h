@@ -26,7 +26,7 @@
 typedef struct opts {
   mnt_train_cfg t;
   /* the command line's words, parsed by validate into t's enums */
-  const char *schedule, *optimizer, *topology, *grad_dtype, *precision, *bn_eval;
+  const char *schedule, *optimizer, *topology, *grad_dtype, *precision, *bn_eval, *cuda_graph;
   const char *rmsprop_warmup;          /* --rmsprop-warmup C:P (epochs) */
   const char *device, *out, *export_path, *ckpt_dir, *resume, *init;
   const char *trace_dir, *trace_steps; /* --trace DIR (or MNT_TRACE), --trace-steps A:B */

@@ -56,6 +56,14 @@ typedef struct mnt_comm_ops {
   int (*shrink)(mnt_comm *c, int64_t step, mnt_rank_loss *lost, int max, int *nlost);
   /* 1 when another rank said a rank was lost (the collective in flight should stop); NULL: never */
   int (*interrupted)(mnt_comm *c);
+  /* A started allreduce completed on the stream, not on the host: the stream's later work waits for
+   * it and the host does not (inside a captured step, backend.h's mnt_be_capture_begin); the request
+   * is done with. NULL: the host waits (ops->wait), as the cpu communicator must. */
+  int (*join)(mnt_comm *c, mnt_comm_req *req, mnt_stream *stream);
+  /* the host waits until the work queued on the stream so far is done, against the communicator's
+   * deadline and watching its errors as its own waits do (after a replayed step). NULL: nothing is
+   * queued beyond what the host waited for (cpu) */
+  int (*settle)(mnt_comm *c, mnt_stream *stream);
 } mnt_comm_ops;
 
 struct mnt_comm {
@@ -97,6 +105,12 @@ int mnt_comm_enable_shrink(mnt_comm *c);
  * (it stopped, or lost its links): it must exit touching nothing. */
 int mnt_comm_shrink(mnt_comm *c, int64_t step, mnt_rank_loss *lost, int max, int *nlost);
 /* 1 when another rank said a rank was lost since the last shrink (--on-rank-loss shrink) */
+static inline int mnt_comm_join(mnt_comm *c, mnt_comm_req *req, mnt_stream *stream) {
+  return c->ops->join ? c->ops->join(c, req, stream) : c->ops->wait(c, req);
+}
+static inline int mnt_comm_settle(mnt_comm *c, mnt_stream *stream) {
+  return c->ops->settle ? c->ops->settle(c, stream) : 0;
+}
 static inline int mnt_comm_interrupted(mnt_comm *c) { return c->ops->interrupted && c->ops->interrupted(c); }
 /* mnt_world_leave's agreement over a communicator (ctx): every rank's status, the first failure by rank
  * order returned on all (MNT_OK when none); the exchange's own failure when it fails */

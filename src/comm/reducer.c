@@ -68,11 +68,12 @@ void mnt_reducer_ready(void *reducer, size_t off, size_t n) {
   if (o->hi - o->lo >= o->limit) flush(o);
 }
 
-int mnt_reducer_finish(mnt_reducer *o) {
+/* the buckets started: waited for by the host, or (join) by the backend's stream */
+static int complete(mnt_reducer *o, int join) {
   flush(o);
   for (int i = 0; i < o->nb; i++) {
     bucket *k = &o->b[i];
-    int st = k->req ? o->c->ops->wait(o->c, k->req) : MNT_OK;
+    int st = !k->req ? MNT_OK : join ? mnt_comm_join(o->c, k->req, o->be->stream) : o->c->ops->wait(o->c, k->req);
     /* on the timeline: from its start to when this wait saw it done (the communicator's own track
      * shows when the work ran) */
     mnt_trace_span("buckets", "bucket", k->t0, mnt_trace_now(), i);
@@ -86,6 +87,9 @@ int mnt_reducer_finish(mnt_reducer *o) {
   o->lo = o->hi = 0;
   return st;
 }
+
+int mnt_reducer_finish(mnt_reducer *o) { return complete(o, 0); }
+int mnt_reducer_join(mnt_reducer *o) { return complete(o, 1); }
 
 double mnt_reducer_first_start(const mnt_reducer *o) { return o->t_first; }
 

@@ -1,5 +1,5 @@
 /* reducer.h — the bucketed gradient allreduce that overlaps backward (the trainer's reducer).
- * defines: mnt_reducer, mnt_reducer_create / ready / finish / first_start / destroy.
+ * defines: mnt_reducer, mnt_reducer_create / ready / finish / join / first_start / destroy.
  * Backward reports each final range of the gradient slab (mnt_reducer_ready, the model's
  * grad_ready hook), in decreasing offsets; ranges are gathered into buckets of about `limit`
  * floats and each bucket's allreduce (average over ranks) starts at once, on the communicator,
@@ -27,6 +27,9 @@ int mnt_reducer_create(mnt_comm *c, mnt_backend *be, float *g, size_t n, mnt_dty
 void mnt_reducer_ready(void *reducer, size_t off, size_t n);
 /* start what is left, wait for every bucket of this step; the first failure's status */
 int mnt_reducer_finish(mnt_reducer *o);
+/* as finish, but the backend's stream waits for the buckets, not the host (mnt_comm_join: a captured
+ * step); the host learns of their failure when it settles the stream (mnt_comm_settle) */
+int mnt_reducer_join(mnt_reducer *o);
 /* when this step's first bucket started (mnt_now), 0 when none did */
 double mnt_reducer_first_start(const mnt_reducer *o);
 void mnt_reducer_destroy(mnt_reducer *o);

@@ -243,6 +243,10 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
       (!(t->hw = malloc(t->m->nw * sizeof(float))) || !(t->hm = malloc(t->m->nw * t->m->nstate * sizeof(float))) ||
        !(t->hbn = malloc((t->m->nbn + 1) * sizeof(float)))))
     st = MNT_ENOMEM;
+  if (st == MNT_OK && o->cuda_graph && mnt_be_can_replay(t->be) && !t->c->ops->join) {
+    MNT_ERR("--cuda-graph on: the %s communicator cannot join a captured step (--comm nccl can)", t->c->ops->name);
+    st = MNT_EARG;
+  }
   if ((st = mnt_world_agree(w, st)) == MNT_OK) st = same_algorithms(w, t->m);
   if (st == MNT_OK && mnt_trace_on()) st = trace_clock(w, t->c);
   if (st != MNT_OK) {
@@ -266,8 +270,11 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
   return MNT_OK;
 }
 
+static void graphs_free(mnt_trainer *t);
+
 void mnt_trainer_destroy(mnt_trainer *t) {
   if (!t) return;
+  if (t->be) graphs_free(t);
   mnt_reducer_destroy(t->red);
   if (t->be) {
     mnt_be_free(t->be, t->iv_dev);
@@ -299,6 +306,7 @@ int mnt_trainer_sync(mnt_trainer *t) {
 
 int mnt_trainer_regroup(mnt_trainer *t, char *why, size_t why_n) {
   mnt_world *w = t->w;
+  graphs_free(t); /* the communicators, the reducer and the lanes they hold are made anew */
   mnt_train_cfg *o = &t->cfg;
   why[0] = '\0';
   mnt_reducer_destroy(t->red); /* its buckets failed with the collective in flight */
@@ -499,8 +507,6 @@ int mnt_trainer_check_state(mnt_trainer *t, const char *when) {
 
 /* the step's phases on the timeline (trace.h): "step" holds data, forward, backward, comm, optimizer */
 static int step_phases(mnt_trainer *t, mnt_step_out *out);
-static int optimizer_phase(mnt_trainer *t, const mnt_batch *b, mnt_step_out *out, double t0, double t1, double t2,
-                           double t3, double t4);
 
 int mnt_trainer_step(mnt_trainer *t, mnt_step_out *out) {
   mnt_trace_step(t->s.step + 1);
@@ -564,31 +570,26 @@ static int data_phase(mnt_trainer *t, const mnt_batch **out) {
   return MNT_OK;
 }
 
-static int step_phases(mnt_trainer *t, mnt_step_out *out) {
+/* the step's work from the BN statistics' copy to the update, as one graph can hold it (graph: its
+ * waits on the backend's stream, not the host; no host time taken). tt: when the forward, backward
+ * and exposed communication ended (eager only) */
+static int step_body(mnt_trainer *t, const mnt_batch *b, int graph, double tt[3]) {
   mnt_resnet *m = t->m;
-  double t0 = mnt_now();
-  const mnt_batch *b = NULL;
-  mnt_trace_push("data", 0);
-  int st = data_phase(t, &b);
-  mnt_trace_pop();
-  MNT_CHECK(st);
-  double t1 = mnt_now();
+  mnt_backend *be = t->be;
   mnt_trace_push("forward", 0);
   /* the BN statistics before the forward moves them: a step not applied leaves them as they were */
-  st = m->nbn ? mnt_be_copy(t->be, t->bn_prev, m->bn, m->nbn * sizeof(float), MNT_COPY_D2D) : MNT_OK;
-  if (st == MNT_OK) st = mnt_resnet_forward(m, t->raw ? NULL : b->images, 1);
-  if (st == MNT_OK && !t->raw) st = mnt_resnet_loss(m, b->labels, b->n, 1);
-  if (st == MNT_OK && t->raw) { /* the lane's labels, on the device; its buffers free after the loss */
-    st = mnt_resnet_loss_dev(m, t->lane[t->cur_lane].lab_dev, b->n, 1);
-    if (st == MNT_OK && mnt_be_has_upload(t->be)) st = mnt_upload_release(t->be, t->cur_lane);
-  }
+  int st = m->nbn ? mnt_be_copy(be, t->bn_prev, m->bn, m->nbn * sizeof(float), MNT_COPY_D2D) : MNT_OK;
+  if (st == MNT_OK) st = mnt_resnet_forward(m, NULL, 1); /* the input is in place (step_inputs) */
+  if (st == MNT_OK) st = mnt_resnet_loss_dev(m, t->raw ? t->lane[t->cur_lane].lab_dev : m->labels, b->n, 1);
+  /* the lane's buffers are free after the loss (a graph: after the step, step_graph) */
+  if (st == MNT_OK && t->raw && !graph && mnt_be_has_upload(be)) st = mnt_upload_release(be, t->cur_lane);
   /* this rank's own: its BN statistics and its loss, checked where they are; the gradient hook takes
    * the flags into the allreduce, so that every rank finds the averaged gradients non-finite */
-  if (st == MNT_OK && m->nbn) st = mnt_nonfinite(t->be, m->bn, m->nbn, t->own_flag);
-  if (st == MNT_OK) st = mnt_nonfinite(t->be, m->out3, 1, t->own_flag + 1);
+  if (st == MNT_OK && m->nbn) st = mnt_nonfinite(be, m->bn, m->nbn, t->own_flag);
+  if (st == MNT_OK) st = mnt_nonfinite(be, m->out3, 1, t->own_flag + 1);
   mnt_trace_pop();
   MNT_CHECK(st);
-  double t2 = mnt_now();
+  if (!graph) tt[0] = mnt_now();
   mnt_trace_push("backward", 0);
   t->poison_due = 1;
   t->hook_st = MNT_OK;
@@ -596,39 +597,93 @@ static int step_phases(mnt_trainer *t, mnt_step_out *out) {
   if (st == MNT_OK) st = t->hook_st;
   mnt_trace_pop();
   if (st != MNT_OK) { /* buckets already started must finish (or time out) before anything is freed */
-    (void)mnt_reducer_finish(t->red);
+    (void)(graph ? mnt_reducer_join(t->red) : mnt_reducer_finish(t->red));
     return st;
   }
-  double t3 = mnt_now();
+  if (!graph) tt[1] = mnt_now();
   mnt_trace_push("comm", 0); /* what is still in flight after backward: exposed */
-  st = mnt_reducer_finish(t->red);
+  st = graph ? mnt_reducer_join(t->red) : mnt_reducer_finish(t->red);
   mnt_trace_pop();
   MNT_CHECK(st);
-  double t4 = mnt_now();
+  if (!graph) {
+    tt[2] = mnt_now();
+    if (t->w->size > 1) t->comm_span += tt[2] - mnt_reducer_first_start(t->red);
+  }
+  /* the gradients are identical on every rank now: every rank decides the same. The update and the
+   * interval's sums read the non-finite flag where they run (on a GPU: no round trip to the host
+   * between the allreduce and the update) */
   mnt_trace_push("optimizer", 0);
-  st = optimizer_phase(t, b, out, t0, t1, t2, t3, t4);
+  st = mnt_nonfinite(be, m->g, m->nw, m->flag);
+  if (st == MNT_OK) st = mnt_optim_update(m, &t->opt, t->hp_dev, t->s.step == 0, m->flag);
+  /* a skipped step's non-finite loss would poison the interval (and a checkpoint) */
+  if (st == MNT_OK) st = mnt_f32_acc_unless(be, t->iv_dev, m->out3, 2, m->flag);
   mnt_trace_pop();
   return st;
 }
 
-/* the non-finite check and the update; the step's record */
-static int optimizer_phase(mnt_trainer *t, const mnt_batch *b, mnt_step_out *out, double t0, double t1, double t2,
-                           double t3, double t4) {
+/* what the step reads from the host, in the backend's memory before its work: the step's scalars
+ * (the learning rate, the blend) and, where the host augments (cpu), the batch's images and labels */
+static int step_inputs(mnt_trainer *t, const mnt_batch *b) {
   mnt_resnet *m = t->m;
-  mnt_backend *be = t->be;
-  if (t->w->size > 1) t->comm_span += t4 - mnt_reducer_first_start(t->red);
-  /* the gradients are identical on every rank now: every rank decides the same. The update and the
-   * interval's sums read the non-finite flag where they run (on a GPU: no round trip to the host
-   * between the allreduce and the update); the host reads it once, as the step ends */
-  int32_t bad = 0;
   mnt_step_hp hp; /* pageable: the copy has read it when it returns (backend.h) */
   mnt_optim_scalars(&t->opt, (double)t->s.step / t->per_epoch, &hp);
-  MNT_CHECK(mnt_be_copy(be, t->hp_dev, &hp, sizeof hp, MNT_COPY_H2D));
-  MNT_CHECK(mnt_nonfinite(be, m->g, m->nw, m->flag));
-  MNT_CHECK(mnt_optim_update(m, &t->opt, t->hp_dev, t->s.step == 0, m->flag));
-  /* a skipped step's non-finite loss would poison the interval (and a checkpoint) */
-  MNT_CHECK(mnt_f32_acc_unless(be, t->iv_dev, m->out3, 2, m->flag));
+  MNT_CHECK(mnt_be_copy(t->be, t->hp_dev, &hp, sizeof hp, MNT_COPY_H2D));
+  if (t->raw) return MNT_OK;
+  MNT_CHECK(mnt_act_upload(t->be, b->images, mnt_resnet_input(m), b->n, 3, t->cfg.size, t->cfg.size));
+  return mnt_be_copy(t->be, m->labels, b->labels, (size_t)b->n * sizeof *b->labels, MNT_COPY_H2D);
+}
+
+static void graphs_free(mnt_trainer *t) {
+  for (int i = 0; i < 2; i++) {
+    mnt_be_graph_free(t->be, t->graph[i]);
+    t->graph[i] = NULL;
+  }
+}
+
+/* the step's body as a graph: captured for this lane unless it was, then launched (cuda); run as
+ * captured (cpu). Then the lane's buffers are freed for the next upload and the host waits for the
+ * step's end against the communicator's deadline (its errors watched meanwhile) */
+static int step_graph(mnt_trainer *t, const mnt_batch *b) {
+  mnt_backend *be = t->be;
+  int lane = t->raw ? t->cur_lane : 0;
+  if (!mnt_be_can_replay(be) || !t->graph[lane]) {
+    MNT_CHECK(mnt_be_capture_begin(be));
+    int st = step_body(t, b, 1, NULL);
+    void *g = NULL;
+    int end = mnt_be_capture_end(be, &g); /* ends it whatever happened inside */
+    if (st != MNT_OK || end != MNT_OK) {
+      mnt_be_graph_free(be, g);
+      return st != MNT_OK ? st : end;
+    }
+    if (g && t->w->rank == 0 && !t->graph[lane ^ 1])
+      MNT_INFO("step %lld: the step is captured as a CUDA graph (one per upload lane) and replayed from here",
+               (long long)t->s.step + 1);
+    t->graph[lane] = g;
+  }
+  if (t->graph[lane]) MNT_CHECK(mnt_be_graph_launch(be, t->graph[lane]));
+  if (t->raw && mnt_be_has_upload(be)) MNT_CHECK(mnt_upload_release(be, t->cur_lane));
+  return mnt_comm_settle(t->c, be->stream);
+}
+
+static int step_phases(mnt_trainer *t, mnt_step_out *out) {
+  mnt_resnet *m = t->m;
+  mnt_backend *be = t->be;
+  double t0 = mnt_now();
+  const mnt_batch *b = NULL;
+  mnt_trace_push("data", 0);
+  int st = data_phase(t, &b);
+  if (st == MNT_OK) st = step_inputs(t, b);
+  mnt_trace_pop();
+  MNT_CHECK(st);
+  double t1 = mnt_now(), tt[3];
+  if (t->cfg.cuda_graph && t->s.step > 0) { /* the first step starts the momentum: not the same work */
+    MNT_CHECK(step_graph(t, b));
+    tt[0] = tt[1] = tt[2] = mnt_now(); /* one span: the forward's */
+  } else {
+    MNT_CHECK(step_body(t, b, 0, tt));
+  }
   /* the one wait of the step: the flag is final once the update has run (the optimizer's time is its own) */
+  int32_t bad = 0;
   MNT_CHECK(mnt_be_copy(be, &bad, m->flag, sizeof bad, MNT_COPY_D2H));
   if (bad) { /* the update was not made: w and the momentum are the last good step's */
     int32_t own[2] = {0, 0};
@@ -663,7 +718,9 @@ static int optimizer_phase(mnt_trainer *t, const mnt_batch *b, mnt_step_out *out
   } else {
     mnt_loader_position(t->ld, &t->s.epoch, &t->s.cursor);
   }
-  *out = (mnt_step_out){.phase = {t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4}, .n = b->n, .skipped = bad != 0};
+  *out = (mnt_step_out){.phase = {t1 - t0, tt[0] - t1, tt[1] - tt[0], tt[2] - tt[1], t5 - tt[2]},
+                        .n = b->n,
+                        .skipped = bad != 0};
   return MNT_OK;
 }
 
@@ -704,6 +761,7 @@ const char *mnt_bn_eval_name(mnt_bn_eval e) {
  * (s0 mod per_epoch) global batches: the order is the same on any rank count), augmenting on the host
  * on every backend; the training's loader is not touched. */
 static int bn_recompute(mnt_trainer *t) {
+  graphs_free(t); /* forward passes of their own between two steps: the graphs are captured again after */
   mnt_resnet *m = t->m;
   int N = t->cfg.bn_batches > 0 ? t->cfg.bn_batches : 16;
   int64_t s0 = t->s.step > N ? t->s.step - N : 0;
@@ -736,6 +794,7 @@ int mnt_trainer_bn_final(mnt_trainer *t) {
 
 /* exact multi-node evaluation: rank r takes samples r, r+R, ...; sums and counts are reduced */
 int mnt_trainer_evaluate(mnt_trainer *t, double *loss, double *top1, double *top5) {
+  graphs_free(t); /* evaluation's own passes may grow scratch a graph holds: captured again after */
   mnt_resnet *m = t->m;
   mnt_dataset *val = &t->val;
   mnt_world *w = t->w;

@@ -51,6 +51,7 @@ typedef struct mnt_train_cfg {
   double rms_center, rms_period, rms_lr; /* rmsprop-warmup (train/optim.h); C, P < 0: the paper's 10:5 of 90 */
   mnt_bn_eval bn_eval;
   int bn_batches;           /* recompute: steps whose batches are taken */
+  int cuda_graph;           /* 1: steps after the first as one graph each (mnt_trainer_step) */
 } mnt_train_cfg;
 
 /* the scalars a checkpoint saves */
@@ -115,6 +116,7 @@ typedef struct mnt_trainer {
   int hook_st;              /* a failure inside the gradient hook */
   const mnt_batch *last;    /* the newest batch (ids for a sample log) */
   float grad_weight;        /* this rank's gradient scale: 1, or n R / B for an uneven share (regroup) */
+  void *graph[2];           /* cfg.cuda_graph on a backend that replays: the captured step of each upload lane */
 } mnt_trainer;
 
 /* Collective. Opens the data, builds the model and the loader at state->epoch/cursor (NULL: the
@@ -128,7 +130,13 @@ int mnt_trainer_init_from(mnt_trainer *t, const char *path);
 /* Collective: rank 0's weights, momentum and BN statistics everywhere. */
 int mnt_trainer_sync(mnt_trainer *t);
 /* Collective: one training step (reads, forward, loss, backward overlapped with the gradient
- * allreduce, non-finite check, SGD). */
+ * allreduce, non-finite check, SGD). With cfg.cuda_graph, every step after the first runs its work
+ * from the forward to the update as one graph: on a backend that replays (cuda) captured once per
+ * upload lane (a CUDA graph: kernels, cuDNN, cuBLAS and NCCL's collectives launched as one) and
+ * replayed, the host waiting once at its end against the communicator's deadline; elsewhere (cpu)
+ * run as it would be captured, so that what a graph cannot hold fails here too (backend.h:
+ * mnt_be_capture_begin). The same results either way. The graphs are made again after an
+ * evaluation, a BN recomputation and a regroup. */
 int mnt_trainer_step(mnt_trainer *t, mnt_step_out *out);
 /* Collective: the log interval's mean loss and top-1 over all ranks and its images; resets it. The
  * whole state is checked too (as mnt_trainer_check_state). */

@@ -5,7 +5,8 @@
 #   2. --comm nccl (the device follows: cuda), bf16 activations and bf16 gradients, resnet18 with
 #      2 MB buckets (a dozen allreduce requests waited for per step), validation at the end and a
 #      checkpoint every 4 steps (host buffers staged through the GPU);
-#   3. bf16 resnet8 with and without MNT_COPY_OVERLAP: the same checkpoint, bit for bit.
+#   3. bf16 resnet8 with and without MNT_COPY_OVERLAP: the same checkpoint, bit for bit;
+#   4. the same with --cuda-graph on (the step captured and replayed): the same checkpoint again.
 # Each must exit 0 with a finite loss and a summary.json that says cuda and nccl; the log must not
 # hold a CUDA error. The first kernel after an NCCL wait that saw "not ready" used to fail with
 # "device not ready" (a poll's cudaErrorNotReady left as the thread's last error): both runs
@@ -63,6 +64,35 @@ sys.exit(1 if bad else 0)
 PY
 }
 
+# same_ckpt WHAT A B: the checkpoints of step 16 of runs A and B hold the same weights, optimizer state
+# and BN statistics, bit for bit, at the same position in the data
+same_ckpt() {
+  "$py" - "$w/$2/ckpt/step-00000016" "$w/$3/ckpt/step-00000016" "$1" "$2" "$3" <<'PY'
+import json, sys
+def load(d):
+    m = json.load(open(f"{d}/MANIFEST.json"))
+    with open(f"{d}/{m['file']}", "rb") as f:
+        data = {}
+        for ds in m["datasets"]:
+            if ds["name"].startswith(("/model/", "/optim/", "/bn/")):
+                f.seek(ds["offset"])
+                data[ds["name"]] = f.read(ds["bytes"])
+    return m["state"], data
+what, a_name, b_name = sys.argv[3], sys.argv[4], sys.argv[5]
+(s_on, on), (s_off, off) = load(sys.argv[1]), load(sys.argv[2])
+bad = [k for k in on if on[k] != off.get(k)] + [k for k in off if k not in on]
+pos = [(k, s_on[k], s_off[k]) for k in ("step", "epoch", "cursor") if s_on[k] != s_off[k]]
+for k in bad[:5]:
+    print(f"FAIL: {what}: {k} differs between {a_name} and {b_name}")
+for k, a, b in pos:
+    print(f"FAIL: {what}: the checkpoint's {k} is {a} in {a_name}, {b} in {b_name}")
+if not bad and not pos and on:
+    print(f"ok: {what}: {len(on)} tensors bit-identical in {a_name} and {b_name}, position "
+          f"epoch {s_on['epoch']} cursor {s_on['cursor']}")
+sys.exit(1 if bad or pos or not on else 0)
+PY
+}
+
 run fp32 --device cuda --arch resnet8
 rc=$?
 nodev='no (CUDA device|GPU) visible|CUDA driver|could not (be )?open|cannot (open|load)'
@@ -112,29 +142,23 @@ if [ $rc_on -ne 0 ] || [ $rc_off -ne 0 ]; then
   tail -n 20 "$w/overlap_on.log" "$w/overlap_off.log"
   fail=1
 else
-  "$py" - "$w/overlap_on/ckpt/step-00000016" "$w/overlap_off/ckpt/step-00000016" <<'PY' || fail=1
-import json, sys
-def load(d):
-    m = json.load(open(f"{d}/MANIFEST.json"))
-    with open(f"{d}/{m['file']}", "rb") as f:
-        data = {}
-        for ds in m["datasets"]:
-            if ds["name"].startswith(("/model/", "/optim/", "/bn/")):
-                f.seek(ds["offset"])
-                data[ds["name"]] = f.read(ds["bytes"])
-    return m["state"], data
-(s_on, on), (s_off, off) = load(sys.argv[1]), load(sys.argv[2])
-bad = [k for k in on if on[k] != off.get(k)] + [k for k in off if k not in on]
-pos = [(k, s_on[k], s_off[k]) for k in ("step", "epoch", "cursor") if s_on[k] != s_off[k]]
-for k in bad[:5]:
-    print(f"FAIL: overlap: {k} differs between MNT_COPY_OVERLAP=on and off")
-for k, a, b in pos:
-    print(f"FAIL: overlap: the checkpoint's {k} is {a} with the overlap, {b} without")
-if not bad and not pos and on:
-    print(f"ok: overlap: {len(on)} tensors bit-identical with and without the copy overlap, position "
-          f"epoch {s_on['epoch']} cursor {s_on['cursor']}")
-sys.exit(1 if bad or pos or not on else 0)
-PY
+  same_ckpt overlap overlap_on overlap_off || fail=1
+fi
+# 4. the step captured as a CUDA graph (one per upload lane) and replayed changes no number either:
+#    the overlap_on run again with --cuda-graph on, the same checkpoint of step 16, bit for bit
+run graph --device cuda --arch resnet8 --precision bf16 --steps 20 --ckpt-every-steps 8 --cuda-graph on
+rc=$?
+if grep -nE 'not ready|cudaError|CUDA error|failed: ' "$w/graph.log"; then
+  echo "FAIL: graph: a CUDA error in the log (above)"
+  fail=1
+fi
+if [ $rc -ne 0 ] || [ $rc_on -ne 0 ]; then
+  echo "FAIL: graph: mntrain train --cuda-graph on exited $rc"
+  tail -n 20 "$w/graph.log"
+  fail=1
+else
+  grep -q "captured as a CUDA graph" "$w/graph.log" || { echo "FAIL: graph: the log does not say the step was captured"; fail=1; }
+  same_ckpt "CUDA graph" overlap_on graph || fail=1
 fi
 [ $fail -eq 0 ] && echo "train_cuda: ok" || echo "train_cuda: FAILED"
 exit $fail

@@ -295,6 +295,32 @@ static void test_copy_waits(void) {
   EXPECT(!mnt_copy_waits_after(MNT_COPY_D2H), "a device-to-host cudaMemcpy returns complete: no extra wait");
 }
 
+/* a captured step (backend.h: mnt_be_capture_begin) refuses what a replayed graph cannot hold, on the
+ * CPU as on a GPU: host copies either way, waits, allocations; a copy on the backend and an op run */
+static void test_capture(mnt_backend *b) {
+  float *x = NULL, *y = NULL, h[4] = {1, 2, 3, 4};
+  void *g = (void *)1, *p = NULL;
+  EXPECT(mnt_be_alloc(b, sizeof h, (void **)&x) == MNT_OK && mnt_be_alloc(b, sizeof h, (void **)&y) == MNT_OK, "alloc");
+  EXPECT(mnt_be_copy(b, x, h, sizeof h, MNT_COPY_H2D) == MNT_OK, "a copy before the capture");
+  EXPECT(mnt_be_capture_begin(b) == MNT_OK && b->capturing, "capture begins");
+  EXPECT(mnt_be_capture_begin(b) == MNT_EARG, "a capture inside a capture is refused");
+  EXPECT(mnt_be_copy(b, h, x, sizeof h, MNT_COPY_D2H) == MNT_EARG, "a copy to the host inside a capture");
+  EXPECT(mnt_be_copy(b, x, h, sizeof h, MNT_COPY_H2D) == MNT_EARG, "a copy from the host inside a capture");
+  EXPECT(strstr(mnt_last_error(), "inside a captured step") != NULL, "the refusal says why: %s", mnt_last_error());
+  EXPECT(mnt_be_sync(b) == MNT_EARG, "a wait for the stream inside a capture");
+  EXPECT(mnt_be_alloc(b, 16, &p) == MNT_EARG && !p, "an allocation inside a capture");
+  EXPECT(mnt_act_download(b, x, h, 1, 4, 1, 1) == MNT_EARG, "a download of activations inside a capture");
+  EXPECT(mnt_be_copy(b, y, x, sizeof h, MNT_COPY_D2D) == MNT_OK, "a copy on the backend inside a capture");
+  EXPECT(mnt_f32_scale(b, y, 2.0f, 4) == MNT_OK, "an op inside a capture");
+  EXPECT(mnt_be_capture_end(b, &g) == MNT_OK && !g && !b->capturing, "the cpu backend does not replay: no graph");
+  EXPECT(!mnt_be_can_replay(b), "the cpu backend says it does not replay");
+  EXPECT(mnt_be_capture_end(b, &g) == MNT_EARG, "an end without a beginning is refused");
+  float back[4] = {0};
+  EXPECT(mnt_be_copy(b, back, y, sizeof back, MNT_COPY_D2H) == MNT_OK && back[3] == 8.0f, "after it: %g", back[3]);
+  mnt_be_free(b, x), mnt_be_free(b, y);
+  printf("  %-28s ok\n", "capture rules (cpu)");
+}
+
 int main(void) {
   mnt_backend *b;
   if (mnt_backend_create("cpu", NULL, &b) != MNT_OK) return 1;
@@ -320,6 +346,7 @@ int main(void) {
   test_small();
   test_sgd();
   test_copy_waits();
+  test_capture(b);
   mnt_backend_destroy(b);
   if (failures) {
     fprintf(stderr, "test_ops: %d failures\n", failures);

@@ -19,6 +19,8 @@
 /* ---- scratch ------------------------------------------------------------------------------- */
 int mnt_cuda_reserve(mnt_cuda *c, void **p, size_t *have, size_t need) {
   if (need <= *have && *p) return MNT_OK;
+  /* a captured step keeps the buffers it was captured with: grown, the graph would write the old one */
+  if (c->be->capturing) return mnt_be_capture_refused(c->be, "a CUDA scratch buffer grown");
   need = (need + 255) / 256 * 256;
   if (need == 0) need = 256;
   if (c->pools) {
@@ -438,6 +440,41 @@ static int cu_upload_host_done(mnt_backend *b, int lane) {
 /* ---- the table, create, destroy ---------------------------------------------------------- */
 static void cu_destroy(mnt_backend *b);
 
+/* ---- a step captured as a CUDA graph (backend.h: mnt_be_capture_begin) ----------------------
+ * The capture is this thread's alone (cudaStreamCaptureModeThreadLocal): a loader thread's
+ * cudaHostAlloc meanwhile does not invalidate it. Another stream joins it through an event recorded
+ * on this one (the NCCL communicator's, mnt_comm_join) and must be joined back before the end, or
+ * cudaStreamEndCapture fails (cudaErrorStreamCaptureUnjoined). Built without a GPU: not run yet. */
+static int cu_capture_begin(mnt_backend *b) {
+  MNT_CUDA_CHECK(cudaStreamBeginCapture(mnt_cuda_of(b)->stream, cudaStreamCaptureModeThreadLocal));
+  return MNT_OK;
+}
+
+static int cu_capture_end(mnt_backend *b, void **out) {
+  cudaGraph_t g = NULL;
+  cudaGraphExec_t x = NULL;
+  *out = NULL;
+  MNT_CUDA_CHECK(cudaStreamEndCapture(mnt_cuda_of(b)->stream, &g)); /* an invalidated capture fails here */
+  cudaError_t e = mnt_cuda_clear(cudaGraphInstantiate(&x, g, 0));
+  MNT_CUDA_WARN(cudaGraphDestroy(g)); /* the executable graph keeps what it needs */
+  if (e != cudaSuccess) {
+    MNT_ERR("cudaGraphInstantiate of the captured step failed: %s", cudaGetErrorString(e));
+    return MNT_ESYS;
+  }
+  *out = x;
+  return MNT_OK;
+}
+
+static int cu_graph_launch(mnt_backend *b, void *g) {
+  MNT_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)g, mnt_cuda_of(b)->stream));
+  return MNT_OK;
+}
+
+static void cu_graph_free(mnt_backend *b, void *g) {
+  (void)b;
+  MNT_CUDA_WARN(cudaGraphExecDestroy((cudaGraphExec_t)g));
+}
+
 static const mnt_backend_ops mnt_cuda_ops = {
     .alloc = cu_alloc,
     .free = cu_free,
@@ -488,6 +525,10 @@ static const mnt_backend_ops mnt_cuda_ops = {
     .cast_from_f32 = cu_cast_from_f32,
     .cast_to_f32 = cu_cast_to_f32,
     .augment_u8 = cu_augment_u8,
+    .capture_begin = cu_capture_begin,
+    .capture_end = cu_capture_end,
+    .graph_launch = cu_graph_launch,
+    .graph_free = cu_graph_free,
     .destroy = cu_destroy,
 };
 

@@ -408,6 +408,37 @@ static int n_wait(mnt_comm *c, mnt_comm_req *r) {
   return st;
 }
 
+/* the stream waits for the request's done event (a captured step: the NCCL stream's work joins the
+ * capture back here); no host wait. Built without a GPU: not run yet. */
+static int n_join(mnt_comm *c, mnt_comm_req *r, mnt_stream *stream) {
+  nccl_impl *n = c->impl;
+  int st = MNT_OK;
+  if (!r || !stream) {
+    MNT_ERR("NCCL allreduce: a join needs a request and a stream");
+    return MNT_EARG;
+  }
+  MNT_CHECK(refuse_aborted(n, "allreduce (join)"));
+  MNT_CUDA_CHECK_GOTO(cudaStreamWaitEvent(mnt_cuda_stream(stream), r->done, 0), st, out);
+out:
+  r->next = n->free_reqs;
+  n->free_reqs = r;
+  if (st != MNT_OK) abort_all(n);
+  return st;
+}
+
+/* the host waits for the stream's queued work (a replayed step, NCCL's collectives in it) as for
+ * any collective: polled against the deadline, every communicator's errors watched */
+static int n_settle(mnt_comm *c, mnt_stream *stream) {
+  nccl_impl *n = c->impl;
+  int st = MNT_OK;
+  MNT_CHECK(refuse_aborted(n, "the step"));
+  MNT_CUDA_CHECK_GOTO(cudaEventRecord(n->done, mnt_cuda_stream(stream)), st, out);
+  st = watch(c, "the step (a replayed graph)", n->done, NULL);
+out:
+  if (st != MNT_OK) abort_all(n);
+  return st;
+}
+
 static int n_broadcast(mnt_comm *c, void *buf, size_t bytes, int root, mnt_stream *stream) {
   nccl_impl *n = c->impl;
   int st = MNT_OK;
@@ -529,8 +560,21 @@ static int n_interrupted(mnt_comm *c) {
   return n->ctl && mnt_comm_interrupted(n->ctl);
 }
 
-static const mnt_comm_ops NCCL_OPS = {"nccl", n_allreduce, n_iallreduce, n_wait, n_broadcast, n_allgather, n_barrier,
-                                      n_destroy, n_enable_shrink, n_shrink, n_interrupted};
+static const mnt_comm_ops NCCL_OPS = {
+    .name = "nccl",
+    .allreduce = n_allreduce,
+    .iallreduce = n_iallreduce,
+    .wait = n_wait,
+    .broadcast = n_broadcast,
+    .allgather = n_allgather,
+    .barrier = n_barrier,
+    .destroy = n_destroy,
+    .enable_shrink = n_enable_shrink,
+    .shrink = n_shrink,
+    .interrupted = n_interrupted,
+    .join = n_join,
+    .settle = n_settle,
+};
 
 /* Why hier cannot be used in this world (NULL: it can). The same answer on every rank: it
  * reads only the world's tables. */
