@@ -20,7 +20,7 @@
 #                                                      two short training runs)
 #   5 mntrain      ~45 s, cap --mnt-seconds + 45 s    (model set-up, 5 warm-up steps, 30 s timed)
 #   6 pytorch      ~55 s, cap --torch-seconds + 60 s  (import, cudnn.benchmark's warm-up, 25 s timed)
-# about 240 s when nothing goes wrong, 330 s at most (--budget: each step gets at most what is
+# about 260 s when nothing goes wrong (5b's CUDA-graph run included), 330 s at most (--budget: each step gets at most what is
 # left of it after the later steps' caps).
 set -euo pipefail
 
@@ -42,7 +42,8 @@ Steps, each under `timeout` and inside one overall budget, each with a header an
   5 mntrain    mntrain bench step --device cuda --arch resnet50 --size 224 --precision bf16
                --batch 256, about --mnt-seconds (default 30) of timed steps; the batch-norm mode
                the layers ran in from its "# batch norm: ..." line
-  5b variants  the same step with MNT_CUDNN_ALGO=timed (half the seconds), one --profile run of 5
+  5b variants  the same step with MNT_CUDNN_ALGO=timed (half the seconds), the same step captured as
+               a CUDA graph and replayed (--cuda-graph on, half the seconds), one --profile run of 5
                steps (where the step's time goes, per layer), and bench allreduce --comm nccl on
                this GPU (4K-4M bf16: the per-call cost; its set-up line names the communicator)
   6 pytorch    benchmarks/peer_step_torch_gpu.py, same problem, --torch-seconds (default 25)
@@ -178,6 +179,7 @@ finish() {
       printf '\n%-26s %s\n' "the step's settings" "in this run"
       printf '%-26s %s\n' "batch norm (bf16)" "${bn_mode:-unknown}"
       printf '%-26s %s\n' "convolution algorithms" "cuDNN's ranking: ${mnt:-n/a} img/s; timed at start-up: ${timed_ips:-n/a} img/s${timed_algos:+ ($timed_algos)}"
+      printf '%-26s %s\n' "step as a CUDA graph" "eager: ${mnt:-n/a} img/s; captured and replayed (--cuda-graph on): ${graph_ips:-n/a} img/s"
       printf '%-26s %s\n' "NCCL collectives" "${nccl_mode:-unknown}"
       printf '%-26s %s\n' "stem input channels" "${stem_mode:-unknown}"
       printf '%-26s %s\n' "bf16 weight copies" "cast once per step in forward, reused by backward-data"
@@ -454,7 +456,7 @@ footer mntrain "$st"
 # says whether the collectives run on a blocking communicator)
 log=$out/bench_variants.log
 : >"$log"
-header 5b "mntrain variants: timed algorithms, profile, one-GPU allreduce (~$((mnt_seconds / 2 + 30))s)"
+header 5b "mntrain variants: timed algorithms, CUDA graph, profile, one-GPU allreduce (~$((mnt_seconds + 45))s)"
 st=ok
 if [[ -x $build/mntrain ]]; then
   run_logged "$log" "$(limit $((mnt_seconds / 2 + 40)) $((torch_seconds + 90)))" env MNT_CUDNN_ALGO=timed \
@@ -462,6 +464,14 @@ if [[ -x $build/mntrain ]]; then
     --seconds $((mnt_seconds / 2 > 5 ? mnt_seconds / 2 : 5)) || st=FAIL
   timed_ips=$(sed -n 's/.*: \([0-9.]*\) img\/s (mean of \([0-9]*\) steps).*/\1/p' "$log" | head -1)
   timed_algos=$(sed -n 's/^# convolution: //p' "$log" | head -1)
+  # the step captured once as a CUDA graph and replayed (bench step --cuda-graph on), beside step 5's eager run
+  glog=$out/bench_graph.log
+  run_logged "$glog" "$(limit $((mnt_seconds / 2 + 40)) $((torch_seconds + 80)))" "$build/mntrain" bench step \
+    --device cuda --arch resnet50 --size 224 --precision bf16 --batch 256 --warmup 5 --cuda-graph on \
+    --seconds $((mnt_seconds / 2 > 5 ? mnt_seconds / 2 : 5)) || st=FAIL
+  cat "$glog" >>"$log"
+  graph_ips=$(sed -n 's/.*: \([0-9.]*\) img\/s (mean of \([0-9]*\) steps).*/\1/p' "$glog" | head -1)
+  grep -q "captured as a CUDA graph" "$glog" || { say "gpu_check: bench step --cuda-graph on did not capture"; st=FAIL; }
   run_logged "$log" "$(limit 40 $((torch_seconds + 70)))" "$build/mntrain" bench step --device cuda --arch resnet50 \
     --size 224 --precision bf16 --batch 256 --warmup 3 --steps 5 --profile || st=FAIL
   run_logged "$log" "$(limit 30 $((torch_seconds + 65)))" env MNT_LOG_LEVEL=info "$build/mntrain" bench allreduce \

@@ -49,31 +49,46 @@ static void fill_batch(float *x, size_t nx, int32_t *y, int batch, int classes, 
 }
 
 typedef struct step_args {
-  const char *arch, *device, *precision;
+  const char *arch, *device, *precision, *graph;
   int size, batch, steps, threads, classes, warmup, seed, profile;
   double seconds;
 } step_args;
 
 /* the options into *a; --help printed (*help set) */
 static int parse_options(step_args *a, int argc, char **argv, int *help) {
-  const mnt_opt opts[] = {
-      {"arch", 0, MNT_OPT_STRING, &a->arch, "A", "the model: resnet8, resnet20, resnet18, resnet34, resnet50 or resnet101 (default resnet50)", 0, 0},
-      {"size", 0, MNT_OPT_INT, &a->size, "S", "image size in pixels (default 224)", MNT_RANGE(1, 4096)},
-      {"batch", 0, MNT_OPT_INT, &a->batch, "B", "images per step (default 16)", MNT_RANGE(1, 1 << 20)},
-      {"steps", 0, MNT_OPT_INT, &a->steps, "N", "timed steps (default 5)", MNT_RANGE(1, 1e6)},
-      {"warmup", 0, MNT_OPT_INT, &a->warmup, "N", "untimed steps first (default 1)", MNT_RANGE(0, 1e6)},
-      {"threads", 0, MNT_OPT_INT, &a->threads, "T", "compute threads (default: OpenMP's choice, all cores)", MNT_RANGE(0, 4096)},
-      {"classes", 0, MNT_OPT_INT, &a->classes, "C", "output classes (default 1000)", MNT_RANGE(1, 1e6)},
-      {"seed", 0, MNT_OPT_INT, &a->seed, "N", "seed of weights and data (default 1)", MNT_ANY_INT},
-      {"device", 0, MNT_OPT_CHOICE, &a->device, "cpu|cuda|auto", "where to compute (default cpu; auto: cuda when a GPU is there)", 0, 0},
-      {"precision", 0, MNT_OPT_CHOICE, &a->precision, "fp32|bf16|auto", "activations and the inputs of convolutions and the fully connected layer (default fp32; auto: bf16 on GPUs and on CPUs with bf16 instructions)", 0, 0},
-      {"seconds", 0, MNT_OPT_DOUBLE, &a->seconds, "S", "time steps for about S seconds instead of --steps", MNT_RANGE(0, 1e6)},
-      {"profile", 0, MNT_OPT_FLAG, &a->profile, NULL, "time each op alone (a device wait before and after it) and print where the step's time goes, per layer and per op kind (the step runs slower)", 0, 0},
-      {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+  const mnt_opt opts[] =
+      {{"arch", 0, MNT_OPT_STRING, &a->arch, "A",
+        "the model: resnet8, resnet20, resnet18, resnet34, resnet50 or resnet101 (default resnet50)", 0, 0},
+       {"size", 0, MNT_OPT_INT, &a->size, "S", "image size in pixels (default 224)", MNT_RANGE(1, 4096)},
+       {"batch", 0, MNT_OPT_INT, &a->batch, "B", "images per step (default 16)", MNT_RANGE(1, 1 << 20)},
+       {"steps", 0, MNT_OPT_INT, &a->steps, "N", "timed steps (default 5)", MNT_RANGE(1, 1e6)},
+       {"warmup", 0, MNT_OPT_INT, &a->warmup, "N", "untimed steps first (default 1)", MNT_RANGE(0, 1e6)},
+       {"threads", 0, MNT_OPT_INT, &a->threads, "T", "compute threads (default: OpenMP's choice, all cores)",
+        MNT_RANGE(0, 4096)},
+       {"classes", 0, MNT_OPT_INT, &a->classes, "C", "output classes (default 1000)", MNT_RANGE(1, 1e6)},
+       {"seed", 0, MNT_OPT_INT, &a->seed, "N", "seed of weights and data (default 1)", MNT_ANY_INT},
+       {"device", 0, MNT_OPT_CHOICE, &a->device, "cpu|cuda|auto",
+        "where to compute (default cpu; auto: cuda when a GPU is there)", 0, 0},
+       {"precision", 0, MNT_OPT_CHOICE, &a->precision, "fp32|bf16|auto",
+        "activations and the inputs of convolutions and the fully connected layer (default fp32; auto: bf16 on GPUs "
+        "and on CPUs with bf16 instructions)",
+        0, 0},
+       {"seconds", 0, MNT_OPT_DOUBLE, &a->seconds, "S", "time steps for about S seconds instead of --steps",
+        MNT_RANGE(0, 1e6)},
+       {"cuda-graph", 0, MNT_OPT_CHOICE, &a->graph, "on|off",
+        "on: the step after the first captured once as a CUDA graph and replayed (cuda), or run as a graph would hold "
+        "it (cpu), as train --cuda-graph (default off)",
+        0, 0},
+       {"profile", 0, MNT_OPT_FLAG, &a->profile, NULL,
+        "time each op alone (a device wait before and after it) and print where the step's time goes, per layer and "
+        "per op kind (the step runs slower)",
+        0, 0},
+       {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
   MNT_CHECK(mnt_parse_opts("bench step", opts, argc, argv, help, 0));
   if (*help)
-    mnt_print_help(stdout, "mntrain bench step [--arch A] [--size S] [--batch B] [--steps N | --seconds S] [--threads T] "
-                   "[--device cpu|cuda|auto] [--precision fp32|bf16|auto] [--profile]",
+    mnt_print_help(stdout,
+                   "mntrain bench step [--arch A] [--size S] [--batch B] [--steps N | --seconds S] [--threads T] "
+                   "[--device cpu|cuda|auto] [--precision fp32|bf16|auto] [--cuda-graph on|off] [--profile]",
                    "Training-step throughput on synthetic input: forward, softmax cross-entropy, backward\n"
                    "and SGD update of one process; prints img/s, GFLOP/s (the forward and backward\n"
                    "convolutions and fully connected layer), the peak memory per image, and what the\n"
@@ -82,6 +97,9 @@ static int parse_options(step_args *a, int argc, char **argv, int *help) {
                    opts);
   else if (!mnt_resnet_known(a->arch))
     return mnt_usage_error("bench step", "unknown --arch '%s' (%s)", a->arch, mnt_resnet_arch_names());
+  else if (a->profile && !strcmp(a->graph, "on"))
+    return mnt_usage_error("bench step",
+                           "--profile waits before and after every op: not inside a --cuda-graph on step");
   return MNT_OK;
 }
 
@@ -102,20 +120,46 @@ static int time_steps(mnt_resnet *r, const step_args *a, const int32_t *y, doubl
   return st;
 }
 
+/* one step's work on the uploaded batch and labels: forward, loss, backward, update */
+static int step_work(mnt_resnet *r, const step_args *a, const mnt_optim_cfg *cfg, const mnt_step_hp *hp_dev,
+                     int first) {
+  MNT_CHECK(mnt_resnet_forward(r, NULL, 1));
+  MNT_CHECK(mnt_resnet_loss_dev(r, r->labels, a->batch, 1));
+  MNT_CHECK(mnt_resnet_backward(r));
+  return mnt_sgd_update(r, cfg, hp_dev, first, NULL);
+}
+
+/* the step as a graph (--cuda-graph on): captured at the first call and replayed (cuda), or run inside
+ * a capture each time (cpu: the backend refuses what a graph cannot hold) */
+static int step_graph(mnt_resnet *r, const step_args *a, const mnt_optim_cfg *cfg, const mnt_step_hp *hp_dev,
+                      void **graph) {
+  if (!*graph) {
+    MNT_CHECK(mnt_be_capture_begin(r->be));
+    int st = step_work(r, a, cfg, hp_dev, 0);
+    int end = mnt_be_capture_end(r->be, graph);
+    MNT_CHECK(st);
+    MNT_CHECK(end);
+    if (*graph) printf("# the step is captured as a CUDA graph, replayed from here\n");
+  }
+  return *graph ? mnt_be_graph_launch(r->be, *graph) : MNT_OK;
+}
+
 static int steps(mnt_resnet *r, const step_args *a, const int32_t *y, const mnt_optim_cfg *cfg,
                  const mnt_step_hp *hp_dev, double *total, int *timed, long long reorders[2]) {
   *total = 0;
   *timed = 0;
-  for (int k = 0; k < a->warmup + a->steps || (a->seconds > 0 && *total < a->seconds); k++) {
+  void *graph = NULL;
+  int st = MNT_OK, on = !strcmp(a->graph, "on");
+  MNT_CHECK(mnt_be_copy(r->be, r->labels, y, (size_t)a->batch * sizeof *y, MNT_COPY_H2D)); /* once, as the input */
+  for (int k = 0; (k < a->warmup + a->steps || (a->seconds > 0 && *total < a->seconds)) && st == MNT_OK; k++) {
     if (k == a->warmup) mnt_be_reorders(r->be, reorders); /* the timed steps' count: after minus before */
     if (a->profile && k == a->warmup) mnt_backend_profile_reset(); /* the timed steps only */
     double t0 = mnt_now();
     float l3[3];
-    MNT_CHECK(mnt_resnet_forward(r, NULL, 1));
-    MNT_CHECK(mnt_resnet_loss(r, y, a->batch, 1));
-    MNT_CHECK(mnt_resnet_backward(r));
-    MNT_CHECK(mnt_sgd_update(r, cfg, hp_dev, k == 0, NULL));
-    MNT_CHECK(mnt_resnet_read_loss(r, l3)); /* the read waits for the step */
+    /* the first step starts the momentum: other work than the rest, never in the graph */
+    st = on && k > 0 ? step_graph(r, a, cfg, hp_dev, &graph) : step_work(r, a, cfg, hp_dev, k == 0);
+    if (st == MNT_OK) st = mnt_resnet_read_loss(r, l3); /* the read waits for the step */
+    if (st != MNT_OK) break;
     double dt = mnt_now() - t0;
     int warm = k < a->warmup;
     if (!warm) *total += dt, (*timed)++;
@@ -124,17 +168,26 @@ static int steps(mnt_resnet *r, const step_args *a, const int32_t *y, const mnt_
              warm ? a->warmup : a->seconds > 0 ? 0 : a->steps, dt, a->batch / dt, (double)l3[0] / a->batch);
     fflush(stdout);
   }
+  mnt_be_graph_free(r->be, graph);
   long long now[2];
   mnt_be_reorders(r->be, now);
   reorders[0] = now[0] - reorders[0];
   reorders[1] = now[1] - reorders[1];
-  return MNT_OK;
+  return st;
 }
 
 int mnt_bench_step_main(mnt_world *w, int argc, char **argv) {
   (void)w; /* one process: no world */
-  step_args a = {.arch = "resnet50", .device = "cpu", .precision = "fp32", .size = 224, .batch = 16, .steps = 5,
-                 .classes = 1000, .warmup = 1, .seed = 1};
+  step_args a = {.arch = "resnet50",
+                 .device = "cpu",
+                 .precision = "fp32",
+                 .graph = "off",
+                 .size = 224,
+                 .batch = 16,
+                 .steps = 5,
+                 .classes = 1000,
+                 .warmup = 1,
+                 .seed = 1};
   int help = 0, st = parse_options(&a, argc, argv, &help);
   if (st || help) return st;
   mnt_backend_opts bo = {.device = -1};
@@ -170,8 +223,8 @@ int mnt_bench_step_main(mnt_world *w, int argc, char **argv) {
     goto out;
   }
   fill_batch(x, nx, y, a.batch, a.classes, a.seed);
-  double ffwd, fbwd, total;
-  int timed;
+  double ffwd, fbwd, total = 0;
+  int timed = 0;
   long long re[2];
   MNT_CHECK_GOTO(mnt_resnet_flops(a.arch, a.classes, a.size, a.batch, &ffwd, &fbwd), st, out);
   printf("# mntrain bench step: %s, %d px, batch %d, %d classes, %s %s, %d threads, %.1f M parameters, "

@@ -162,6 +162,14 @@ expect 2 "--device: cpu, cuda or auto \('tpu' is none of them\)" -- train --data
 expect 2 "--arch: one of resnet8, resnet20, resnet18, resnet34, resnet50 or resnet101, not 'vgg'" -- train --data "$data" --arch vgg
 expect 2 "--overlap: on, off or both \('maybe' is none of them\)" -- model --overlap maybe
 expect 2 "--precision: fp32, bf16 or auto \\('fp16' is none of them\\)" -- bench step --precision fp16
+# --cuda-graph on the CPU: the step runs as a graph would hold it, with the same losses as off; not with --profile
+g_off=$("$m" bench step --arch resnet8 --size 16 --batch 4 --warmup 1 --steps 3 --cuda-graph off 2>&1 | awk '/^step /{print $NF}')
+g_on=$("$m" bench step --arch resnet8 --size 16 --batch 4 --warmup 1 --steps 3 --cuda-graph on 2>&1 | awk '/^step /{print $NF}')
+if [ -z "$g_on" ] || [ "$g_on" != "$g_off" ]; then
+  echo "FAIL: bench step --cuda-graph on gives other losses than off: [$g_on] [$g_off]"
+  fail=1
+fi
+expect 2 'not inside a --cuda-graph on step' -- bench step --arch resnet8 --size 16 --batch 2 --profile --cuda-graph on
 # info
 expect 0 'rank 0 of 1 .* \(no PMIx\)' -- info
 expect 2 "unexpected argument 'extra'" -- info extra
