@@ -109,18 +109,25 @@ void mnt_sample_ws_destroy(mnt_sample_ws *w) {
   free(w);
 }
 
-/* sample g of a format 3 dataset with its box (train: drawn for epoch; else the validation box,
- * crop: its fraction): the record read (one pread, no lock), a JPEG decoded where the box reads;
- * the source region in *r, the box in its pixels. */
+/* sample g of a format 3 dataset as stored: its record read into w->rec (one pread, no lock; *len
+ * bytes), its width and height, its box in those pixels (train: drawn for epoch; else the validation
+ * box, a->val_crop: its fraction) */
+static int f3_record(mnt_dataset *d, mnt_sample_ws *w, int64_t g, const mnt_aug_cfg *a, int64_t epoch, int out, int *W,
+                     int *H, size_t *len, float box[MNT_BOX_FLOATS], int32_t *label) {
+  MNT_CHECK(mnt_dataset_dims(d, g, W, H));
+  MNT_CHECK(mnt_dataset_read_record(d, g, &w->rec, &w->cap, len, label));
+  if (a->train) mnt_aug_box_wh(a, *W, *H, epoch, g, box);
+  else mnt_val_box(*W, *H, out, a->val_crop, box);
+  return MNT_OK;
+}
+
+/* the same, a JPEG decoded where the box reads: the source region in *r, the box in its pixels */
 static int f3_region(mnt_dataset *d, mnt_sample_ws *w, int64_t g, const mnt_aug_cfg *a, int64_t epoch, int out,
                      mnt_jpeg_region *r, int32_t *label) {
   int W, H;
   size_t len;
   float box[MNT_BOX_FLOATS];
-  MNT_CHECK(mnt_dataset_dims(d, g, &W, &H));
-  MNT_CHECK(mnt_dataset_read_record(d, g, &w->rec, &w->cap, &len, label));
-  if (a->train) mnt_aug_box_wh(a, W, H, epoch, g, box);
-  else mnt_val_box(W, H, out, a->val_crop, box);
+  MNT_CHECK(f3_record(d, w, g, a, epoch, out, &W, &H, &len, box, label));
   int k = mnt_dataset_shard_of(d, g); /* for messages; g was read above, so it is in the dataset */
   if (d->codec == MNT_CODEC_JPEG)
     return mnt_jpegcrop_decode(w->jpeg, w->rec, len, W, H, box, out, 0, d->shard_path[k], g - d->shard_start[k], r);
@@ -161,11 +168,8 @@ static int f3_encoded(mnt_loader *l, mnt_sample_ws *w, int64_t epoch, int64_t id
   int W, H;
   size_t len;
   mnt_aug_cfg a = aug_cfg(l);
-  float *box = b->boxes + (size_t)i * MNT_BOX_FLOATS;
-  MNT_CHECK(mnt_dataset_dims(l->d, id, &W, &H));
-  MNT_CHECK(mnt_dataset_read_record(l->d, id, &w->rec, &w->cap, &len, &b->labels[i]));
-  if (a.train) mnt_aug_box_wh(&a, W, H, epoch, id, box);
-  else mnt_val_box(W, H, l->cfg.out_size, a.val_crop, box);
+  MNT_CHECK(f3_record(l->d, w, id, &a, epoch, l->cfg.out_size, &W, &H, &len, b->boxes + (size_t)i * MNT_BOX_FLOATS,
+                      &b->labels[i]));
   if (i == 0) b->enc_off[0] = 0;
   size_t at = b->enc_off[i];
   MNT_CHECK(enc_reserve(l, b, at + len, at));
@@ -382,7 +386,6 @@ int mnt_loader_open(mnt_loader **out, mnt_dataset *d, const mnt_loader_cfg *cfg,
       b->enc_off = malloc(((size_t)l->per_rank + 1) * sizeof *b->enc_off);
       b->wh = malloc((size_t)l->per_rank * 2 * sizeof *b->wh);
       if (b->boxes && b->enc_off && b->wh) st = enc_reserve(l, b, (size_t)l->per_rank * 32768, 0);
-      if (st == MNT_OK) b->enc_off[0] = 0;
     } else if (c.raw) {
       size_t bytes = ((size_t)l->per_rank * px + 63) / 64 * 64;
       void *p = NULL;

@@ -100,6 +100,23 @@ void mnt_be_graph_free(mnt_backend *b, void *graph) {
   if (graph && b->ops->graph_free) b->ops->graph_free(b, graph);
 }
 
+int mnt_be_graph_run(mnt_backend *b, void **graph, int (*body)(void *ctx), void *ctx, int *captured) {
+  *captured = 0;
+  if (!*graph) {
+    MNT_CHECK(mnt_be_capture_begin(b));
+    int st = body(ctx);
+    void *g = NULL;
+    int end = mnt_be_capture_end(b, &g); /* ends it whatever happened inside */
+    if (st != MNT_OK || end != MNT_OK) {
+      mnt_be_graph_free(b, g);
+      return st != MNT_OK ? st : end;
+    }
+    *graph = g;
+    *captured = g != NULL;
+  }
+  return *graph ? mnt_be_graph_launch(b, *graph) : MNT_OK;
+}
+
 static int out_dim(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
 
 int mnt_conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R, int s, int p, int need_dx,

@@ -219,6 +219,10 @@ int mnt_be_capture_end(mnt_backend *b, void **graph);
 int mnt_be_graph_launch(mnt_backend *b, void *graph);
 void mnt_be_graph_free(mnt_backend *b, void *graph);
 int mnt_be_capture_refused(const mnt_backend *b, const char *what); /* logs; MNT_EARG */
+/* the work body(ctx) queues, as a graph: captured into *graph when it is NULL, then launched (cuda);
+ * run inside a capture every time (cpu: *graph stays NULL). *captured: 1 when a graph was made by
+ * this call. A body or a capture that fails leaves *graph as it was. */
+int mnt_be_graph_run(mnt_backend *b, void **graph, int (*body)(void *ctx), void *ctx, int *captured);
 static inline int mnt_be_can_replay(const mnt_backend *b) { return b->ops->graph_launch != NULL; }
 
 /* ---- memory ---------------------------------------------------------------------------------- */

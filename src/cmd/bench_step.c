@@ -131,17 +131,23 @@ static int step_work(mnt_resnet *r, const step_args *a, const mnt_optim_cfg *cfg
 
 /* the step as a graph (--cuda-graph on): captured at the first call and replayed (cuda), or run inside
  * a capture each time (cpu: the backend refuses what a graph cannot hold) */
+typedef struct graph_step {
+  mnt_resnet *r;
+  const step_args *a;
+  const mnt_optim_cfg *cfg;
+  const mnt_step_hp *hp_dev;
+} graph_step;
+static int graph_step_run(void *ctx) {
+  const graph_step *g = ctx;
+  return step_work(g->r, g->a, g->cfg, g->hp_dev, 0);
+}
 static int step_graph(mnt_resnet *r, const step_args *a, const mnt_optim_cfg *cfg, const mnt_step_hp *hp_dev,
                       void **graph) {
-  if (!*graph) {
-    MNT_CHECK(mnt_be_capture_begin(r->be));
-    int st = step_work(r, a, cfg, hp_dev, 0);
-    int end = mnt_be_capture_end(r->be, graph);
-    MNT_CHECK(st);
-    MNT_CHECK(end);
-    if (*graph) printf("# the step is captured as a CUDA graph, replayed from here\n");
-  }
-  return *graph ? mnt_be_graph_launch(r->be, *graph) : MNT_OK;
+  graph_step ctx = {r, a, cfg, hp_dev};
+  int captured;
+  MNT_CHECK(mnt_be_graph_run(r->be, graph, graph_step_run, &ctx, &captured));
+  if (captured) printf("# the step is captured as a CUDA graph, replayed from here\n");
+  return MNT_OK;
 }
 
 static int steps(mnt_resnet *r, const step_args *a, const int32_t *y, const mnt_optim_cfg *cfg,

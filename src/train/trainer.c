@@ -643,24 +643,23 @@ static void graphs_free(mnt_trainer *t) {
 /* the step's body as a graph: captured for this lane unless it was, then launched (cuda); run as
  * captured (cpu). Then the lane's buffers are freed for the next upload and the host waits for the
  * step's end against the communicator's deadline (its errors watched meanwhile) */
+typedef struct graph_body {
+  mnt_trainer *t;
+  const mnt_batch *b;
+} graph_body;
+static int graph_body_run(void *ctx) {
+  graph_body *g = ctx;
+  return step_body(g->t, g->b, 1, NULL);
+}
+
 static int step_graph(mnt_trainer *t, const mnt_batch *b) {
   mnt_backend *be = t->be;
-  int lane = t->raw ? t->cur_lane : 0;
-  if (!mnt_be_can_replay(be) || !t->graph[lane]) {
-    MNT_CHECK(mnt_be_capture_begin(be));
-    int st = step_body(t, b, 1, NULL);
-    void *g = NULL;
-    int end = mnt_be_capture_end(be, &g); /* ends it whatever happened inside */
-    if (st != MNT_OK || end != MNT_OK) {
-      mnt_be_graph_free(be, g);
-      return st != MNT_OK ? st : end;
-    }
-    if (g && t->w->rank == 0 && !t->graph[lane ^ 1])
-      MNT_INFO("step %lld: the step is captured as a CUDA graph (one per upload lane) and replayed from here",
-               (long long)t->s.step + 1);
-    t->graph[lane] = g;
-  }
-  if (t->graph[lane]) MNT_CHECK(mnt_be_graph_launch(be, t->graph[lane]));
+  int lane = t->raw ? t->cur_lane : 0, captured;
+  graph_body ctx = {t, b};
+  MNT_CHECK(mnt_be_graph_run(be, &t->graph[lane], graph_body_run, &ctx, &captured));
+  if (captured && t->w->rank == 0 && !t->graph[lane ^ 1])
+    MNT_INFO("step %lld: the step is captured as a CUDA graph (one per upload lane) and replayed from here",
+             (long long)t->s.step + 1);
   if (t->raw && mnt_be_has_upload(be)) MNT_CHECK(mnt_upload_release(be, t->cur_lane));
   return mnt_comm_settle(t->c, be->stream);
 }
