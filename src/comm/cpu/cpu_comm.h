@@ -88,6 +88,9 @@ typedef struct mnt_cpu_plan {
   const char *what;
 } mnt_cpu_plan;
 
+/* how long the ranks are asked what they wait for (mnt_watchdog_blame) when a collective or a
+ * shrink's agreement stalls: a quarter of the communicator's timeout, within 0.5 to 5 s (engine.c) */
+double mnt_cpu_probe_s(const mnt_cpu_comm *c);
 /* run plan p to its end, the deadline and the watchdog's questions included (engine.c) */
 int mnt_cpu_run(mnt_cpu_comm *c, const mnt_cpu_plan *p);
 /* carry out request q over the fabric's rings, on the progress thread (collectives.c) */

@@ -103,20 +103,19 @@ static void sleep_on_bell(mnt_cpu_comm *c, uint32_t seen, double secs) {
   atomic_store(&me->sleeping, 0u);
 }
 
-/* how long the ranks are asked what they wait for (mnt_watchdog_blame) when a collective stalls */
-static double blame_probe_s(const mnt_cpu_comm *c) {
+double mnt_cpu_probe_s(const mnt_cpu_comm *c) {
   return c->timeout_s / 4 < 0.5 ? 0.5 : c->timeout_s / 4 > 5 ? 5 : c->timeout_s / 4;
 }
 
 /* No progress since `last` while waiting for rank peer: a warning (final = 0: who holds it up is
- * asked now, up to blame_probe_s) or the failure (final = 1, with `who` asked before the deadline).
+ * asked now, up to mnt_cpu_probe_s) or the failure (final = 1, with `who` asked before the deadline).
  * The seconds said are measured when the message is written, after the asking: the warning, the
  * last events' "(N s)" and the deadline tell one story (MNT_COMM_TIMEOUT is when the wait ends, not
  * when the asking before the end begins). */
 static int stalled(mnt_cpu_comm *c, const mnt_cpu_plan *p, int peer, double last, int final, const char *who_asked) {
   char who[2000];
   if (final) snprintf(who, sizeof who, "%s", who_asked);
-  else mnt_watchdog_blame(c->wd, peer, blame_probe_s(c), who, sizeof who);
+  else mnt_watchdog_blame(c->wd, peer, mnt_cpu_probe_s(c), who, sizeof who);
   const char *node = c->w->node_name[c->w->node_of[peer]];
   char doing[160];
   mnt_trace_activity(doing, sizeof doing);
@@ -144,7 +143,7 @@ static int run_plan(mnt_cpu_comm *c, const mnt_cpu_plan *p) {
   size_t so = 0, ro = 0; /* bytes done within it */
   double last = mnt_now(), checked = last;
   double warn_after = c->timeout_s / 2 < 30 ? c->timeout_s / 2 : 30;
-  double ask_at = c->timeout_s - blame_probe_s(c); /* the asking ends at the deadline */
+  double ask_at = c->timeout_s - mnt_cpu_probe_s(c); /* the asking ends at the deadline */
   char who[2000];
   int spins = 0, announced = 0, asked = 0;
   int uses_shm = link_is(r->send, MNT_LINK_SHM) || link_is(r->recv, MNT_LINK_SHM);
@@ -225,7 +224,7 @@ static int run_plan(mnt_cpu_comm *c, const mnt_cpu_plan *p) {
       announced = 1;
     }
     if (!asked && now - last > ask_at) { /* who holds it up, asked before the deadline, not after it */
-      mnt_watchdog_blame(c->wd, peer, blame_probe_s(c), who, sizeof who);
+      mnt_watchdog_blame(c->wd, peer, mnt_cpu_probe_s(c), who, sizeof who);
       asked = 1;
       now = mnt_now();
     }

@@ -64,10 +64,6 @@ struct mnt_cpu_member {
   int npark;
 };
 
-static double probe_s(const mnt_cpu_comm *c) {
-  return c->timeout_s / 4 < 0.5 ? 0.5 : c->timeout_s / 4 > 5 ? 5 : c->timeout_s / 4;
-}
-
 int mnt_cpu_member_enable(mnt_cpu_comm *c, int (*addr_of)(void *ctx, int rank, mnt_tcp_addr *addr)) {
   mnt_world *w = c->w;
   mnt_cpu_member *mb = calloc(1, sizeof *mb);
@@ -187,6 +183,15 @@ int mnt_cpu_member_on_msg(void *ctx, const mnt_tcp_hello *h, int fd) {
   return 1;
 }
 
+/* wait on the member's condition for up to 100 ms (mu held) */
+static void nap(mnt_cpu_member *mb) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_nsec += 100 * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+  pthread_cond_timedwait(&mb->cv, &mb->mu, &ts);
+}
+
 int mnt_cpu_member_take_link(mnt_cpu_comm *c, uint32_t comm_id, int from, int tag, double deadline, int *fd) {
   mnt_cpu_member *mb = c->mb;
   pthread_mutex_lock(&mb->mu);
@@ -200,11 +205,7 @@ int mnt_cpu_member_take_link(mnt_cpu_comm *c, uint32_t comm_id, int from, int ta
         return mnt_tcp_answer(*fd, 1, deadline);
       }
     if (mnt_now() >= deadline) break;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 100 * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-    pthread_cond_timedwait(&mb->cv, &mb->mu, &ts);
+    nap(mb);
   }
   pthread_mutex_unlock(&mb->mu);
   MNT_ERR("rebuild: rank %d on %s did not connect within %.0f s (MNT_COMM_TIMEOUT)", c->w->job_of[from],
@@ -222,7 +223,7 @@ static int tell(mnt_cpu_comm *c, int j, int kind, const uint8_t *view, int64_t s
   mnt_tcp_hello_init(&h, c->secret, c->base_id, c->w->job_of[c->w->rank], kind);
   memcpy(h.magic, MEMB_MAGIC, sizeof h.magic);
   body b = {.epoch = mb->epoch, .step = step};
-  double dl = mnt_now() + probe_s(c);
+  double dl = mnt_now() + mnt_cpu_probe_s(c);
   int fd;
   char why[300];
   int st = mnt_tcp_dial(&mb->addr[j], &h, sizeof h, dl, &fd, why, sizeof why);
@@ -291,15 +292,6 @@ static int spread(mnt_cpu_comm *c, int64_t step, uint8_t *v, uint8_t *g) {
     }
   }
   return MNT_OK;
-}
-
-/* wait on the member's condition for up to 100 ms (mu held) */
-static void nap(mnt_cpu_member *mb) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_nsec += 100 * 1000000L;
-  if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-  pthread_cond_timedwait(&mb->cv, &mb->mu, &ts);
 }
 
 /* the leader: every member not held gone has joined (those that stop answering are gone), then
