@@ -25,6 +25,12 @@
 # baseline and the goals (2,048 within 0.5 points of it, 8,192 within 3), and `mntrain report` of
 # all runs into WORK/report (learning.svg: the curves). About 6 min per run at 16 epochs on 2 cores.
 #
+# MODE=longer: configurations of the ablation by name (LONGER, default "b256-sgd b2048-rmsw
+# b8192-lars-bn-ls": the baseline and the best single change of each batch at 16 epochs) at more epochs
+# (default 32), seed 1; a table of the final top-1, the curve at a quarter, half and three quarters of
+# the run, and the first epoch at which each came within its goal of the baseline's final top-1.
+# Names: bB-sgd, bB-lars, bB-lars-bn, bB-lars-bn-ls, bB-rmsw, bB-rmsw-bn. About 12 min per run.
+#
 # MODE=compare: momentum SGD with the linear scaling rule and warm-up (Goyal et al., arXiv
 # 1706.02677) against LARS (as MLPerf's ResNet-50 reference: eta 0.001, warm-up then poly (power 2)
 # decay, label smoothing 0.1) at global batch 256, 2,048 and 8,192, seeds 1 and 2 (all of seed 1
@@ -35,7 +41,8 @@
 # In both modes a run whose summary.json exists is not run again: the benchmark resumes where it stopped.
 #
 #   benchmarks/large_batch.sh [path/to/mntrain] [work dir, default /tmp/mntrain-large-batch]
-# Environment: MODE (ablation|compare), EPOCHS (default 16 for ablation, 12 for compare), BATCHES
+# Environment: MODE (ablation|longer|compare), EPOCHS (default 16 for ablation, 32 for longer, 12
+# for compare), LONGER (longer: the run names), BATCHES
 # (ablation: default "2048 8192"), SEEDS (compare: default "1 2"), WARMUP (epochs, default 2),
 # SGD_LR, LARS_LR and RMSW_LR (per 256 images, mntrain scales linearly; defaults 0.2, 0.5 and 0.05),
 # RMSPROP_LR (rmsprop-warmup's --rmsprop-lr, default 1e-4), LARS_BATCHES
@@ -48,8 +55,9 @@ work=${2:-/tmp/mntrain-large-batch}
 mode=${MODE:-ablation}
 case "$mode" in
   ablation) epochs=${EPOCHS:-16} ;;
+  longer) epochs=${EPOCHS:-32} ;;
   compare) epochs=${EPOCHS:-12} ;;
-  *) echo "MODE: ablation or compare, not '$mode'" >&2; exit 2 ;;
+  *) echo "MODE: ablation, longer or compare, not '$mode'" >&2; exit 2 ;;
 esac
 seeds=${SEEDS:-1 2}
 warmup=${WARMUP:-2}
@@ -110,13 +118,83 @@ above() {
   [ -n "$1" ] && [ -n "$2" ] && /usr/bin/python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) > float(sys.argv[2]) else 1)' "$1" "$2"
 }
 
+lars=(--optimizer lars --lars-eta 0.001 --schedule poly --lr "$lars_lr" --warmup-epochs "$warmup")
+rmsw=(--optimizer rmsprop-warmup --schedule slow-start --lr "$rmsw_lr" --rmsprop-lr "$rmsprop_lr" --warmup-epochs 0)
+baseline=(--optimizer sgd --schedule cosine --lr "$sgd_lr" --warmup-epochs "$warmup")
+
+if [ "$mode" = longer ]; then
+  # the ablation's configurations by name at more epochs, seed 1, with the epoch at which each first
+  # came within its goal of the baseline's final top-1
+  names=${LONGER:-b256-sgd b2048-rmsw b8192-lars-bn-ls}
+  echo "# large batches, longer: resnet8, Fashion-MNIST, 2 ranks on 2 nodes, $epochs epochs, bn-batch 32: $names; runs in $work/runs"
+  start_all=$(date +%s)
+  for n in $names; do
+    b=${n%%-*}
+    b=${b#b}
+    c=${n#*-}
+    case "$b" in '' | *[!0-9]*) echo "LONGER: '$n' does not start with bB- (B the global batch)" >&2; exit 2 ;; esac
+    nb=$((4096 / (b / 2)))
+    [ "$nb" -ge 1 ] || nb=1
+    bn=(--bn-eval recompute --bn-recompute-batches "$nb")
+    case "$c" in
+      sgd) flags=("${baseline[@]}") ;;
+      lars) flags=("${lars[@]}") ;;
+      lars-bn) flags=("${lars[@]}" "${bn[@]}") ;;
+      lars-bn-ls) flags=("${lars[@]}" "${bn[@]}" --label-smoothing 0.1) ;;
+      rmsw) flags=("${rmsw[@]}") ;;
+      rmsw-bn) flags=("${rmsw[@]}" "${bn[@]}") ;;
+      *) echo "LONGER: '$n' is not one of bB-sgd, bB-lars, bB-lars-bn, bB-lars-bn-ls, bB-rmsw, bB-rmsw-bn" >&2; exit 2 ;;
+    esac
+    train_run "$n" "$b" 1 "${flags[@]}"
+  done
+  end_all=$(date +%s)
+  echo "# all runs: $(( (end_all - start_all) / 60 )) min $(( (end_all - start_all) % 60 )) s"
+  /usr/bin/python3 - "$work/runs" "$names" <<'EOF'
+import os, re, sys
+runs, names = sys.argv[1], sys.argv[2].split()
+goals = {2048: 0.5, 8192: 3.0}
+def curve(name):  # test top-1 in % after each epoch, from the run's log
+    try:
+        lines = open(os.path.join(runs, name + "-s1", "log")).read().splitlines()
+    except OSError:
+        return []
+    return [100 * float(l.split()[6]) for l in lines if "validation:" in l]
+base = curve(next((n for n in names if n.startswith("b256-")), "b256-sgd"))
+print("| run | final top-1 | best epoch | top-1 at 1/4, 1/2, 3/4 of the run | min/run | vs 256 (final) | first epoch within the goal of the 256 run's final |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+for n in names:
+    c = curve(n)
+    if not c:
+        print(f"| {n} | (no curve) | | | | | |")
+        continue
+    b = int(re.match(r"b(\d+)-", n).group(1))
+    try:
+        mins = f"{int(open(os.path.join(runs, n + '-s1', 'seconds')).read()) / 60:.1f}"
+    except (OSError, ValueError):
+        mins = "-"
+    k = len(c)
+    marks = ", ".join(f"{c[max(0, k * q // 4 - 1)]:.2f}" for q in (1, 2, 3))
+    vs = f"{c[-1] - base[-1]:+.2f}" if base else "-"
+    first = "-"
+    if base and b in goals:
+        hit = [i + 1 for i, v in enumerate(c) if v >= base[-1] - goals[b]]
+        first = f"epoch {hit[0]} of {k}" if hit else f"not reached (goal: {goals[b]:g} points)"
+    print(f"| {n} | {c[-1]:.2f} | {max(c):.2f} | {marks} | {mins} | {vs} | {first} |")
+print("(test top-1 in % on the 10,000 test images after each epoch, seed 1)")
+EOF
+  if "$m" report "$work"/runs/*-s1 --out "$work/report" >"$work/report.txt" 2>&1; then
+    echo "# report: $work/report (learning.svg, learning.csv)"
+  else
+    echo "# note: mntrain report failed on these runs (see $work/report.txt); the table above is the result"
+  fi
+  exit 0
+fi
+
 if [ "$mode" = ablation ]; then
   batches=${BATCHES:-2048 8192}
-  lars=(--optimizer lars --lars-eta 0.001 --schedule poly --lr "$lars_lr" --warmup-epochs "$warmup")
-  rmsw=(--optimizer rmsprop-warmup --schedule slow-start --lr "$rmsw_lr" --rmsprop-lr "$rmsprop_lr" --warmup-epochs 0)
   echo "# large batches, ablation: resnet8, Fashion-MNIST, 2 ranks on 2 nodes, $epochs epochs, bn-batch 32; batches $batches; runs in $work/runs"
   start_all=$(date +%s)
-  train_run b256-sgd 256 1 --optimizer sgd --schedule cosine --lr "$sgd_lr" --warmup-epochs "$warmup"
+  train_run b256-sgd 256 1 "${baseline[@]}"
   for b in $batches; do
     nb=$((4096 / (b / 2)))
     [ "$nb" -ge 1 ] || nb=1
