@@ -3,8 +3,9 @@
  * the casts fp32 <-> bf16/fp16/fp64 and the collectives' reduce/scale loops (bit for bit, NaNs
  * included: special values, all 65,536 16-bit patterns, a sweep of the 2^32 float patterns), the
  * CPU backend's fp32 loops (acc, scale, add, relu, relu backward, SGD, non-finite check), and the
- * loader's resampler mnt_crop_resize (bit for bit: up- and down-scaling, flips, padded crops,
- * grey to 3 channels, images larger than the fast path's buffers), on awkward sizes (0, 1, 7, 8,
+ * loader's resampler mnt_crop_resize and its uint8 form for the raw mode (bit for bit: up- and
+ * down-scaling, flips, padded crops, grey to 3 channels, images larger than the fast path's
+ * buffers), on awkward sizes (0, 1, 7, 8,
  * 15, 16, 17, large), unaligned pointers, and images placed against an inaccessible page on either
  * side (a read past the image faults). Then MNT_SIMD: a bad value or a variant this CPU cannot run
  * is an error (mnt_env_check), a good one is what a new process runs.
@@ -71,8 +72,11 @@ static float ref_f16_to_f32(uint16_t h) {
 }
 
 enum { REF_MAX_OUT = 4096 };
+/* dst: outC planes of normalised floats; dst8 (when not NULL, pad 0): the interpolated values clamped to
+ * 0..255 and rounded half up, out x out x outC interleaved (the loader's raw mode) */
 static void ref_crop_resize(const uint8_t *src, int S, int C, double x0, double y0, double w, double h, int flip,
-                            int pad, int out, int outC, const float *mean, const float *std, float *dst) {
+                            int pad, int out, int outC, const float *mean, const float *std, float *dst,
+                            uint8_t *dst8) {
   static int xa[REF_MAX_OUT], xb[REF_MAX_OUT];
   static float wx[REF_MAX_OUT], inx[REF_MAX_OUT];
   double sx = w / out, sy = h / out;
@@ -108,6 +112,10 @@ static void ref_crop_resize(const uint8_t *src, int S, int C, double x0, double 
         float a = r1[xa[ox] + sc] + wx[ox] * (float)(r1[xb[ox] + sc] - r1[xa[ox] + sc]);
         float e = r2[xa[ox] + sc] + wx[ox] * (float)(r2[xb[ox] + sc] - r2[xa[ox] + sc]);
         o[ox] = (a + wy * (e - a)) * (inx[ox] * iny) * k + b;
+        if (dst8) {
+          float v = a + wy * (e - a);
+          dst8[((size_t)oy * out + ox) * outC + c] = v <= 0 ? 0 : v >= 255 ? 255 : (uint8_t)(int)(v + 0.5f);
+        }
       }
     }
   }
@@ -445,7 +453,8 @@ static int resample_case(const char *v, int S, int C, int outC, int out, const f
   }
   for (size_t i = 0; i < px; i++) img[i] = (uint8_t)(next() >> 56);
   const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
-  ref_crop_resize(img, S, C, box[0], box[1], box[2], box[3], box[4] != 0, pad, out, outC, mean, std, want);
+  uint8_t *want8 = pad ? NULL : malloc(no + 2), *got8 = pad ? NULL : malloc(no + 2);
+  ref_crop_resize(img, S, C, box[0], box[1], box[2], box[3], box[4] != 0, pad, out, outC, mean, std, want, want8);
   got[0] = got[no + 1] = 12345.0f;
   mnt_crop_resize(img, S, C, box, pad, out, outC, mean, std, got + 1); /* unaligned */
   int bad = memcmp(got + 1, want, no * sizeof(float)) != 0 || got[0] != 12345.0f || got[no + 1] != 12345.0f;
@@ -466,9 +475,23 @@ static int resample_case(const char *v, int S, int C, int outC, int out, const f
     }
     free(al);
   }
+  if (want8 && got8) { /* the raw mode's uint8 crops (no padding there), unaligned, nothing written around */
+    got8[0] = got8[no + 1] = 0xa5;
+    mnt_crop_resize_u8(img, S, S, (size_t)S * C, C, box, 0, out, outC, got8 + 1);
+    if (memcmp(got8 + 1, want8, no) || got8[0] != 0xa5 || got8[no + 1] != 0xa5) {
+      size_t i = 0;
+      while (i < no && got8[1 + i] == want8[i]) i++;
+      bad = 1;
+      EXPECT(0, "%s: crop_resize_u8 S %d C %d->%d out %d box (%g %g %g %g flip %g): byte %zu is %d, want %d", v, S, C,
+             outC, out, (double)box[0], (double)box[1], (double)box[2], (double)box[3], (double)box[4], i,
+             i < no ? got8[1 + i] : -1, i < no ? want8[i] : -1);
+    }
+  }
   munmap(map, maplen);
   free(got);
   free(want);
+  free(got8);
+  free(want8);
   return bad;
 }
 
