@@ -105,6 +105,12 @@ train_run() {
   fi
 }
 
+# the wall time since start_all
+all_runs_took() {
+  local t=$(($(date +%s) - start_all))
+  echo "# all runs: $((t / 60)) min $((t % 60)) s"
+}
+
 # the final top-1 of a finished run NAME-sS (empty when it has none)
 top1() {
   /usr/bin/python3 -c 'import json, sys
@@ -147,8 +153,7 @@ if [ "$mode" = longer ]; then
     esac
     train_run "$n" "$b" 1 "${flags[@]}"
   done
-  end_all=$(date +%s)
-  echo "# all runs: $(( (end_all - start_all) / 60 )) min $(( (end_all - start_all) % 60 )) s"
+  all_runs_took
   /usr/bin/python3 - "$work/runs" "$names" <<'EOF'
 import os, re, sys
 runs, names = sys.argv[1], sys.argv[2].split()
@@ -236,8 +241,7 @@ if [ "$mode" = ablation ]; then
     read -r -a flags <"$work/runs/b$b-$best-s1/flags"
     train_run "b$b-$best" "$b" 2 "${flags[@]}"
   done
-  end_all=$(date +%s)
-  echo "# all runs: $(( (end_all - start_all) / 60 )) min $(( (end_all - start_all) % 60 )) s"
+  all_runs_took
   /usr/bin/python3 - "$work/runs" "$batches" <<'EOF'
 import json, os, sys
 runs, batches = sys.argv[1], sys.argv[2].split()
@@ -327,8 +331,7 @@ for r in "${runs[@]}"; do
   echo "run $i/$total: batch $b $o seed $s (lr $lr per 256)"
   train_run "b$b-$o" "$b" "$s" --warmup-epochs "$warmup" --lr "$lr" "${opt[@]}"
 done
-end_all=$(date +%s)
-echo "# all runs: $(( (end_all - start_all) / 60 )) min $(( (end_all - start_all) % 60 )) s"
+all_runs_took
 
 # the table: one row per configuration, both seeds side by side
 /usr/bin/python3 - "$work/runs" "$seeds" "$sgd_lr" "$lars_lr" "${configs[@]}" <<'EOF'
