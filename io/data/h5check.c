@@ -559,22 +559,37 @@ static int hdf5_view(const mnt_h5_map *m, int obj, hid_t ds, hid_t ftype) {
   return MNT_OK;
 }
 
+/* The object header address a hard link points to (-1: no such hard link). HDF5 1.12 replaced the
+ * link's address by an object token (H5Lget_info2, H5O_token_t); the native file format's token
+ * holds the address, which H5VLnative_token_to_addr gives back. */
+static int link_address(hid_t f, const char *name, haddr_t *at) {
+#if H5_VERSION_GE(1, 12, 0)
+  H5L_info2_t li;
+  if (H5Lget_info2(f, name, &li, H5P_DEFAULT) < 0 || li.type != H5L_TYPE_HARD) return -1;
+  return H5VLnative_token_to_addr(f, li.u.token, at) < 0 ? -1 : 0;
+#else
+  H5L_info_t li;
+  if (H5Lget_info(f, name, &li, H5P_DEFAULT) < 0 || li.type != H5L_TYPE_HARD) return -1;
+  *at = li.u.address;
+  return 0;
+#endif
+}
+
 int mnt_h5_open_checked(const mnt_h5_map *m, hid_t f, const char *name, hid_t ftype, int rank, const hsize_t *dims,
                         int chunked, hid_t *ds) {
   *ds = -1;
   int obj = -1;
   for (int i = 0; i < m->nobj; i++)
     if (!strcmp(m->obj[i].name, name)) obj = i;
-  H5L_info_t li;
-  if (obj < 0 || !m->obj[obj].has_layout || H5Lget_info(f, name, &li, H5P_DEFAULT) < 0 ||
-      li.type != H5L_TYPE_HARD) {
+  haddr_t at;
+  if (obj < 0 || !m->obj[obj].has_layout || link_address(f, name, &at) < 0) {
     MNT_ERR("%s: no \"%s\" dataset", m->sp, name);
     return MNT_EDATA;
   }
   const dset *d = &m->obj[obj];
-  if (li.u.address != d->oh)
+  if (at != d->oh)
     return damaged(m, obj, "HDF5 finds it at byte %llu, its group's symbol table at byte %llu",
-                   (unsigned long long)li.u.address, (unsigned long long)d->oh);
+                   (unsigned long long)at, (unsigned long long)d->oh);
   if (d->rank != rank || memcmp(d->dims, dims, (size_t)rank * sizeof *dims)) {
     char have[100], want[100];
     dims_text(have, sizeof have, d->rank, d->dims);
