@@ -117,7 +117,8 @@ fashion_mnist_sets() {
 # mpi/pmix fails: its socket stepd.slurm.pmix.JOB.STEP is still bound, and the job id is the same),
 # and a second after that (within ~0.1 s of the requeue slurmctld kills it at launch, "Killing
 # non-startable batch JobId=N: Job credential revoked"). squeue may not list a job while it is being
-# requeued: it is finished when absent for 2 s.
+# requeued: it is finished when absent for 2 s. (Step daemons of this PID namespace only: a cluster in
+# other namespaces on the machine, as tests/fresh-machine.sh trixie runs, has job ids of its own.)
 await_requeued() {
   local job=$1 hurried=0 gone=0 state=""
   for _ in $(seq 1 1800); do
@@ -129,7 +130,7 @@ await_requeued() {
       continue
     fi
     gone=0
-    if [ $hurried -eq 0 ] && [ "$state" = "PENDING BeginTime" ] && ! pgrep -f "slurmstepd: \[$job\." >/dev/null; then
+    if [ $hurried -eq 0 ] && [ "$state" = "PENDING BeginTime" ] && ! pgrep --ns $$ --nslist pid -f "slurmstepd: \[$job\." >/dev/null; then
       sleep 1
       scontrol update JobId="$job" StartTime=now && hurried=1 && echo "job $job requeued: started a second later"
     fi
