@@ -45,14 +45,17 @@ typedef struct cpu_impl {
 static int isa_has(dnnl_cpu_isa_t isa, dnnl_cpu_isa_t want) { return ((unsigned)isa & (unsigned)want) == (unsigned)want; }
 
 const char *mnt_cpu_isa_name(void) {
-  static const struct { dnnl_cpu_isa_t isa; const char *name; } NAMES[] = {
-    {dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx"}, {dnnl_cpu_isa_avx512_core_bf16, "avx512_core_bf16"},
-    {dnnl_cpu_isa_avx512_core_vnni, "avx512_core_vnni"}, {dnnl_cpu_isa_avx512_core, "avx512_core"},
-#if !MNT_DNNL3 /* Xeon Phi: gone from 3.0 */
-    {dnnl_cpu_isa_avx512_mic_4ops, "avx512_mic_4ops"}, {dnnl_cpu_isa_avx512_mic, "avx512_mic"},
-#endif
-    {dnnl_cpu_isa_avx2_vnni, "avx2_vnni"}, {dnnl_cpu_isa_avx2, "avx2"}, {dnnl_cpu_isa_avx, "avx"},
-    {dnnl_cpu_isa_sse41, "sse41"}};
+  static const struct {
+    dnnl_cpu_isa_t isa;
+    const char *name;
+  } NAMES[] = {{dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx"},
+               {dnnl_cpu_isa_avx512_core_bf16, "avx512_core_bf16"},
+               {dnnl_cpu_isa_avx512_core_vnni, "avx512_core_vnni"},
+               {dnnl_cpu_isa_avx512_core, "avx512_core"},
+               MNT_DNNL_XEON_PHI_ISAS{dnnl_cpu_isa_avx2_vnni, "avx2_vnni"},
+               {dnnl_cpu_isa_avx2, "avx2"},
+               {dnnl_cpu_isa_avx, "avx"},
+               {dnnl_cpu_isa_sse41, "sse41"}};
   dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
   for (size_t i = 0; i < sizeof NAMES / sizeof *NAMES; i++)
     if (isa_has(isa, NAMES[i].isa)) return NAMES[i].name;
@@ -92,7 +95,11 @@ static void prim_free(prim *p) {
 }
 
 /* Execute with (arg id, memory desc, pointer) triples; memories wrap our buffers. */
-typedef struct { int arg; md_ref md; const void *ptr; } bind;
+typedef struct {
+  int arg;
+  md_ref md;
+  const void *ptr;
+} bind;
 
 static int run_prim(mnt_backend *b, prim *p, int n, const bind *binds) {
   dnnl_exec_arg_t args[12];
@@ -225,7 +232,7 @@ typedef struct cpu_conv {
   mnt_backend *b;
   int N, C, H, W, K, R, s, p, OH, OW, need_dx;
   dnnl_dims_t strides, pad_l, pad_r;
-  mnt_md x, y, w;             /* x, y: the activations' own layouts; w: OIHW (the slab) */
+  mnt_md x, y, w; /* x, y: the activations' own layouts; w: OIHW (the slab) */
   conv_pass pass[NPASS];
   void *xbuf, *ybuf;          /* x / y in a pass's other layout (only when some pass needs one) */
   char impl[200];
@@ -257,8 +264,13 @@ static int conv_try(cpu_conv *c, int d, md_ref xm, md_ref ym, dnnl_primitive_des
   int st = MNT_OK;
   MNT_DNNL_CHECK(md_make(&wa, 4, wd, IMPL(c->b)->adt, dnnl_format_tag_any));
   MNT_DNNL_CHECK_GOTO(md_make(&wf, 4, wd, dnnl_f32, dnnl_format_tag_any), st, out_wa);
-  op_spec o = {.kind = CONV_OP[d], .src = xm, .w = d == BWD_W ? MD(wf) : MD(wa), .dst = ym, .strides = c->strides,
-               .pad_l = c->pad_l, .pad_r = c->pad_r};
+  op_spec o = {.kind = CONV_OP[d],
+               .src = xm,
+               .w = d == BWD_W ? MD(wf) : MD(wa),
+               .dst = ym,
+               .strides = c->strides,
+               .pad_l = c->pad_l,
+               .pad_r = c->pad_r};
   if (d != FWD) { /* backward descriptors need a forward one of the same layouts */
     op_spec f = o;
     f.kind = OP_CONV_FWD;
@@ -332,8 +344,10 @@ static int conv_pass_plan(cpu_conv *c, int d) {
   }
   ps->x_alt = !md_equal(MD(ps->x), MD(c->x));
   ps->y_alt = !md_equal(MD(ps->y), MD(c->y));
-  MNT_DNNL_CHECK(md_copy(
-      &ps->w, dnnl_primitive_desc_query_md(ps->p.pd, d == BWD_W ? dnnl_query_diff_weights_md : dnnl_query_weights_md, 0)));
+  MNT_DNNL_CHECK(
+      md_copy(&ps->w,
+              dnnl_primitive_desc_query_md(ps->p.pd, d == BWD_W ? dnnl_query_diff_weights_md : dnnl_query_weights_md,
+                                           0)));
   return MNT_OK;
 }
 
@@ -350,12 +364,14 @@ static int conv_pass_build(cpu_conv *c, int d) {
     MNT_CHECK(d == BWD_DATA ? make_reorder(b, MD(ps->x), MD(c->x), &ps->re_x)
                             : make_reorder(b, MD(c->x), MD(ps->x), &ps->re_x));
   if (ps->y_alt)
-    MNT_CHECK(d == FWD ? make_reorder(b, MD(ps->y), MD(c->y), &ps->re_y) : make_reorder(b, MD(c->y), MD(ps->y), &ps->re_y));
+    MNT_CHECK(d == FWD ? make_reorder(b, MD(ps->y), MD(c->y), &ps->re_y)
+                       : make_reorder(b, MD(c->y), MD(ps->y), &ps->re_y));
   if (ps->x_alt && !c->xbuf && !(c->xbuf = alloc_like(MD(c->x)))) return MNT_ENOMEM;
   if (ps->y_alt && !c->ybuf && !(c->ybuf = alloc_like(MD(c->y)))) return MNT_ENOMEM;
   if (!md_equal(MD(ps->w), MD(c->w))) {
     if (!(ps->wbuf = alloc_like(MD(ps->w)))) return MNT_ENOMEM;
-    MNT_CHECK(d == BWD_W ? make_reorder(b, MD(ps->w), MD(c->w), &ps->re_w) : make_reorder(b, MD(c->w), MD(ps->w), &ps->re_w));
+    MNT_CHECK(d == BWD_W ? make_reorder(b, MD(ps->w), MD(c->w), &ps->re_w)
+                         : make_reorder(b, MD(c->w), MD(ps->w), &ps->re_w));
   }
   return MNT_OK;
 }
@@ -545,9 +561,12 @@ out:
 static int bn_forward_train(void *h, const void *x, const float *gamma, const float *beta, void *y,
                             float *save_mean, float *save_var, float *run_mean, float *run_var, float momentum) {
   cpu_bn *bn = h;
-  bind bs[] = {{DNNL_ARG_SRC, MD(bn->x), x},         {DNNL_ARG_SCALE, MD(bn->c1), gamma},
-               {DNNL_ARG_SHIFT, MD(bn->c1), beta},   {DNNL_ARG_DST, MD(bn->x), y},
-               {DNNL_ARG_MEAN, MD(bn->c1), save_mean}, {DNNL_ARG_VARIANCE, MD(bn->c1), save_var},
+  bind bs[] = {{DNNL_ARG_SRC, MD(bn->x), x},
+               {DNNL_ARG_SCALE, MD(bn->c1), gamma},
+               {DNNL_ARG_SHIFT, MD(bn->c1), beta},
+               {DNNL_ARG_DST, MD(bn->x), y},
+               {DNNL_ARG_MEAN, MD(bn->c1), save_mean},
+               {DNNL_ARG_VARIANCE, MD(bn->c1), save_var},
                {DNNL_ARG_WORKSPACE, MD(bn->ws), bn->workspace}};
   MNT_CHECK(run_prim(bn->b, &bn->fwd, bn->relu ? 7 : 6, bs));
   double m = (double)bn->N * bn->HW;
@@ -562,8 +581,8 @@ static int bn_forward_train(void *h, const void *x, const float *gamma, const fl
 static int bn_forward_infer(void *h, const void *x, const float *gamma, const float *beta, void *y,
                             const float *run_mean, const float *run_var) {
   cpu_bn *bn = h;
-  bind bs[] = {{DNNL_ARG_SRC, MD(bn->x), x},         {DNNL_ARG_SCALE, MD(bn->c1), gamma},
-               {DNNL_ARG_SHIFT, MD(bn->c1), beta},   {DNNL_ARG_DST, MD(bn->x), y},
+  bind bs[] = {{DNNL_ARG_SRC, MD(bn->x), x},          {DNNL_ARG_SCALE, MD(bn->c1), gamma},
+               {DNNL_ARG_SHIFT, MD(bn->c1), beta},    {DNNL_ARG_DST, MD(bn->x), y},
                {DNNL_ARG_MEAN, MD(bn->c1), run_mean}, {DNNL_ARG_VARIANCE, MD(bn->c1), run_var}};
   return run_prim(bn->b, &bn->infer, 6, bs);
 }
@@ -571,10 +590,14 @@ static int bn_forward_infer(void *h, const void *x, const float *gamma, const fl
 static int bn_backward(void *h, const void *x, const void *dy, const float *gamma, const float *save_mean,
                        const float *save_var, void *dx, float *dgamma, float *dbeta) {
   cpu_bn *bn = h;
-  bind bs[10] = {{DNNL_ARG_SRC, MD(bn->x), x},           {DNNL_ARG_DIFF_DST, MD(bn->x), dy},
-                 {DNNL_ARG_SCALE, MD(bn->c1), gamma},     {DNNL_ARG_MEAN, MD(bn->c1), save_mean},
-                 {DNNL_ARG_VARIANCE, MD(bn->c1), save_var}, {DNNL_ARG_DIFF_SRC, MD(bn->x), dx},
-                 {DNNL_ARG_DIFF_SCALE, MD(bn->c1), dgamma}, {DNNL_ARG_DIFF_SHIFT, MD(bn->c1), dbeta}};
+  bind bs[10] = {{DNNL_ARG_SRC, MD(bn->x), x},
+                 {DNNL_ARG_DIFF_DST, MD(bn->x), dy},
+                 {DNNL_ARG_SCALE, MD(bn->c1), gamma},
+                 {DNNL_ARG_MEAN, MD(bn->c1), save_mean},
+                 {DNNL_ARG_VARIANCE, MD(bn->c1), save_var},
+                 {DNNL_ARG_DIFF_SRC, MD(bn->x), dx},
+                 {DNNL_ARG_DIFF_SCALE, MD(bn->c1), dgamma},
+                 {DNNL_ARG_DIFF_SHIFT, MD(bn->c1), dbeta}};
   int n = 8;
   if (BN_BWD_TAKES_SHIFT) bs[n++] = (bind){DNNL_ARG_SHIFT, MD(bn->c1), gamma}; /* 2.6 insists; unread */
   if (bn->relu) bs[n++] = (bind){DNNL_ARG_WORKSPACE, MD(bn->ws), bn->workspace};
@@ -633,8 +656,13 @@ static int pool_create(mnt_backend *b, int N, int C, int H, int W, int R, int s,
   int st = MNT_OK;
   MNT_DNNL_CHECK_GOTO(md_make(&pl->x, 4, xd, IMPL(b)->adt, act_tag(IMPL(b), C)), st, out);
   MNT_DNNL_CHECK_GOTO(md_make(&pl->y, 4, yd, IMPL(b)->adt, act_tag(IMPL(b), C)), st, out);
-  op_spec fd = {.kind = OP_POOL_FWD, .src = MD(pl->x), .dst = MD(pl->y), .strides = pl->strides,
-                .kernel = pl->kernel, .pad_l = pl->pad_l, .pad_r = pl->pad_r};
+  op_spec fd = {.kind = OP_POOL_FWD,
+                .src = MD(pl->x),
+                .dst = MD(pl->y),
+                .strides = pl->strides,
+                .kernel = pl->kernel,
+                .pad_l = pl->pad_l,
+                .pad_r = pl->pad_r};
   op_spec bd = fd;
   bd.kind = OP_POOL_BWD;
   MNT_CHECK_GOTO(pick_prim(b, &fd, NULL, &pl->fwd, &pl->ref), st, out);
@@ -649,13 +677,16 @@ out:
 
 static int pool_forward(void *h, const void *x, void *y) {
   cpu_pool *pl = h;
-  bind bs[] = {{DNNL_ARG_SRC, MD(pl->x), x}, {DNNL_ARG_DST, MD(pl->y), y}, {DNNL_ARG_WORKSPACE, MD(pl->ws), pl->workspace}};
+  bind bs[] = {{DNNL_ARG_SRC, MD(pl->x), x},
+               {DNNL_ARG_DST, MD(pl->y), y},
+               {DNNL_ARG_WORKSPACE, MD(pl->ws), pl->workspace}};
   return run_prim(pl->b, &pl->fwd, 3, bs);
 }
 
 static int pool_backward(void *h, const void *dy, void *dx) {
   cpu_pool *pl = h;
-  bind bs[] = {{DNNL_ARG_DIFF_DST, MD(pl->y), dy}, {DNNL_ARG_WORKSPACE, MD(pl->ws), pl->workspace},
+  bind bs[] = {{DNNL_ARG_DIFF_DST, MD(pl->y), dy},
+               {DNNL_ARG_WORKSPACE, MD(pl->ws), pl->workspace},
                {DNNL_ARG_DIFF_SRC, MD(pl->x), dx}};
   return run_prim(pl->b, &pl->bwd, 3, bs);
 }
@@ -864,8 +895,8 @@ static int choose_layout(cpu_impl *c, mnt_backend *b) {
   int st = MNT_OK;
   for (int i = 0; i < 4 && st == MNT_OK; i++) st = MNT_DNNL_OK(s[i]);
   dnnl_primitive_desc_t p = NULL;
-  op_spec od = {.kind = OP_CONV_FWD, .src = MD(m[0]), .w = MD(m[2]), .dst = MD(m[1]), .strides = one, .pad_l = one,
-                .pad_r = one};
+  op_spec od = {
+      .kind = OP_CONV_FWD, .src = MD(m[0]), .w = MD(m[2]), .dst = MD(m[1]), .strides = one, .pad_l = one, .pad_r = one};
   if (st == MNT_OK) st = pick_pd(b, &od, NULL, &p, NULL);
   if (p && md_equal(dnnl_primitive_desc_query_md(p, dnnl_query_src_md, 0), MD(m[3]))) c->layout = dnnl_nhwc;
   if (p) dnnl_primitive_desc_destroy(p);

@@ -14,7 +14,8 @@
  *   walk_copy, walk_end) on either.
  * - Batch normalization backward: 2.6 requires DNNL_ARG_SHIFT with dnnl_use_shift (it does not
  *   read it), 3.x refuses the argument (BN_BWD_TAKES_SHIFT).
- * - The ISA names: 3.x dropped avx512_mic and avx512_mic_4ops (Xeon Phi).
+ * - The ISA names: 3.x dropped avx512_mic and avx512_mic_4ops (Xeon Phi): MNT_DNNL_XEON_PHI_ISAS, the
+ *   entries of backend_cpu.c's name table that exist only on 2.x.
  * The configure step (CMakeLists.txt) accepts 2.6, 2.7 and 3.x; this file refuses anything else at
  * compile time too. */
 #ifndef MNT_BACKEND_CPU_ONEDNN_H
@@ -32,15 +33,18 @@
 #endif
 
 #if MNT_DNNL3
-typedef dnnl_memory_desc_t mnt_md;     /* an owned handle (NULL: none) */
+typedef dnnl_memory_desc_t mnt_md;       /* an owned handle (NULL: none) */
 typedef const_dnnl_memory_desc_t md_ref; /* as the API takes it */
 #define MD(m) ((md_ref)(m))
 #define BN_BWD_TAKES_SHIFT 0
+#define MNT_DNNL_XEON_PHI_ISAS /* gone from 3.0 */
 #else
 typedef dnnl_memory_desc_t mnt_md; /* a value */
 typedef const dnnl_memory_desc_t *md_ref;
-#define MD(m) ((md_ref)&(m))
+#define MD(m) ((md_ref) & (m))
 #define BN_BWD_TAKES_SHIFT 1
+#define MNT_DNNL_XEON_PHI_ISAS \
+  {dnnl_cpu_isa_avx512_mic_4ops, "avx512_mic_4ops"}, {dnnl_cpu_isa_avx512_mic, "avx512_mic"},
 #endif
 
 /* *m: a descriptor of dims[0..nd) in type dt and layout tag (dnnl_format_tag_any: the primitive's
@@ -149,8 +153,8 @@ static inline dnnl_status_t op_pd_create(const op_spec *o, dnnl_engine_t eng, co
                                                                   NULL);
     case OP_CONV_BWD_W:
       return dnnl_convolution_backward_weights_primitive_desc_create(pd, eng, dnnl_convolution_direct, o->src, o->w,
-                                                                     NULL, o->dst, o->strides, none, o->pad_l,
-                                                                     o->pad_r, hint, NULL);
+                                                                     NULL, o->dst, o->strides, none, o->pad_l, o->pad_r,
+                                                                     hint, NULL);
     case OP_BN_FWD:
       return dnnl_batch_normalization_forward_primitive_desc_create(pd, eng, o->prop, o->src, o->src, o->eps, o->flags,
                                                                     NULL);
