@@ -1,4 +1,5 @@
-/* backend_cpu.c — the CPU compute backend on oneDNN 2.x (see backend.h): memory is the host's,
+/* backend_cpu.c — the CPU compute backend on oneDNN 2.6 or 3.x (see backend.h; onednn.h is where the two
+ * APIs differ): memory is the host's,
  * every op runs synchronously (the "stream" is the calling thread, mnt_stream NULL). Primitives are
  * created once per layer shape; every step only binds the data pointers and executes.
  * Precision. fp32: everything fp32. bf16 (--precision bf16): activations and their gradients are
@@ -8,7 +9,6 @@
  * momentum and the loss. oneDNN runs bf16 natively on avx512_core_bf16 (vdpbf16ps) and
  * avx512_core_amx (tiles), emulates it on plain avx512_core, and has no bf16 kernels below
  * AVX-512: there --precision bf16 is refused (mnt_backend_cpu_create). */
-#include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 #include <float.h>
 #include <math.h>
@@ -22,6 +22,7 @@
 #include "src/check.h"
 #include "src/log.h"
 #include "src/backend/cpu/cpu_ops.h"
+#include "src/backend/cpu/onednn.h"
 #include "src/dtype.h"
 #include "src/env.h"
 #include "src/simd.h"
@@ -44,12 +45,17 @@ typedef struct cpu_impl {
 static int isa_has(dnnl_cpu_isa_t isa, dnnl_cpu_isa_t want) { return ((unsigned)isa & (unsigned)want) == (unsigned)want; }
 
 const char *mnt_cpu_isa_name(void) {
-  static const struct { dnnl_cpu_isa_t isa; const char *name; } NAMES[] = {
-      {dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx"}, {dnnl_cpu_isa_avx512_core_bf16, "avx512_core_bf16"},
-      {dnnl_cpu_isa_avx512_core_vnni, "avx512_core_vnni"}, {dnnl_cpu_isa_avx512_core, "avx512_core"},
-      {dnnl_cpu_isa_avx512_mic_4ops, "avx512_mic_4ops"}, {dnnl_cpu_isa_avx512_mic, "avx512_mic"},
-      {dnnl_cpu_isa_avx2_vnni, "avx2_vnni"}, {dnnl_cpu_isa_avx2, "avx2"}, {dnnl_cpu_isa_avx, "avx"},
-      {dnnl_cpu_isa_sse41, "sse41"}};
+  static const struct {
+    dnnl_cpu_isa_t isa;
+    const char *name;
+  } NAMES[] = {{dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx"},
+               {dnnl_cpu_isa_avx512_core_bf16, "avx512_core_bf16"},
+               {dnnl_cpu_isa_avx512_core_vnni, "avx512_core_vnni"},
+               {dnnl_cpu_isa_avx512_core, "avx512_core"},
+               MNT_DNNL_XEON_PHI_ISAS{dnnl_cpu_isa_avx2_vnni, "avx2_vnni"},
+               {dnnl_cpu_isa_avx2, "avx2"},
+               {dnnl_cpu_isa_avx, "avx"},
+               {dnnl_cpu_isa_sse41, "sse41"}};
   dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
   for (size_t i = 0; i < sizeof NAMES / sizeof *NAMES; i++)
     if (isa_has(isa, NAMES[i].isa)) return NAMES[i].name;
@@ -89,7 +95,11 @@ static void prim_free(prim *p) {
 }
 
 /* Execute with (arg id, memory desc, pointer) triples; memories wrap our buffers. */
-typedef struct { int arg; const dnnl_memory_desc_t *md; const void *ptr; } bind;
+typedef struct {
+  int arg;
+  md_ref md;
+  const void *ptr;
+} bind;
 
 static int run_prim(mnt_backend *b, prim *p, int n, const bind *binds) {
   dnnl_exec_arg_t args[12];
@@ -124,11 +134,13 @@ static int made(int st, void *h, void (*destroy)(void *), void **out) {
 }
 
 /* what fwd leaves for the backward pass (max pooling's argmax, fused ReLU's mask): *ws and a buffer */
-static int alloc_workspace(const prim *fwd, dnnl_memory_desc_t *ws, void **buf) {
-  *ws = *dnnl_primitive_desc_query_md(fwd->pd, dnnl_query_workspace_md, 0);
-  *buf = malloc(dnnl_memory_desc_get_size(ws) + 64);
+static int alloc_workspace(const prim *fwd, mnt_md *ws, void **buf) {
+  MNT_DNNL_CHECK(md_copy(ws, dnnl_primitive_desc_query_md(fwd->pd, dnnl_query_workspace_md, 0)));
+  *buf = malloc(dnnl_memory_desc_get_size(MD(*ws)) + 64);
   return *buf ? MNT_OK : MNT_ENOMEM;
 }
+
+static int md_equal(md_ref a, md_ref b) { return dnnl_memory_desc_equal(a, b); }
 
 /* ---- choosing implementations ------------------------------------------------------------------
  * oneDNN offers several implementations of each primitive; its iterator lists them best first. A
@@ -149,38 +161,41 @@ static const char *impl_name(const_dnnl_primitive_desc_t pd) {
   return s;
 }
 
-/* The best non-reference implementation of op_desc (*pd), or NULL when there is none; *first: the
- * best implementation whatever it is (NULL when none exists at all), when asked for. */
-static int pick_pd(mnt_backend *b, const void *op_desc, const_dnnl_primitive_desc_t hint, dnnl_primitive_desc_t *pd,
+/* The best non-reference implementation of op (*pd), or NULL when there is none; *first: the best
+ * implementation whatever it is (NULL when none exists at all), when asked for. */
+static int pick_pd(mnt_backend *b, const op_spec *op, const_dnnl_primitive_desc_t hint, dnnl_primitive_desc_t *pd,
                    dnnl_primitive_desc_t *first) {
   *pd = NULL;
   if (first) *first = NULL;
-  dnnl_primitive_desc_iterator_t it;
-  dnnl_status_t s = dnnl_primitive_desc_iterator_create(&it, op_desc, NULL, IMPL(b)->eng, hint);
-  if (s == dnnl_unimplemented) return MNT_OK;
-  if (s != dnnl_success) {
-    MNT_ERR("oneDNN: primitive_desc_iterator_create failed with status %d", (int)s);
-    return MNT_ESYS;
-  }
-  do {
-    dnnl_primitive_desc_t q = dnnl_primitive_desc_iterator_fetch(it);
-    if (!q) break;
-    if (!is_ref(impl_name(q))) {
+  impl_walk w;
+  int st = MNT_DNNL_OK(walk_begin(op, IMPL(b)->eng, hint, &w));
+  for (int more = st == MNT_OK && w.pd; more; more = walk_next(&w)) {
+    int ref = is_ref(impl_name(w.pd));
+    if (ref && (!first || *first)) continue;
+    dnnl_primitive_desc_t q = walk_copy(&w);
+    if (!q) {
+      st = MNT_ENOMEM;
+      break;
+    }
+    if (!ref) {
       *pd = q;
       break;
     }
-    if (first && !*first) *first = q;
-    else dnnl_primitive_desc_destroy(q);
-  } while (dnnl_primitive_desc_iterator_next(it) == dnnl_success);
-  dnnl_primitive_desc_iterator_destroy(it);
-  return MNT_OK;
+    *first = q;
+  }
+  walk_end(&w);
+  if (st != MNT_OK && first && *first) {
+    dnnl_primitive_desc_destroy(*first);
+    *first = NULL;
+  }
+  return st;
 }
 
 /* the best non-reference implementation, else the reference one (*ref set to 1); the primitive is
  * made unless the backend only plans */
-static int pick_prim(mnt_backend *b, const void *op_desc, const_dnnl_primitive_desc_t hint, prim *out, int *ref) {
+static int pick_prim(mnt_backend *b, const op_spec *op, const_dnnl_primitive_desc_t hint, prim *out, int *ref) {
   dnnl_primitive_desc_t first;
-  MNT_CHECK(pick_pd(b, op_desc, hint, &out->pd, &first));
+  MNT_CHECK(pick_pd(b, op, hint, &out->pd, &first));
   if (!out->pd) {
     if (!first) {
       MNT_ERR("oneDNN has no implementation of this primitive");
@@ -204,7 +219,7 @@ static const char *const PASS_NAME[NPASS] = {"fwd", "bwd-data", "bwd-weights"};
 typedef struct conv_pass {
   prim p;
   dnnl_primitive_desc_t hint; /* backward passes: a forward descriptor in the same layouts */
-  dnnl_memory_desc_t x, y, w; /* x, y: as this pass runs them; w: (diff) weights */
+  mnt_md x, y, w;             /* x, y: as this pass runs them; w: (diff) weights */
   int x_alt, y_alt;           /* x / y differ from the convolution's own layouts */
   prim re_x, re_y;            /* reorders between the own and this pass's x / y layouts */
   void *wbuf;                 /* weights in w's layout (and type) when that is not fp32 OIHW */
@@ -216,13 +231,14 @@ typedef struct conv_pass {
 typedef struct cpu_conv {
   mnt_backend *b;
   int N, C, H, W, K, R, s, p, OH, OW, need_dx;
-  dnnl_memory_desc_t x, y, w; /* x, y: the activations' own layouts; w: OIHW (the slab) */
+  dnnl_dims_t strides, pad_l, pad_r;
+  mnt_md x, y, w; /* x, y: the activations' own layouts; w: OIHW (the slab) */
   conv_pass pass[NPASS];
   void *xbuf, *ybuf;          /* x / y in a pass's other layout (only when some pass needs one) */
   char impl[200];
 } cpu_conv;
 
-static int make_reorder(mnt_backend *b, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, prim *out) {
+static int make_reorder(mnt_backend *b, md_ref from, md_ref to, prim *out) {
   MNT_DNNL_CHECK(dnnl_reorder_primitive_desc_create(&out->pd, from, IMPL(b)->eng, to, IMPL(b)->eng, NULL));
   MNT_DNNL_CHECK(dnnl_primitive_create(&out->p, out->pd));
   return MNT_OK;
@@ -232,48 +248,49 @@ static const char *tag_name(dnnl_format_tag_t t) {
   return t == dnnl_nhwc ? "nhwc" : t == dnnl_nchw ? "nchw" : t == dnnl_nChw8c ? "nChw8c" : "nChw16c";
 }
 
-/* the op descriptor of pass d with activations xm, ym and weights in any layout */
-static int conv_desc(const cpu_conv *c, int d, const dnnl_memory_desc_t *xm, const dnnl_memory_desc_t *ym,
-                     dnnl_convolution_desc_t *od) {
-  dnnl_dims_t wd = {c->K, c->C, c->R, c->R}, st = {c->s, c->s}, pl = {c->p, c->p};
-  /* right padding as oneDNN wants it: what PyTorch's floor division implies */
-  dnnl_dims_t pr = {(c->OH - 1) * c->s + c->R - c->H - c->p, (c->OW - 1) * c->s + c->R - c->W - c->p};
-  /* the weights in the activations' type, their gradient fp32 (bf16: oneDNN accumulates it in fp32) */
-  dnnl_memory_desc_t wany;
-  if (dnnl_memory_desc_init_by_tag(&wany, 4, wd, d == BWD_W ? dnnl_f32 : IMPL(c->b)->adt, dnnl_format_tag_any))
-    return MNT_ESYS;
-  dnnl_status_t s =
-      d == FWD ? dnnl_convolution_forward_desc_init(od, dnnl_forward_training, dnnl_convolution_direct, xm, &wany,
-                                                    NULL, ym, st, pl, pr)
-      : d == BWD_DATA ? dnnl_convolution_backward_data_desc_init(od, dnnl_convolution_direct, xm, &wany, ym, st, pl, pr)
-                      : dnnl_convolution_backward_weights_desc_init(od, dnnl_convolution_direct, xm, &wany, NULL, ym,
-                                                                    st, pl, pr);
-  return s == dnnl_success ? MNT_OK : MNT_ESYS;
-}
+static const op_kind CONV_OP[NPASS] = {OP_CONV_FWD, OP_CONV_BWD_DATA, OP_CONV_BWD_W};
 
-/* Pass d in activation layouts xm, ym: its best non-reference descriptor (*pd, NULL if none), with
- * *first (when asked) the best of any kind when that is a reference one, and *hint the forward
- * descriptor a backward pass is made with (kept as long as what was made with it; NULL when
- * nothing was). */
-static int conv_try(cpu_conv *c, int d, const dnnl_memory_desc_t *xm, const dnnl_memory_desc_t *ym,
-                    dnnl_primitive_desc_t *pd, dnnl_primitive_desc_t *first, dnnl_primitive_desc_t *hint) {
-  dnnl_convolution_desc_t od, fd;
+/* Pass d in activation layouts xm, ym, the weights in any layout (in the activations' type; their
+ * gradient fp32: oneDNN accumulates it so in bf16): its best non-reference descriptor (*pd, NULL if
+ * none), with *first (when asked) the best of any kind when that is a reference one, and *hint the
+ * forward descriptor a backward pass is made with (kept as long as what was made with it; NULL
+ * when nothing was). */
+static int conv_try(cpu_conv *c, int d, md_ref xm, md_ref ym, dnnl_primitive_desc_t *pd, dnnl_primitive_desc_t *first,
+                    dnnl_primitive_desc_t *hint) {
   *pd = *hint = NULL;
   if (first) *first = NULL;
-  MNT_CHECK(conv_desc(c, d, xm, ym, &od));
+  dnnl_dims_t wd = {c->K, c->C, c->R, c->R};
+  mnt_md wa, wf;
+  int st = MNT_OK;
+  MNT_DNNL_CHECK(md_make(&wa, 4, wd, IMPL(c->b)->adt, dnnl_format_tag_any));
+  MNT_DNNL_CHECK_GOTO(md_make(&wf, 4, wd, dnnl_f32, dnnl_format_tag_any), st, out_wa);
+  op_spec o = {.kind = CONV_OP[d],
+               .src = xm,
+               .w = d == BWD_W ? MD(wf) : MD(wa),
+               .dst = ym,
+               .strides = c->strides,
+               .pad_l = c->pad_l,
+               .pad_r = c->pad_r};
   if (d != FWD) { /* backward descriptors need a forward one of the same layouts */
-    MNT_CHECK(conv_desc(c, FWD, xm, ym, &fd));
-    MNT_DNNL_CHECK(dnnl_primitive_desc_create(hint, &fd, NULL, IMPL(c->b)->eng, NULL));
+    op_spec f = o;
+    f.kind = OP_CONV_FWD;
+    f.w = MD(wa);
+    MNT_DNNL_CHECK_GOTO(op_first(&f, IMPL(c->b)->eng, NULL, hint), st, out);
+    if (!*hint) goto out; /* no forward in these layouts: no backward either */
   }
-  int st = pick_pd(c->b, &od, *hint, pd, first);
+  st = pick_pd(c->b, &o, *hint, pd, first);
   if (first && *first && *pd) {
     dnnl_primitive_desc_destroy(*first);
     *first = NULL;
   }
+out:
   if (*hint && (st || (!*pd && !(first && *first)))) {
     dnnl_primitive_desc_destroy(*hint);
     *hint = NULL;
   }
+  md_free(&wf);
+out_wa:
+  md_free(&wa);
   return st;
 }
 
@@ -283,34 +300,31 @@ static int conv_pass_plan(cpu_conv *c, int d) {
   static const dnnl_format_tag_t ALT[] = {dnnl_nhwc, dnnl_nchw};
   conv_pass *ps = &c->pass[d];
   dnnl_primitive_desc_t pd, first, hint;
-  MNT_CHECK(conv_try(c, d, &c->x, &c->y, &pd, &first, &hint));
-  ps->x = c->x;
-  ps->y = c->y;
+  MNT_CHECK(conv_try(c, d, MD(c->x), MD(c->y), &pd, &first, &hint));
   const char *alt = NULL;
+  mnt_md xm, ym; /* the layouts that serve, when not the own ones */
   dnnl_dims_t xd = {c->N, c->C, c->H, c->W}, yd = {c->N, c->K, c->OH, c->OW};
   for (size_t t = 0; !pd && t < sizeof ALT / sizeof *ALT; t++) {
-    dnnl_memory_desc_t xm, ym;
-    dnnl_primitive_desc_t h;
+    dnnl_primitive_desc_t h = NULL;
     dnnl_data_type_t adt = IMPL(c->b)->adt;
-    int st = dnnl_memory_desc_init_by_tag(&xm, 4, xd, adt, ALT[t]) || dnnl_memory_desc_init_by_tag(&ym, 4, yd, adt, ALT[t])
-                 ? MNT_ESYS
-                 : dnnl_memory_desc_equal(&xm, &c->x) && dnnl_memory_desc_equal(&ym, &c->y)
-                       ? MNT_OK /* the own layouts: tried */
-                       : conv_try(c, d, &xm, &ym, &pd, NULL, &h);
-    if (st) {
+    dnnl_status_t sx = md_make(&xm, 4, xd, adt, ALT[t]), sy = md_make(&ym, 4, yd, adt, ALT[t]);
+    int st = MNT_DNNL_OK(sx != dnnl_success ? sx : sy);
+    if (st == MNT_OK && !(md_equal(MD(xm), MD(c->x)) && md_equal(MD(ym), MD(c->y)))) /* else: tried */
+      st = conv_try(c, d, MD(xm), MD(ym), &pd, NULL, &h);
+    if (st || !pd) {
+      md_free(&xm);
+      md_free(&ym);
+      if (st == MNT_OK) continue;
       if (first) dnnl_primitive_desc_destroy(first);
       if (hint) dnnl_primitive_desc_destroy(hint);
       return st;
     }
-    if (pd) { /* the reference one of the own layouts is not needed */
-      if (first) dnnl_primitive_desc_destroy(first);
-      if (hint) dnnl_primitive_desc_destroy(hint);
-      first = NULL;
-      hint = h;
-      ps->x = xm;
-      ps->y = ym;
-      alt = tag_name(ALT[t]);
-    }
+    /* the reference one of the own layouts is not needed */
+    if (first) dnnl_primitive_desc_destroy(first);
+    if (hint) dnnl_primitive_desc_destroy(hint);
+    first = NULL;
+    hint = h;
+    alt = tag_name(ALT[t]);
   }
   if (!pd && !first) {
     MNT_ERR("oneDNN has no implementation of this convolution's %s pass", PASS_NAME[d]);
@@ -319,13 +333,25 @@ static int conv_pass_plan(cpu_conv *c, int d) {
   ps->ref = !pd;
   ps->p.pd = pd ? pd : first;
   ps->hint = hint;
-  if (alt) snprintf(ps->impl, sizeof ps->impl, "%s (%s)", impl_name(ps->p.pd), alt);
-  else snprintf(ps->impl, sizeof ps->impl, "%s", impl_name(ps->p.pd));
-  ps->x_alt = !dnnl_memory_desc_equal(&ps->x, &c->x);
-  ps->y_alt = !dnnl_memory_desc_equal(&ps->y, &c->y);
-  ps->w = *dnnl_primitive_desc_query_md(ps->p.pd, d == BWD_W ? dnnl_query_diff_weights_md : dnnl_query_weights_md, 0);
+  if (alt) {
+    ps->x = xm;
+    ps->y = ym;
+    snprintf(ps->impl, sizeof ps->impl, "%s (%s)", impl_name(ps->p.pd), alt);
+  } else {
+    MNT_DNNL_CHECK(md_copy(&ps->x, MD(c->x)));
+    MNT_DNNL_CHECK(md_copy(&ps->y, MD(c->y)));
+    snprintf(ps->impl, sizeof ps->impl, "%s", impl_name(ps->p.pd));
+  }
+  ps->x_alt = !md_equal(MD(ps->x), MD(c->x));
+  ps->y_alt = !md_equal(MD(ps->y), MD(c->y));
+  MNT_DNNL_CHECK(
+      md_copy(&ps->w,
+              dnnl_primitive_desc_query_md(ps->p.pd, d == BWD_W ? dnnl_query_diff_weights_md : dnnl_query_weights_md,
+                                           0)));
   return MNT_OK;
 }
+
+static void *alloc_like(md_ref m) { return aligned_alloc(64, (dnnl_memory_desc_get_size(m) + 63) / 64 * 64); }
 
 /* pass d's primitive, its reorders and buffers (after conv_pass_plan) */
 static int conv_pass_build(cpu_conv *c, int d) {
@@ -335,16 +361,17 @@ static int conv_pass_build(cpu_conv *c, int d) {
   /* x goes into the pass (fwd, bwd-weights) or comes out of it (bwd-data: dx); y the other way
    * for fwd (y out) and into it for the backward passes (dy) */
   if (ps->x_alt)
-    MNT_CHECK(d == BWD_DATA ? make_reorder(b, &ps->x, &c->x, &ps->re_x) : make_reorder(b, &c->x, &ps->x, &ps->re_x));
+    MNT_CHECK(d == BWD_DATA ? make_reorder(b, MD(ps->x), MD(c->x), &ps->re_x)
+                            : make_reorder(b, MD(c->x), MD(ps->x), &ps->re_x));
   if (ps->y_alt)
-    MNT_CHECK(d == FWD ? make_reorder(b, &ps->y, &c->y, &ps->re_y) : make_reorder(b, &c->y, &ps->y, &ps->re_y));
-  if (ps->x_alt && !c->xbuf && !(c->xbuf = aligned_alloc(64, (dnnl_memory_desc_get_size(&c->x) + 63) / 64 * 64)))
-    return MNT_ENOMEM;
-  if (ps->y_alt && !c->ybuf && !(c->ybuf = aligned_alloc(64, (dnnl_memory_desc_get_size(&c->y) + 63) / 64 * 64)))
-    return MNT_ENOMEM;
-  if (!dnnl_memory_desc_equal(&ps->w, &c->w)) {
-    if (!(ps->wbuf = aligned_alloc(64, (dnnl_memory_desc_get_size(&ps->w) + 63) / 64 * 64))) return MNT_ENOMEM;
-    MNT_CHECK(d == BWD_W ? make_reorder(b, &ps->w, &c->w, &ps->re_w) : make_reorder(b, &c->w, &ps->w, &ps->re_w));
+    MNT_CHECK(d == FWD ? make_reorder(b, MD(ps->y), MD(c->y), &ps->re_y)
+                       : make_reorder(b, MD(c->y), MD(ps->y), &ps->re_y));
+  if (ps->x_alt && !c->xbuf && !(c->xbuf = alloc_like(MD(c->x)))) return MNT_ENOMEM;
+  if (ps->y_alt && !c->ybuf && !(c->ybuf = alloc_like(MD(c->y)))) return MNT_ENOMEM;
+  if (!md_equal(MD(ps->w), MD(c->w))) {
+    if (!(ps->wbuf = alloc_like(MD(ps->w)))) return MNT_ENOMEM;
+    MNT_CHECK(d == BWD_W ? make_reorder(b, MD(ps->w), MD(c->w), &ps->re_w)
+                         : make_reorder(b, MD(c->w), MD(ps->w), &ps->re_w));
   }
   return MNT_OK;
 }
@@ -362,12 +389,17 @@ static int conv_create(mnt_backend *b, int N, int C, int H, int W, int K, int R,
     free(c);
     return MNT_EARG;
   }
+  c->strides[0] = c->strides[1] = s;
+  c->pad_l[0] = c->pad_l[1] = p;
+  /* right padding as oneDNN wants it: what PyTorch's floor division implies */
+  c->pad_r[0] = (c->OH - 1) * s + R - H - p;
+  c->pad_r[1] = (c->OW - 1) * s + R - W - p;
   dnnl_dims_t xd = {N, C, H, W}, wd = {K, C, R, R}, yd = {N, K, c->OH, c->OW};
   int st = MNT_OK;
   dnnl_data_type_t adt = IMPL(b)->adt;
-  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&c->x, 4, xd, adt, act_tag(IMPL(b), C)), st, out);
-  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&c->w, 4, wd, dnnl_f32, dnnl_oihw), st, out);
-  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&c->y, 4, yd, adt, act_tag(IMPL(b), K)), st, out);
+  MNT_DNNL_CHECK_GOTO(md_make(&c->x, 4, xd, adt, act_tag(IMPL(b), C)), st, out);
+  MNT_DNNL_CHECK_GOTO(md_make(&c->w, 4, wd, dnnl_f32, dnnl_oihw), st, out);
+  MNT_DNNL_CHECK_GOTO(md_make(&c->y, 4, yd, adt, act_tag(IMPL(b), K)), st, out);
   size_t at = 0;
   for (int d = 0; d < NPASS; d++) {
     if (d == BWD_DATA && !need_dx) continue;
@@ -390,8 +422,7 @@ static const char *conv_impl(void *h, int *slow) {
 }
 
 /* what: 0 an activation, 1 weights (counted apart: bench step reports both) */
-static int reorder(mnt_backend *b, int what, prim *re, const dnnl_memory_desc_t *from_md, const void *from,
-                   const dnnl_memory_desc_t *to_md, void *to) {
+static int reorder(mnt_backend *b, int what, prim *re, md_ref from_md, const void *from, md_ref to_md, void *to) {
   bind bs[] = {{DNNL_ARG_FROM, from_md, from}, {DNNL_ARG_TO, to_md, to}};
   IMPL(b)->reorders[what]++;
   return run_prim(b, re, 2, bs);
@@ -403,18 +434,18 @@ static int conv_weights(cpu_conv *c, int d, const float *w, const void **out) {
   conv_pass *ps = &c->pass[d];
   *out = w;
   if (!ps->wbuf) return MNT_OK;
-  if (d == BWD_DATA && c->pass[FWD].wbuf && dnnl_memory_desc_equal(&ps->w, &c->pass[FWD].w)) {
+  if (d == BWD_DATA && c->pass[FWD].wbuf && md_equal(MD(ps->w), MD(c->pass[FWD].w))) {
     *out = c->pass[FWD].wbuf;
     return MNT_OK;
   }
-  MNT_CHECK(reorder(c->b, 1, &ps->re_w, &c->w, w, &ps->w, ps->wbuf));
+  MNT_CHECK(reorder(c->b, 1, &ps->re_w, MD(c->w), w, MD(ps->w), ps->wbuf));
   *out = ps->wbuf;
   return MNT_OK;
 }
 
 /* an input activation of pass d in the pass's layout: itself, or reordered into buf */
-static int conv_in(cpu_conv *c, conv_pass *ps, int alt, prim *re, const dnnl_memory_desc_t *own,
-                   const dnnl_memory_desc_t *theirs, const void *a, void *buf, const void **out) {
+static int conv_in(cpu_conv *c, int alt, prim *re, md_ref own, md_ref theirs, const void *a, void *buf,
+                   const void **out) {
   *out = a;
   if (!alt) return MNT_OK;
   MNT_CHECK(reorder(c->b, 0, re, own, a, theirs, buf));
@@ -427,10 +458,12 @@ static int conv_forward(void *h, const void *x, const float *w, void *y) {
   conv_pass *ps = &c->pass[FWD];
   const void *wf, *xi;
   MNT_CHECK(conv_weights(c, FWD, w, &wf));
-  MNT_CHECK(conv_in(c, ps, ps->x_alt, &ps->re_x, &c->x, &ps->x, x, c->xbuf, &xi));
-  bind bs[] = {{DNNL_ARG_SRC, &ps->x, xi}, {DNNL_ARG_WEIGHTS, &ps->w, wf}, {DNNL_ARG_DST, &ps->y, ps->y_alt ? c->ybuf : y}};
+  MNT_CHECK(conv_in(c, ps->x_alt, &ps->re_x, MD(c->x), MD(ps->x), x, c->xbuf, &xi));
+  bind bs[] = {{DNNL_ARG_SRC, MD(ps->x), xi},
+               {DNNL_ARG_WEIGHTS, MD(ps->w), wf},
+               {DNNL_ARG_DST, MD(ps->y), ps->y_alt ? c->ybuf : y}};
   MNT_CHECK(run_prim(c->b, &ps->p, 3, bs));
-  if (ps->y_alt) MNT_CHECK(reorder(c->b, 0, &ps->re_y, &ps->y, c->ybuf, &c->y, y));
+  if (ps->y_alt) MNT_CHECK(reorder(c->b, 0, &ps->re_y, MD(ps->y), c->ybuf, MD(c->y), y));
   return MNT_OK;
 }
 
@@ -442,21 +475,23 @@ static int conv_backward(void *h, const void *x, const float *w, const void *dy,
   }
   conv_pass *ps = &c->pass[BWD_W];
   const void *xi, *dyi;
-  MNT_CHECK(conv_in(c, ps, ps->x_alt, &ps->re_x, &c->x, &ps->x, x, c->xbuf, &xi));
-  MNT_CHECK(conv_in(c, ps, ps->y_alt, &ps->re_y, &c->y, &ps->y, dy, c->ybuf, &dyi));
-  bind bw[] = {{DNNL_ARG_SRC, &ps->x, xi}, {DNNL_ARG_DIFF_DST, &ps->y, dyi},
-               {DNNL_ARG_DIFF_WEIGHTS, &ps->w, ps->wbuf ? ps->wbuf : dw}};
+  MNT_CHECK(conv_in(c, ps->x_alt, &ps->re_x, MD(c->x), MD(ps->x), x, c->xbuf, &xi));
+  MNT_CHECK(conv_in(c, ps->y_alt, &ps->re_y, MD(c->y), MD(ps->y), dy, c->ybuf, &dyi));
+  bind bw[] = {{DNNL_ARG_SRC, MD(ps->x), xi},
+               {DNNL_ARG_DIFF_DST, MD(ps->y), dyi},
+               {DNNL_ARG_DIFF_WEIGHTS, MD(ps->w), ps->wbuf ? ps->wbuf : dw}};
   MNT_CHECK(run_prim(c->b, &ps->p, 3, bw));
-  if (ps->wbuf) MNT_CHECK(reorder(c->b, 1, &ps->re_w, &ps->w, ps->wbuf, &c->w, dw));
+  if (ps->wbuf) MNT_CHECK(reorder(c->b, 1, &ps->re_w, MD(ps->w), ps->wbuf, MD(c->w), dw));
   if (!dx) return MNT_OK;
   ps = &c->pass[BWD_DATA];
   const void *wb;
   MNT_CHECK(conv_weights(c, BWD_DATA, w, &wb));
-  MNT_CHECK(conv_in(c, ps, ps->y_alt, &ps->re_y, &c->y, &ps->y, dy, c->ybuf, &dyi));
-  bind bd[] = {{DNNL_ARG_DIFF_DST, &ps->y, dyi}, {DNNL_ARG_WEIGHTS, &ps->w, wb},
-               {DNNL_ARG_DIFF_SRC, &ps->x, ps->x_alt ? c->xbuf : dx}};
+  MNT_CHECK(conv_in(c, ps->y_alt, &ps->re_y, MD(c->y), MD(ps->y), dy, c->ybuf, &dyi));
+  bind bd[] = {{DNNL_ARG_DIFF_DST, MD(ps->y), dyi},
+               {DNNL_ARG_WEIGHTS, MD(ps->w), wb},
+               {DNNL_ARG_DIFF_SRC, MD(ps->x), ps->x_alt ? c->xbuf : dx}};
   MNT_CHECK(run_prim(c->b, &ps->p, 3, bd));
-  if (ps->x_alt) MNT_CHECK(reorder(c->b, 0, &ps->re_x, &ps->x, c->xbuf, &c->x, dx));
+  if (ps->x_alt) MNT_CHECK(reorder(c->b, 0, &ps->re_x, MD(ps->x), c->xbuf, MD(c->x), dx));
   return MNT_OK;
 }
 
@@ -470,8 +505,14 @@ static void conv_destroy(void *h) {
     prim_free(&ps->re_y);
     prim_free(&ps->re_w);
     if (ps->hint) dnnl_primitive_desc_destroy(ps->hint);
+    md_free(&ps->x);
+    md_free(&ps->y);
+    md_free(&ps->w);
     free(ps->wbuf);
   }
+  md_free(&c->x);
+  md_free(&c->y);
+  md_free(&c->w);
   free(c->xbuf);
   free(c->ybuf);
   free(c);
@@ -483,7 +524,7 @@ typedef struct cpu_bn {
   int N, C, HW;
   float eps;
   int relu;
-  dnnl_memory_desc_t x, c1, ws;
+  mnt_md x, c1, ws;
   void *workspace; /* fused ReLU: which outputs were clipped, from forward to backward */
   prim fwd, infer, bwd;
   int ref;
@@ -497,17 +538,14 @@ static int bn_create(mnt_backend *b, int N, int C, int H, int W, float eps, int 
   *bn = (cpu_bn){.b = b, .N = N, .C = C, .HW = H * W, .eps = eps, .relu = fuse_relu};
   dnnl_dims_t xd = {N, C, H, W}, cd = {C};
   unsigned flags = dnnl_use_scale | dnnl_use_shift | (fuse_relu ? dnnl_fuse_norm_relu : 0u);
-  dnnl_batch_normalization_desc_t fd, id, bd;
   int st = MNT_OK;
-  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&bn->x, 4, xd, IMPL(b)->adt, act_tag(IMPL(b), C)), st, out);
-  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&bn->c1, 1, cd, dnnl_f32, dnnl_a), st, out);
-  MNT_DNNL_CHECK_GOTO(dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, &bn->x, eps, flags), st,
-                      out);
-  MNT_DNNL_CHECK_GOTO(dnnl_batch_normalization_forward_desc_init(&id, dnnl_forward_inference, &bn->x, eps,
-                                                                 flags | dnnl_use_global_stats),
-                      st, out);
-  MNT_DNNL_CHECK_GOTO(dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &bn->x, &bn->x, eps, flags),
-                      st, out);
+  MNT_DNNL_CHECK_GOTO(md_make(&bn->x, 4, xd, IMPL(b)->adt, act_tag(IMPL(b), C)), st, out);
+  MNT_DNNL_CHECK_GOTO(md_make(&bn->c1, 1, cd, dnnl_f32, dnnl_a), st, out);
+  op_spec fd = {.kind = OP_BN_FWD, .src = MD(bn->x), .prop = dnnl_forward_training, .eps = eps, .flags = flags};
+  op_spec id = fd, bd = fd;
+  id.prop = dnnl_forward_inference;
+  id.flags |= dnnl_use_global_stats;
+  bd.kind = OP_BN_BWD;
   MNT_CHECK_GOTO(pick_prim(b, &fd, NULL, &bn->fwd, &bn->ref), st, out);
   MNT_CHECK_GOTO(pick_prim(b, &id, NULL, &bn->infer, &bn->ref), st, out);
   MNT_CHECK_GOTO(pick_prim(b, &bd, bn->fwd.pd, &bn->bwd, &bn->ref), st, out);
@@ -523,10 +561,13 @@ out:
 static int bn_forward_train(void *h, const void *x, const float *gamma, const float *beta, void *y,
                             float *save_mean, float *save_var, float *run_mean, float *run_var, float momentum) {
   cpu_bn *bn = h;
-  bind bs[] = {{DNNL_ARG_SRC, &bn->x, x},         {DNNL_ARG_SCALE, &bn->c1, gamma},
-               {DNNL_ARG_SHIFT, &bn->c1, beta},   {DNNL_ARG_DST, &bn->x, y},
-               {DNNL_ARG_MEAN, &bn->c1, save_mean}, {DNNL_ARG_VARIANCE, &bn->c1, save_var},
-               {DNNL_ARG_WORKSPACE, &bn->ws, bn->workspace}};
+  bind bs[] = {{DNNL_ARG_SRC, MD(bn->x), x},
+               {DNNL_ARG_SCALE, MD(bn->c1), gamma},
+               {DNNL_ARG_SHIFT, MD(bn->c1), beta},
+               {DNNL_ARG_DST, MD(bn->x), y},
+               {DNNL_ARG_MEAN, MD(bn->c1), save_mean},
+               {DNNL_ARG_VARIANCE, MD(bn->c1), save_var},
+               {DNNL_ARG_WORKSPACE, MD(bn->ws), bn->workspace}};
   MNT_CHECK(run_prim(bn->b, &bn->fwd, bn->relu ? 7 : 6, bs));
   double m = (double)bn->N * bn->HW;
   float unbias = m > 1 ? (float)(m / (m - 1)) : 1.0f;
@@ -540,22 +581,27 @@ static int bn_forward_train(void *h, const void *x, const float *gamma, const fl
 static int bn_forward_infer(void *h, const void *x, const float *gamma, const float *beta, void *y,
                             const float *run_mean, const float *run_var) {
   cpu_bn *bn = h;
-  bind bs[] = {{DNNL_ARG_SRC, &bn->x, x},         {DNNL_ARG_SCALE, &bn->c1, gamma},
-               {DNNL_ARG_SHIFT, &bn->c1, beta},   {DNNL_ARG_DST, &bn->x, y},
-               {DNNL_ARG_MEAN, &bn->c1, run_mean}, {DNNL_ARG_VARIANCE, &bn->c1, run_var}};
+  bind bs[] = {{DNNL_ARG_SRC, MD(bn->x), x},          {DNNL_ARG_SCALE, MD(bn->c1), gamma},
+               {DNNL_ARG_SHIFT, MD(bn->c1), beta},    {DNNL_ARG_DST, MD(bn->x), y},
+               {DNNL_ARG_MEAN, MD(bn->c1), run_mean}, {DNNL_ARG_VARIANCE, MD(bn->c1), run_var}};
   return run_prim(bn->b, &bn->infer, 6, bs);
 }
 
 static int bn_backward(void *h, const void *x, const void *dy, const float *gamma, const float *save_mean,
                        const float *save_var, void *dx, float *dgamma, float *dbeta) {
   cpu_bn *bn = h;
-  bind bs[] = {{DNNL_ARG_SRC, &bn->x, x},           {DNNL_ARG_DIFF_DST, &bn->x, dy},
-               {DNNL_ARG_SCALE, &bn->c1, gamma},     {DNNL_ARG_SHIFT, &bn->c1, gamma}, /* 2.6 insists; unread */
-               {DNNL_ARG_MEAN, &bn->c1, save_mean},
-               {DNNL_ARG_VARIANCE, &bn->c1, save_var}, {DNNL_ARG_DIFF_SRC, &bn->x, dx},
-               {DNNL_ARG_DIFF_SCALE, &bn->c1, dgamma}, {DNNL_ARG_DIFF_SHIFT, &bn->c1, dbeta},
-               {DNNL_ARG_WORKSPACE, &bn->ws, bn->workspace}};
-  return run_prim(bn->b, &bn->bwd, bn->relu ? 10 : 9, bs);
+  bind bs[10] = {{DNNL_ARG_SRC, MD(bn->x), x},
+                 {DNNL_ARG_DIFF_DST, MD(bn->x), dy},
+                 {DNNL_ARG_SCALE, MD(bn->c1), gamma},
+                 {DNNL_ARG_MEAN, MD(bn->c1), save_mean},
+                 {DNNL_ARG_VARIANCE, MD(bn->c1), save_var},
+                 {DNNL_ARG_DIFF_SRC, MD(bn->x), dx},
+                 {DNNL_ARG_DIFF_SCALE, MD(bn->c1), dgamma},
+                 {DNNL_ARG_DIFF_SHIFT, MD(bn->c1), dbeta}};
+  int n = 8;
+  if (BN_BWD_TAKES_SHIFT) bs[n++] = (bind){DNNL_ARG_SHIFT, MD(bn->c1), gamma}; /* 2.6 insists; unread */
+  if (bn->relu) bs[n++] = (bind){DNNL_ARG_WORKSPACE, MD(bn->ws), bn->workspace};
+  return run_prim(bn->b, &bn->bwd, n, bs);
 }
 
 static const char *bn_impl(void *h, int *slow) {
@@ -570,6 +616,9 @@ static void bn_destroy(void *h) {
   prim_free(&bn->fwd);
   prim_free(&bn->infer);
   prim_free(&bn->bwd);
+  md_free(&bn->x);
+  md_free(&bn->c1);
+  md_free(&bn->ws);
   free(bn->workspace);
   free(bn);
 }
@@ -578,7 +627,8 @@ static void bn_destroy(void *h) {
 typedef struct cpu_pool {
   mnt_backend *b;
   int OH, OW;
-  dnnl_memory_desc_t x, y, ws;
+  dnnl_dims_t strides, kernel, pad_l, pad_r;
+  mnt_md x, y, ws;
   void *workspace;
   prim fwd, bwd;
   int ref;
@@ -597,16 +647,24 @@ static int pool_create(mnt_backend *b, int N, int C, int H, int W, int R, int s,
     free(pl);
     return MNT_EARG;
   }
-  dnnl_dims_t xd = {N, C, H, W}, yd = {N, C, pl->OH, pl->OW}, sd = {s, s}, k = {R, R}, pa = {p, p};
-  dnnl_dims_t pr = {(pl->OH - 1) * s + R - H - p, (pl->OW - 1) * s + R - W - p};
-  dnnl_pooling_desc_t fd, bd;
+  dnnl_dims_t xd = {N, C, H, W}, yd = {N, C, pl->OH, pl->OW};
+  pl->strides[0] = pl->strides[1] = s;
+  pl->kernel[0] = pl->kernel[1] = R;
+  pl->pad_l[0] = pl->pad_l[1] = p;
+  pl->pad_r[0] = (pl->OH - 1) * s + R - H - p;
+  pl->pad_r[1] = (pl->OW - 1) * s + R - W - p;
   int st = MNT_OK;
-  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&pl->x, 4, xd, IMPL(b)->adt, act_tag(IMPL(b), C)), st, out);
-  MNT_DNNL_CHECK_GOTO(dnnl_memory_desc_init_by_tag(&pl->y, 4, yd, IMPL(b)->adt, act_tag(IMPL(b), C)), st, out);
-  MNT_DNNL_CHECK_GOTO(
-      dnnl_pooling_forward_desc_init(&fd, dnnl_forward_training, dnnl_pooling_max, &pl->x, &pl->y, sd, k, pa, pr), st,
-      out);
-  MNT_DNNL_CHECK_GOTO(dnnl_pooling_backward_desc_init(&bd, dnnl_pooling_max, &pl->x, &pl->y, sd, k, pa, pr), st, out);
+  MNT_DNNL_CHECK_GOTO(md_make(&pl->x, 4, xd, IMPL(b)->adt, act_tag(IMPL(b), C)), st, out);
+  MNT_DNNL_CHECK_GOTO(md_make(&pl->y, 4, yd, IMPL(b)->adt, act_tag(IMPL(b), C)), st, out);
+  op_spec fd = {.kind = OP_POOL_FWD,
+                .src = MD(pl->x),
+                .dst = MD(pl->y),
+                .strides = pl->strides,
+                .kernel = pl->kernel,
+                .pad_l = pl->pad_l,
+                .pad_r = pl->pad_r};
+  op_spec bd = fd;
+  bd.kind = OP_POOL_BWD;
   MNT_CHECK_GOTO(pick_prim(b, &fd, NULL, &pl->fwd, &pl->ref), st, out);
   MNT_CHECK_GOTO(pick_prim(b, &bd, pl->fwd.pd, &pl->bwd, &pl->ref), st, out);
   snprintf(pl->impl, sizeof pl->impl, "fwd %s, bwd %s", impl_name(pl->fwd.pd), impl_name(pl->bwd.pd));
@@ -619,14 +677,17 @@ out:
 
 static int pool_forward(void *h, const void *x, void *y) {
   cpu_pool *pl = h;
-  bind bs[] = {{DNNL_ARG_SRC, &pl->x, x}, {DNNL_ARG_DST, &pl->y, y}, {DNNL_ARG_WORKSPACE, &pl->ws, pl->workspace}};
+  bind bs[] = {{DNNL_ARG_SRC, MD(pl->x), x},
+               {DNNL_ARG_DST, MD(pl->y), y},
+               {DNNL_ARG_WORKSPACE, MD(pl->ws), pl->workspace}};
   return run_prim(pl->b, &pl->fwd, 3, bs);
 }
 
 static int pool_backward(void *h, const void *dy, void *dx) {
   cpu_pool *pl = h;
-  bind bs[] = {{DNNL_ARG_DIFF_DST, &pl->y, dy}, {DNNL_ARG_WORKSPACE, &pl->ws, pl->workspace},
-               {DNNL_ARG_DIFF_SRC, &pl->x, dx}};
+  bind bs[] = {{DNNL_ARG_DIFF_DST, MD(pl->y), dy},
+               {DNNL_ARG_WORKSPACE, MD(pl->ws), pl->workspace},
+               {DNNL_ARG_DIFF_SRC, MD(pl->x), dx}};
   return run_prim(pl->b, &pl->bwd, 3, bs);
 }
 
@@ -641,6 +702,9 @@ static void pool_destroy(void *h) {
   if (!pl) return;
   prim_free(&pl->fwd);
   prim_free(&pl->bwd);
+  md_free(&pl->x);
+  md_free(&pl->y);
+  md_free(&pl->ws);
   free(pl->workspace);
   free(pl);
 }
@@ -823,20 +887,21 @@ static int choose_layout(cpu_impl *c, mnt_backend *b) {
   c->layout = blocked;
   if (env && !strcasecmp(env, "nhwc")) c->layout = dnnl_nhwc;
   if ((env && strcasecmp(env, "auto")) || c->adt == dnnl_f32) return MNT_OK;
-  dnnl_dims_t xd = {16, 64, 56, 56}, wd = {64, 64, 3, 3}, st = {1, 1}, pd = {1, 1};
-  dnnl_memory_desc_t x, w, y, nhwc;
-  dnnl_convolution_desc_t od;
-  MNT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&x, 4, xd, c->adt, dnnl_format_tag_any));
-  MNT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&y, 4, xd, c->adt, dnnl_format_tag_any));
-  MNT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&w, 4, wd, c->adt, dnnl_format_tag_any));
-  MNT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&nhwc, 4, xd, c->adt, dnnl_nhwc));
-  MNT_DNNL_CHECK(dnnl_convolution_forward_desc_init(&od, dnnl_forward_training, dnnl_convolution_direct, &x, &w, NULL,
-                                                    &y, st, pd, pd));
-  dnnl_primitive_desc_t p;
-  MNT_CHECK(pick_pd(b, &od, NULL, &p, NULL));
-  if (p && dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(p, dnnl_query_src_md, 0), &nhwc)) c->layout = dnnl_nhwc;
+  dnnl_dims_t xd = {16, 64, 56, 56}, wd = {64, 64, 3, 3}, one = {1, 1};
+  mnt_md m[4]; /* x, y and the weights in any layout; x in nhwc */
+  dnnl_status_t s[4] = {md_make(&m[0], 4, xd, c->adt, dnnl_format_tag_any),
+                        md_make(&m[1], 4, xd, c->adt, dnnl_format_tag_any),
+                        md_make(&m[2], 4, wd, c->adt, dnnl_format_tag_any), md_make(&m[3], 4, xd, c->adt, dnnl_nhwc)};
+  int st = MNT_OK;
+  for (int i = 0; i < 4 && st == MNT_OK; i++) st = MNT_DNNL_OK(s[i]);
+  dnnl_primitive_desc_t p = NULL;
+  op_spec od = {
+      .kind = OP_CONV_FWD, .src = MD(m[0]), .w = MD(m[2]), .dst = MD(m[1]), .strides = one, .pad_l = one, .pad_r = one};
+  if (st == MNT_OK) st = pick_pd(b, &od, NULL, &p, NULL);
+  if (p && md_equal(dnnl_primitive_desc_query_md(p, dnnl_query_src_md, 0), MD(m[3]))) c->layout = dnnl_nhwc;
   if (p) dnnl_primitive_desc_destroy(p);
-  return MNT_OK;
+  for (int i = 0; i < 4; i++) md_free(&m[i]);
+  return st;
 }
 
 int mnt_backend_cpu_create(const mnt_backend_opts *o, mnt_backend **out) {
