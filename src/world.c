@@ -437,6 +437,16 @@ static int job_ranks(mnt_world *w) {
   return MNT_OK;
 }
 
+const char *mnt_world_pmix_version(void) {
+  static char s[64];
+  const char *v = PMIx_Get_version();
+  if (!v) return "?";
+  size_t n = strcspn(v, ",("); /* "OpenPMIx 4.2.2rc2 (PMIx Standard: 4.2, ...)" */
+  while (n && v[n - 1] == ' ') n--;
+  snprintf(s, sizeof s, "%.*s", (int)n, v);
+  return s;
+}
+
 int mnt_world_init(mnt_world *w) {
   memset(w, 0, sizeof *w);
   w->phase_t = process_start();

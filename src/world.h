@@ -66,6 +66,9 @@ typedef struct mnt_world {
 /* PMIx_Init and the identity of every rank (one fence). Returns MNT_OK or an error status;
  * MNT_EARG when Slurm started several tasks but no PMIx server answers. */
 int mnt_world_init(mnt_world *w);
+/* the PMIx client library this process runs on, as it reports itself (PMIx_Get_version, its name and
+ * release): "OpenPMIx 5.0.7"; needs no server */
+const char *mnt_world_pmix_version(void);
 /* The time since the last phase ended (the process's start, for the first) was spent in phase. */
 void mnt_world_phase(mnt_world *w, int phase);
 /* Collective (every rank publishes its phases; rank 0 alone reads them all): out gets, on rank 0

@@ -95,6 +95,14 @@ void mnt_h5_init(void) {
   H5dont_atexit();
 }
 
+const char *mnt_h5_version(void) {
+  static char s[32];
+  unsigned maj = 0, min = 0, rel = 0;
+  if (H5get_libversion(&maj, &min, &rel) < 0) return "?";
+  snprintf(s, sizeof s, "%u.%u.%u", maj, min, rel);
+  return s;
+}
+
 int mnt_h5_attr_str(hid_t obj, const char *name, const char *v) {
   hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR);
   H5Tset_size(t, strlen(v) + 1);

@@ -114,6 +114,8 @@ typedef struct mnt_shard_writer {
  * dataset.c). HDF5's own error printing (HDF5-DIAG) is turned off in every thread that opens, creates
  * or reads shards through these functions: HDF5 keeps that setting per thread. */
 void mnt_h5_init(void);
+/* the HDF5 release this process runs on, as the library reports it: "1.14.5" */
+const char *mnt_h5_version(void);
 /* a shard of exactly n samples; attrs repeat the index. The file is created exclusively (O_EXCL:
  * an existing file or symlink at path is an error, not overwritten or followed): remove stale
  * files first. */

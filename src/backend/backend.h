@@ -198,6 +198,9 @@ int mnt_backend_cpu_create(const mnt_backend_opts *o, mnt_backend **out);  /* ba
 /* The instruction set oneDNN's CPU kernels use here (dnnl_get_effective_cpu_isa; ONEDNN_MAX_CPU_ISA
  * caps it): "avx2", "avx512_core", ... */
 const char *mnt_cpu_isa_name(void);
+/* The oneDNN release this process runs on, as the library reports it (dnnl_version), and the one it
+ * was built against when they differ: "3.7.2", "3.2.0 (built with 3.7.2)" */
+const char *mnt_cpu_onednn_version(void);
 /* --precision auto on the CPU: bf16 where the CPU has bf16 instructions (avx512_core_bf16, AMX), else fp32 */
 mnt_precision mnt_cpu_auto_precision(void);
 static inline void mnt_be_reorders(mnt_backend *b, long long out[2]) {

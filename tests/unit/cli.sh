@@ -52,6 +52,8 @@ expect 0 '^mntrain [0-9]+\.[0-9]+\.[0-9]+' -- --version
 # what runs on this node: oneDNN's ISA (capped by ONEDNN_MAX_CPU_ISA) and mntrain's own loops' variant
 expect 0 '^cpu isa: (avx2|avx2_vnni|avx512_core[a-z0-9_]*|avx|sse41) \(oneDNN' -- --version
 expect 0 '^simd: (sse2|avx2|avx512) ' -- --version
+# the libraries as they report themselves at run time (sites mix releases: Debian 12's or 13's, their own)
+expect 0 '^libraries: oneDNN [23]\.[0-9]+\.[0-9]+( \(built with [0-9.]+\))?, HDF5 1\.1[0-9]\.[0-9]+, (Open)?PMIx [0-9]' -- --version
 out=$(ONEDNN_MAX_CPU_ISA=AVX2 MNT_SIMD=sse2 "$m" --version 2>&1)
 if ! grep -q '^cpu isa: avx2 ' <<<"$out" || ! grep -q '^simd: sse2 ' <<<"$out"; then
   echo "FAIL: --version under ONEDNN_MAX_CPU_ISA=AVX2 MNT_SIMD=sse2 should say avx2 and sse2: $out"; fail=1

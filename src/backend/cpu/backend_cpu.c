@@ -62,6 +62,16 @@ const char *mnt_cpu_isa_name(void) {
   return "no JIT (reference kernels only)";
 }
 
+const char *mnt_cpu_onednn_version(void) {
+  static char s[64];
+  const dnnl_version_t *v = dnnl_version();
+  int n = snprintf(s, sizeof s, "%d.%d.%d", v->major, v->minor, v->patch);
+  if (v->major != DNNL_VERSION_MAJOR || v->minor != DNNL_VERSION_MINOR || v->patch != DNNL_VERSION_PATCH)
+    snprintf(s + n, sizeof s - (size_t)n, " (built with %d.%d.%d)", DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR,
+             DNNL_VERSION_PATCH);
+  return s;
+}
+
 /* Activations with a channel count divisible by the block are kept in the layout oneDNN's
  * convolutions run fastest on (cpu_impl.layout: blocked nChw16c on AVX-512, nChw8c below; nhwc where
  * the bf16 kernels want it, AMX's brgemm convolutions); the rest (the 3-channel input image) stay
