@@ -120,8 +120,7 @@ int main(int argc, char **argv) {
     printf("cpu isa: %s (oneDNN's kernels; ONEDNN_MAX_CPU_ISA caps it)\n", mnt_cpu_isa_name());
     printf("simd: %s (mntrain's own loops: loader, casts, optimizer; MNT_SIMD forces a lower one)\n",
            mnt_simd_variant());
-    printf("libraries: oneDNN %s, HDF5 %s, %s\n", mnt_cpu_onednn_version(), mnt_h5_version(),
-           mnt_world_pmix_version());
+    printf("libraries: oneDNN %s, HDF5 %s, %s\n", mnt_cpu_onednn_version(), mnt_h5_version(), mnt_world_pmix_version());
     mnt_cuda_module_describe(stdout); /* where, built against what: read, not loaded */
     return MNT_EXIT_OK;
   }

@@ -588,8 +588,8 @@ int mnt_h5_open_checked(const mnt_h5_map *m, hid_t f, const char *name, hid_t ft
   }
   const dset *d = &m->obj[obj];
   if (at != d->oh)
-    return damaged(m, obj, "HDF5 finds it at byte %llu, its group's symbol table at byte %llu",
-                   (unsigned long long)at, (unsigned long long)d->oh);
+    return damaged(m, obj, "HDF5 finds it at byte %llu, its group's symbol table at byte %llu", (unsigned long long)at,
+                   (unsigned long long)d->oh);
   if (d->rank != rank || memcmp(d->dims, dims, (size_t)rank * sizeof *dims)) {
     char have[100], want[100];
     dims_text(have, sizeof have, d->rank, d->dims);
