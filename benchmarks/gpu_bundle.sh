@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# gpu_bundle.sh — make a relocatable tree of the Debian 12 libraries mntrain builds and links
-# against that the GPU machine's image lacks (PMIx, HDF5, oneDNN 2, jansson, turbojpeg and libjpeg, libpng,
+# gpu_bundle.sh — make a relocatable tree of the Debian 12 or 13 libraries mntrain builds and links
+# against that the GPU machine's image lacks (PMIx, HDF5, oneDNN, jansson, turbojpeg and libjpeg, libpng,
 # xxHash, zlib, pkgconf), runtime and headers, for benchmarks/gpu_check.sh to build with there.
 set -euo pipefail
 
@@ -8,7 +8,7 @@ usage() {
   cat <<'EOF'
 Usage: benchmarks/gpu_bundle.sh [--max-mib N] [--keep-debs DIR] [DIR]
 
-Downloads (apt-get download, no root needed beyond apt's lists) the Debian 12 packages of the
+Downloads (apt-get download, no root needed beyond apt's lists) the Debian packages of the
 libraries mntrain links against, plus their shared-library closure found with readelf (every
 DT_NEEDED resolved inside the bundle or by the C/C++ runtime any glibc image has: libc, libm,
 libstdc++, libgcc_s, libgomp, ld-linux), and unpacks them (dpkg -x) into DIR (default:
@@ -29,8 +29,10 @@ and writes:
 Fails when the tree is larger than --max-mib (default 60 MiB: the device tool carries 64 MiB
 with the working tree).
 
-Run it on Debian 12 (bookworm), amd64. Take it to the GPU machine with the device tool's
-`carry`: ["gpu-bundle"].
+Run it on Debian 12 (bookworm: oneDNN 2.6, HDF5 1.10, PMIx 4) or Debian 13 (trixie: oneDNN 3.7,
+HDF5 1.14, PMIx 5), amd64: the bundle holds the packages of the release it runs on (Debian 13
+renamed several runtime packages: libpmix2t64, libhdf5-310, libdnnl3.6, libpng16-16t64); another
+release is refused. Take it to the GPU machine with the device tool's `carry`: ["gpu-bundle"].
 EOF
 }
 
@@ -58,20 +60,25 @@ for t in apt-get apt-cache dpkg dpkg-deb readelf objdump xz sha256sum od find du
 done
 # shellcheck disable=SC1091
 codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
-[[ $codename == bookworm ]] || die "run this on Debian 12 (bookworm), not '${codename:-unknown}': the GPU image gets these exact binaries"
+# the runtime packages of each release (their names carry the library's soname; Debian 13 renamed
+# those built for 64-bit time_t, "t64"); the -dev packages are named alike in both
+case $codename in
+  bookworm) roots_rt=(libpmix2 libhdf5-103-1 libdnnl2 libpng16-16) gcc_base=gcc-12-base ;;
+  trixie) roots_rt=(libpmix2t64 libhdf5-310 libdnnl3.6 libpng16-16t64) gcc_base=gcc-14-base ;;
+  *) die "run this on Debian 12 (bookworm) or 13 (trixie), not '${codename:-unknown}': it knows the runtime package names of those two (the GPU image gets these exact binaries)" ;;
+esac
 [[ $(dpkg --print-architecture) == amd64 ]] || die "run this on amd64 (the GPU machine is x86-64)"
 
 # What mntrain links against (CMakeLists.txt): runtime packages whose ELF files start the
 # closure, and the -dev packages whose headers, .so links and .pc files the build needs (their
 # own dependencies are not followed: libhdf5-dev alone would pull in Fortran, C++ and libcurl's
 # headers).
-roots_rt=(libpmix2 libhdf5-103-1 libdnnl2 libjansson4 libturbojpeg0 libjpeg62-turbo libpng16-16 libxxhash0
-  zlib1g pkgconf-bin libpkgconf3)
+roots_rt+=(libjansson4 libturbojpeg0 libjpeg62-turbo libxxhash0 zlib1g pkgconf-bin libpkgconf3)
 roots_dev=(libpmix-dev libhdf5-dev libdnnl-dev libjansson-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev
   libxxhash-dev zlib1g-dev)
 # Never bundled: every glibc-based image with a C/C++ compiler has these (nvcc needs gcc, and
 # gcc brings libgomp); a second copy first on LD_LIBRARY_PATH would shadow the image's newer one.
-never_pkg=" libc6 libgcc-s1 libstdc++6 gcc-12-base libgomp1 libcrypt1 debconf "
+never_pkg=" libc6 libgcc-s1 libstdc++6 $gcc_base libgomp1 libcrypt1 debconf "
 base_sonames=" libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 libresolv.so.2 libutil.so.1
   libanl.so.1 ld-linux-x86-64.so.2 libstdc++.so.6 libgcc_s.so.1 libgomp.so.1 "
 

@@ -240,13 +240,13 @@ else
       have=$(grep -aoE "\b${fam}_[0-9][0-9.]*[0-9]\b" "${f:-/nonexistent}" 2>/dev/null | sed "s/^${fam}_//" | sort -V | tail -1 || true)
     fi
     if [[ -z $have ]] || [[ $(printf '%s\n%s\n' "$ver" "$have" | sort -V | head -1) != "$ver" ]]; then
-      say "gpu_check: the bundle needs ${fam}_$ver, this machine has ${have:-none} (${lib:-glibc}): Debian 12's libraries cannot run here"
+      say "gpu_check: the bundle needs ${fam}_$ver, this machine has ${have:-none} (${lib:-glibc}): the bundle's libraries cannot run here"
       st=FAIL
     else
       say "bundle needs ${fam}_$ver: this machine has $have"
     fi
   done <"$bundle/REQUIRES"
-  if [[ -n ${MNT_BUNDLE_LIBCACHE:-} && ! -f $MNT_BUNDLE_LIBCACHE/libdnnl.so.2 ]]; then
+  if [[ -n ${MNT_BUNDLE_LIBCACHE:-} ]] && ! compgen -G "$MNT_BUNDLE_LIBCACHE/libdnnl.so.[0-9]*" >/dev/null; then
     say "gpu_check: libdnnl was not inflated into $MNT_BUNDLE_LIBCACHE"
     st=FAIL
   fi
@@ -339,9 +339,11 @@ st=ok
 ldd_out=$(ldd "$build/mntrain" 2>&1) || true
 say "$ldd_out"
 if grep -q 'not found' <<<"$ldd_out"; then say "gpu_check: unresolved libraries (above)"; st=FAIL; fi
-for so in libdnnl.so.2 libpmix.so.2 libhdf5_serial.so.103 libjansson.so.4 libturbojpeg.so.0 libjpeg.so.62 libpng16.so.16 \
-  libxxhash.so.0 libcurl.so.4 libhwloc.so.15; do
-  p=$(awk -v s="$so" '$1 == s { print $3 }' <<<"$ldd_out")
+# (by name up to the soname's number: Debian 12's bundle has libdnnl.so.2 and libhdf5_serial.so.103,
+# Debian 13's libdnnl.so.3 and libhdf5_serial.so.310)
+for so in libdnnl.so libpmix.so libhdf5_serial.so libjansson.so libturbojpeg.so libjpeg.so libpng16.so \
+  libxxhash.so libcurl.so libhwloc.so; do
+  p=$(awk -v s="$so." 'index($1, s) == 1 { print $3; exit }' <<<"$ldd_out")
   if [[ -z $p ]] || ! inb "$p"; then say "gpu_check: $so -> '${p:-nothing}', not the bundle's"; st=FAIL; fi
 done
 # headers: no object may have read a system copy of a header the bundle has (ninja's depfiles)
