@@ -67,8 +67,9 @@
 #   PID and network namespaces, as tests/fresh-machine.sh trixie runs, is visible from here) is
 #   neither used nor stopped ('up' once took such a munged for its own and ran without one). The
 #   step daemons have no pid file: 'down' kills those in this script's PID namespace and in the
-#   mount namespace of one of its slurmd's (recorded at 'up' in the state directory). A munged that
-#   wrote /run/munge/munged.pid before (Debian's service) is used, as before.
+#   mount namespace of one of its slurmd's (recorded at 'up' in the state directory). A munged or
+#   glusterd of the machine's, found by the pid file its Debian service writes
+#   (/run/munge/munged.pid, /run/glusterd.pid), is used as before, and left running.
 # - Inside a chroot in namespaces of its own (tests/fresh-machine.sh trixie), "/" must be a mount
 #   point (the root bound onto itself): unshare --propagation and ip netns add change its
 #   propagation and fail with EINVAL otherwise (then the fall-back to one node). srun resolves the
@@ -374,8 +375,11 @@ cluster_mode() {
 
 gl() { timeout 60 gluster --mode=script "$@"; }
 
-# a glusterd answers the gluster CLI here (ours, from $STATE/glusterd.pid, or the machine's)
-glusterd_answers() { command -v gluster >/dev/null && timeout 20 gluster --mode=script volume list >/dev/null 2>&1; }
+# a glusterd runs here: ours ($STATE/glusterd.pid) or the machine's (Debian's glusterd.service
+# runs it with -p /run/glusterd.pid); from the pid files, not by name (another cluster's glusterd
+# in other namespaces is not ours), and not by asking the gluster CLI (3 s when none answers)
+GLUSTERD_SYS_PID=/run/glusterd.pid
+glusterd_running() { pid_alive "$STATE/glusterd.pid" glusterd || pid_alive "$GLUSTERD_SYS_PID" glusterd; }
 
 # the telling line of a command's output: the first error, else the first line
 gl_msg() { grep -m1 -iE 'error|fail' <<< "$1" || head -n1 <<< "$1"; }
@@ -454,11 +458,12 @@ gluster_try_up() {
   [ -n "$host" ] || { echo "no global IPv4 address for the gluster host in one-node mode (gluster refuses 127.0.0.1)"; return 1; }
   echo "$host" > "$STATE/gluster-host"
   mkdir -p "$GL_LOGDIR" "$GL_MNT" || { echo "cannot create $GL_MNT"; return 1; }
-  # glusterd: ours, unless one already answers here (a glusterd of the machine's own; one of
-  # another cluster in other network namespaces does not answer on this loopback)
-  if glusterd_answers; then
-    echo "a glusterd is already running here: using it" >&2
+  # glusterd: ours, unless the machine's runs (/run/glusterd.pid) or ours already does
+  if pid_alive "$GLUSTERD_SYS_PID" glusterd; then
+    echo "glusterd is already running (pid $(cat "$GLUSTERD_SYS_PID"), $GLUSTERD_SYS_PID): using it" >&2
     rm -f "$STATE/glusterd.pid"
+  elif pid_alive "$STATE/glusterd.pid" glusterd; then
+    echo "our glusterd is already running (pid $(cat "$STATE/glusterd.pid"))" >&2
   else
     setsid /usr/sbin/glusterd -N </dev/null >>"$GL_LOGDIR/glusterd.stdout" 2>&1 &
     echo $! > "$STATE/glusterd.pid"
@@ -571,7 +576,7 @@ gluster_down() {
     umount "$GL_MNT" 2>/dev/null || umount -l "$GL_MNT" || true
   done
   # 2. the volume
-  if glusterd_answers && gl volume info "$GL_VOL" >/dev/null 2>&1; then
+  if command -v gluster >/dev/null && glusterd_running && gl volume info "$GL_VOL" >/dev/null 2>&1; then
     gl volume stop "$GL_VOL" force >/dev/null 2>&1 || true
     gl volume delete "$GL_VOL" >/dev/null 2>&1 || true
   fi
@@ -597,7 +602,7 @@ gluster_down() {
   done
   rm -f "$STATE/glusterd.pid" "$STATE/gluster"
   # a volume definition left by a glusterd that died before the delete would come back with it
-  if [ -d "/var/lib/glusterd/vols/$GL_VOL" ] && ! glusterd_answers; then
+  if [ -d "/var/lib/glusterd/vols/$GL_VOL" ] && ! glusterd_running; then
     rm -rf "/var/lib/glusterd/vols/$GL_VOL"
   fi
   # 4. the bricks: .glusterfs/ and xattrs make a reused brick directory refused
