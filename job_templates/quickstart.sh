@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# quickstart.sh — the main job, on a fresh Debian 12 machine, as root, in one command: installs
+# quickstart.sh — the main job, on a fresh Debian 12 or 13 machine, as root, in one command: installs
 # what is missing, builds mntrain, brings up the local two-node Slurm cluster, converts
 # Fashion-MNIST (Debian's dataset-fashion-mnist) to shards, submits job_templates/train.sbatch with
 # sbatch for 1, 2 and 4 ranks (one after the other), follows each job's output while it runs (a
