@@ -329,29 +329,39 @@ static int number_nodes(mnt_world *w, const ident *all) {
   return MNT_OK;
 }
 
-/* Every rank's host from the job's PMIx information, which the server hands each process at launch
- * (Slurm's gives every rank's PMIX_HOSTNAME, though PMIX_NODEID and PMIX_LOCAL_RANK only of the
- * node's own ranks): the job map without an exchange, O(N) local reads per rank and nothing sent.
- * 1 when every host was there (the same answer on every rank: the same job information), else 0. */
-static int hosts_from_job_info(mnt_world *w, ident *all) {
-  pmix_info_t info;
-  bool now = true; /* what the server handed out at launch, or nothing: never ask its peers */
-  PMIx_Info_load(&info, PMIX_IMMEDIATE, &now, PMIX_BOOL);
-  int ok = 1;
-  for (int r = 0; r < w->size && ok; r++) {
-    pmix_proc_t p;
-    pmix_value_t *v = NULL;
-    PMIX_LOAD_PROCID(&p, g_me.nspace, (pmix_rank_t)r);
-    ok = PMIx_Get(&p, PMIX_HOSTNAME, &info, 1, &v) == PMIX_SUCCESS && v && v->type == PMIX_STRING && v->data.string;
-    if (ok) {
-      snprintf(all[r].host, sizeof all[r].host, "%s", v->data.string);
-      all[r].node_id = -1; /* nodes keyed by host */
-      all[r].local_rank = -1;
-    }
-    if (v) PMIX_VALUE_RELEASE(v);
+/* Every rank's node from the job map the server hands each process at launch: the job's nodes
+ * (PMIx_Resolve_nodes) and each node's ranks (PMIx_Resolve_peers), the same answer on every rank,
+ * O(N) local reads per rank and nothing sent. 1 when every rank was placed exactly once, else 0.
+ * Not from each rank's PMIX_HOSTNAME: OpenPMIx 5's client answers that for its own rank with its
+ * own gethostname(), and for the others with the server's node name (Slurm 24.11's local cluster,
+ * whose nodes node1 and node2 share the machine's name: rank 0 saw itself on "vm" and rank 1 on
+ * "node1", rank 1 saw the reverse, and the ranks counted 3 nodes for 2); OpenPMIx 4 under Slurm
+ * 22.05 answered the server's name for all. PMIX_NODEID and PMIX_LOCAL_RANK of other nodes' ranks
+ * are not given (Slurm's PMIx plugin: only of the node's own ranks). */
+static int hosts_from_job_map(mnt_world *w, ident *all) {
+  char *nodes = NULL;
+  if (PMIx_Resolve_nodes(g_me.nspace, &nodes) != PMIX_SUCCESS || !nodes) {
+    MNT_DBG("PMIx gives no node list of the job: the identities are exchanged");
+    return 0;
   }
-  PMIX_INFO_DESTRUCT(&info);
-  if (!ok) MNT_DBG("PMIx gives no host of every rank: the identities are exchanged");
+  for (int r = 0; r < w->size; r++) all[r] = (ident){.node_id = -1, .local_rank = -1}; /* nodes keyed by host */
+  int ok = 1, placed = 0;
+  char *save = NULL;
+  for (char *n = strtok_r(nodes, ",", &save); n && ok; n = strtok_r(NULL, ",", &save)) {
+    pmix_proc_t *procs = NULL;
+    size_t np = 0;
+    ok = PMIx_Resolve_peers(n, g_me.nspace, &procs, &np) == PMIX_SUCCESS;
+    for (size_t i = 0; ok && i < np; i++) {
+      pmix_rank_t r = procs[i].rank;
+      ok = r < (pmix_rank_t)w->size && !all[r].host[0];
+      if (ok) snprintf(all[r].host, sizeof all[r].host, "%s", n);
+      placed += ok;
+    }
+    if (procs) PMIX_PROC_FREE(procs, np);
+  }
+  free(nodes);
+  ok = ok && placed == w->size;
+  if (!ok) MNT_DBG("PMIx's node map does not place every rank once: the identities are exchanged");
   return ok;
 }
 
@@ -511,8 +521,8 @@ int mnt_world_init(mnt_world *w) {
   }
   mnt_log_set_identity(w->rank, w->hostname);
 
-  /* Every rank's node and local rank: from the job's PMIx information when the server gives every
-   * rank's host (Slurm's does, at launch: no exchange), else one exchange. */
+  /* Every rank's node and local rank: from the job's node map when the server gives one that places
+   * every rank (Slurm's does, at launch: no exchange), else one exchange. */
   w->node_of = calloc((size_t)w->size, sizeof *w->node_of);
   w->local_of = calloc((size_t)w->size, sizeof *w->local_of);
   w->node_name = calloc((size_t)w->size, sizeof *w->node_name);
@@ -521,12 +531,18 @@ int mnt_world_init(mnt_world *w) {
   memcpy(me.host, w->hostname, sizeof me.host);
   int st = MNT_ENOMEM;
   if (!w->node_of || !w->local_of || !w->node_name || !all) goto out;
-  int from_info = hosts_from_job_info(w, all);
+  int from_info = hosts_from_job_map(w, all);
   if (!from_info) MNT_CHECK_GOTO(mnt_world_allgather(w, &me, sizeof me, all), st, out);
   /* The key is PMIx's node id; only when a server does not give one do we fall back to the host
    * name. */
   MNT_CHECK_GOTO(number_nodes(w, all), st, out);
-  if (from_info) MNT_CHECK_GOTO(local_ranks_by_order(w), st, out);
+  if (from_info) {
+    MNT_CHECK_GOTO(local_ranks_by_order(w), st, out);
+    /* this rank goes by its node's name in the map, as its peers name it (not its own PMIX_HOSTNAME,
+     * which may be its gethostname(): hosts_from_job_map) */
+    snprintf(w->hostname, sizeof w->hostname, "%s", w->node_name[w->node_of[w->rank]]);
+    mnt_log_set_identity(w->rank, w->hostname);
+  }
   mnt_world_phase(w, MNT_PHASE_IDENT);
   w->node_rank = w->node_of[w->rank];
   st = job_ranks(w);

@@ -36,7 +36,7 @@ typedef struct mnt_world {
   int rank, size;             /* PMIX_RANK, PMIX_JOB_SIZE */
   int local_rank, local_size; /* PMIX_LOCAL_RANK, PMIX_LOCAL_SIZE */
   int node_rank, nnodes;      /* PMIX_NODEID (renumbered 0..nnodes-1), node count */
-  char hostname[MNT_NODENAME_MAX]; /* PMIX_HOSTNAME of this rank's node */
+  char hostname[MNT_NODENAME_MAX]; /* this rank's node: its name in the job's node map, else PMIX_HOSTNAME */
   char nspace[256];           /* PMIx namespace, unique per job step ("single" without PMIx) */
   char jobid[64];             /* job id for names and reports ("" when unknown) */
   int have_pmix;              /* 1 when a PMIx server answered */
