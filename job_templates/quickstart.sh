@@ -44,14 +44,18 @@ echo "== Fashion-MNIST -> $out/fmnist-{train,test}"
 "$m" convert idx "$fm/train-images-idx3-ubyte.gz" "$fm/train-labels-idx1-ubyte.gz" "$out/fmnist-train" --shards 4
 "$m" convert idx "$fm/t10k-images-idx3-ubyte.gz" "$fm/t10k-labels-idx1-ubyte.gz" "$out/fmnist-test" --shards 2
 
-follow() { # follow JOBID LOG: print the log while the job runs; fail if it did not succeed
-  local job=$1 log=$2 state
+follow() { # follow JOBID LOG: print the log while the job runs (and runs again when requeued); fail if it did not succeed
+  local job=$1 log=$2 state gone=0
   while [ ! -f "$log" ] && squeue -h -j "$job" 2>/dev/null | grep -q .; do sleep 0.5; done
   touch "$log"
   tail -n +1 -f "$log" &
   local tailpid=$!
-  while squeue -h -j "$job" 2>/dev/null | grep -q .; do sleep 1; done
-  sleep 1
+  # squeue may not list a job for a moment while it is being requeued (seen with Slurm 24.11): the
+  # job is finished when it has been absent for 2 s
+  while [ $gone -lt 4 ]; do
+    if squeue -h -j "$job" 2>/dev/null | grep -q .; then gone=0; else gone=$((gone + 1)); fi
+    sleep 0.5
+  done
   kill "$tailpid" 2>/dev/null || true
   wait "$tailpid" 2>/dev/null || true
   state=$(sacct -n -X -j "$job" -o State 2>/dev/null | head -n1 | tr -d ' ' || true)
@@ -94,7 +98,9 @@ echo "   job $job, output $out/train-preempt-$job.out"
   for _ in $(seq 1 600); do
     st=$(squeue -h -j "$job" -o '%T %r' 2>/dev/null)
     [ -z "$st" ] && exit 0
-    if [ "$st" = "PENDING BeginTime" ] && ! pgrep -f "slurmstepd: \[$job\." >/dev/null; then
+    # (step daemons of this PID namespace: another cluster on the machine has job ids of its own)
+    if [ "$st" = "PENDING BeginTime" ] && ! pgrep --ns $$ --nslist pid -f "slurmstepd: \[$job\." >/dev/null; then
+      sleep 1 # started within ~0.1 s of the requeue, slurmctld kills it ("Job credential revoked")
       scontrol update JobId="$job" StartTime=now
       exit 0
     fi
