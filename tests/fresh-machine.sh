@@ -13,10 +13,11 @@
 # never sees nor touches this machine's processes, addresses or cluster, and on it the cluster
 # tests FRESH_CLUSTER_TESTS (a ctest -R regex; default: PMIx world of 4 ranks, a 2-node training
 # with a checkpoint and its resume, a preempted and requeued job's resume, a shrink after a killed
-# rank); a test that skips fails this stage. About 15 minutes, 10 of them apt.
+# rank); a test that skips fails this stage; then the README's main job, job_templates/quickstart.sh,
+# on that cluster (FRESH_QUICKSTART=0 leaves it out). About 12 minutes, 5 of them apt.
 # Environment: FRESH_KEEP=1 keeps the root for a look afterwards (its path is printed);
 # FRESH_MIRROR (default http://deb.debian.org/debian); FRESH_CLUSTER_TIMEOUT (seconds, default
-# 1500) bounds the cluster tests. Exit status: 0 when everything in the chroot
+# 1500) bounds the cluster tests, and the quickstart apart. Exit status: 0 when everything in the chroot
 # passed, 77 (skipped) without root or mmdebstrap, 2 for an unknown suite, 1 otherwise. The
 # cluster, its namespaces, the mounts and the root are removed on every exit, also on failure or
 # Ctrl-C (the namespaces' processes are killed with their init: unshare --kill-child).
@@ -100,13 +101,17 @@ mount -t sysfs -o ro sysfs "$root/sys"
 mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"
 ip link set lo up
 exec chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-  CLUSTER_TESTS="$2" CLUSTER_TIMEOUT="$3" /bin/bash -euo pipefail -c "
+  CLUSTER_TESTS="$2" CLUSTER_TIMEOUT="$3" QUICKSTART="$4" /bin/bash -euo pipefail -c "
 cd /src
 trap \"job_templates/tools/local-cluster.sh down || true\" EXIT
 job_templates/tools/local-cluster.sh up
 timeout \"\$CLUSTER_TIMEOUT\" ctest --test-dir build -R \"\$CLUSTER_TESTS\" --no-tests=error --output-on-failure | tee /tmp/cluster-tests.out
 ! grep -q \"Skipped\" /tmp/cluster-tests.out || { echo \"fresh-machine: a cluster test skipped\" >&2; exit 1; }
-"' bash "$root" "$cluster_tests" "${FRESH_CLUSTER_TIMEOUT:-1500}" &
+if [ \"\$QUICKSTART\" = 1 ]; then
+  echo \"== fresh-machine (namespaces): job_templates/quickstart.sh, the README's main job\"
+  timeout \"\$CLUSTER_TIMEOUT\" job_templates/quickstart.sh
+fi
+"' bash "$root" "$cluster_tests" "${FRESH_CLUSTER_TIMEOUT:-1500}" "${FRESH_QUICKSTART:-1}" &
   ns_pid=$!
   wait "$ns_pid"
 fi

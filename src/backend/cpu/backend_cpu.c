@@ -153,7 +153,7 @@ static int alloc_workspace(const prim *fwd, mnt_md *ws, void **buf) {
 static int md_equal(md_ref a, md_ref b) { return dnnl_memory_desc_equal(a, b); }
 
 /* ---- choosing implementations ------------------------------------------------------------------
- * oneDNN offers several implementations of each primitive; its iterator lists them best first. A
+ * oneDNN offers several implementations of each primitive, best first (walked by onednn.h's impl_walk). A
  * reference implementation ("ref:any": plain loops, 100-1000x slower) is never taken while another
  * exists: a layer takes the best non-reference implementation in the activations' own layout, else
  * in another layout (nhwc, then nchw, where the GEMM-based convolutions serve every shape), with
@@ -162,7 +162,8 @@ static int md_equal(md_ref a, md_ref b) { return dnnl_memory_desc_equal(a, b); }
  * Found on oneDNN 2.6 (Debian 12) with AVX2 and no AVX-512: jit:avx2 has no backward-weights for a
  * 3x3 convolution of a 1x1 or 2x2 input (ResNet-18/34 at 32-64 px: layer4) and no backward-data for
  * the 3-channel image (the stem, whose input gradient is never computed); x64:gemm:jit in nchw
- * serves both. Everything else has a jit:avx2 or jit_1x1:avx2 implementation in nChw8c. */
+ * serves both. Everything else has a jit:avx2 or jit_1x1:avx2 implementation in nChw8c. oneDNN 3.2 and
+ * 3.7 choose the same implementations there. */
 static int is_ref(const char *impl) { return !strncmp(impl, "ref", 3); }
 
 static const char *impl_name(const_dnnl_primitive_desc_t pd) {
@@ -871,7 +872,8 @@ static const mnt_backend_ops cpu_ops = {
     .reorders = cpu_reorders, .destroy = cpu_destroy};
 
 /* bf16 on this CPU: native (avx512_core_bf16: vdpbf16ps; avx512_core_amx: tiles), emulated
- * (avx512_core), or none (below AVX-512: oneDNN 2.x has no bf16 kernels there) */
+ * (avx512_core), or none (below AVX-512: oneDNN 2.x has no bf16 kernels there, 3.x only on avx2_vnni_2,
+ * which mntrain does not use) */
 typedef enum { BF16_NONE, BF16_EMULATED, BF16_NATIVE, BF16_AMX } bf16_kind;
 static bf16_kind cpu_bf16_kind(void) {
   dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
