@@ -108,7 +108,7 @@ job_templates/tools/local-cluster.sh up
 timeout \"\$CLUSTER_TIMEOUT\" ctest --test-dir build -R \"\$CLUSTER_TESTS\" --no-tests=error --output-on-failure | tee /tmp/cluster-tests.out
 ! grep -q \"Skipped\" /tmp/cluster-tests.out || { echo \"fresh-machine: a cluster test skipped\" >&2; exit 1; }
 if [ \"\$QUICKSTART\" = 1 ]; then
-  echo \"== fresh-machine (namespaces): job_templates/quickstart.sh, the README's main job\"
+  echo \"== fresh-machine (namespaces): job_templates/quickstart.sh, the main job of README.md\"
   timeout \"\$CLUSTER_TIMEOUT\" job_templates/quickstart.sh
 fi
 "' bash "$root" "$cluster_tests" "${FRESH_CLUSTER_TIMEOUT:-1500}" "${FRESH_QUICKSTART:-1}" &
