@@ -1,6 +1,7 @@
 /* comm.c — backend selection; see comm.h. */
 #include "src/comm/comm.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -68,6 +69,25 @@ int mnt_comm_shrink(mnt_comm *c, int64_t step, mnt_rank_loss *lost, int max, int
   *nlost = 0;
   if (!c->ops->shrink) return MNT_EARG;
   return c->ops->shrink(c, step, lost, max, nlost);
+}
+
+int mnt_comm_quorum(int before, int n, int holds_rank0, char *why, size_t len) {
+  if (2 * n > before) {
+    snprintf(why, len, "quorum: %d of %d ranks, a majority", n, before);
+    return 1;
+  }
+  if (2 * n == before && holds_rank0) {
+    snprintf(why, len, "quorum: %d of %d ranks, exactly half, with rank 0 of the %d (the tie-breaker)", n, before,
+             before);
+    return 1;
+  }
+  if (2 * n == before)
+    snprintf(why, len,
+             "no quorum: %d of %d ranks, exactly half without rank 0 of the %d (the tie-breaker gives the "
+             "other side of a split the run)",
+             n, before, before);
+  else snprintf(why, len, "no quorum: %d of %d ranks, a minority (the other side of a split may go on)", n, before);
+  return 0;
 }
 
 void mnt_comm_destroy(mnt_comm *c) {

@@ -102,8 +102,14 @@ int mnt_comm_enable_shrink(mnt_comm *c);
  * gone (over the links they still have, every wait with the deadline), the world is renumbered
  * (mnt_world_shrink) and the communicator rebuilt among them (flat). step: this rank's steps done
  * (said in the agreement). lost[0..*nlost): the ranks left out. MNT_EFENCED: this rank was left out
- * (it stopped, or lost its links): it must exit touching nothing. */
+ * (it stopped, or lost its links), or its group has no quorum (mnt_comm_quorum: the other side of a
+ * network split may go on): it must exit touching nothing. */
 int mnt_comm_shrink(mnt_comm *c, int64_t step, mnt_rank_loss *lost, int max, int *nlost);
+/* The quorum of a shrink: 1 when n survivors of the `before` ranks of the membership may go on: a
+ * strict majority, or exactly half holding rank 0 of that membership (the tie-breaker every group
+ * of a split evaluates alike, so that at most one goes on); 0: the group is fenced. why: the rule
+ * that decided, in words for the log. */
+int mnt_comm_quorum(int before, int n, int holds_rank0, char *why, size_t len);
 /* 1 when another rank said a rank was lost since the last shrink (--on-rank-loss shrink) */
 static inline int mnt_comm_join(mnt_comm *c, mnt_comm_req *req, mnt_stream *stream) {
   return c->ops->join ? c->ops->join(c, req, stream) : c->ops->wait(c, req);

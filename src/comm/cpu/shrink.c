@@ -15,6 +15,11 @@
  * A sender behind the receiver's epoch has been left out (it stopped, or the others lost it): the
  * answer is FENCED and it exits without joining a collective or writing anything.
  *
+ * Quorum. A network split looks the same from both sides: each group counts the other lost. A
+ * group goes on only with a strict majority of the membership before the loss, or exactly half
+ * holding its rank 0 (mnt_comm_quorum); the other exits as fenced before it rebuilds anything, so
+ * that two groups never train and write the same run.
+ *
  * Agreement. A rank whose collective failed (a peer's process gone, its connection closed, or the
  * deadline MNT_COMM_TIMEOUT without progress) or that was interrupted sends SUSPECT to every rank
  * it does not hold gone, until a round learns nothing new: a rank that does not answer within the
@@ -404,6 +409,15 @@ int mnt_cpu_shrink(mnt_comm *pc, int64_t step, mnt_rank_loss *out, int max, int 
   if (st == MNT_OK && v[JOB(w->rank)]) {
     MNT_ERR("the other ranks count this rank as lost: exiting without touching the run");
     st = MNT_EFENCED;
+  }
+  if (st == MNT_OK) { /* a split's groups each count the other lost: the quorum lets one go on at most */
+    int n = 0;
+    for (int r = 0; r < w->size; r++) n += !v[JOB(r)];
+    char why[200];
+    if (!mnt_comm_quorum(w->size, n, !v[JOB(0)], why, sizeof why)) {
+      MNT_ERR("shrink: this rank's group has %s: exiting without touching the run", why);
+      st = MNT_EFENCED;
+    }
   }
   int n = 0;
   for (int r = 0; st == MNT_OK && r < w->size; r++) {
