@@ -213,7 +213,9 @@ int mnt_trace_write(const char *dir, const mnt_trace_id *id) {
   FILE *f = mnt_tmp_fopen(path, tmp, sizeof tmp); /* DIR/.trace-rank-R.json.XXXXXX, exclusive: never a link */
   if (!f) return MNT_ESYS;
   int n = atomic_load(&T.n);
-  fprintf(f, "{\"version\": %d, \"rank\": %d, \"size\": %d, \"job\": ", MNT_TRACE_VERSION, T.rank, id->size);
+  fprintf(f, "{\"version\": %d, \"rank\": %d, \"size\": %d, \"job_size\": %d, \"membership_epoch\": %d, \"job\": ",
+          MNT_TRACE_VERSION, T.rank, id->size, id->job_size > 0 ? id->job_size : id->size,
+          id->membership_epoch > 0 ? id->membership_epoch : 0);
   mnt_json_fput_str(f, id->job);
   fprintf(f, ", \"run_id\": ");
   mnt_json_fput_str(f, id->run_id);

@@ -55,11 +55,15 @@ typedef struct mnt_trace_id {
   const char *run_id; /* the training run (config.json's run_id), kept across its jobs */
   const char *ended;  /* how this rank's job ended: "finished", "stopped" (a checkpoint and exit 3) or
                        * "failed": a failed rank's timeline ends where it failed */
-  int size;           /* ranks in the job */
+  int size;           /* ranks in the job when the file is written (fewer than job_size after a shrink) */
+  int job_size;       /* ranks the job started with, which the file's rank and name count (a rank keeps
+                       * its rank of the job's start across shrinks); 0: size */
+  int membership_epoch; /* shrinks applied (train --on-rank-loss shrink) when the file is written; 0: none */
 } mnt_trace_id;
 /* the version of the file's layout (its "version") */
 #define MNT_TRACE_VERSION 2
-/* DIR/trace-rank-RRRRR.json: this rank's window and who wrote it, how its job ended and at which
+/* DIR/trace-rank-RRRRR.json (RRRRR: the rank of the job's start): this rank's window and who wrote it
+ * ("size", "job_size", "membership_epoch"), how its job ended and at which
  * step ("last_step"), and the step at which the span cap was hit ("truncated_at_step", -1: never). Written through the safe writer
  * (src/tmpfile.h: a new file under a name nobody can guess, renamed into place), into a directory the
  * caller has accepted (train: src/safefs.h). MNT_OK, or an error naming the file. Safe to

@@ -6,22 +6,31 @@
  *                   communicator's work under them, and the critical rank (the last to end its
  *                   backward pass: the others wait in the allreduce for it) marked.
  * Only the files of one job are merged: each says its version, rank, size, job (the job step's PMIx
- * namespace, unique per launch) and run_id (version 2; version 1 has neither), and its spans.
+ * namespace, unique per launch) and run_id (version 2; version 1 has neither), and its spans; since
+ * train --on-rank-loss shrink also job_size (the ranks the job started with: the rank and the file's
+ * name count them, a survivor keeps its rank of the start) and membership_epoch (the shrinks applied),
+ * "size" being the ranks left (files without them: job_size = size, membership_epoch 0).
  *   Refused (exit 2, naming the file and what is wrong; nothing written): a file that is not a trace
  *   (not JSON, a key missing or of another type, an event that is not [thread, start, duration,
  *   name, arg, step, depth] of a thread the file lists); a version other than 1 and 2; a "rank"
  *   other than the file name's (a rank's file copied under another's name); a rank not below the
- *   file's "size" (rank 5 of 2); a negative start, duration or depth, or one past 2^62 ns (train
- *   writes unsigned clock readings: the file was edited); two files of different sizes, versions,
- *   jobs or runs (naming both: another launch's files in the directory); a file cut short before its
- *   events (nothing of the rank to merge).
+ *   file's "job_size" (rank 5 of 2); a size above job_size, or below it without a shrink; a negative
+ *   start, duration or depth, or one past 2^62 ns (train writes unsigned clock readings: the file was
+ *   edited); two files of different job sizes, versions, jobs or runs, or of one membership epoch and
+ *   different sizes (naming both: another launch's files in the directory); a file cut short before
+ *   its events (nothing of the rank to merge).
  *   Merged, with a warning naming the file: a file cut short inside its events (the events before
  *   the cut are read) and a file whose "truncated" is true (the window's span cap was hit): the
  *   rank's timeline is incomplete, which trace.json (otherData "incomplete_ranks", the process's
  *   label) and trace.svg (the rank's row) say too; ranks of the job without a file (a failed job:
  *   what is there is still worth merging); a file named trace-rank-*.json that train never names
  *   so (left out); version 1 files, whose job cannot be checked (said once); a job that failed
- *   ("ended": "failed": its timelines end where each rank stopped). */
+ *   ("ended": "failed": its timelines end where each rank stopped).
+ *   Said (stdout): a job that shrank, from how many ranks to how many, and the job's ranks without a
+ *   file (lost mid-run: a warning only when more are missing than the shrinks lost); a rank's file of
+ *   an earlier epoch (left out at a shrink); the survivors' "recovery" spans, which trace.json holds
+ *   like any span and trace.svg draws when in the slowest step (otherData: ranks = job_size,
+ *   ranks_at_end, membership_epoch, missing_ranks). */
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
@@ -44,7 +53,8 @@
 
 enum { MAIN_PHASES = 5 };
 static const char *const PHASES[MAIN_PHASES] = {"data", "forward", "backward", "comm", "optimizer"};
-static const char *const COLOURS[MAIN_PHASES] = {"#8c8c8c", "#4c72b0", "#dd8452", "#c44e52", "#55a868"};
+/* the phases' colours, then a recovery's (train --on-rank-loss shrink: the survivors' "recovery" span) */
+static const char *const COLOURS[MAIN_PHASES + 1] = {"#8c8c8c", "#4c72b0", "#dd8452", "#c44e52", "#55a868", "#937860"};
 
 /* a start, duration or clock offset past this is not a clock reading (2^62 ns: 146 years), and sums
  * of two stay inside int64_t */
@@ -55,6 +65,8 @@ typedef struct rank_trace {
   json_t *j;        /* the file */
   char path[MNT_PATH_MAX + 64];
   int rank, size, version;
+  int job_size;     /* "job_size": the ranks the job started with, which rank counts (absent: size) */
+  int epoch;        /* "membership_epoch": shrinks applied when it was written (absent: 0) */
   const char *node; /* its node (owned by j; "?" when absent) */
   const char *job, *run_id; /* version 2: who wrote it (owned by j); version 1: "" */
   int64_t offset;   /* ns to add to get rank 0's clock */
@@ -249,7 +261,20 @@ static int load_rank(const char *path, int name_rank, rank_trace *r) {
     return refuse(path, "says rank %lld: a file of rank %lld under rank %d's name (copied?)", rank, rank, name_rank);
   if (!int_in(json_object_get(j, "size"), 1, INT_MAX, &size))
     return refuse(path, "'size' is missing or not a rank count (an integer of at least 1)");
-  if (rank >= size) return refuse(path, "says rank %lld of %lld: not a rank of its job", rank, size);
+  /* after train --on-rank-loss shrink: "size" the ranks left, "job_size" the ranks the job started
+   * with, which the rank and the file's name count (files without them: a job that never shrank) */
+  long long job_size = size, epoch = 0;
+  json_t *js = json_object_get(j, "job_size"), *me = json_object_get(j, "membership_epoch");
+  if (js && !int_in(js, size, INT_MAX, &job_size))
+    return refuse(path, "'job_size' is not a rank count of at least its 'size' %lld (the ranks the job started with)",
+                  size);
+  if (me && !int_in(me, 0, job_size, &epoch))
+    return refuse(path, "'membership_epoch' is not a count of shrinks (an integer from 0 to its job_size %lld)",
+                  job_size);
+  if (epoch == 0 && size != job_size)
+    return refuse(path, "says %lld of its job's %lld ranks were left but no shrink ('membership_epoch' 0)", size,
+                  job_size);
+  if (rank >= job_size) return refuse(path, "says rank %lld of %lld: not a rank of its job", rank, job_size);
   if (!int_in(json_object_get(j, "offset_ns"), -MAX_NS, MAX_NS, &offset))
     return refuse(path, "'offset_ns' is missing or not a clock offset (an integer of ns)");
   if (tr && !json_is_boolean(tr)) return refuse(path, "'truncated' is not true or false");
@@ -273,6 +298,8 @@ static int load_rank(const char *path, int name_rank, rank_trace *r) {
   }
   r->rank = (int)rank;
   r->size = (int)size;
+  r->job_size = (int)job_size;
+  r->epoch = (int)epoch;
   r->offset = (int64_t)offset;
   r->truncated = json_is_true(tr);
   r->node = node ? node : "?";
@@ -282,8 +309,9 @@ static int load_rank(const char *path, int name_rank, rank_trace *r) {
   return MNT_OK;
 }
 
-/* the files r[0..n) (sorted by rank) of one job: the same version, size, job and run, else MNT_EARG
- * naming two files that differ */
+/* the files r[0..n) (sorted by rank) of one job: the same version, job size, job and run, and of one
+ * membership epoch the same size, else MNT_EARG naming two files that differ (files of different epochs:
+ * a rank left out at a shrink wrote its file before the others shrank again) */
 static int one_job(const rank_trace *r, int n) {
   for (int i = 1; i < n; i++) {
     const rank_trace *a = &r[0], *b = &r[i];
@@ -301,33 +329,67 @@ static int one_job(const rank_trace *r, int n) {
       MNT_ERR("%s is of run %s, %s of run %s: not one run's ranks", a->path, a->run_id, b->path, b->run_id);
       return MNT_EARG;
     }
-    if (a->size != b->size) {
-      MNT_ERR("%s says its job has %d ranks, %s says %d: not one job's ranks", a->path, a->size, b->path, b->size);
+    if (a->job_size != b->job_size) {
+      MNT_ERR("%s says its job has %d ranks, %s says %d: not one job's ranks", a->path, a->job_size, b->path,
+              b->job_size);
       return MNT_EARG;
     }
   }
+  for (int i = 0; i < n; i++)
+    for (int k = i + 1; k < n; k++)
+      if (r[i].epoch == r[k].epoch && r[i].size != r[k].size) {
+        MNT_ERR("%s says %d ranks were left after %d shrinks, %s says %d: not one job's ranks", r[i].path, r[i].size,
+                r[i].epoch, r[k].path, r[k].size);
+        return MNT_EARG;
+      }
   return MNT_OK;
+}
+
+/* the file of the latest membership epoch (the ranks at the job's end) */
+static const rank_trace *last_epoch(const rank_trace *rs, int n) {
+  const rank_trace *e = &rs[0];
+  for (int i = 1; i < n; i++)
+    if (rs[i].epoch > e->epoch) e = &rs[i];
+  return e;
+}
+
+/* the job's ranks without a file, as "2 5 7" (" ..." past what fits); their count */
+static int missing_ranks(const rank_trace *rs, int n, char *out, size_t cap) {
+  size_t l = 0;
+  int count = 0;
+  out[0] = '\0';
+  for (int r = 0, i = 0; r < rs[0].job_size; r++) {
+    while (i < n && rs[i].rank < r) i++;
+    if (i < n && rs[i].rank == r) continue;
+    count++;
+    if (l + 16 < cap) l += (size_t)snprintf(out + l, cap - l, "%s%d", l ? " " : "", r);
+    else if (l + 5 < cap && strcmp(out + l - 4, " ...")) l += (size_t)snprintf(out + l, cap - l, " ...");
+  }
+  return count;
 }
 
 /* what the merge leaves out or cannot check, named: ranks without a file, incomplete timelines,
  * version 1 files */
 static void say_gaps(const char *dir, const rank_trace *rs, int n) {
-  int size = rs[0].size;
-  if (n < size) { /* a failed job: what is there is still worth merging */
-    char missing[256] = "";
-    size_t l = 0;
-    for (int r = 0, i = 0; r < size; r++) {
-      while (i < n && rs[i].rank < r) i++;
-      if (i < n && rs[i].rank == r) continue;
-      if (l + 16 < sizeof missing) {
-        l += (size_t)snprintf(missing + l, sizeof missing - l, "%s%d", l ? " " : "", r);
-      } else {
-        snprintf(missing + l, sizeof missing - l, " ...");
-        break;
-      }
-    }
-    MNT_WARN("--trace %s: %d of %d ranks wrote a trace; missing: %s", dir, n, size, missing);
+  int job_size = rs[0].job_size;
+  const rank_trace *end = last_epoch(rs, n);
+  char missing[256];
+  int nmissing = missing_ranks(rs, n, missing, sizeof missing);
+  if (end->epoch > 0) { /* train --on-rank-loss shrink: the ranks lost mid-run wrote nothing */
+    printf(
+        "mntrain report: the job shrank from %d to %d ranks (%d shrink%s, train --on-rank-loss shrink); ranks are "
+        "numbered as the job started them; %d of %d wrote a trace%s%s\n",
+        job_size, end->size, end->epoch, end->epoch == 1 ? "" : "s", n, job_size,
+        nmissing ? "; without one (lost mid-run): " : "", missing);
+    for (int i = 0; i < n; i++)
+      if (rs[i].epoch < end->epoch)
+        printf(
+            "mntrain report: rank %d's file is of %d shrink%s, the others' of %d: it was left out of the job at a "
+            "shrink and its timeline ends there\n",
+            rs[i].rank, rs[i].epoch, rs[i].epoch == 1 ? "" : "s", end->epoch);
   }
+  if (nmissing > job_size - end->size) /* more than the shrinks lost: a failed job, still worth merging */
+    MNT_WARN("--trace %s: %d of %d ranks wrote a trace; missing: %s", dir, n, job_size, missing);
   for (int i = 0; i < n; i++) {
     const rank_trace *r = &rs[i];
     if (r->cut)
@@ -372,7 +434,16 @@ static int write_chrome(const char *path, rank_trace *rs, int n, int64_t t0) {
     fprintf(f, ", \"run_id\": ");
     mnt_json_fput_str(f, rs[0].run_id);
   }
-  fprintf(f, ", \"ranks\": %d, \"incomplete_ranks\": [", rs[0].size);
+  const rank_trace *end = last_epoch(rs, n);
+  /* ranks: the job's at its start (the processes' ids count them); ranks_at_end and membership_epoch:
+   * after train --on-rank-loss shrink; missing_ranks: the job's ranks without a file */
+  fprintf(f, ", \"ranks\": %d, \"ranks_at_end\": %d, \"membership_epoch\": %d, \"missing_ranks\": [", rs[0].job_size,
+          end->size, end->epoch);
+  for (int r = 0, i = 0, k = 0; r < rs[0].job_size; r++) {
+    while (i < n && rs[i].rank < r) i++;
+    if (!(i < n && rs[i].rank == r)) fprintf(f, "%s%d", k++ ? ", " : "", r);
+  }
+  fprintf(f, "], \"incomplete_ranks\": [");
   for (int i = 0, k = 0; i < n; i++)
     if (incomplete(&rs[i])) fprintf(f, "%s%d", k++ ? ", " : "", rs[i].rank);
   fprintf(f, "]},\n\"traceEvents\": [");
@@ -423,7 +494,8 @@ static json_t *step_span(const rank_trace *r, long long step, const char *name) 
 }
 
 /* the slowest traced step: the one whose span from the first rank's start to the last rank's end
- * is longest; -1 when no step is in every file */
+ * (a recovery from a lost rank in it included: train --on-rank-loss shrink) is longest; -1 when no
+ * step is in every file */
 static long long slowest_step(rank_trace *rs, int n, int64_t *lo_out, int64_t *hi_out) {
   long long best = -1;
   double best_len = -1;
@@ -437,7 +509,7 @@ static long long slowest_step(rank_trace *rs, int n, int64_t *lo_out, int64_t *h
     for (int i = 0; i < n && all; i++) {
       json_t *sp = step_span(&rs[i], s, "step");
       if (!sp) all = 0;
-      else {
+      for (int m = 0; sp && m < 2; m++, sp = step_span(&rs[i], s, "recovery")) {
         int64_t a = EV_T0(&rs[i], sp), b = a + EV_DUR(sp);
         if (a < lo) lo = a;
         if (b > hi) hi = b;
@@ -453,7 +525,7 @@ enum { W = 1100, LEFT = 170, RIGHT = 30, TOP = 70, ROW = 34, BAR = 18, SUB = 7 }
 /* OUT/trace.svg: step `s` of every rank, [lo, hi] on rank 0's clock */
 static int write_svg(const char *path, rank_trace *rs, int n, long long s, int64_t lo, int64_t hi) {
   /* the critical rank: the last to end its backward pass */
-  int crit = 0;
+  int crit = 0, recovered = 0;
   int64_t crit_end = INT64_MIN, first_end = INT64_MAX;
   for (int i = 0; i < n; i++) {
     json_t *b = step_span(&rs[i], s, "backward");
@@ -509,6 +581,8 @@ static int write_svg(const char *path, rank_trace *rs, int n, long long s, int64
         if (!strcmp(EV_NAME(ev), PHASES[p])) ph = p;
       int on_main = tid == r->main_tid && ph >= 0 && EV_DEPTH(ev) == 1;
       int on_comm = tid == r->comm_tid && EV_DEPTH(ev) == 0 && strcmp(EV_NAME(ev), "idle");
+      int on_rec = tid == r->main_tid && !strcmp(EV_NAME(ev), "recovery"); /* from a lost rank */
+      if (on_rec) on_main = 1, ph = MAIN_PHASES, recovered = 1;
       if (!on_main && !on_comm) continue;
       double x0 = LEFT + (double)(EV_T0(r, ev) - lo) * px, w = (double)EV_DUR(ev) * px;
       if (x0 < LEFT) w -= LEFT - x0, x0 = LEFT;
@@ -528,8 +602,33 @@ static int write_svg(const char *path, rank_trace *rs, int n, long long s, int64
   fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"6\" fill=\"#7a5195\"/><text x=\"%d\" y=\"%d\">communicator "
              "thread at work (under each rank)</text>\n",
           lx, ly - 7, lx + 18, ly);
+  if (recovered)
+    fprintf(f,
+            "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"12\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">recovery "
+            "from a lost rank (train --on-rank-loss shrink)</text>\n",
+            LEFT, ly + 8, COLOURS[MAIN_PHASES], LEFT + 18, ly + 18);
   fprintf(f, "</svg>\n");
   return mnt_tmp_fcommit(f, tmp, path);
+}
+
+/* the survivors' "recovery" spans (train --on-rank-loss shrink), one line: rank, step, seconds */
+static void say_recoveries(const rank_trace *rs, int n) {
+  char line[512];
+  size_t l = 0;
+  int count = 0;
+  for (int i = 0; i < n; i++) {
+    size_t k;
+    json_t *ev;
+    json_array_foreach(rs[i].events, k, ev) {
+      if (EV_TID(ev) != rs[i].main_tid || strcmp(EV_NAME(ev), "recovery")) continue;
+      if (count++ < 8 && l < sizeof line)
+        l += (size_t)snprintf(line + l, sizeof line - l, "%srank %d in step %lld %.3f s", l ? ", " : "", rs[i].rank,
+                              EV_STEP(ev), (double)EV_DUR(ev) * 1e-9);
+    }
+  }
+  if (count)
+    printf("mntrain report: %d recovery span%s (survivors regrouping after a lost rank): %s%s\n", count,
+           count == 1 ? "" : "s", line, count > 8 ? ", ..." : "");
 }
 
 static int cmp_rank(const void *a, const void *b) { return ((const rank_trace *)a)->rank - ((const rank_trace *)b)->rank; }
@@ -601,6 +700,7 @@ int mnt_report_trace(const char *dir, const char *out, char run_id[MNT_RUN_ID_HE
     }
     printf("mntrain report: %d ranks, %zu spans merged on rank 0's clock (offsets measured at set-up) into %s%s\n", n,
            events, pj, inc);
+    say_recoveries(rs, n);
     json_t *win = json_object_get(rs[0].j, "steps");
     if (events == 0) { /* the window missed the job: said, with what the files know of both */
       char last[96] = "";

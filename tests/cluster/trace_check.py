@@ -6,10 +6,13 @@
 Fails (exit 1, each reason on a FAIL line) unless:
   - the file loads (Python's json) and holds every rank of the run as a process named
     "rank R (NODE)", NODE the rank's node in summary.json's rank_stats, with the threads main, comm,
-    loader 1 and the track buckets;
+    loader 1 and the track buckets; after train --on-rank-loss shrink the ranks are the survivors,
+    numbered as the job started them (rank_stats' ranks; trace.json's otherData "ranks" the job's size,
+    "missing_ranks" the lost ones, which summary.json's "ranks", the ranks at the end, leaves out);
   - on every thread the spans nest: each starts after the previous one ended or lies inside it;
   - every rank's steps FIRST..LAST each have one step span holding data, forward, backward, comm,
-    optimizer once each, in that order (a dropped span fails);
+    optimizer once each, in that order (a dropped span fails); a step a rank recovered in (its
+    "recovery" span) may have a second, the step trained again, which is the one checked;
   - rank 0's phases agree with metrics.jsonl (logged every step) within 0.3 ms + 3%;
   - the clocks agree: a step ends in the gradient allreduce, which every rank leaves within
     microseconds, so its comm spans end together on rank 0's clock: the median over the steps of
@@ -32,12 +35,20 @@ def main():
     t = json.load(open(trace_path))
     s = json.load(open(summary_path))
     nodes = {r["rank"]: r["node"] for r in s.get("rank_stats", [])}
-    ranks = s["ranks"]
+    # the ranks at the end, by their rank of the job's start (a shrink renumbers, rank_stats does not)
+    ranks = sorted(nodes) if nodes else list(range(s["ranks"]))
+    if len(ranks) != s["ranks"]:
+        fails.append(f"summary.json says {s['ranks']} ranks, its rank_stats {len(ranks)}")
+    other = t.get("otherData", {})
+    lost = set(other.get("missing_ranks", []))
+    if other.get("ranks", len(ranks)) - len(lost) < len(ranks) or lost & set(ranks):
+        fails.append(f"trace.json's otherData (ranks {other.get('ranks')}, missing {sorted(lost)}) does not hold "
+                     f"the run's ranks {ranks}")
     ev = t["traceEvents"]
     pname = {e["pid"]: e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "process_name"}
     tname = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "thread_name"}
     spans = [e for e in ev if e.get("ph") == "X"]
-    for r in range(ranks):
+    for r in ranks:
         want = f"rank {r} ({nodes.get(r, '?')})"
         if pname.get(r) != want:
             fails.append(f"process {r} is named {pname.get(r)!r}, not {want!r}")
@@ -67,14 +78,15 @@ def main():
     main_tid = {p: tid for (p, tid), n in tname.items() if n == "main"}
     phase_ms = {}
     comm_end = {}
-    for r in range(ranks):
+    for r in ranks:
         mine = [e for e in spans if e["pid"] == r and e["tid"] == main_tid.get(r)]
         for st in range(first, last + 1):
-            steps = [e for e in mine if e["name"] == "step" and e["args"]["step"] == st]
-            if len(steps) != 1:
+            steps = sorted((e for e in mine if e["name"] == "step" and e["args"]["step"] == st), key=lambda e: e["ts"])
+            recovered = any(e["name"] == "recovery" and e["args"]["step"] == st for e in mine)
+            if len(steps) != 1 and not (recovered and len(steps) == 2):
                 fails.append(f"rank {r}: {len(steps)} step spans for step {st}")
                 continue
-            sp = steps[0]
+            sp = steps[-1]
             inside = sorted((e for e in mine if e["args"]["step"] == st and e["name"] in PHASES
                              and e["ts"] >= sp["ts"] - 1e-3 and e["ts"] + e["dur"] <= sp["ts"] + sp["dur"] + 1e-3),
                             key=lambda e: e["ts"])
@@ -85,7 +97,7 @@ def main():
             for a, b in zip(inside, inside[1:]):
                 if b["ts"] < a["ts"] + a["dur"] - 1e-3:
                     fails.append(f"rank {r} step {st}: {b['name']} starts before {a['name']} ends")
-            if r == 0:
+            if r == ranks[0]:  # the lowest rank left: rank 0 at the end, which writes metrics.jsonl
                 phase_ms[st] = {e["name"]: e["dur"] / 1e3 for e in inside}
             comm_end.setdefault(st, {})[r] = (inside[3]["ts"] + inside[3]["dur"]) / 1e3
     lines = [json.loads(x) for x in open(metrics_path)]
@@ -98,7 +110,7 @@ def main():
             m = line["ms"][METRIC[p]]
             if abs(v - m) > 0.3 + 0.03 * m:
                 fails.append(f"step {st}: rank 0's {p} span is {v:.3f} ms, metrics.jsonl says {m:.3f} ms")
-    spreads = [max(v.values()) - min(v.values()) for v in comm_end.values() if len(v) == ranks]
+    spreads = [max(v.values()) - min(v.values()) for v in comm_end.values() if len(v) == len(ranks)]
     if not spreads:
         fails.append("no step's comm spans on every rank")
     else:
@@ -110,7 +122,7 @@ def main():
                          f"{clock_ms:g} ms")
     for f in fails:
         print("FAIL:", f)
-    print(f"trace_check: {len(spans)} spans of {ranks} ranks, steps {first}..{last}: "
+    print(f"trace_check: {len(spans)} spans of {len(ranks)} ranks, steps {first}..{last}: "
           f"{'ok' if not fails else str(len(fails)) + ' failures'}")
     return 1 if fails else 0
 

@@ -447,7 +447,7 @@ class Fuzz:
         os.makedirs(os.path.join(self.work, "rep", "trace"))
         for r in (0, 1):
             u = json.loads(json.dumps(t))
-            u.update(rank=r, size=2, node=f"node{r + 1}", offset_ns=1234567 * r)
+            u.update(rank=r, size=2, job_size=2, node=f"node{r + 1}", offset_ns=1234567 * r)
             for e in u["events"]:
                 e[1] -= 1234567 * r
             open(os.path.join(self.work, "rep", "trace", f"trace-rank-{r:05d}.json"), "w").write(self.trace_text(u))
@@ -618,7 +618,8 @@ class Fuzz:
         for f, t in zip(sorted(f for f in os.listdir(d) if re.fullmatch(r"trace-rank-\d{5}\.json", f)), ts):
             if t.get("rank") != int(f[11:16]):
                 return f"{f} says rank {t.get('rank')}"
-            if t.get("version") not in (1, 2) or not isint(t.get("size")) or not 0 <= t["rank"] < t["size"]:
+            if t.get("version") not in (1, 2) or not isint(t.get("size")) or \
+                    not 0 <= t["rank"] < t.get("job_size", t["size"]):
                 return f"{f}: version, size or rank"
             if t.get("truncated", False) is not False:
                 return f"{f}: truncated"
@@ -627,9 +628,9 @@ class Fuzz:
                 if len(e) != 7 or not all(isint(e[k]) for k in (0, 1, 2, 4, 5, 6)) or not isinstance(e[3], str) \
                         or e[1] < 0 or e[2] < 0 or e[6] < 0 or e[0] not in ids:
                     return f"{f}: span {e}"
-        if len({(t["version"], t.get("job"), t.get("run_id"), t["size"]) for t in ts}) != 1:
+        if len({(t["version"], t.get("job"), t.get("run_id"), t.get("job_size", t["size"])) for t in ts}) != 1:
             return "files of more than one job"
-        if len(ts) != ts[0]["size"]:
+        if len(ts) != ts[0].get("job_size", ts[0]["size"]):
             return "a rank without a file"
         return None
 

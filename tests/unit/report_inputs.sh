@@ -20,7 +20,9 @@
 #   named incomplete (a warning, trace.json's otherData, the SVG); a missing rank, a name train
 #   never writes and version 1 files (said once) are warnings; a node and a span named with '<', '&'
 #   and non-ASCII letters still give a trace.json and a trace.svg that parse; a clock offset of 2^62 ns
-#   is merged in time.
+#   is merged in time; a job that shrank (4 ranks to 3, rank 2 lost: train --on-rank-loss shrink) is
+#   merged, the shrink, the lost rank and the survivors' recovery spans said, and a file saying fewer
+#   ranks than its job started with but no shrink is exit 2.
 #   report_inputs.sh path/to/mntrain
 # shellcheck disable=SC2015  # ok() always succeeds: "A && ok ... || bad ..." is an if-else here
 set -u
@@ -277,6 +279,33 @@ rc=$?
   ok "thuge: a clock offset of 2^62 ns merged in time, $(grep -c '<line' thuge.out/trace.svg) grid lines" ||
   { bad "thuge: exit $rc (124: it hung)"; show thuge; }
 
+# a job that shrank (train --on-rank-loss shrink): job rank 2 lost mid-run, ranks 0, 1 and 3 went on
+# as 3 ranks (their files keep the job's rank and name, "size" 3, "job_size" 4, "membership_epoch" 1)
+# and each has a recovery span: merged, the shrink and the rank without a file said, the recovery shown
+rm -rf tshrink && mkdir tshrink && cp "$fx/trace/job41/$t0" "$fx/trace/job41/$t1" tshrink/ &&
+  cp tshrink/$t1 tshrink/trace-rank-00003.json && jedit tshrink/trace-rank-00003.json 't["rank"] = 3; t["node"] = "node3"'
+for f in tshrink/trace-rank-0000[013].json; do
+  jedit "$f" 't.update(size=3, job_size=4, membership_epoch=1); t["events"].append([0, 5022600000, 800000000, "recovery", 4, 5, 0])'
+done
+rep tshrink --trace tshrink
+$py - tshrink.out <<'PY' && [ "$rc" -eq 0 ] && grep -q 'shrank from 4 to 3 ranks' tshrink.txt &&
+import json, sys
+t = json.load(open(sys.argv[1] + "/trace.json"))
+o = t["otherData"]
+pids = sorted({e["pid"] for e in t["traceEvents"] if e.get("ph") == "X"})
+rec = sorted(e["pid"] for e in t["traceEvents"] if e.get("ph") == "X" and e["name"] == "recovery")
+print("    otherData:", o, "ranks merged:", pids, "recovery spans:", rec)
+sys.exit(0 if pids == [0, 1, 3] and rec == [0, 1, 3] and o["ranks"] == 4 and o["ranks_at_end"] == 3
+         and o["membership_epoch"] == 1 and o["missing_ranks"] == [2] else 1)
+PY
+  grep -q 'without one (lost mid-run): 2$' tshrink.txt && grep -q 'recovery' tshrink.out/trace.svg &&
+  ! grep -q warning tshrink.err && ok "tshrink: ranks 0 1 3 of 4 merged, rank 2 named lost, recovery spans shown" ||
+  { bad "tshrink: exit $rc"; show tshrink; }
+# fewer ranks than the job's start without a shrink: not what train writes
+trace_copy tshrink0 && jedit tshrink0/$t1 't.update(job_size=4, membership_epoch=0)'
+rep tshrink0 --trace tshrink0
+refused tshrink0 "tshrink0/$t1" "membership_epoch"
+
 # still warnings: a missing rank, a name train never writes, version 1 files (said once)
 trace_copy tmiss && rm tmiss/$t1
 rep tmiss --trace tmiss
@@ -292,5 +321,5 @@ rep tv1 --trace tv1
   { bad "tv1: exit $rc"; show tv1; }
 
 echo "report_inputs: $cases cases run"
-[ $cases -eq 36 ] || bad "$cases cases ran, not 36"
+[ $cases -eq 38 ] || bad "$cases cases ran, not 38"
 finish report_inputs "$fail"
