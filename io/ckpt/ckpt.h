@@ -91,6 +91,15 @@ typedef struct mnt_ckpt_writer mnt_ckpt_writer;
  * directories (a branch the run abandons) are set aside. */
 int mnt_ckpt_writer_create(mnt_comm *c, const char *root, size_t stripe, int keep, int64_t resumed_step,
                            mnt_ckpt_writer **out);
+/* Collective, after a shrink (--on-rank-loss shrink): a writer for the same root that touches
+ * nothing in it at creation (no step directory set aside, no unfinished write removed: the root
+ * was prepared when the job started); last_step: the newest checkpoint committed so far. */
+int mnt_ckpt_writer_rejoin(mnt_comm *c, const char *root, size_t stripe, int keep, int64_t last_step,
+                           mnt_ckpt_writer **out);
+/* Rank 0: every commit from now on records "membership_epoch": epoch in its manifest, and is made
+ * only when fence(ctx) returns MNT_OK just before it (this group still holds the run's lock);
+ * otherwise the commit fails with fence's status and nothing is renamed or retained. */
+void mnt_ckpt_writer_fence(mnt_ckpt_writer *wr, int epoch, int (*fence)(void *ctx), void *ctx);
 /* Collective: start checkpoint `step` of these tensors (identical on every rank, the same list
  * every time), with `state` (the training state: "state" in the manifest and the dataset
  * /train_state, its JSON text), `attrs` (the file's root attributes; with `config`, the run's

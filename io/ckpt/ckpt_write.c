@@ -129,8 +129,31 @@ static int prepare_root(mnt_ckpt_writer *wr, int64_t resumed_step) {
   return st;
 }
 
+static int writer_create(mnt_comm *c, const char *root, size_t stripe, int keep, int64_t resumed_step, int prepare,
+                         mnt_ckpt_writer **out);
+
 int mnt_ckpt_writer_create(mnt_comm *c, const char *root, size_t stripe, int keep, int64_t resumed_step,
                            mnt_ckpt_writer **out) {
+  return writer_create(c, root, stripe, keep, resumed_step, 1, out);
+}
+
+int mnt_ckpt_writer_rejoin(mnt_comm *c, const char *root, size_t stripe, int keep, int64_t last_step,
+                           mnt_ckpt_writer **out) {
+  return writer_create(c, root, stripe, keep, last_step, 0, out);
+}
+
+void mnt_ckpt_writer_fence(mnt_ckpt_writer *wr, int epoch, int (*fence)(void *ctx), void *ctx) {
+  if (!wr) return;
+  pthread_mutex_lock(&wr->mu);
+  wr->epoch = epoch;
+  wr->fence = fence;
+  wr->fence_ctx = ctx;
+  pthread_mutex_unlock(&wr->mu);
+}
+
+/* prepare: rank 0 readies the root (prepare_root); 0 after a shrink, when the root is in use */
+static int writer_create(mnt_comm *c, const char *root, size_t stripe, int keep, int64_t resumed_step, int prepare,
+                         mnt_ckpt_writer **out) {
   *out = NULL;
   mnt_ckpt_writer *wr = calloc(1, sizeof *wr);
   if (!wr) return MNT_ENOMEM;
@@ -143,7 +166,7 @@ int mnt_ckpt_writer_create(mnt_comm *c, const char *root, size_t stripe, int kee
   /* a token of this writer's own: rank 0's clock and pid, broadcast below */
   wr->token = mnt_mix((uint64_t)(mnt_now() * 1e9), (uint64_t)getpid() ^ ((uint64_t)time(NULL) << 20));
   int st = mnt_path_join(wr->root, NULL, root);
-  if (st == MNT_OK && c->world->rank == 0) st = prepare_root(wr, resumed_step);
+  if (st == MNT_OK && c->world->rank == 0 && prepare) st = prepare_root(wr, resumed_step);
   int cs = mnt_broadcast(c, &wr->token, sizeof wr->token, 0);
   if (cs != MNT_OK) st = cs;
   if (st == MNT_OK) st = incoming_name(wr);
@@ -459,7 +482,15 @@ static int manifest_shares(mnt_ckpt_writer *wr, const share_info *all) {
  * every rank's wr->incoming once finish has run there). The same bytes whichever thread calls it. */
 static int commit_locked(mnt_ckpt_writer *wr, const share_info *all) {
   int st = MNT_OK;
+  if (wr->fence && (st = wr->fence(wr->fence_ctx)) != MNT_OK) { /* said by the fence */
+    MNT_ERR("checkpoint %s: not committed (this rank's group no longer holds the run)", wr->dir);
+    return st; /* its bytes left as they are, and no next incoming directory: this group writes nothing more */
+  }
   MNT_CHECK_GOTO(manifest_shares(wr, all), st, out);
+  if (wr->epoch > 0 && json_object_set_new(wr->manifest, "membership_epoch", json_integer(wr->epoch)) != 0) {
+    st = MNT_ENOMEM;
+    goto out;
+  }
   MNT_CHECK_GOTO(mnt_json_save_precise(wr->incoming, MNT_CKPT_MANIFEST, wr->manifest), st, out);
   MNT_CHECK_GOTO(fsync_dir(wr->incoming), st, out);
   MNT_CHECK_GOTO(set_aside_or_remove(wr->dir), st, out);

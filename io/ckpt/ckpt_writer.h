@@ -74,6 +74,9 @@ struct mnt_ckpt_writer {
   int closing;            /* destroy has begun: commit_now gives up */
   int early;              /* rank 0: the checkpoint in flight was committed by commit_now */
   int early_status;       /* ... with this status (finish reports it instead of committing) */
+  int epoch;              /* the membership epoch recorded in each manifest (mnt_ckpt_writer_fence) */
+  int (*fence)(void *ctx); /* rank 0, before each commit: MNT_OK while this group may write the run */
+  void *fence_ctx;
 };
 
 /* Every rank's status, agreed over the communicator (a one-float allreduce): MNT_OK when all are,

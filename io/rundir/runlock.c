@@ -25,6 +25,8 @@
 struct mnt_runlock {
   char path[MNT_PATH_MAX];
   char token[17];
+  char job[64], step[32], restart[32], host[256], user[64], started[64];
+  int epoch;
   int fd;
   double beat_s;
   pthread_t thr;
@@ -36,8 +38,8 @@ struct mnt_runlock {
 
 /* the holder, as its lock file says */
 typedef struct holder {
-  char job[64], host[256], user[64], started[64], token[17];
-  long long pid;
+  char job[64], step[32], restart[32], host[256], user[64], started[64], token[17];
+  long long pid, epoch; /* epoch: its membership epoch (0 before any shrink, or before mntrain wrote one) */
   int parsed;        /* the content parsed (a lock being written has none yet) */
   double age_s;      /* since its heartbeat (the file's modification time) */
 } holder;
@@ -74,7 +76,10 @@ static int read_holder(const char *path, holder *h) {
     snprintf(h->user, sizeof h->user, "%s", (s = json_string_value(json_object_get(j, "user"))) ? s : "?");
     snprintf(h->started, sizeof h->started, "%s", (s = json_string_value(json_object_get(j, "started"))) ? s : "?");
     snprintf(h->token, sizeof h->token, "%s", (s = json_string_value(json_object_get(j, "token"))) ? s : "");
+    snprintf(h->step, sizeof h->step, "%s", (s = json_string_value(json_object_get(j, "step_id"))) ? s : "");
+    snprintf(h->restart, sizeof h->restart, "%s", (s = json_string_value(json_object_get(j, "restart"))) ? s : "");
     h->pid = json_integer_value(json_object_get(j, "pid"));
+    h->epoch = json_integer_value(json_object_get(j, "membership_epoch"));
     json_decref(j);
   }
   return 0;
@@ -119,11 +124,25 @@ static int slurm_job_ended(const char *job, char *state, size_t n) {
 }
 
 /* 1 when the holder is provably gone (why says how we know), 0 when it holds the lock */
-static int holder_gone(const holder *h, const char *myjob, const char *myhost, char *why, size_t n) {
+static int holder_gone(const holder *h, const mnt_runlock *me, char *why, size_t n) {
+  const char *myjob = me->job, *myhost = me->host;
   double limit = stale_limit_s();
   if (!h->parsed) { /* created but not written yet, or a writer that died in between */
     snprintf(why, n, "its content does not parse and its heartbeat is %.0f s old (limit %.0f s)", h->age_s, limit);
     return h->age_s > limit;
+  }
+  if (h->job[0] && myjob[0] && !strcmp(h->job, myjob) && h->step[0] && !strcmp(h->step, me->step) &&
+      !strcmp(h->restart, me->restart)) { /* this very job step: rank 0 of another membership */
+    if (h->epoch < me->epoch) {
+      snprintf(why, n, "it is rank 0's of an earlier membership of this job step (epoch %lld; this rank 0's is %d)",
+               h->epoch, me->epoch);
+      return 1;
+    }
+    snprintf(why, n,
+             "it is held by rank 0 of membership epoch %lld of this same job step (this rank's is %d): a "
+             "group that went on without this one",
+             h->epoch, me->epoch);
+    return 0;
   }
   if (h->job[0] && myjob[0] && !strcmp(h->job, myjob)) {
     snprintf(why, n, "it is this Slurm job's own (an earlier start of job %s: requeued)", myjob);
@@ -168,23 +187,29 @@ static void *heartbeat(void *arg) {
   return NULL;
 }
 
-/* create the lock with our content; 0, or -1 with errno (EEXIST: someone holds it) */
-static int create_lock(mnt_runlock *l, const char *jobid, const char *host) {
-  int fd = open(l->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return -1;
-  char ts[MNT_ISO_TIME_LEN], user[64] = "?";
-  mnt_iso_time_now(ts);
-  struct passwd pw, *res = NULL;
-  char pbuf[1024];
-  if (getpwuid_r(geteuid(), &pw, pbuf, sizeof pbuf, &res) == 0 && res) snprintf(user, sizeof user, "%s", res->pw_name);
-  json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:i, s:s, s:s}", "job_id", jobid, "host", host, "pid",
-                        (json_int_t)getpid(), "user", user, "uid", (int)geteuid(), "started", ts, "token", l->token);
+/* the lock's content (the holder) into fd from offset 0; 0, or -1 with errno */
+static int write_content(const mnt_runlock *l, int fd) {
+  json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:i, s:s, s:s, s:i}", "job_id", l->job, "step_id", l->step,
+                        "restart", l->restart, "host", l->host, "pid", (json_int_t)getpid(), "user", l->user, "uid",
+                        (int)geteuid(), "started", l->started, "token", l->token, "membership_epoch", l->epoch);
   char *txt = j ? json_dumps(j, JSON_COMPACT) : NULL;
   json_decref(j);
   size_t len = txt ? strlen(txt) : 0;
-  int bad = !txt || write(fd, txt, len) != (ssize_t)len || write(fd, "\n", 1) != 1 || fsync(fd) != 0;
+  int bad = !txt || pwrite(fd, txt, len, 0) != (ssize_t)len || pwrite(fd, "\n", 1, (off_t)len) != 1 ||
+            ftruncate(fd, (off_t)len + 1) != 0 || fsync(fd) != 0;
   int e = errno;
   free(txt);
+  errno = e ? e : EIO;
+  return bad ? -1 : 0;
+}
+
+/* create the lock with our content; 0, or -1 with errno (EEXIST: someone holds it) */
+static int create_lock(mnt_runlock *l) {
+  int fd = open(l->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  mnt_iso_time_now(l->started);
+  int bad = write_content(l, fd) != 0;
+  int e = errno;
   if (bad) {
     close(fd);
     unlink(l->path);
@@ -217,10 +242,15 @@ static int take_over(mnt_runlock *l, const holder *h, const char *jobid, const c
 }
 
 int mnt_runlock_take(const char *dir, const char *what, const char *jobid, mnt_runlock **out) {
+  return mnt_runlock_take_epoch(dir, what, jobid, 0, out);
+}
+
+int mnt_runlock_take_epoch(const char *dir, const char *what, const char *jobid, int epoch, mnt_runlock **out) {
   *out = NULL;
   mnt_runlock *l = calloc(1, sizeof *l);
   if (!l) return MNT_ENOMEM;
   l->fd = -1;
+  l->epoch = epoch;
   int st = mnt_path_join(l->path, dir, MNT_RUNLOCK_FILE);
   if (st != MNT_OK) {
     free(l);
@@ -229,12 +259,20 @@ int mnt_runlock_take(const char *dir, const char *what, const char *jobid, mnt_r
   uint64_t r = 0;
   if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) r = (uint64_t)getpid() * 0x9E3779B97F4A7C15ull ^ (uint64_t)time(NULL);
   snprintf(l->token, sizeof l->token, "%016" PRIx64, r);
-  char host[256] = "?";
-  gethostname(host, sizeof host - 1);
+  snprintf(l->host, sizeof l->host, "?");
+  gethostname(l->host, sizeof l->host - 1);
   if (!jobid || !*jobid) jobid = getenv("SLURM_JOB_ID") ? getenv("SLURM_JOB_ID") : "";
+  snprintf(l->job, sizeof l->job, "%s", jobid);
+  snprintf(l->step, sizeof l->step, "%s", getenv("SLURM_STEP_ID") ? getenv("SLURM_STEP_ID") : "");
+  snprintf(l->restart, sizeof l->restart, "%s", getenv("SLURM_RESTART_COUNT") ? getenv("SLURM_RESTART_COUNT") : "0");
+  snprintf(l->user, sizeof l->user, "?");
+  struct passwd pw, *res = NULL;
+  char pbuf[1024];
+  if (getpwuid_r(geteuid(), &pw, pbuf, sizeof pbuf, &res) == 0 && res)
+    snprintf(l->user, sizeof l->user, "%s", res->pw_name);
   st = MNT_EARG;
   for (int attempt = 0; attempt < 8; attempt++) {
-    int c = create_lock(l, jobid, host);
+    int c = create_lock(l);
     if (c == 0) {
       st = MNT_OK;
       break;
@@ -258,7 +296,7 @@ int mnt_runlock_take(const char *dir, const char *what, const char *jobid, mnt_r
       nanosleep(&ts, NULL);
       continue;
     }
-    if (!holder_gone(&h, jobid, host, why, sizeof why)) {
+    if (!holder_gone(&h, l, why, sizeof why)) {
       MNT_ERR("%s %s is in use by another run: %s is held by %s (%s): wait for it to end, cancel it, or choose "
               "another %s", what, dir, l->path, who, why, what);
       st = MNT_EARG;
@@ -284,8 +322,29 @@ int mnt_runlock_take(const char *dir, const char *what, const char *jobid, mnt_r
   return st;
 }
 
-void mnt_runlock_release(mnt_runlock *l) {
-  if (!l) return;
+int mnt_runlock_held(const mnt_runlock *l) {
+  holder h;
+  if (read_holder(l->path, &h) == 0 && h.parsed && !strcmp(h.token, l->token)) return MNT_OK;
+  char who[600] = "nothing (it is gone)";
+  if (h.parsed) describe(&h, who, sizeof who);
+  else if (errno != ENOENT) snprintf(who, sizeof who, "an unreadable lock");
+  MNT_ERR(
+      "%s is no longer this rank's (membership epoch %d): it now holds %s; this rank's group went on without "
+      "the lock (a network split?) and writes nothing more",
+      l->path, l->epoch, who);
+  return MNT_EFENCED;
+}
+
+int mnt_runlock_set_epoch(mnt_runlock *l, int epoch) {
+  pthread_mutex_lock(&l->mu);
+  l->epoch = epoch;
+  int bad = write_content(l, l->fd);
+  pthread_mutex_unlock(&l->mu);
+  return bad ? MNT_SYSERR("%s: cannot record membership epoch %d", l->path, epoch) : MNT_OK;
+}
+
+/* the heartbeat stopped and the memory freed; the file left alone */
+static void forget(mnt_runlock *l) {
   if (l->have_thr) {
     pthread_mutex_lock(&l->mu);
     l->stop = 1;
@@ -293,11 +352,23 @@ void mnt_runlock_release(mnt_runlock *l) {
     pthread_mutex_unlock(&l->mu);
     pthread_join(l->thr, NULL);
   }
-  holder h;
-  if (read_holder(l->path, &h) == 0 && !strcmp(h.token, l->token)) unlink(l->path);
-  else MNT_WARN("%s is no longer this run's (taken over while it ran?): left in place", l->path);
   if (l->fd >= 0) close(l->fd);
   pthread_mutex_destroy(&l->mu);
   pthread_cond_destroy(&l->cv);
   free(l);
+}
+
+void mnt_runlock_abandon(mnt_runlock *l) {
+  if (l) forget(l);
+}
+
+void mnt_runlock_release(mnt_runlock *l) {
+  if (!l) return;
+  pthread_mutex_lock(&l->mu); /* the heartbeat, then the file */
+  l->stop = 1;
+  pthread_mutex_unlock(&l->mu);
+  holder h;
+  if (read_holder(l->path, &h) == 0 && !strcmp(h.token, l->token)) unlink(l->path);
+  else MNT_WARN("%s is no longer this run's (taken over while it ran?): left in place", l->path);
+  forget(l);
 }

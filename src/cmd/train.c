@@ -132,9 +132,11 @@ static int evaluate(train_run *r, loop *l, int64_t step, double epoch_f) {
   mnt_trainer *t = r->t;
   double vl, v1, v5, te = mnt_now();
   mnt_trace_push("evaluate", step);
+  l->eval_open = step; /* a rank lost in it: the survivors run it again (recover) */
   int st = mnt_trainer_evaluate(t, &vl, &v1, &v5);
   mnt_trace_pop();
   if (st != MNT_OK) return st;
+  l->eval_open = -1;
   l->val_top1 = v1;
   if (!(l->best_top1 >= v1)) l->best_top1 = v1;
   if (v1 > t->s.best_top1) t->s.best_top1 = v1; /* the run's, kept in its checkpoints */
@@ -146,11 +148,14 @@ static int evaluate(train_run *r, loop *l, int64_t step, double epoch_f) {
   }
   /* elapsed_s: the run's wall time at this point, over all its jobs (the learning curve against time) */
   l->val_elapsed = l->elapsed0 + mnt_now() - l->t_start;
-  st = mnt_train_metric(r, json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "step", (json_int_t)step, "epoch",
-                                     mnt_json_num(epoch_f), "val_loss", mnt_json_num(vl), "val_top1", mnt_json_num(v1),
-                                     "val_top5", mnt_json_num(v5), "elapsed_s",
-                                     mnt_json_num(l->val_elapsed)));
+  /* rank 0 may have finished an evaluation that another rank was lost in: its line once */
+  if (l->val_written != step)
+    st =
+        mnt_train_metric(r, json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "step", (json_int_t)step, "epoch",
+                                      mnt_json_num(epoch_f), "val_loss", mnt_json_num(vl), "val_top1", mnt_json_num(v1),
+                                      "val_top5", mnt_json_num(v5), "elapsed_s", mnt_json_num(l->val_elapsed)));
   if (st) return st;
+  l->val_written = step;
   double dt = mnt_now() - te;
   l->eval_s += dt;
   if (l->done > l->warm) l->eval_timed_s += dt;
@@ -266,7 +271,7 @@ static int recover(train_run *r, loop *l) {
   mnt_trainer *t = r->t;
   mnt_world *w = r->w;
   double t_detect = mnt_now();
-  int size0 = w->size;
+  int size0 = w->size, job0 = w->job_of[0]; /* the membership before: its size and its rank 0 */
   int64_t step0 = t->s.step;
   mnt_trace_push("recovery", step0);
   int64_t last_ckpt = mnt_ckpt_last_step(r->wr);
@@ -277,7 +282,7 @@ static int recover(train_run *r, loop *l) {
   }
   mnt_rank_loss lost[64];
   int nlost = 0;
-  int st = mnt_comm_shrink(t->c, t->s.step, lost, 64, &nlost);
+  int st = mnt_comm_shrink(t->c, t->s.step, lost, 64, &nlost), shrunk = st == MNT_OK;
   double t_agreed = mnt_now(), t_regrouped = t_agreed;
   char why[300] = "";
   int policy = 0; /* 1: a checkpoint and exit 3 */
@@ -286,19 +291,34 @@ static int recover(train_run *r, loop *l) {
     t_regrouped = mnt_now();
     if (st == MNT_ENOMEM && why[0]) policy = 1, st = MNT_OK;
   }
+  char quorum[200] = "";
+  int rerun = 0;    /* the evaluation of this step, cut short by the loss */
+  if (st == MNT_OK) /* mnt_comm_shrink let this group go on: the rule that did, for the log */
+    mnt_comm_quorum(size0, w->size, w->job_of[0] == job0, quorum, sizeof quorum);
   if (st == MNT_OK && w->size < r->min_ranks) {
     snprintf(why, sizeof why, "%d ranks left, fewer than --min-ranks %d", w->size, r->min_ranks);
     policy = 1;
   }
-  if (st == MNT_OK && r->o->ckpt_dir)
-    st = mnt_ckpt_writer_create(t->c, r->o->ckpt_dir, r->o->stripe, r->o->keep, last_ckpt, &r->wr);
-  if (st == MNT_OK && w->rank == 0 && r->have_sig_thr) mnt_train_signal_writer(r->wr);
-  if (st == MNT_OK && w->rank == 0 && !r->metrics) { /* rank 0 was lost: its outputs and locks are this rank's */
-    st = mnt_train_reopen_metrics(r);
-    if (st == MNT_OK && r->locks && !r->locks[0]) st = mnt_runlock_take(r->o->out, "--out", w->jobid, &r->locks[0]);
-    if (st == MNT_OK && r->locks && !r->locks[1] && r->o->ckpt_dir)
-      st = mnt_runlock_take(r->o->ckpt_dir, "--ckpt-dir", w->jobid, &r->locks[1]);
+  if (st == MNT_OK) { /* an evaluation a survivor was in when the rank was lost: run again below */
+    float in_eval = l->eval_open == t->s.step ? 1.0f : 0.0f;
+    st = mnt_allreduce(t->c, &in_eval, 1, MNT_FP32, MNT_SUM);
+    rerun = st == MNT_OK && in_eval > 0 && t->have_val;
+    t->s.eval_due = rerun && policy; /* the checkpoint that stops the job records it: the resumed job runs it */
   }
+  if (st == MNT_OK && w->rank == 0 && r->locks) { /* the run's locks carry the new membership epoch */
+    const char *dirs[2] = {r->o->out, r->o->ckpt_dir}, *what[2] = {"--out", "--ckpt-dir"};
+    for (int i = 0; i < 2 && st == MNT_OK; i++) {
+      if (r->locks[i]) st = mnt_runlock_set_epoch(r->locks[i], w->epoch);
+      else if (dirs[i]) /* rank 0 was lost: its locks are this rank's (this group has the quorum) */
+        st = mnt_runlock_take_epoch(dirs[i], what[i], w->jobid, w->epoch, &r->locks[i]);
+    }
+  }
+  if (st == MNT_OK && w->rank == 0 && !r->metrics) st = mnt_train_reopen_metrics(r); /* rank 0 was lost */
+  if (shrunk) st = mnt_world_agree(w, st); /* the new rank 0's locks: known to all before anything is written */
+  if (st == MNT_OK && r->o->ckpt_dir)      /* the root is in use: nothing in it set aside or removed */
+    st = mnt_ckpt_writer_rejoin(t->c, r->o->ckpt_dir, r->o->stripe, r->o->keep, last_ckpt, &r->wr);
+  if (st == MNT_OK) mnt_train_fence_writer(r);
+  if (st == MNT_OK && w->rank == 0 && r->have_sig_thr) mnt_train_signal_writer(r->wr);
   double t_ready = mnt_now();
   if (st == MNT_OK && r->wr) { /* at once: what the survivors have is safe before they go on */
     st = mnt_train_checkpoint_begin(r);
@@ -308,12 +328,15 @@ static int recover(train_run *r, loop *l) {
   if (st != MNT_OK) return st;
   double det = t_detect - r->last_step_end, rec = mnt_now() - t_detect; /* to the next step: checkpoint included */
   char names[400] = "";
+  json_t *lost_json = json_array(); /* metrics.jsonl's "lost": what a resumed job's summary.json keeps */
   for (int i = 0; i < nlost; i++) {
     size_t k = strlen(names);
     snprintf(names + k, sizeof names - k, "%srank %d on %s", i ? ", " : "", lost[i].job_rank, lost[i].node);
     json_array_append_new(r->losses, json_pack("{s:I, s:i, s:s, s:o, s:o}", "step", (json_int_t)step0, "rank",
                                                lost[i].job_rank, "node", lost[i].node, "detected_after_s",
                                                mnt_json_num(det), "recovered_after_s", mnt_json_num(rec)));
+    json_array_append_new(lost_json, json_pack("{s:i, s:s, s:I}", "rank", lost[i].job_rank, "node", lost[i].node,
+                                               "step", (json_int_t)step0));
   }
   int per = (int)(t->s.global_batch / w->size);
   char share[48];
@@ -321,22 +344,39 @@ static int recover(train_run *r, loop *l) {
   else snprintf(share, sizeof share, "%d", per);
   if (w->rank == 0) {
     mnt_train_progress_stamp(r->o);
-    printf("mntrain train: lost %s in step %lld: %d of %d ranks left%s%lld (global batch %lld, %s images per rank; "
-           "detected %.1f s after the last step ended, recovered in %.1f s; checkpoint %s)\n",
-           names, (long long)step0 + 1, w->size, size0, policy ? ", state of step " : ", going on from step ",
-           (long long)t->s.step + !policy, (long long)t->s.global_batch, share, det, rec,
-           r->wr ? "committed" : "off: no --ckpt-dir");
+    printf(
+        "mntrain train: lost %s in step %lld: %d of %d ranks left%s%lld (global batch %lld, %s images per rank; "
+        "detected %.1f s after the last step ended, recovered in %.1f s; checkpoint %s; %s)\n",
+        names, (long long)step0 + 1, w->size, size0, policy ? ", state of step " : ", going on from step ",
+        (long long)t->s.step + !policy, (long long)t->s.global_batch, share, det, rec,
+        r->wr ? "committed" : "off: no --ckpt-dir", quorum);
     fflush(stdout);
   }
   /* the recovery's parts: agreement and rebuild, the state and the new split, the checkpoint */
-  st = mnt_train_metric(r, json_pack("{s:I, s:s, s:i, s:i, s:o, s:o, s:{s:o, s:o, s:o}}", "step", (json_int_t)t->s.step,
-                                     "rank_lost", names, "ranks", w->size, "ranks_before", size0, "detected_after_s",
-                                     mnt_json_num(det), "recovered_after_s", mnt_json_num(rec), "recovery_s", "agree",
+  st = mnt_train_metric(r, json_pack("{s:I, s:s, s:o, s:i, s:i, s:s, s:o, s:o, s:{s:o, s:o, s:o}}", "step",
+                                     (json_int_t)t->s.step, "rank_lost", names, "lost", lost_json, "ranks", w->size,
+                                     "ranks_before", size0, "quorum", quorum, "detected_after_s", mnt_json_num(det),
+                                     "recovered_after_s", mnt_json_num(rec), "recovery_s", "agree",
                                      mnt_json_num(t_agreed - t_detect), "regroup", mnt_json_num(t_regrouped - t_agreed),
                                      "checkpoint", mnt_json_num(mnt_now() - t_ready)));
   if (st != MNT_OK) return st;
   r->last_step_end = mnt_now();
   l->iv_t0 = mnt_now();
+  /* the evaluation the loss cut short, run again by the survivors (the same weights: the same
+   * figures, and --target-top1's time counts it where it was due); a job that stops below
+   * --min-ranks leaves it to the resumed one when its checkpoint records it */
+  if (rerun && !(policy && mnt_ckpt_last_step(r->wr) == t->s.step && last_ckpt != t->s.step)) {
+    double epoch_f = (double)t->s.step / t->per_epoch;
+    if (w->rank == 0) {
+      mnt_train_progress_stamp(r->o);
+      printf("mntrain train: the evaluation after step %lld was cut short by the loss: run again\n",
+             (long long)t->s.step);
+      fflush(stdout);
+    }
+    t->s.eval_due = 0;
+    MNT_CHECK(evaluate(r, l, t->s.step, epoch_f));
+    MNT_CHECK(check_target(r, l, t->s.step, epoch_f));
+  }
   if (!policy) return MNT_OK;
   if (w->rank == 0) {
     printf("mntrain train: %s: stopping after the checkpoint of step %lld (exit 3); the template requeues the job at "
@@ -367,9 +407,15 @@ static int train_loop(train_run *r) {
   opts *o = r->o;
   mnt_trainer *t = r->t;
   mnt_world *w = r->w;
-  loop l = {.step0 = t->s.step, .todo = t->s.target_step ? 0 : t->total - t->s.step, .last_loss = NAN,
-            .last_top1 = NAN, .val_top1 = NAN, .best_top1 = t->s.best_top1 > 0 ? t->s.best_top1 : NAN,
-            .elapsed0 = t->s.elapsed_s};
+  loop l = {.step0 = t->s.step,
+            .todo = t->s.target_step ? 0 : t->total - t->s.step,
+            .last_loss = NAN,
+            .last_top1 = NAN,
+            .val_top1 = NAN,
+            .best_top1 = t->s.best_top1 > 0 ? t->s.best_top1 : NAN,
+            .elapsed0 = t->s.elapsed_s,
+            .eval_open = -1,
+            .val_written = -1};
   if (l.todo < 0) { /* mnt_rundir_same_run found the run's steps the checkpoint's, and state_ok
                      * (cmd/train_setup.c) its step within them */
     MNT_ERR("resumed at step %lld of a run of %lld steps", (long long)t->s.step, (long long)t->total);
@@ -730,13 +776,24 @@ int mnt_train_main(mnt_world *w, int argc, char **argv) {
   snprintf(r.mpath, sizeof r.mpath, "%s/metrics.jsonl", o.out);
   MNT_CHECK_GOTO(mnt_train_negotiate_resume(&r, &ck, &rs, &found, locks), st, out);
   MNT_CHECK_GOTO(mnt_train_start_trainer(&r, &ck, &rs, found, have_sig_thr), st, out);
+  mnt_train_fence_writer(&r);
   MNT_CHECK_GOTO(mnt_train_open_outputs(&r, found, &rs), st, out);
+  if (found) MNT_CHECK_GOTO(mnt_train_losses_resumed(&r), st, out);
   st = train_loop(&r);
 out:
+  /* fenced (left out, or a group without quorum): the group that went on owns the run; this rank
+   * writes nothing more (no trace, no lock released: it is taken over) */
+  if (st == MNT_EFENCED) r.dirs_ok = 0;
   if (o.trace_dir && r.dirs_ok) { /* at the end, at a stop and on a failure, into a directory accepted */
-    mnt_trace_id tid = {.node = w->node_name ? w->node_name[w->node_of[w->rank]] : w->hostname, .job = w->nspace,
-                        .run_id = r.run_id, .size = w->size,
-                        .ended = st == MNT_OK ? "finished" : st == MNT_EPREEMPT ? "stopped" : "failed"};
+    mnt_trace_id tid = {.node = w->node_name ? w->node_name[w->node_of[w->rank]] : w->hostname,
+                        .job = w->nspace,
+                        .run_id = r.run_id,
+                        .size = w->size,
+                        .job_size = w->job_size,
+                        .membership_epoch = w->epoch,
+                        .ended = st == MNT_OK         ? "finished"
+                                 : st == MNT_EPREEMPT ? "stopped"
+                                                      : "failed"};
     int ts = mnt_trace_write(o.trace_dir, &tid);
     if (ts == MNT_OK && w->rank == 0)
       printf("mntrain train: timeline of steps in %s (mntrain report --trace %s merges the ranks)\n", o.trace_dir,
@@ -750,8 +807,10 @@ out:
   mnt_ckpt_close(&ck);
   mnt_train_signal_writer(NULL); /* waits for a commit on a stop request in progress */
   mnt_ckpt_writer_destroy(r.wr);
-  mnt_runlock_release(locks[1]);
-  mnt_runlock_release(locks[0]);
+  for (int i = 1; i >= 0; i--) {
+    if (st == MNT_EFENCED) mnt_runlock_abandon(locks[i]);
+    else mnt_runlock_release(locks[i]);
+  }
   json_decref(r.config);
   json_decref(r.losses);
   mnt_trainer_destroy(r.t);

@@ -82,6 +82,8 @@ typedef struct loop {
   double elapsed0;    /* the run's wall seconds before this job (its checkpoint's) */
   double val_elapsed; /* the run's wall seconds at the last evaluation (metrics.jsonl "elapsed_s") */
   int stopped; /* stopped on request, with a checkpoint */
+  int64_t eval_open;   /* the step whose evaluation is under way (-1: none): a loss in it re-runs it */
+  int64_t val_written; /* rank 0: the step of the last validation line written (-1: none) */
 } loop;
 
 /* ---- cmd/train_setup.c: before the first step --------------------------------------------- */
@@ -115,6 +117,14 @@ int mnt_train_report_preempted(train_run *r, const loop *l);
 int mnt_train_finish_run(train_run *r, loop *l);
 /* rank 0 after a loss that took the old rank 0: metrics.jsonl opened for appending */
 int mnt_train_reopen_metrics(train_run *r);
+/* rank 0 of a resumed run: the ranks lost before its checkpoint (metrics.jsonl's "rank_lost" lines,
+ * kept up to the checkpoint) into r->losses, so that summary.json names every loss of the run */
+int mnt_train_losses_resumed(train_run *r);
+/* every rank: rank 0's checkpoint commits fenced by the run's locks (mnt_ckpt_writer_fence), with
+ * the membership epoch */
+void mnt_train_fence_writer(train_run *r);
+/* rank 0, the lock still this run's (mnt_runlock_held on each lock it holds): MNT_OK or MNT_EFENCED */
+int mnt_train_locks_held(void *run);
 /* rank 0, a run resumed at its end: nothing to train; summary.json rebuilt when it is gone, --export */
 int mnt_train_resumed_complete(train_run *r);
 

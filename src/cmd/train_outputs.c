@@ -73,6 +73,8 @@ int mnt_train_metric(train_run *r, json_t *line) {
     char ts[MNT_ISO_TIME_LEN];
     mnt_iso_time_now(ts);
     json_t *o = line ? json_pack("{s:s, s:s}", "time", ts, "run_id", r->run_id) : NULL;
+    /* after a shrink: the membership that wrote it (a line without the key: epoch 0) */
+    if (o && r->w->epoch > 0) json_object_set_new(line, "membership_epoch", json_integer(r->w->epoch));
     if (o && json_object_update(o, line) != 0) {
       json_decref(o);
       o = NULL; /* mnt_json_append names the file: the line could not be made */
@@ -258,12 +260,14 @@ static int write_summary(train_run *r, const loop *l, const timing *tm) {
     json_object_set_new(sm, "rank_losses", r->losses ? json_incref(r->losses) : json_array());
     json_object_set_new(sm, "final_ranks", json_integer(w->size));
     json_object_set_new(sm, "on_rank_loss", json_string(r->shrink ? "shrink" : "abort"));
+    json_object_set_new(sm, "membership_epoch", json_integer(w->epoch));
   }
   if (sm && r->ncheckpoints) {
     json_object_set_new(sm, "checkpoints", json_integer(r->ncheckpoints));
     json_object_set_new(sm, "ckpt_stall_ms", mnt_json_num(r->stall_sum * 1e3 / r->ncheckpoints));
   }
-  int st = mnt_json_save(o->out, "summary.json", sm);
+  int st = mnt_train_locks_held(r); /* a group that lost the run's lock writes no summary */
+  if (st == MNT_OK) st = mnt_json_save(o->out, "summary.json", sm);
   json_decref(sm);
   return st;
 }
@@ -424,6 +428,66 @@ int mnt_train_resumed_complete(train_run *r) {
   if (o->export_path && (st = export_model(t, o->export_path)) == MNT_OK)
     printf("mntrain train: weights in %s\n", o->export_path);
   return st;
+}
+
+int mnt_train_locks_held(void *run) {
+  train_run *r = run;
+  for (int i = 0; r->locks && i < 2; i++)
+    if (r->locks[i]) MNT_CHECK(mnt_runlock_held(r->locks[i]));
+  return MNT_OK;
+}
+
+void mnt_train_fence_writer(train_run *r) {
+  if (r->wr && r->w->rank == 0) mnt_ckpt_writer_fence(r->wr, r->w->epoch, mnt_train_locks_held, r);
+}
+
+/* "rank 3 on node2, rank 2 on node2" (the lines before they had "lost") into r->losses */
+static void losses_from_text(train_run *r, const char *text, json_int_t step, json_t *det, json_t *rec) {
+  for (const char *p = text; (p = strstr(p, "rank ")) != NULL;) {
+    int rank = -1, n = 0;
+    char node[MNT_NODENAME_MAX] = "";
+    if (sscanf(p, "rank %d on %63[^,]%n", &rank, node, &n) < 2 || rank < 0) break;
+    json_array_append_new(r->losses, json_pack("{s:I, s:i, s:s, s:O, s:O}", "step", step, "rank", rank, "node", node,
+                                               "detected_after_s", det, "recovered_after_s", rec));
+    p += n;
+  }
+}
+
+int mnt_train_losses_resumed(train_run *r) {
+  if (r->w->rank != 0 || !r->losses) return MNT_OK;
+  FILE *f = fopen(r->mpath, "re");
+  if (!f) return MNT_OK; /* none yet */
+  char *line = NULL;
+  size_t cap = 0;
+  json_t *null = json_null();
+  while (getline(&line, &cap, f) > 0) {
+    if (!strstr(line, "\"rank_lost\"")) continue;
+    json_t *j = json_loads(line, 0, NULL), *lost = json_object_get(j, "lost");
+    const char *names = json_string_value(json_object_get(j, "rank_lost"));
+    json_t *det = json_object_get(j, "detected_after_s"), *rec = json_object_get(j, "recovered_after_s");
+    json_int_t step = json_integer_value(json_object_get(j, "step"));
+    if (json_is_array(lost)) { /* [{"rank", "node", "step"}] */
+      for (size_t i = 0; i < json_array_size(lost); i++) {
+        json_t *e = json_array_get(lost, i);
+        if (!json_is_integer(json_object_get(e, "rank")) || !json_is_string(json_object_get(e, "node"))) continue;
+        json_array_append_new(r->losses, json_pack("{s:I, s:I, s:s, s:O, s:O}", "step",
+                                                   json_integer_value(json_object_get(e, "step")), "rank",
+                                                   json_integer_value(json_object_get(e, "rank")), "node",
+                                                   json_string_value(json_object_get(e, "node")), "detected_after_s",
+                                                   det ? det : null, "recovered_after_s", rec ? rec : null));
+      }
+    } else if (names) {
+      losses_from_text(r, names, step, det ? det : null, rec ? rec : null);
+    }
+    json_decref(j);
+  }
+  json_decref(null);
+  free(line);
+  fclose(f);
+  if (json_array_size(r->losses) > 0)
+    printf("mntrain train: the run lost %zu rank%s before this job (metrics.jsonl): summary.json keeps them\n",
+           json_array_size(r->losses), json_array_size(r->losses) == 1 ? "" : "s");
+  return MNT_OK;
 }
 
 int mnt_train_reopen_metrics(train_run *r) {
