@@ -182,6 +182,25 @@ static int steps(mnt_resnet *r, const step_args *a, const int32_t *y, const mnt_
   return st;
 }
 
+/* what --device auto and --precision auto became and why (mnt_backend_create's rules), once */
+static void say_auto(const step_args *a, const mnt_backend *be) {
+  int cuda = !strcmp(be->name, "cuda"), bf16 = be->precision == MNT_PREC_BF16;
+  if (!strcmp(a->device, "auto"))
+    printf("# --device auto: %s (%s)\n", be->name,
+           cuda                    ? "the CUDA module loaded and sees a GPU"
+           : MNT_HAVE_CUDA_BACKEND ? "no GPU the CUDA module can use"
+                                   : "this mntrain has no CUDA backend");
+  if (!strcmp(a->precision, "auto")) {
+    if (cuda)
+      printf("# --precision auto: %s (the GPU is %s)\n", mnt_precision_name(be->precision),
+             bf16 ? "Ampere or newer: bf16 tensor cores" : "older than Ampere: no bf16 tensor cores");
+    else
+      printf("# --precision auto: %s (the CPU has %sbf16 instructions: %s)\n", mnt_precision_name(be->precision),
+             bf16 ? "" : "no ", mnt_cpu_isa_name());
+  }
+  fflush(stdout);
+}
+
 int mnt_bench_step_main(mnt_world *w, int argc, char **argv) {
   (void)w; /* one process: no world */
   step_args a = {.arch = "resnet50",
@@ -206,6 +225,7 @@ int mnt_bench_step_main(mnt_world *w, int argc, char **argv) {
   char what[160];
   snprintf(what, sizeof what, "--arch %s at --size %d with --batch %d", a.arch, a.size, a.batch);
   MNT_CHECK(mnt_backend_create(a.device, &bo, &be)); /* first: the precision auto resolves to sizes the plan */
+  say_auto(&a, be);
   if ((st = mnt_resnet_plan_bytes(a.arch, a.classes, a.size, a.batch, a.batch, be->act_bytes, &need)) == MNT_OK &&
       !strcmp(be->name, "cpu"))
     st = mnt_mem_check(need + nx * sizeof(float), what, 1);

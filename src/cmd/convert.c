@@ -130,7 +130,8 @@ int mnt_inspect_main(mnt_world *w, int argc, char **argv) {
   const char *path = NULL;
   mnt_opt opts[] = {{"PATH", 0, MNT_OPT_ARG, &path, NULL,
                      "a dataset directory or one of its shards; a checkpoint (CKPT_DIR, a step directory or its "
-                     "state.h5)", 0, 0},
+                     "state.h5); a model train --export wrote",
+                     0, 0},
                     {"verify", 0, MNT_OPT_FLAG, &verify, NULL, "read every image and check its checksum", 0, 0},
                     {NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
   MNT_CHECK(mnt_parse_opts("inspect", opts, argc, argv, &help, 0));
@@ -143,7 +144,10 @@ int mnt_inspect_main(mnt_world *w, int argc, char **argv) {
                    "file and index, and the exit code is 1.\n"
                    "Of a checkpoint (mntrain train --ckpt-dir): step, position, model, sizes, shares and the\n"
                    "configuration, every share's checksum verified; of a checkpoint directory, every step in it.\n"
-                   "A damaged checkpoint is named with the reason, and the exit code is 1.",
+                   "A damaged checkpoint is named with the reason, and the exit code is 1.\n"
+                   "Of a model train --export wrote (mntrain inspect FILE.h5): its arch, classes, image size,\n"
+                   "tensors and parameters and the mntrain that wrote it, every tensor read and checked finite\n"
+                   "(train --init takes it); a damaged one is named, and the exit code is 1.",
                    opts);
     return MNT_OK;
   }

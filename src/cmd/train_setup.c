@@ -152,12 +152,38 @@ int mnt_train_negotiate_resume(train_run *r, mnt_ckpt *ck, mnt_train_state *rs, 
 
 /* ---- the trainer and the outputs ---------------------------------------------------------- */
 
+/* rank 0, once: what each "auto" of --device, --comm and --precision became and why (the rules of
+ * mnt_trainer_create and mnt_backend_create, said where their choice is known) */
+static void say_auto(const opts *o, const mnt_trainer *t) {
+  const char *dev = t->be->name, *comm = o->t.comm ? o->t.comm : "auto";
+  int cuda = !strcmp(dev, "cuda");
+  if (!o->device || !strcmp(o->device, "auto")) {
+    const char *why = cuda                    ? "--comm nccl works on GPU buffers"
+                      : strcmp(comm, "auto")  ? "--comm cpu works on host buffers"
+                      : MNT_HAVE_CUDA_BACKEND ? "auto is cuda only with --comm nccl; --device cuda trains on GPUs"
+                                              : "this mntrain has no CUDA backend";
+    printf("mntrain train: --device auto: %s (%s)\n", dev, why);
+  }
+  if (!strcmp(comm, "auto")) printf("mntrain train: --comm auto: %s (device %s)\n", cuda ? "nccl" : "cpu", dev);
+  if (o->t.precision == MNT_PREC_AUTO) {
+    int bf16 = t->be->precision == MNT_PREC_BF16;
+    if (cuda)
+      printf("mntrain train: --precision auto: %s (the GPU is %s)\n", mnt_precision_name(t->be->precision),
+             bf16 ? "Ampere or newer: bf16 tensor cores" : "older than Ampere: no bf16 tensor cores");
+    else
+      printf("mntrain train: --precision auto: %s (the CPU has %sbf16 instructions: %s)\n",
+             mnt_precision_name(t->be->precision), bf16 ? "" : "no ", mnt_cpu_isa_name());
+  }
+  fflush(stdout);
+}
+
 int mnt_train_start_trainer(train_run *r, mnt_ckpt *ck, const mnt_train_state *rs, int found, int have_sig_thr) {
   opts *o = r->o;
   mnt_world *w = r->w;
   int st = mnt_trainer_create(w, &o->t, found ? rs : NULL, &r->t);
   if (st != MNT_OK) return st;
   mnt_trainer *t = r->t;
+  if (w->rank == 0) say_auto(o, t);
   r->config = mnt_train_config_json(o, t);
   if (r->config) json_object_set_new(r->config, "run_id", json_string(r->run_id));
   if (w->rank == 0) {
