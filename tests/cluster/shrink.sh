@@ -15,6 +15,16 @@
 #   ckpt    a checkpoint every step (one is always being written) and rank 3 killed: every
 #           checkpoint committed verifies (mntrain inspect), the newest resumes on all 4 ranks;
 #   eval    rank 3 killed during the evaluation at a quarter epoch: the run goes on and finishes;
+#   split   node2's link cut for 20 s at step ~100 (ip link set mntv2 down: a network split, 2 + 2
+#           ranks, MNT_COMM_TIMEOUT=10): node1's group holds rank 0 and goes on (exactly half, the
+#           tie-breaker); node2's has no quorum and exits without writing: metrics.jsonl has no step
+#           twice and no torn line, every checkpoint kept verifies, none set aside, and they are of
+#           one lineage (steps and membership epochs in order, those after the split by 2 ranks);
+#   uneven  the same with 3 ranks, rank 0 alone on node1 (SLURM_HOSTFILE) and node1's link cut:
+#           node2's two ranks go on (a majority), the new rank 0 takes over the run's locks and
+#           outputs; rank 0 exits without writing;
+#   resume  rank 3 killed at step ~100, the job stopped at step 250 (--stop-after) and resumed on 4
+#           ranks: summary.json and mntrain report still name the loss;
 #   requeue job_templates/train.sbatch (ON_RANK_LOSS=shrink) with --min-ranks 4: rank 3 killed,
 #           the survivors commit a checkpoint and stop (exit 3), the template requeues the job, and
 #           the requeued job resumes at full size (4 ranks) from the checkpoint the 3 wrote.
@@ -105,6 +115,13 @@ rank)
   "$m" report "$w/kill" --out "$w/report" >"$w/report.log" 2>&1 || fail "mntrain report failed on the run"
   grep -q "lost by $w/kill: rank 3 on node2 in step" "$w/report.log" || fail "mntrain report does not show the loss"
   grep -q '"recovery", ' "$w/trace/trace-rank-00000.json" || fail "rank 0's --trace has no recovery span"
+  # the survivors' traces merge (rank 3 has none), the recovery among their spans
+  "$m" report --trace "$w/trace" --out "$w/trep" >"$w/trep.log" 2>&1 || { cat "$w/trep.log"; fail "report --trace refuses the trace of a run that shrank"; }
+  grep -q "shrank from 4 to 3" "$w/trep.log" || fail "report --trace does not say the job shrank"
+  grep -q '"recovery"' "$w/trep/trace.json" || fail "the merged trace.json has no recovery span"
+  # a checkpoint written by the 3: the split as they had it (64 over 3: 21 or 22 per rank)
+  "$m" inspect "$w/kill/ckpt" >"$w/insp.log" 2>&1 || fail "inspect of the checkpoints failed"
+  grep -q "21 or 22 per rank, 16 per rank at the start" "$w/insp.log" || { cat "$w/insp.log"; fail "inspect does not show the 3 ranks' split"; }
   [ "$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["rank_losses"][0]["rank"])' \
     "$w/kill/summary.json")" = 3 ] || fail "summary.json's rank_losses does not name rank 3"
   grep -q '"rank_lost":"rank 3 on' "$w/kill/metrics.jsonl" || fail "metrics.jsonl has no line for the loss"
@@ -216,7 +233,12 @@ eval)
   sed -n '/step 235\//,/lost rank/p' "$w/eval.log" | grep -q "validation" &&
     fail "the evaluation after step 235 ended before the loss: the kill came too late to test a loss in it"
   [ "$step" = 235 ] || fail "the loss was in step $step, not during the evaluation after step 235"
-  echo "shrink: rank 3 killed during an evaluation: the survivors went on and finished"
+  # the evaluation the loss cut short is run again: one validation line after step 235 and one at the end
+  vals=$(/usr/bin/python3 -c 'import json,sys; print(sorted(j["step"] for j in map(json.loads, open(sys.argv[1])) if "val_top1" in j))' \
+    "$w/eval/metrics.jsonl")
+  [ "$vals" = "[235, 400]" ] || fail "validation lines at steps $vals, not [235, 400]: the evaluation cut short was not run again"
+  grep -q "the evaluation after step 235 was cut short by the loss: run again" "$w/eval.log" || fail "the rerun is not said"
+  echo "shrink: rank 3 killed during an evaluation: it was run again, and the survivors finished"
   ;;
 requeue)
   tmpl=$here/../../job_templates/train.sbatch
@@ -234,8 +256,100 @@ requeue)
   grep -q "mntrain train: done: 400 steps" "$w/rq.log" || fail "the requeued job did not complete"
   echo "shrink: below --min-ranks: checkpoint, exit 3, requeued, resumed on 4 ranks and done"
   ;;
+split | uneven)
+  # a network split: one node's link on the cluster's bridge down for 20 s (the nodes are network
+  # namespaces, job_templates/tools/local-cluster.sh), while the filesystem stays shared, as a
+  # parallel filesystem on another network does
+  if [ "$case" = split ]; then cut=mntv2 srun_layout=(-N2 -n4 --ntasks-per-node=2) keep=2 lose="2 3"
+  else
+    cut=mntv1 srun_layout=(-N2 -n3 --distribution=arbitrary) keep=2 lose=0
+    printf 'node1\nnode2\nnode2\n' >"$w/hosts"
+    export SLURM_HOSTFILE=$w/hosts # rank 0 alone on node1, ranks 1 and 2 on node2
+  fi
+  ip link show "$cut" >/dev/null 2>&1 || { echo "SKIP: no link $cut (the cluster runs without network namespaces)"; exit 77; }
+  [ "$(id -u)" = 0 ] || { echo "SKIP: cutting a link needs root"; exit 77; }
+  export MNT_COMM_TIMEOUT=10
+  { for _ in $(seq 1 3000); do grep -q "step 100/" "$w/$case.log" 2>/dev/null && break; sleep 0.05; done
+    ip link set "$cut" down && echo "shrink: $cut down after step 100" && sleep 20; ip link set "$cut" up
+    echo "shrink: $cut up again"; } &
+  cutter=$!
+  "$here/srun_test.sh" 600 "${srun_layout[@]}" --kill-on-bad-exit=0 --no-kill -- "$m" train "${args[@]}" \
+    --out "$w/$case" --steps 400 --on-rank-loss shrink --ckpt-every-steps 20 --keep 100 --eval-every 0.25 \
+    >"$w/$case.log" 2>&1
+  rc=$?
+  wait "$cutter"
+  ip link set "$cut" up 2>/dev/null
+  [ $rc -eq 77 ] && exit 77
+  finished "$case" "$keep"
+  for r in $lose; do
+    grep -q "rank $r on node[0-9]*: error: .*shrink: this rank's group has no quorum" "$w/$case.log" ||
+      fail "rank $r (the group cut off) did not say it had no quorum"
+  done
+  n=$(grep -c "mntrain train: lost rank" "$w/$case.log")
+  [ "$n" = 1 ] || fail "$n lines of a loss, not 1 (both groups went on?)"
+  grep -q "mntrain train: lost rank.*; quorum: " "$w/$case.log" || fail "the loss's line does not say which quorum rule let it go on"
+  [ -e "$w/$case/mntrain.lock" ] && fail "the run's lock is left behind"
+  /usr/bin/python3 - "$w/$case" "$keep" <<'PY' || fail "metrics.jsonl or the checkpoints are not of one group"
+import glob, json, os, sys
+out, keep = sys.argv[1], int(sys.argv[2])
+seen, bad = {}, []
+for i, line in enumerate(open(f"{out}/metrics.jsonl")):
+    try:
+        j = json.loads(line)
+    except ValueError:
+        bad.append(f"line {i + 1} is torn: {line[:80]!r}")
+        continue
+    kind = ("loss" if "loss" in j else "val" if "val_top1" in j else "ckpt" if "checkpoint" in j else
+            "ckpt-start" if "ckpt_stall_ms" in j else "lost" if "rank_lost" in j else "other")
+    key = (j.get("step"), kind)
+    if kind in ("loss", "val", "ckpt", "lost") and key in seen:
+        bad.append(f"step {key[0]} has two {kind} lines (lines {seen[key]} and {i + 1})")
+    seen[key] = i + 1
+lost = [k for k in seen if k[1] == "lost"]
+if len(lost) != 1:
+    bad.append(f"{len(lost)} loss lines")
+dirs = sorted(glob.glob(f"{out}/ckpt/step-*"))
+aside = [d for d in dirs if "superseded" in d]
+if aside:
+    bad.append(f"set aside: {aside}")
+prev = (-1, -1)
+for d in dirs:
+    m = json.load(open(f"{d}/MANIFEST.json"))
+    e, step, world = m.get("membership_epoch", 0), m["step"], m["world_size"]
+    if (step, e) <= prev or e < prev[1]:
+        bad.append(f"{d}: step {step} epoch {e} after step {prev[0]} epoch {prev[1]}: not one lineage")
+    if e == 1 and world != keep:
+        bad.append(f"{d}: membership epoch 1 but written by {world} ranks, not {keep}")
+    prev = (step, e)
+if not any(json.load(open(f"{d}/MANIFEST.json")).get("membership_epoch", 0) == 1 for d in dirs):
+    bad.append("no checkpoint of the group that went on")
+print(f"split: {len(seen)} metrics lines, {len(dirs)} checkpoints")
+for b in bad:
+    print("split:", b)
+sys.exit(1 if bad else 0)
+PY
+  n=0
+  for d in "$w/$case"/ckpt/step-*; do
+    "$m" inspect "$d" >"$w/inspect.log" 2>&1 || { cat "$w/inspect.log"; fail "checkpoint $d does not verify"; }
+    n=$((n + 1))
+  done
+  echo "shrink: $case: one group went on ($keep ranks), the other exited without writing; $n checkpoints verified"
+  ;;
+resume)
+  signal_at resume 100 KILL 3 &
+  run resume --steps 400 --on-rank-loss shrink --ckpt-every-steps 50 --stop-after 250
+  wait
+  grep -q "mntrain train: lost rank 3" "$w/resume.log" || fail "the loss was not recovered from"
+  grep -q "mntrain train: stopped after step" "$w/resume.log" || fail "the job did not stop at --stop-after"
+  run resume --steps 400 --on-rank-loss shrink --ckpt-every-steps 50 || fail "the resumed job failed"
+  [ "$(/usr/bin/python3 -c 'import json,sys; print([l["rank"] for l in json.load(open(sys.argv[1]))["rank_losses"]])' \
+    "$w/resume/summary.json")" = "[3]" ] || fail "summary.json after the resume does not name the loss of rank 3"
+  "$m" report "$w/resume" --out "$w/report" >"$w/report.log" 2>&1 || fail "mntrain report failed on the run"
+  grep -q "lost by $w/resume: rank 3 on node2 in step" "$w/report.log" || fail "mntrain report does not show the loss"
+  echo "shrink: a loss, a stop and a resume: summary.json and the report name the loss"
+  ;;
 *)
-  echo "usage: shrink.sh MNTRAIN rank|node|rank0|stop|twice|ckpt|eval|requeue" >&2
+  echo "usage: shrink.sh MNTRAIN rank|node|rank0|stop|twice|ckpt|eval|split|uneven|resume|requeue" >&2
   exit 2
   ;;
 esac
