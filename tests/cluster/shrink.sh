@@ -301,7 +301,7 @@ for i, line in enumerate(open(f"{out}/metrics.jsonl")):
         continue
     kind = ("loss" if "loss" in j else "val" if "val_top1" in j else "ckpt" if "checkpoint" in j else
             "ckpt-start" if "ckpt_stall_ms" in j else "lost" if "rank_lost" in j else "other")
-    key = (j.get("step"), kind)
+    key = (j.get("checkpoint_step") if kind == "ckpt" else j.get("step"), kind)  # a commit: its checkpoint's step
     if kind in ("loss", "val", "ckpt", "lost") and key in seen:
         bad.append(f"step {key[0]} has two {kind} lines (lines {seen[key]} and {i + 1})")
     seen[key] = i + 1
