@@ -35,14 +35,22 @@ static int segments(size_t count, size_t esize, int n, size_t **off, size_t **le
 
 /* Reduce-scatter (+ allgather when full) of buf[0..count) over ring r. After a reduce-scatter
  * alone, position p holds the reduced segment (p + 1) mod n of the returned table. */
-static int ring_allreduce_part(mnt_cpu_comm *c, mnt_cpu_ring *r, uint8_t *buf, size_t count, mnt_dtype t,
-                               float div, int rs, int ag, const char *what) {
+static int ring_allreduce_part(mnt_ccomm_comm *c, mnt_ccomm_ring *r, uint8_t *buf, size_t count, mnt_dtype t, float div,
+                               int rs, int ag, const char *what) {
   if (r->n == 1 || count == 0) return MNT_OK;
   size_t *off, *len, es = mnt_dtype_size(t);
   MNT_CHECK(segments(count, es, r->n, &off, &len));
   int n1 = r->n - 1;
-  mnt_cpu_plan p = {.r = r, .buf = buf, .t = t, .esize = es, .nseg = r->n, .off = off, .len = len,
-            .lag = 1, .div = div, .what = what};
+  mnt_ccomm_plan p = {.r = r,
+                      .buf = buf,
+                      .t = t,
+                      .esize = es,
+                      .nseg = r->n,
+                      .off = off,
+                      .len = len,
+                      .lag = 1,
+                      .div = div,
+                      .what = what};
   if (rs && ag) {
     p.nsend = p.nrecv = 2 * n1;
     p.reduce_steps = n1;
@@ -54,13 +62,13 @@ static int ring_allreduce_part(mnt_cpu_comm *c, mnt_cpu_ring *r, uint8_t *buf, s
     p.nsend = p.nrecv = n1;
     p.reduce_steps = 0;
   }
-  int st = mnt_cpu_run(c, &p);
+  int st = mnt_ccomm_run(c, &p);
   free(off);
   free(len);
   return st;
 }
 
-static int do_allreduce(mnt_cpu_comm *c, void *buf, size_t count, mnt_dtype t, mnt_redop op) {
+static int do_allreduce(mnt_ccomm_comm *c, void *buf, size_t count, mnt_dtype t, mnt_redop op) {
   mnt_world *w = c->w;
   float div = op == MNT_AVG ? (float)w->size : 1.0f;
   if (w->size == 1 || count == 0) return MNT_OK;
@@ -91,20 +99,29 @@ static int do_allreduce(mnt_cpu_comm *c, void *buf, size_t count, mnt_dtype t, m
   return MNT_OK;
 }
 
-static int do_bcast(mnt_cpu_comm *c, void *buf, size_t bytes, int root) {
-  mnt_cpu_ring *r = &c->fab.flat;
+static int do_bcast(mnt_ccomm_comm *c, void *buf, size_t bytes, int root) {
+  mnt_ccomm_ring *r = &c->fab.flat;
   if (r->n == 1 || bytes == 0) return MNT_OK;
   int rpos = 0;
   while (c->fab.order[rpos] != root) rpos++;
   int q = (r->pos - rpos + r->n) % r->n; /* distance from the root along the ring */
   size_t off = 0, len = bytes;
-  mnt_cpu_plan p = {.r = r, .buf = buf, .t = MNT_FP32, .esize = 1, .nseg = 1, .off = &off, .len = &len,
-            .nsend = q < r->n - 1, .nrecv = q > 0, .lag = 0, .div = 1.0f, .what = "broadcast"};
-  return mnt_cpu_run(c, &p);
+  mnt_ccomm_plan p = {.r = r,
+                      .buf = buf,
+                      .t = MNT_FP32,
+                      .esize = 1,
+                      .nseg = 1,
+                      .off = &off,
+                      .len = &len,
+                      .nsend = q<r->n - 1, .nrecv = q> 0,
+                      .lag = 0,
+                      .div = 1.0f,
+                      .what = "broadcast"};
+  return mnt_ccomm_run(c, &p);
 }
 
-static int do_allgather(mnt_cpu_comm *c, const void *send, void *recv, size_t bytes) {
-  mnt_cpu_ring *r = &c->fab.flat;
+static int do_allgather(mnt_ccomm_comm *c, const void *send, void *recv, size_t bytes) {
+  mnt_ccomm_ring *r = &c->fab.flat;
   uint8_t *out = recv;
   if ((const uint8_t *)send != out + (size_t)c->w->rank * bytes)
     memmove(out + (size_t)c->w->rank * bytes, send, bytes);
@@ -119,15 +136,25 @@ static int do_allgather(mnt_cpu_comm *c, const void *send, void *recv, size_t by
     off[k] = (size_t)c->fab.order[k] * bytes;
     len[k] = bytes;
   }
-  mnt_cpu_plan p = {.r = r, .buf = out, .t = MNT_FP32, .esize = 1, .nseg = r->n, .off = off, .len = len,
-            .nsend = r->n - 1, .nrecv = r->n - 1, .lag = 1, .div = 1.0f, .what = "allgather"};
-  int st = mnt_cpu_run(c, &p);
+  mnt_ccomm_plan p = {.r = r,
+                      .buf = out,
+                      .t = MNT_FP32,
+                      .esize = 1,
+                      .nseg = r->n,
+                      .off = off,
+                      .len = len,
+                      .nsend = r->n - 1,
+                      .nrecv = r->n - 1,
+                      .lag = 1,
+                      .div = 1.0f,
+                      .what = "allgather"};
+  int st = mnt_ccomm_run(c, &p);
   free(off);
   free(len);
   return st;
 }
 
-int mnt_cpu_execute(mnt_cpu_comm *c, mnt_comm_req *q) {
+int mnt_ccomm_execute(mnt_ccomm_comm *c, mnt_comm_req *q) {
   switch (q->kind) {
     case REQ_ALLREDUCE: return do_allreduce(c, q->buf, q->count, q->t, q->op);
     case REQ_BCAST: return do_bcast(c, q->buf, q->bytes, q->root);

@@ -61,25 +61,25 @@ static int link_is(const mnt_link *l, int kind) { return l && l->kind == kind; }
  * also have written its last bytes and exited between this rank's look at the FIFO and its look
  * at the process: bytes left in the FIFO are read before anyone is declared dead. */
 /* a link's failure: its peer is held gone (--on-rank-loss shrink), the status passed up */
-#define LINK_CHECK(c, link, call)                      \
-  do {                                                 \
-    int lst_ = (call);                                 \
-    if (lst_ != MNT_OK) {                              \
-      mnt_cpu_member_suspect((c), (link)->peer_rank);  \
-      MNT_CHECK(lst_);                                 \
-    }                                                  \
+#define LINK_CHECK(c, link, call)                       \
+  do {                                                  \
+    int lst_ = (call);                                  \
+    if (lst_ != MNT_OK) {                               \
+      mnt_ccomm_member_suspect((c), (link)->peer_rank); \
+      MNT_CHECK(lst_);                                  \
+    }                                                   \
   } while (0)
 
 /* --on-rank-loss shrink: a peer said a rank is gone, or the survivors left this segment */
-static int interrupted(mnt_cpu_comm *c, const mnt_cpu_plan *p) {
+static int interrupted(mnt_ccomm_comm *c, const mnt_ccomm_plan *p) {
   int closed = c->fab.have_shm && atomic_load(&c->fab.shm.slots[c->fab.shm.me].closed);
-  if (!closed && !mnt_cpu_member_interrupted(c)) return MNT_OK;
+  if (!closed && !mnt_ccomm_member_interrupted(c)) return MNT_OK;
   MNT_WARN("%s stopped: %s", p->what, closed ? "the other ranks of this node left its segment (a rank was lost)"
                                               : "another rank says a rank was lost");
   return MNT_EPEER;
 }
 
-static int check_shm_peers(mnt_cpu_comm *c, const mnt_cpu_plan *p, int need_recv, int need_send) {
+static int check_shm_peers(mnt_ccomm_comm *c, const mnt_ccomm_plan *p, int need_recv, int need_send) {
   mnt_link *ls[2] = {need_recv ? p->r->recv : NULL, need_send ? p->r->send : NULL};
   for (int i = 0; i < 2; i++) {
     if (!link_is(ls[i], MNT_LINK_SHM) || mnt_shm_peer_alive(&c->fab.shm, ls[i]->peer_local)) continue;
@@ -88,13 +88,13 @@ static int check_shm_peers(mnt_cpu_comm *c, const mnt_cpu_plan *p, int need_recv
     if (i == 0 && mnt_link_peek(ls[i], &src, &left, 1, 1) == MNT_OK && left > 0) continue;
     MNT_ERR("rank %d on %s died during %s (its process is gone)", c->w->job_of[ls[i]->peer_rank], ls[i]->peer_node,
             p->what);
-    mnt_cpu_member_suspect(c, ls[i]->peer_rank);
+    mnt_ccomm_member_suspect(c, ls[i]->peer_rank);
     return MNT_EPEER;
   }
   return MNT_OK;
 }
 
-static void sleep_on_bell(mnt_cpu_comm *c, uint32_t seen, double secs) {
+static void sleep_on_bell(mnt_ccomm_comm *c, uint32_t seen, double secs) {
   mnt_shm_slot *me = &c->fab.shm.slots[c->fab.shm.me];
   struct timespec ts = {.tv_sec = (time_t)secs, .tv_nsec = (long)((secs - (double)(time_t)secs) * 1e9)};
   atomic_store(&me->sleeping, 1u);
@@ -103,19 +103,20 @@ static void sleep_on_bell(mnt_cpu_comm *c, uint32_t seen, double secs) {
   atomic_store(&me->sleeping, 0u);
 }
 
-double mnt_cpu_probe_s(const mnt_cpu_comm *c) {
+double mnt_ccomm_probe_s(const mnt_ccomm_comm *c) {
   return c->timeout_s / 4 < 0.5 ? 0.5 : c->timeout_s / 4 > 5 ? 5 : c->timeout_s / 4;
 }
 
 /* No progress since `last` while waiting for rank peer: a warning (final = 0: who holds it up is
- * asked now, up to mnt_cpu_probe_s) or the failure (final = 1, with `who` asked before the deadline).
+ * asked now, up to mnt_ccomm_probe_s) or the failure (final = 1, with `who` asked before the deadline).
  * The seconds said are measured when the message is written, after the asking: the warning, the
  * last events' "(N s)" and the deadline tell one story (MNT_COMM_TIMEOUT is when the wait ends, not
  * when the asking before the end begins). */
-static int stalled(mnt_cpu_comm *c, const mnt_cpu_plan *p, int peer, double last, int final, const char *who_asked) {
+static int stalled(mnt_ccomm_comm *c, const mnt_ccomm_plan *p, int peer, double last, int final,
+                   const char *who_asked) {
   char who[2000];
   if (final) snprintf(who, sizeof who, "%s", who_asked);
-  else mnt_watchdog_blame(c->wd, peer, mnt_cpu_probe_s(c), who, sizeof who);
+  else mnt_watchdog_blame(c->wd, peer, mnt_ccomm_probe_s(c), who, sizeof who);
   const char *node = c->w->node_name[c->w->node_of[peer]];
   char doing[160];
   mnt_trace_activity(doing, sizeof doing);
@@ -137,13 +138,13 @@ static int stalled(mnt_cpu_comm *c, const mnt_cpu_plan *p, int peer, double last
 /* One loop on purpose (~100 lines): sends and receives of every step of the plan advance
  * together, each as far as its FIFO or socket allows, with the reduction of a received chunk in
  * between; split into functions, the state of both directions would have to travel with them. */
-static int run_plan(mnt_cpu_comm *c, const mnt_cpu_plan *p) {
-  mnt_cpu_ring *r = p->r;
+static int run_plan(mnt_ccomm_comm *c, const mnt_ccomm_plan *p) {
+  mnt_ccomm_ring *r = p->r;
   int ss = 0, rs = 0;  /* current send / recv step */
   size_t so = 0, ro = 0; /* bytes done within it */
   double last = mnt_now(), checked = last;
   double warn_after = c->timeout_s / 2 < 30 ? c->timeout_s / 2 : 30;
-  double ask_at = c->timeout_s - mnt_cpu_probe_s(c); /* the asking ends at the deadline */
+  double ask_at = c->timeout_s - mnt_ccomm_probe_s(c); /* the asking ends at the deadline */
   char who[2000];
   int spins = 0, announced = 0, asked = 0;
   int uses_shm = link_is(r->send, MNT_LINK_SHM) || link_is(r->recv, MNT_LINK_SHM);
@@ -224,7 +225,7 @@ static int run_plan(mnt_cpu_comm *c, const mnt_cpu_plan *p) {
       announced = 1;
     }
     if (!asked && now - last > ask_at) { /* who holds it up, asked before the deadline, not after it */
-      mnt_watchdog_blame(c->wd, peer, mnt_cpu_probe_s(c), who, sizeof who);
+      mnt_watchdog_blame(c->wd, peer, mnt_ccomm_probe_s(c), who, sizeof who);
       asked = 1;
       now = mnt_now();
     }
@@ -254,7 +255,7 @@ static int run_plan(mnt_cpu_comm *c, const mnt_cpu_plan *p) {
   return MNT_OK;
 }
 
-int mnt_cpu_run(mnt_cpu_comm *c, const mnt_cpu_plan *p) {
+int mnt_ccomm_run(mnt_ccomm_comm *c, const mnt_ccomm_plan *p) {
   int st = run_plan(c, p);
   mnt_watchdog_waiting(c->wd, -1, 0, NULL);
   return st;

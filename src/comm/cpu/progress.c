@@ -14,7 +14,7 @@
 static const char *const REQ_NAME[] = {"allreduce", "broadcast", "allgather", "barrier"};
 
 static void *progress_main(void *arg) {
-  mnt_cpu_comm *c = arg;
+  mnt_ccomm_comm *c = arg;
   mnt_trace_thread("comm");
   pthread_mutex_lock(&c->mu);
   for (;;) {
@@ -28,7 +28,7 @@ static void *progress_main(void *arg) {
     int broken = c->broken;
     pthread_mutex_unlock(&c->mu);
     mnt_trace_push(REQ_NAME[q->kind], (int64_t)(q->kind == REQ_ALLREDUCE ? q->count * mnt_dtype_size(q->t) : q->bytes));
-    int st = broken ? broken : mnt_cpu_execute(c, q);
+    int st = broken ? broken : mnt_ccomm_execute(c, q);
     mnt_trace_pop();
     pthread_mutex_lock(&c->mu);
     if (st != MNT_OK && !c->broken) c->broken = st;
@@ -43,7 +43,7 @@ static void *progress_main(void *arg) {
   return NULL;
 }
 
-static int submit(mnt_cpu_comm *c, mnt_comm_req *q) {
+static int submit(mnt_ccomm_comm *c, mnt_comm_req *q) {
   q->next = NULL;
   pthread_mutex_lock(&c->mu);
   if (c->tail) c->tail->next = q;
@@ -55,7 +55,7 @@ static int submit(mnt_cpu_comm *c, mnt_comm_req *q) {
 }
 
 static int cpu_wait(mnt_comm *pc, mnt_comm_req *q) {
-  mnt_cpu_comm *c = pc->impl;
+  mnt_ccomm_comm *c = pc->impl;
   pthread_mutex_lock(&c->mu);
   while (!q->done) pthread_cond_wait(&c->cv, &c->mu); /* the engine enforces the deadline */
   pthread_mutex_unlock(&c->mu);
@@ -64,7 +64,7 @@ static int cpu_wait(mnt_comm *pc, mnt_comm_req *q) {
   return st;
 }
 
-static int run_sync(mnt_cpu_comm *c, mnt_comm_req *q) {
+static int run_sync(mnt_ccomm_comm *c, mnt_comm_req *q) {
   mnt_comm_req *h = malloc(sizeof *h);
   if (!h) return MNT_ENOMEM;
   *h = *q;
@@ -88,7 +88,7 @@ static int cpu_allreduce(mnt_comm *pc, void *buf, size_t count, mnt_dtype t, mnt
 }
 
 static int cpu_broadcast(mnt_comm *pc, void *buf, size_t bytes, int root, mnt_stream *stream) {
-  mnt_cpu_comm *c = pc->impl;
+  mnt_ccomm_comm *c = pc->impl;
   if (root < 0 || root >= c->w->size) {
     MNT_ERR("broadcast root %d is not a rank (size %d)", root, c->w->size);
     return MNT_EARG;
@@ -107,7 +107,7 @@ static int cpu_barrier(mnt_comm *pc) {
   return run_sync(pc->impl, &q);
 }
 
-int mnt_cpu_progress_start(mnt_cpu_comm *c) {
+int mnt_ccomm_progress_start(mnt_ccomm_comm *c) {
   if (pthread_create(&c->thr, NULL, progress_main, c) != 0) {
     MNT_ERR("could not start the communicator's progress thread");
     return MNT_ESYS;
@@ -116,7 +116,7 @@ int mnt_cpu_progress_start(mnt_cpu_comm *c) {
   return MNT_OK;
 }
 
-void mnt_cpu_progress_stop(mnt_cpu_comm *c) {
+void mnt_ccomm_progress_stop(mnt_ccomm_comm *c) {
   if (c->thr_started) {
     pthread_mutex_lock(&c->mu);
     c->stop = 1;
@@ -127,19 +127,19 @@ void mnt_cpu_progress_stop(mnt_cpu_comm *c) {
 }
 
 static void cpu_destroy(mnt_comm *pc) {
-  mnt_cpu_comm *c = pc->impl;
-  mnt_cpu_progress_stop(c);
+  mnt_ccomm_comm *c = pc->impl;
+  mnt_ccomm_progress_stop(c);
   mnt_watchdog_stop(c->wd); /* its thread reads the membership */
-  mnt_cpu_member_free(c->mb);
-  mnt_cpu_fabric_close(&c->fab);
+  mnt_ccomm_member_free(c->mb);
+  mnt_ccomm_fabric_close(&c->fab);
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->cv);
   free(c);
 }
 
-static int cpu_interrupted(mnt_comm *pc) { return mnt_cpu_member_interrupted(pc->impl); }
+static int cpu_interrupted(mnt_comm *pc) { return mnt_ccomm_member_interrupted(pc->impl); }
 
-const mnt_comm_ops mnt_cpu_ops = {
+const mnt_comm_ops mnt_ccomm_ops = {
     .name = "cpu",
     .allreduce = cpu_allreduce,
     .iallreduce = cpu_iallreduce,
@@ -148,7 +148,7 @@ const mnt_comm_ops mnt_cpu_ops = {
     .allgather = cpu_allgather,
     .barrier = cpu_barrier,
     .destroy = cpu_destroy,
-    .enable_shrink = mnt_cpu_enable_shrink,
-    .shrink = mnt_cpu_shrink,
+    .enable_shrink = mnt_ccomm_enable_shrink,
+    .shrink = mnt_ccomm_shrink,
     .interrupted = cpu_interrupted,
 };

@@ -29,7 +29,7 @@
 
 #define TCP_STAGE (1u << 20)    /* receive staging ring per TCP link: small enough to stay in L2 */
 
-static mnt_link *new_link(mnt_cpu_comm *c, int kind, int peer) {
+static mnt_link *new_link(mnt_ccomm_comm *c, int kind, int peer) {
   mnt_link *l = &c->fab.links[c->fab.nlinks++];
   memset(l, 0, sizeof *l);
   l->fd = -1;
@@ -47,7 +47,7 @@ static int rank_at(const mnt_world *w, int node, int local) {
   return -1;
 }
 
-static void shm_name(const mnt_cpu_comm *c, char *out, size_t n) {
+static void shm_name(const mnt_ccomm_comm *c, char *out, size_t n) {
   char ns[96];
   size_t j = 0;
   for (const char *s = c->w->nspace; *s && j < sizeof ns - 1; s++)
@@ -58,7 +58,7 @@ static void shm_name(const mnt_cpu_comm *c, char *out, size_t n) {
            c->secret[5], c->secret[6], c->secret[7]);
 }
 
-static int setup_shm(mnt_cpu_comm *c) {
+static int setup_shm(mnt_ccomm_comm *c) {
   mnt_world *w = c->w;
   int L = w->local_size, l = w->local_rank;
   char name[200];
@@ -91,9 +91,9 @@ static int setup_shm(mnt_cpu_comm *c) {
     s->shm = r->shm = &c->fab.shm;
     s->fifo = mnt_shm_fifo_of(&c->fab.shm, l);
     r->fifo = mnt_shm_fifo_of(&c->fab.shm, (l - 1 + L) % L);
-    c->fab.local = (mnt_cpu_ring){.n = L, .pos = l, .send = s, .recv = r};
+    c->fab.local = (mnt_ccomm_ring){.n = L, .pos = l, .send = s, .recv = r};
   } else {
-    c->fab.local = (mnt_cpu_ring){.n = 1, .pos = 0};
+    c->fab.local = (mnt_ccomm_ring){.n = 1, .pos = 0};
   }
   return MNT_OK;
 }
@@ -106,7 +106,7 @@ typedef struct peer_addr { mnt_tcp_addr setup, wd; } peer_addr;
 
 /* Connect to the ranks in out and accept those in in. Hellos are read concurrently (an inbox), a
  * silent or slow connection is dropped after 10 s and cannot delay the real peers. */
-static int setup_tcp(mnt_cpu_comm *c, int lfd, const mnt_tcp_addr *to, want *out, int nout, want *in, int nin) {
+static int setup_tcp(mnt_ccomm_comm *c, int lfd, const mnt_tcp_addr *to, want *out, int nout, want *in, int nin) {
   mnt_world *w = c->w;
   int st = MNT_OK;
   int *fds = NULL;
@@ -188,9 +188,9 @@ out:
 /* the watchdog asks rank r only when a collective stalls: its address is looked up then (from the
  * table once the membership has one: PMIx may be gone) */
 static int watchdog_addr(void *ctx, int r, mnt_tcp_addr *out) {
-  mnt_cpu_comm *c = ctx;
+  mnt_ccomm_comm *c = ctx;
   peer_addr a;
-  if (c->mb) return mnt_cpu_member_addr(c, r, out);
+  if (c->mb) return mnt_ccomm_member_addr(c, r, out);
   MNT_CHECK(mnt_world_lookup(c->w, c->addr_key, r, &a, sizeof a));
   *out = a.wd;
   return MNT_OK;
@@ -198,7 +198,7 @@ static int watchdog_addr(void *ctx, int r, mnt_tcp_addr *out) {
 
 /* The set-up exchange: every rank publishes its watchdog and set-up listener over PMIx and looks up
  * only the ranks it connects to (O(1) per rank: its ring neighbours), then the TCP links. */
-static int setup_addresses(mnt_cpu_comm *c, want *outw, int nout, want *inw, int nin) {
+static int setup_addresses(mnt_ccomm_comm *c, want *outw, int nout, want *inw, int nin) {
   mnt_world *w = c->w;
   peer_addr me;
   mnt_tcp_addr *to = calloc((size_t)(nout > 0 ? nout : 1), sizeof *to);
@@ -225,13 +225,12 @@ static int setup_addresses(mnt_cpu_comm *c, want *outw, int nout, want *inw, int
 int mnt_comm_cpu_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
   static uint32_t next_id = 1; /* communicators are created collectively, in the same order */
   *out = NULL;
-  mnt_cpu_comm *c = calloc(1, sizeof *c);
+  mnt_ccomm_comm *c = calloc(1, sizeof *c);
   if (!c) return MNT_ENOMEM;
   c->w = w;
   c->id = c->base_id = next_id++;
   c->timeout_s = w->timeout_s;
-  c->pub = (mnt_comm){.ops = &mnt_cpu_ops, .world = w, .topology = topo, .timeout_s = c->timeout_s,
-                      .impl = c};
+  c->pub = (mnt_comm){.ops = &mnt_ccomm_ops, .world = w, .topology = topo, .timeout_s = c->timeout_s, .impl = c};
   c->fab.topology = topo;
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
@@ -272,8 +271,8 @@ int mnt_comm_cpu_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
   while (c->fab.order[pos] != w->rank) pos++;
   int n = w->size;
   int next = c->fab.order[(pos + 1) % n], prev = c->fab.order[(pos - 1 + n) % n];
-  c->fab.flat = (mnt_cpu_ring){.n = n, .pos = pos};
-  c->fab.inter = (mnt_cpu_ring){.n = w->nnodes, .pos = w->node_rank};
+  c->fab.flat = (mnt_ccomm_ring){.n = n, .pos = pos};
+  c->fab.inter = (mnt_ccomm_ring){.n = w->nnodes, .pos = w->node_rank};
 
   MNT_CHECK_GOTO(setup_shm(c), st, out);
   mnt_world_phase(w, MNT_PHASE_SHM);
@@ -294,7 +293,7 @@ int mnt_comm_cpu_create(mnt_world *w, mnt_topology topo, mnt_comm **out) {
   if (w->size > 1) MNT_CHECK_GOTO(setup_addresses(c, outw, nout, inw, nin), st, out);
   mnt_world_phase(w, MNT_PHASE_TCP);
 
-  st = mnt_cpu_progress_start(c);
+  st = mnt_ccomm_progress_start(c);
   if (st != MNT_OK) goto out;
   *out = &c->pub;
 out:
@@ -302,17 +301,17 @@ out:
   return st;
 }
 
-void mnt_cpu_fabric_close(mnt_cpu_fabric *f) {
+void mnt_ccomm_fabric_close(mnt_ccomm_fabric *f) {
   for (int i = 0; i < f->nlinks; i++) mnt_link_close(&f->links[i]);
   if (f->have_shm) {
     mnt_shm_unlink(&f->shm);
     mnt_shm_close(&f->shm);
   }
   free(f->order);
-  *f = (mnt_cpu_fabric){0};
+  *f = (mnt_ccomm_fabric){0};
 }
 
-void mnt_cpu_fabric_fence(mnt_cpu_fabric *f) {
+void mnt_ccomm_fabric_fence(mnt_ccomm_fabric *f) {
   if (!f->have_shm) return;
   for (int l = 0; l < f->shm.nlocal; l++) {
     atomic_store(&f->shm.slots[l].closed, 1);
@@ -322,15 +321,15 @@ void mnt_cpu_fabric_fence(mnt_cpu_fabric *f) {
 
 static int lookup_addr(void *ctx, int r, mnt_tcp_addr *out) { return watchdog_addr(ctx, r, out); }
 
-int mnt_cpu_enable_shrink(mnt_comm *pc) {
-  mnt_cpu_comm *c = pc->impl;
-  if (c->w->size > 1) MNT_CHECK(mnt_cpu_member_enable(c, lookup_addr));
-  if (c->wd) mnt_watchdog_on_msg(c->wd, mnt_cpu_member_on_msg);
+int mnt_ccomm_enable_shrink(mnt_comm *pc) {
+  mnt_ccomm_comm *c = pc->impl;
+  if (c->w->size > 1) MNT_CHECK(mnt_ccomm_member_enable(c, lookup_addr));
+  if (c->wd) mnt_watchdog_on_msg(c->wd, mnt_ccomm_member_on_msg);
   return MNT_OK;
 }
 
 /* /dev/shm's segment `name` made by another local rank and ready (its magic written): wait for it */
-static int await_segment(mnt_cpu_comm *c, const char *name, double deadline) {
+static int await_segment(mnt_ccomm_comm *c, const char *name, double deadline) {
   while (mnt_now() < deadline) {
     int fd = shm_open(name, O_RDWR, 0600);
     if (fd >= 0) {
@@ -347,7 +346,7 @@ static int await_segment(mnt_cpu_comm *c, const char *name, double deadline) {
 }
 
 /* a TCP link of the fabric over fd: the receiving side stages */
-static int tcp_link(mnt_cpu_comm *c, int peer, int fd, mnt_link **slot, int recv) {
+static int tcp_link(mnt_ccomm_comm *c, int peer, int fd, mnt_link **slot, int recv) {
   mnt_link *l = new_link(c, MNT_LINK_TCP, peer);
   l->fd = fd;
   mnt_tcp_tune(fd, c->tcp_buf);
@@ -361,9 +360,9 @@ static int tcp_link(mnt_cpu_comm *c, int peer, int fd, mnt_link **slot, int recv
   return MNT_OK;
 }
 
-int mnt_cpu_fabric_rebuild(mnt_cpu_comm *c, int epoch) {
+int mnt_ccomm_fabric_rebuild(mnt_ccomm_comm *c, int epoch) {
   mnt_world *w = c->w;
-  mnt_cpu_fabric *f = &c->fab;
+  mnt_ccomm_fabric *f = &c->fab;
   double deadline = mnt_now() + c->timeout_s;
   c->id = c->base_id + 0x10000u * (uint32_t)epoch;
   if (c->pub.topology == MNT_TOPO_HIER && w->rank == 0)
@@ -376,9 +375,9 @@ int mnt_cpu_fabric_rebuild(mnt_cpu_comm *c, int epoch) {
   int pos = 0;
   while (f->order[pos] != w->rank) pos++;
   int next = f->order[(pos + 1) % n], prev = f->order[(pos - 1 + n) % n];
-  f->flat = (mnt_cpu_ring){.n = n, .pos = pos};
-  f->inter = (mnt_cpu_ring){.n = w->nnodes, .pos = w->node_rank};
-  f->local = (mnt_cpu_ring){.n = 1, .pos = 0};
+  f->flat = (mnt_ccomm_ring){.n = n, .pos = pos};
+  f->inter = (mnt_ccomm_ring){.n = w->nnodes, .pos = w->node_rank};
+  f->local = (mnt_ccomm_ring){.n = 1, .pos = 0};
   if (L > 1) { /* a new segment: local rank 0 makes it, the others wait for it, then it is unlinked */
     char name[200];
     shm_name(c, name, sizeof name);
@@ -405,7 +404,7 @@ int mnt_cpu_fabric_rebuild(mnt_cpu_comm *c, int epoch) {
     s->shm = r->shm = &f->shm;
     s->fifo = mnt_shm_fifo_of(&f->shm, l);
     r->fifo = mnt_shm_fifo_of(&f->shm, (l - 1 + L) % L);
-    f->local = (mnt_cpu_ring){.n = L, .pos = l, .send = s, .recv = r};
+    f->local = (mnt_ccomm_ring){.n = L, .pos = l, .send = s, .recv = r};
   }
   if (n == 1) return MNT_OK;
   if (w->node_of[next] == w->node_rank) f->flat.send = f->local.send;
@@ -415,12 +414,12 @@ int mnt_cpu_fabric_rebuild(mnt_cpu_comm *c, int epoch) {
     mnt_tcp_hello h;
     mnt_tcp_addr a;
     mnt_tcp_hello_init(&h, c->secret, c->id, w->rank, TAG_FLAT);
-    MNT_CHECK(mnt_cpu_member_addr(c, next, &a));
+    MNT_CHECK(mnt_ccomm_member_addr(c, next, &a));
     MNT_CHECK(mnt_tcp_start_connect(&a, &h, &ofd, deadline, next));
   }
   if (!f->flat.recv) {
     int ifd;
-    st = mnt_cpu_member_take_link(c, c->id, prev, TAG_FLAT, deadline, &ifd);
+    st = mnt_ccomm_member_take_link(c, c->id, prev, TAG_FLAT, deadline, &ifd);
     if (st == MNT_OK) st = tcp_link(c, prev, ifd, &f->flat.recv, 1);
   }
   if (ofd >= 0) {

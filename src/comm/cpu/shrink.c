@@ -29,7 +29,7 @@
  * answering is gone), then sends DECIDE to each. A leader that does not answer is gone, and the
  * next one leads. Every wait has the deadline MNT_COMM_TIMEOUT.
  *
- * The rebuild (setup.c, mnt_cpu_fabric_rebuild) makes a new shared-memory segment per node and new
+ * The rebuild (setup.c, mnt_ccomm_fabric_rebuild) makes a new shared-memory segment per node and new
  * TCP links under a new communicator id: the old segment is marked closed for a stopped rank that
  * wakes up (its engine stops at once), the old sockets are closed. Links between nodes are made to
  * the watchdog's listener, which parks them here until the rebuild takes them. */
@@ -52,7 +52,7 @@ typedef struct body { int32_t epoch, pad; int64_t step; } body;
 typedef struct answer { int32_t status, epoch; } answer;
 typedef struct parked { int fd; uint32_t comm_id; int from, tag; } parked;
 
-struct mnt_cpu_member {
+struct mnt_ccomm_member {
   int njob;            /* ranks when the job started */
   int me;              /* this rank's job rank (the watchdog thread reads it: the world's tables change) */
   mnt_tcp_addr *addr;  /* each job rank's watchdog */
@@ -69,9 +69,9 @@ struct mnt_cpu_member {
   int npark;
 };
 
-int mnt_cpu_member_enable(mnt_cpu_comm *c, int (*addr_of)(void *ctx, int rank, mnt_tcp_addr *addr)) {
+int mnt_ccomm_member_enable(mnt_ccomm_comm *c, int (*addr_of)(void *ctx, int rank, mnt_tcp_addr *addr)) {
   mnt_world *w = c->w;
-  mnt_cpu_member *mb = calloc(1, sizeof *mb);
+  mnt_ccomm_member *mb = calloc(1, sizeof *mb);
   if (!mb) return MNT_ENOMEM;
   mb->njob = w->job_size;
   mb->me = w->job_of[w->rank];
@@ -86,7 +86,7 @@ int mnt_cpu_member_enable(mnt_cpu_comm *c, int (*addr_of)(void *ctx, int rank, m
   for (int r = 0; r < w->size && st == MNT_OK; r++)
     if (r != w->rank) st = addr_of(c, r, &mb->addr[w->job_of[r]]);
   if (st != MNT_OK) {
-    mnt_cpu_member_free(mb);
+    mnt_ccomm_member_free(mb);
     return st;
   }
   pthread_mutex_lock(&c->mu);
@@ -95,7 +95,7 @@ int mnt_cpu_member_enable(mnt_cpu_comm *c, int (*addr_of)(void *ctx, int rank, m
   return MNT_OK;
 }
 
-void mnt_cpu_member_free(mnt_cpu_member *mb) {
+void mnt_ccomm_member_free(mnt_ccomm_member *mb) {
   if (!mb) return;
   for (int i = 0; i < mb->npark; i++) close(mb->park[i].fd);
   pthread_mutex_destroy(&mb->mu);
@@ -104,18 +104,18 @@ void mnt_cpu_member_free(mnt_cpu_member *mb) {
   free(mb);
 }
 
-int mnt_cpu_member_addr(mnt_cpu_comm *c, int rank, mnt_tcp_addr *out) {
+int mnt_ccomm_member_addr(mnt_ccomm_comm *c, int rank, mnt_tcp_addr *out) {
   if (!c->mb || rank < 0 || rank >= c->w->size) return MNT_EARG;
   *out = c->mb->addr[c->w->job_of[rank]];
   return MNT_OK;
 }
 
-int mnt_cpu_member_interrupted(const mnt_cpu_comm *c) {
-  return c->mb && atomic_load(&((mnt_cpu_member *)c->mb)->interrupt);
+int mnt_ccomm_member_interrupted(const mnt_ccomm_comm *c) {
+  return c->mb && atomic_load(&((mnt_ccomm_member *)c->mb)->interrupt);
 }
 
-void mnt_cpu_member_suspect(mnt_cpu_comm *c, int rank) {
-  mnt_cpu_member *mb = c->mb;
+void mnt_ccomm_member_suspect(mnt_ccomm_comm *c, int rank) {
+  mnt_ccomm_member *mb = c->mb;
   if (!mb || rank < 0 || rank >= c->w->size || rank == c->w->rank) return;
   pthread_mutex_lock(&mb->mu);
   mb->gone[c->w->job_of[rank]] = 1;
@@ -125,16 +125,16 @@ void mnt_cpu_member_suspect(mnt_cpu_comm *c, int rank) {
 /* ---- the watchdog thread's side ---------------------------------------------------------- */
 
 /* merge n bytes of another rank's view; 1 when something was new (mu held) */
-static int merge(mnt_cpu_member *mb, const uint8_t *g) {
+static int merge(mnt_ccomm_member *mb, const uint8_t *g) {
   int news = 0;
   for (int j = 0; j < mb->njob; j++)
     if (g[j] && !mb->gone[j]) mb->gone[j] = 1, news = 1;
   return news;
 }
 
-int mnt_cpu_member_on_msg(void *ctx, const mnt_tcp_hello *h, int fd) {
-  mnt_cpu_comm *c = ctx;
-  mnt_cpu_member *mb = c->mb;
+int mnt_ccomm_member_on_msg(void *ctx, const mnt_tcp_hello *h, int fd) {
+  mnt_ccomm_comm *c = ctx;
+  mnt_ccomm_member *mb = c->mb;
   if (!mb) return 0;
   if (mnt_tcp_hello_ok(h, c->secret)) { /* a link of a rebuild: parked until the rebuild takes it */
     pthread_mutex_lock(&mb->mu);
@@ -189,7 +189,7 @@ int mnt_cpu_member_on_msg(void *ctx, const mnt_tcp_hello *h, int fd) {
 }
 
 /* wait on the member's condition for up to 100 ms (mu held) */
-static void nap(mnt_cpu_member *mb) {
+static void nap(mnt_ccomm_member *mb) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   ts.tv_nsec += 100 * 1000000L;
@@ -197,8 +197,8 @@ static void nap(mnt_cpu_member *mb) {
   pthread_cond_timedwait(&mb->cv, &mb->mu, &ts);
 }
 
-int mnt_cpu_member_take_link(mnt_cpu_comm *c, uint32_t comm_id, int from, int tag, double deadline, int *fd) {
-  mnt_cpu_member *mb = c->mb;
+int mnt_ccomm_member_take_link(mnt_ccomm_comm *c, uint32_t comm_id, int from, int tag, double deadline, int *fd) {
+  mnt_ccomm_member *mb = c->mb;
   pthread_mutex_lock(&mb->mu);
   for (;;) {
     for (int i = 0; i < mb->npark; i++)
@@ -222,13 +222,13 @@ int mnt_cpu_member_take_link(mnt_cpu_comm *c, uint32_t comm_id, int from, int ta
 
 /* send kind with this rank's view to job rank j; its answer into *a and g (njob bytes): MNT_OK, or
  * MNT_EPEER when it does not answer within the probe time */
-static int tell(mnt_cpu_comm *c, int j, int kind, const uint8_t *view, int64_t step, answer *a, uint8_t *g) {
-  mnt_cpu_member *mb = c->mb;
+static int tell(mnt_ccomm_comm *c, int j, int kind, const uint8_t *view, int64_t step, answer *a, uint8_t *g) {
+  mnt_ccomm_member *mb = c->mb;
   mnt_tcp_hello h;
   mnt_tcp_hello_init(&h, c->secret, c->base_id, c->w->job_of[c->w->rank], kind);
   memcpy(h.magic, MEMB_MAGIC, sizeof h.magic);
   body b = {.epoch = mb->epoch, .step = step};
-  double dl = mnt_now() + mnt_cpu_probe_s(c);
+  double dl = mnt_now() + mnt_ccomm_probe_s(c);
   int fd;
   char why[300];
   int st = mnt_tcp_dial(&mb->addr[j], &h, sizeof h, dl, &fd, why, sizeof why);
@@ -246,16 +246,16 @@ static int tell(mnt_cpu_comm *c, int j, int kind, const uint8_t *view, int64_t s
 #define NODE(r) (w->node_name[w->node_of[r]])
 
 /* the view now, copied (mu taken) */
-static void snapshot(mnt_cpu_member *mb, uint8_t *v) {
+static void snapshot(mnt_ccomm_member *mb, uint8_t *v) {
   pthread_mutex_lock(&mb->mu);
   memcpy(v, mb->gone, (size_t)mb->njob);
   pthread_mutex_unlock(&mb->mu);
 }
 
 /* mark rank r (current numbering) gone, said once */
-static void lost(mnt_cpu_comm *c, int r, const char *why) {
+static void lost(mnt_ccomm_comm *c, int r, const char *why) {
   mnt_world *w = c->w;
-  mnt_cpu_member *mb = c->mb;
+  mnt_ccomm_member *mb = c->mb;
   pthread_mutex_lock(&mb->mu);
   int was = mb->gone[JOB(r)];
   mb->gone[JOB(r)] = 1;
@@ -265,9 +265,9 @@ static void lost(mnt_cpu_comm *c, int r, const char *why) {
 
 /* SUSPECT to every member not held gone until a round learns nothing new; MNT_EFENCED when one says
  * this rank was left out */
-static int spread(mnt_cpu_comm *c, int64_t step, uint8_t *v, uint8_t *g) {
+static int spread(mnt_ccomm_comm *c, int64_t step, uint8_t *v, uint8_t *g) {
   mnt_world *w = c->w;
-  mnt_cpu_member *mb = c->mb;
+  mnt_ccomm_member *mb = c->mb;
   for (int changed = 1; changed;) {
     changed = 0;
     for (int r = 0; r < w->size; r++) {
@@ -301,9 +301,9 @@ static int spread(mnt_cpu_comm *c, int64_t step, uint8_t *v, uint8_t *g) {
 
 /* the leader: every member not held gone has joined (those that stop answering are gone), then
  * DECIDE to each; the decision into v */
-static int lead(mnt_cpu_comm *c, int64_t step, double deadline, uint8_t *v, uint8_t *g) {
+static int lead(mnt_ccomm_comm *c, int64_t step, double deadline, uint8_t *v, uint8_t *g) {
   mnt_world *w = c->w;
-  mnt_cpu_member *mb = c->mb;
+  mnt_ccomm_member *mb = c->mb;
   double asked = mnt_now();
   for (;;) {
     pthread_mutex_lock(&mb->mu);
@@ -333,9 +333,9 @@ static int lead(mnt_cpu_comm *c, int64_t step, double deadline, uint8_t *v, uint
 }
 
 /* a member: JOIN the leader and wait for its decision (into v); MNT_EPEER when the leader is lost */
-static int follow(mnt_cpu_comm *c, int leader, int64_t step, double deadline, uint8_t *v, uint8_t *g) {
+static int follow(mnt_ccomm_comm *c, int leader, int64_t step, double deadline, uint8_t *v, uint8_t *g) {
   mnt_world *w = c->w;
-  mnt_cpu_member *mb = c->mb;
+  mnt_ccomm_member *mb = c->mb;
   answer a;
   snapshot(mb, v);
   if (tell(c, JOB(leader), K_JOIN, v, step, &a, g) != MNT_OK) {
@@ -378,10 +378,10 @@ static int follow(mnt_cpu_comm *c, int leader, int64_t step, double deadline, ui
   }
 }
 
-int mnt_cpu_shrink(mnt_comm *pc, int64_t step, mnt_rank_loss *out, int max, int *nout) {
-  mnt_cpu_comm *c = pc->impl;
+int mnt_ccomm_shrink(mnt_comm *pc, int64_t step, mnt_rank_loss *out, int max, int *nout) {
+  mnt_ccomm_comm *c = pc->impl;
   mnt_world *w = c->w;
-  mnt_cpu_member *mb = c->mb;
+  mnt_ccomm_member *mb = c->mb;
   *nout = 0;
   if (!mb) {
     MNT_ERR("internal: shrink without the membership enabled (mnt_comm_enable_shrink)");
@@ -438,11 +438,11 @@ int mnt_cpu_shrink(mnt_comm *pc, int64_t step, mnt_rank_loss *out, int max, int 
     atomic_store(&mb->interrupt, mb->early);
     mb->early = 0;
     pthread_mutex_unlock(&mb->mu);
-    mnt_cpu_fabric_fence(&c->fab); /* a stopped rank that wakes up finds its segment closed */
-    mnt_cpu_fabric_close(&c->fab);
+    mnt_ccomm_fabric_fence(&c->fab); /* a stopped rank that wakes up finds its segment closed */
+    mnt_ccomm_fabric_close(&c->fab);
     st = mnt_world_shrink(w, keep, n);
   }
-  if (st == MNT_OK) st = mnt_cpu_fabric_rebuild(c, mb->epoch);
+  if (st == MNT_OK) st = mnt_ccomm_fabric_rebuild(c, mb->epoch);
   if (st == MNT_OK) {
     pthread_mutex_lock(&c->mu);
     c->broken = 0;
