@@ -82,6 +82,13 @@ int mnt_choice_index(const char *choices, const char *word) {
   return -1;
 }
 
+const char *mnt_choices(char *buf, size_t len, const char *const *names, int n) {
+  size_t k = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < n && k < len; i++) k += (size_t)snprintf(buf + k, len - k, "%s%s", i ? "|" : "", names[i]);
+  return buf;
+}
+
 /* "a|b|c" -> "a, b or c" */
 static void choice_text(const char *choices, char *out, size_t n) {
   size_t len = 0;
@@ -132,13 +139,17 @@ static int set_value(const char *cmd, const mnt_opt *o, const char *flag, const 
       break;
     }
     case MNT_OPT_CHOICE:
-      if (mnt_choice_index(o->metavar, val) < 0) {
+    case MNT_OPT_ENUM: {
+      int i = mnt_choice_index(o->metavar, val);
+      if (i < 0) {
         char c[256];
         choice_text(o->metavar, c, sizeof c);
         return refuse(cmd, quiet, "%s: %s ('%s' is none of them)", flag, c, val);
       }
-      *(const char **)o->dest = val;
+      if (o->type == MNT_OPT_ENUM) *(int *)o->dest = i;
+      else *(const char **)o->dest = val;
       return 0;
+    }
     case MNT_OPT_PATH:
       if (strlen(val) > MNT_PATH_MAX - MNT_PATH_ROOM)
         return refuse(cmd, quiet, "%s %.40s...: a path of %zu bytes, at most %d are taken", flag, val, strlen(val),
@@ -171,9 +182,9 @@ static int set_value(const char *cmd, const mnt_opt *o, const char *flag, const 
  * needs its words, an alias the row it stands for (a programming error, said even when quiet) */
 static int check_table(const char *cmd, const mnt_opt *opts) {
   for (const mnt_opt *p = opts; p->name; p++) {
-    const char *why = is_numeric(p->type) && !(p->min < p->max) ? "has no range"
-                      : p->type == MNT_OPT_CHOICE && !p->metavar  ? "has no choices"
-                                                                  : NULL;
+    const char *why = is_numeric(p->type) && !(p->min < p->max)                               ? "has no range"
+                      : (p->type == MNT_OPT_CHOICE || p->type == MNT_OPT_ENUM) && !p->metavar ? "has no choices"
+                                                                                              : NULL;
     if (p->type == MNT_OPT_ALIAS) {
       why = "is an alias of no option";
       for (const mnt_opt *q = opts; q->name && why; q++)

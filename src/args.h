@@ -1,7 +1,7 @@
 /* args.h — command-line options of the subcommands.
  * defines: mnt_opt (a table row: long name, short letter, type, destination, help, range),
  *          MNT_RANGE, MNT_ANY_INT, mnt_parse_opts, mnt_print_help, mnt_usage_error, mnt_parse_size,
- *          mnt_format_size, mnt_choice_index, mnt_opts_quiet.
+ *          mnt_format_size, mnt_choice_index, mnt_choices, mnt_opts_quiet.
  * Every value is checked where it is parsed, and the message names the flag: every numeric option
  * has a range in its row (reals must be finite), a size may be required to be a power of two, a
  * choice is one of the words of its row. One flag name means one thing across the commands; an
@@ -23,8 +23,10 @@ typedef enum {
   MNT_OPT_CHOICE, /* const char *, one of the words of metavar: "cpu|cuda|auto" */
   MNT_OPT_SIZE2,  /* size_t as MNT_OPT_SIZE, and a power of two */
   MNT_OPT_ALIAS,  /* an old spelling: metavar names the option it stands for; using it warns */
-  MNT_OPT_ARG     /* a positional argument (const char *), required; name is its metavar; a path's
+  MNT_OPT_ARG,    /* a positional argument (const char *), required; name is its metavar; a path's
                      length limit (MNT_OPT_PATH) applies */
+  MNT_OPT_ENUM    /* int: the index of the word given among the words of metavar ("step|cosine|poly"),
+                     an enum's value when metavar is made from its name table (mnt_choices) */
 } mnt_opt_type;
 
 typedef struct mnt_opt {
@@ -60,6 +62,8 @@ static inline int mnt_opts_quiet(void) {
 int mnt_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The position of word in a choice list "a|b|c" (0, 1, 2), or -1. */
 int mnt_choice_index(const char *choices, const char *word);
+/* names[0..n) joined as a choice list "a|b|c" into buf (an MNT_OPT_ENUM row's metavar); buf */
+const char *mnt_choices(char *buf, size_t len, const char *const *names, int n);
 /* "4096", "1K", "64M", "2G" (binary: K = 1024). Returns 0 on success. */
 int mnt_parse_size(const char *s, size_t *out);
 /* 1024 -> "1K", 67108864 -> "64M", 1000 -> "1000" */

@@ -193,27 +193,21 @@ static int driver_visible(void) {
          access("/dev/dxg", F_OK) == 0;
 }
 
-const mnt_cuda_module *mnt_cuda_module_probe(void) {
-  static int said;
-  char why[sizeof S.err + 320], reason[256] = "";
-  why[0] = 0;
-  const mnt_cuda_module *m = NULL;
+const mnt_cuda_module *mnt_cuda_module_probe(char *why, size_t n) {
+  char reason[256] = "";
+  snprintf(why, n, "a GPU is visible");
   if (!driver_visible() && !dlsym(RTLD_DEFAULT, MNT_CUDA_MODULE_ENTRY)) {
-    say(why, sizeof why, "no NVIDIA GPU driver here (no /dev/nvidiactl)");
+    snprintf(why, n, "no NVIDIA GPU driver here (no /dev/nvidiactl)");
   } else if (ensure_loaded() != MNT_OK) {
-    say(why, sizeof why, "%s", S.err);
+    snprintf(why, n, "%s", S.err);
   } else if (S.mod->device_count(reason, sizeof reason) <= 0) {
     const char *v = getenv("CUDA_VISIBLE_DEVICES");
-    say(why, sizeof why, "the CUDA module sees no GPU%s%s%s%s%s", v ? " (CUDA_VISIBLE_DEVICES=" : "", v ? v : "",
-        v ? ")" : "", reason[0] ? ": " : "", reason);
+    snprintf(why, n, "the CUDA module sees no GPU%s%s%s%s%s", v ? " (CUDA_VISIBLE_DEVICES=" : "", v ? v : "",
+             v ? ")" : "", reason[0] ? ": " : "", reason);
   } else {
-    m = S.mod;
+    return S.mod;
   }
-  if (!m && !said) {
-    said = 1;
-    MNT_INFO("auto: %s; running on cpu", why);
-  }
-  return m;
+  return NULL;
 }
 
 void mnt_cuda_module_describe(FILE *f) {
@@ -236,7 +230,10 @@ int mnt_cuda_module_load(const char *why, const mnt_cuda_module **out) {
   return MNT_EARG;
 }
 
-const mnt_cuda_module *mnt_cuda_module_probe(void) { return NULL; }
+const mnt_cuda_module *mnt_cuda_module_probe(char *why, size_t n) {
+  snprintf(why, n, "this mntrain was built without the CUDA parts");
+  return NULL;
+}
 
 void mnt_cuda_module_describe(FILE *f) {
   fprintf(f, "cuda module: none (this mntrain was built without the CUDA parts)\n");

@@ -64,9 +64,10 @@ typedef const mnt_cuda_module *(*mnt_cuda_module_entry_fn)(void);
  * MNT_EARG when this build has no CUDA parts, the module is not found, one of its libraries cannot
  * be opened (the message names it and gives dlerror's text), or it is from another build. */
 int mnt_cuda_module_load(const char *why, const mnt_cuda_module **out);
-/* For "auto": the module when a GPU driver is visible, the module loads and sees a GPU; else NULL,
- * and one INFO line says why (cpu is used). Never an error. */
-const mnt_cuda_module *mnt_cuda_module_probe(void);
+/* For "auto" (backend.h, mnt_device_auto): the module when a GPU driver is visible, the module loads
+ * and sees a GPU; else NULL, and why[0..n) says why (the caller says it where it reports the choice).
+ * Never an error. */
+const mnt_cuda_module *mnt_cuda_module_probe(char *why, size_t n);
 /* For --version: lines "cuda module: ..." saying where it is (or why there is none) and what this
  * build compiled it against. Loads nothing: whether its libraries load on this node shows when a
  * run asks for a GPU (the message names the library that could not be opened). */

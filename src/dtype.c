@@ -13,6 +13,8 @@ const char *mnt_dtype_name(mnt_dtype t) {
   return t == MNT_FP32 ? "float" : t == MNT_BF16 ? "bfloat16" : t == MNT_FP64 ? "double" : "half";
 }
 
+const char *const mnt_grad_dtype_names[3] = {"fp32", "bf16", "fp16"};
+
 int mnt_dtype_parse(const char *s, mnt_dtype *t) {
   if (!strcasecmp(s, "float") || !strcasecmp(s, "fp32") || !strcasecmp(s, "f32")) *t = MNT_FP32;
   else if (!strcasecmp(s, "bf16") || !strcasecmp(s, "bfloat16")) *t = MNT_BF16;

@@ -16,7 +16,9 @@ typedef enum { MNT_FP32 = 0, MNT_BF16 = 1, MNT_FP16 = 2, MNT_FP64 = 3 } mnt_dtyp
 typedef enum { MNT_SUM = 0, MNT_AVG = 1 } mnt_redop;
 
 size_t mnt_dtype_size(mnt_dtype t);
-const char *mnt_dtype_name(mnt_dtype t);        /* nccl-tests' names: "float", "bfloat16", "half", "double" */
+const char *mnt_dtype_name(mnt_dtype t);
+/* fp32, bf16, fp16 by value: the gradients' types as --grad-dtype spells them (the one place) */
+extern const char *const mnt_grad_dtype_names[3]; /* nccl-tests' names: "float", "bfloat16", "half", "double" */
 int mnt_dtype_parse(const char *s, mnt_dtype *t); /* float|fp32, bf16|bfloat16, half|fp16; 0 on success */
 /* the same and double|fp64: every type the communicators reduce */
 int mnt_dtype_parse_comm(const char *s, mnt_dtype *t);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "src/check.h"
+#include "src/simd.h"
 #include "src/tmpfile.h"
 #include "src/log.h"
 #include "src/path.h"
@@ -88,5 +89,61 @@ int mnt_export_h5(const mnt_resnet *r, const float *w, const float *bn, const mn
 out:
   if (st == MNT_OK) return mnt_tmp_commit(tmp, path); /* tmp is removed when that fails */
   unlink(tmp);
+  return st;
+}
+
+/* ---- --init: the reader of what mnt_export_h5 (or a checkpoint's state.h5) holds ------------- */
+
+/* one float32 dataset of f into dst, checked against the expected shape */
+static int read_named(hid_t f, const char *path, const char *name, float *dst, int ndims, const int *dims) {
+  if (H5Lexists(f, name, H5P_DEFAULT) <= 0) {
+    MNT_ERR("--init %s: no dataset %s (is it a mntrain export or checkpoint of this --arch?)", path, name);
+    return MNT_EARG;
+  }
+  hid_t ds = H5Dopen2(f, name, H5P_DEFAULT), sp = ds >= 0 ? H5Dget_space(ds) : -1;
+  hsize_t d[8] = {0};
+  int nd = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1, same = nd == ndims;
+  if (same) H5Sget_simple_extent_dims(sp, d, NULL);
+  for (int k = 0; k < ndims && same; k++) same = d[k] == (hsize_t)dims[k];
+  int st = MNT_OK;
+  if (!same) {
+    MNT_ERR("--init %s: %s has %d dimensions (%llu x %llu ...), the model's has %d (%d x %d ...)", path, name, nd,
+            (unsigned long long)d[0], (unsigned long long)d[1], ndims, dims[0], ndims > 1 ? dims[1] : 1);
+    st = MNT_EARG;
+  } else if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0) {
+    MNT_ERR("--init %s: reading %s failed", path, name);
+    st = MNT_EDATA;
+  } else {
+    size_t n = 1;
+    for (int k = 0; k < ndims; k++) n *= (size_t)dims[k];
+    if (mnt_vec_nonfinite(dst, n)) {
+      MNT_ERR("--init %s: %s holds NaN or Inf (weights of a run that had diverged): not a start", path, name);
+      st = MNT_EARG;
+    }
+  }
+  if (sp >= 0) H5Sclose(sp);
+  if (ds >= 0) H5Dclose(ds);
+  return st;
+}
+
+int mnt_import_h5(const mnt_resnet *m, const char *path, float *w, float *bn) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) {
+    MNT_ERR("--init %s: not an HDF5 file that can be read", path);
+    return MNT_EARG;
+  }
+  char name[200];
+  int st = MNT_OK;
+  for (int i = 0; i < m->nparams; i++) {
+    snprintf(name, sizeof name, "/model/%s", m->params[i].name);
+    MNT_CHECK_GOTO(read_named(f, path, name, w + m->params[i].off, m->params[i].ndims, m->params[i].dims), st, out);
+  }
+  for (int i = 0; i < m->nstats; i++) {
+    snprintf(name, sizeof name, "/bn/%s", m->stats[i].name);
+    int dim = (int)m->stats[i].n;
+    MNT_CHECK_GOTO(read_named(f, path, name, bn + m->stats[i].off, 1, &dim), st, out);
+  }
+out:
+  H5Fclose(f);
   return st;
 }

@@ -232,14 +232,9 @@ FILE *mnt_rundir_open_log(const char *path, int64_t resumed_step, mnt_run_log ki
   return mnt_open_log(path, 1);
 }
 
-int mnt_rundir_same_run(json_t *old, json_t *now, const char *dir) {
-  static const char *const KEYS[] = {"arch", "size", "seed", "schedule", "lr", "warmup_epochs", "momentum", "wd",
-                                     "no_bn_decay", "zero_init_residual", "min_crop", "pad_crop", "label_smoothing",
-                                     "global_batch", "steps", "data_fingerprint", "optimizer", "lars_eta",
-                                     "rmsprop_warmup", "rmsprop_lr", "bn_eval", "bn_recompute_batches",
-                                     "target_top1"};
+int mnt_rundir_same_run(json_t *old, json_t *now, const char *dir, const char *const *KEYS, int nkeys) {
   json_t *sgd = json_string("sgd"), *running = json_string("running");
-  for (size_t i = 0; i < sizeof KEYS / sizeof KEYS[0]; i++) {
+  for (int i = 0; i < nkeys; i++) {
     json_t *a = json_object_get(old, KEYS[i]), *b = json_object_get(now, KEYS[i]);
     /* a run recorded before the optimizer was a choice ran sgd (whose momentum means another thing
      * than lars's: a run keeps its optimizer) */

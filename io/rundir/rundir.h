@@ -43,10 +43,12 @@ typedef struct mnt_rundir_cfg {
  * written) or MNT_EDATA (committed checkpoints missing, damaged ones), logged. */
 int mnt_rundir_prepare(const mnt_rundir_cfg *c, const char *jobid, mnt_ckpt *ck, int *found, mnt_runlock **locks);
 /* Rank 0: the checkpoint's run (its manifest's "config") and this command's configuration `now`
- * describe the same training (architecture, size, seed, schedule and optimizer, global batch,
- * steps, data fingerprint, the --target-top1 it trains toward); MNT_EARG naming the first key that
- * differs and the checkpoint dir */
-int mnt_rundir_same_run(json_t *old, json_t *now, const char *dir);
+ * describe the same training: keys[0..nkeys), what defines a run (train: src/cmd/train_runkeys.h,
+ * the architecture, size, seed, schedule and optimizer, global batch, steps, data fingerprint, the
+ * --target-top1 it trains toward ...), are equal in both or absent from both (a run recorded before
+ * "optimizer" or "bn_eval" existed ran sgd and running statistics); MNT_EARG naming the first key
+ * that differs and the checkpoint dir */
+int mnt_rundir_same_run(json_t *old, json_t *now, const char *dir, const char *const *keys, int nkeys);
 
 typedef enum mnt_run_log {
   MNT_RUN_LOG_METRICS = 0, /* metrics.jsonl: a JSON object per line, its "step" */

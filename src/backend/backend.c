@@ -14,11 +14,30 @@ struct mnt_bn { mnt_backend *be; void *h; };
 struct mnt_pool { mnt_backend *be; int OH, OW; void *h; };
 
 int mnt_precision_parse(const char *s, mnt_precision *p) {
-  if (!strcmp(s, "fp32")) *p = MNT_PREC_FP32;
-  else if (!strcmp(s, "bf16")) *p = MNT_PREC_BF16;
-  else if (!strcmp(s, "auto")) *p = MNT_PREC_AUTO;
-  else return -1;
-  return 0;
+  for (int i = 0; i < MNT_NPREC; i++)
+    if (!strcmp(s, mnt_precision_name((mnt_precision)i))) {
+      *p = (mnt_precision)i;
+      return 0;
+    }
+  return -1;
+}
+
+const char *const mnt_device_names[MNT_NDEVICE] = {"cpu", "cuda", "auto"};
+
+mnt_device mnt_device_auto(const char **why, int say) {
+  static char reason[600]; /* the process's one answer: the probe is the same each time */
+  static int said;
+  if (!MNT_HAVE_CUDA_BACKEND) {
+    *why = "this mntrain has no CUDA backend";
+    return MNT_DEVICE_CPU;
+  }
+  const mnt_cuda_module *m = mnt_cuda_module_probe(reason, sizeof reason);
+  if (m && !m->backend_create) snprintf(reason, sizeof reason, "the CUDA module has no CUDA backend");
+  *why = reason;
+  if (m && m->backend_create) return MNT_DEVICE_CUDA;
+  if (say && !said) MNT_INFO("auto: %s; running on cpu", reason);
+  said |= say;
+  return MNT_DEVICE_CPU;
 }
 
 const char *mnt_backend_names(void) { return MNT_HAVE_CUDA_BACKEND ? "cpu, cuda" : "cpu"; }
@@ -30,8 +49,8 @@ int mnt_backend_create(const char *name, const mnt_backend_opts *o, mnt_backend 
   mnt_backend_opts def = {.precision = MNT_PREC_FP32, .device = -1};
   if (!o) o = &def;
   if (!name || !strcmp(name, "auto")) {
-    const mnt_cuda_module *m = MNT_HAVE_CUDA_BACKEND ? mnt_cuda_module_probe() : NULL; /* NULL: said why, once */
-    name = m && m->backend_create ? "cuda" : "cpu";
+    const char *why;
+    name = mnt_device_names[mnt_device_auto(&why, 1)];
   }
   mnt_backend_opts r = *o; /* auto resolved where the device is known */
   if (!strcmp(name, "cpu")) {

@@ -52,12 +52,24 @@ typedef struct mnt_rmsw_hp {
 
 /* MNT_PREC_AUTO is a request only, resolved where the device is known (cpu: mnt_cpu_auto_precision;
  * cuda: bf16 from compute capability 8.0, else fp32): a backend's precision is never auto */
-typedef enum { MNT_PREC_FP32 = 0, MNT_PREC_BF16 = 1, MNT_PREC_AUTO = 2 } mnt_precision;
-int mnt_precision_parse(const char *s, mnt_precision *p); /* "fp32", "bf16", "auto"; -1 otherwise */
+typedef enum { MNT_PREC_FP32 = 0, MNT_PREC_BF16 = 1, MNT_PREC_AUTO = 2, MNT_NPREC } mnt_precision;
+/* as --precision spells them, by value: the one place they are named (an MNT_OPT_ENUM's words) */
+#define MNT_PRECISION_NAMES \
+  { "fp32", "bf16", "auto" }
+int mnt_precision_parse(const char *s, mnt_precision *p); /* a name of MNT_PRECISION_NAMES; -1 otherwise */
 /* inline: the backends name their precision without calling back into backend.c (no cycle) */
 static inline const char *mnt_precision_name(mnt_precision p) {
-  return p == MNT_PREC_BF16 ? "bf16" : p == MNT_PREC_AUTO ? "auto" : "fp32";
+  static const char *const names[MNT_NPREC] = MNT_PRECISION_NAMES;
+  return p >= 0 && p < MNT_NPREC ? names[p] : "?";
 }
+
+/* --device: a device, or auto (mnt_device_auto). By value as --device spells them: the one place */
+typedef enum { MNT_DEVICE_CPU = 0, MNT_DEVICE_CUDA = 1, MNT_DEVICE_AUTO = 2, MNT_NDEVICE } mnt_device;
+extern const char *const mnt_device_names[MNT_NDEVICE];
+/* What --device auto is, in every command: cuda when this build has the CUDA backend, the CUDA
+ * module loads and a GPU is visible, else cpu; *why: the reason in words. say: one INFO line says
+ * why it is cpu (once per process; 0 for a caller that says it itself) */
+mnt_device mnt_device_auto(const char **why, int say);
 
 typedef enum { MNT_COPY_H2D = 0, MNT_COPY_D2H = 1, MNT_COPY_D2D = 2 } mnt_copy_kind;
 /* A copy that must be complete when it returns (the CUDA module's mem_copy) waits for the device
@@ -183,9 +195,10 @@ struct mnt_backend {
   void *impl;
 };
 
-/* name: "cpu", "cuda" or "auto" (cuda when this build has it, the CUDA module loads and a GPU is
- * visible, else cpu, saying why once at INFO). MNT_EARG naming what is missing when the backend
- * cannot run here (no GPU, no CUDA build, a CUDA library that cannot be opened, bf16 on a CPU below AVX-512). */
+/* name: "cpu", "cuda" or "auto" (mnt_device_auto: the caller says what it chose and why). o->precision MNT_PREC_AUTO is resolved here, the
+ * one place it is (the backend's precision then says what it became). MNT_EARG naming what is
+ * missing when the backend cannot run here (no GPU, no CUDA build, a CUDA library that cannot be
+ * opened, bf16 on a CPU below AVX-512). */
 int mnt_backend_create(const char *name, const mnt_backend_opts *o, mnt_backend **out);
 void mnt_backend_destroy(mnt_backend *b);
 /* the names this build knows, for --help and errors: "cpu" or "cpu, cuda" */

@@ -49,13 +49,18 @@ static void fill_batch(float *x, size_t nx, int32_t *y, int batch, int classes, 
 }
 
 typedef struct step_args {
-  const char *arch, *device, *precision, *graph;
+  const char *arch;
+  int device, precision, graph; /* MNT_DEVICE_*, MNT_PREC_*, 0 off 1 on: MNT_OPT_ENUM rows */
   int size, batch, steps, threads, classes, warmup, seed, profile;
   double seconds;
 } step_args;
 
 /* the options into *a; --help printed (*help set) */
 static int parse_options(step_args *a, int argc, char **argv, int *help) {
+  static const char *const prec[MNT_NPREC] = MNT_PRECISION_NAMES;
+  static char devices[64], precisions[64]; /* the choices' words from their name tables (backend.h) */
+  mnt_choices(devices, sizeof devices, mnt_device_names, MNT_NDEVICE);
+  mnt_choices(precisions, sizeof precisions, prec, MNT_NPREC);
   const mnt_opt opts[] =
       {{"arch", 0, MNT_OPT_STRING, &a->arch, "A",
         "the model: resnet8, resnet20, resnet18, resnet34, resnet50 or resnet101 (default resnet50)", 0, 0},
@@ -67,15 +72,17 @@ static int parse_options(step_args *a, int argc, char **argv, int *help) {
         MNT_RANGE(0, 4096)},
        {"classes", 0, MNT_OPT_INT, &a->classes, "C", "output classes (default 1000)", MNT_RANGE(1, 1e6)},
        {"seed", 0, MNT_OPT_INT, &a->seed, "N", "seed of weights and data (default 1)", MNT_ANY_INT},
-       {"device", 0, MNT_OPT_CHOICE, &a->device, "cpu|cuda|auto",
-        "where to compute (default cpu; auto: cuda when a GPU is there)", 0, 0},
-       {"precision", 0, MNT_OPT_CHOICE, &a->precision, "fp32|bf16|auto",
+       {"device", 0, MNT_OPT_ENUM, &a->device, devices,
+        "where to compute (default cpu; auto, as in every command: cuda where a GPU is visible and this mntrain has "
+        "the CUDA backend, else cpu)",
+        0, 0},
+       {"precision", 0, MNT_OPT_ENUM, &a->precision, precisions,
         "activations and the inputs of convolutions and the fully connected layer (default fp32; auto: bf16 on GPUs "
         "and on CPUs with bf16 instructions)",
         0, 0},
        {"seconds", 0, MNT_OPT_DOUBLE, &a->seconds, "S", "time steps for about S seconds instead of --steps",
         MNT_RANGE(0, 1e6)},
-       {"cuda-graph", 0, MNT_OPT_CHOICE, &a->graph, "on|off",
+       {"cuda-graph", 0, MNT_OPT_ENUM, &a->graph, "off|on",
         "on: the step after the first captured once as a CUDA graph and replayed (cuda), or run as a graph would hold "
         "it (cpu), as train --cuda-graph (default off)",
         0, 0},
@@ -97,7 +104,7 @@ static int parse_options(step_args *a, int argc, char **argv, int *help) {
                    opts);
   else if (!mnt_resnet_known(a->arch))
     return mnt_usage_error("bench step", "unknown --arch '%s' (%s)", a->arch, mnt_resnet_arch_names());
-  else if (a->profile && !strcmp(a->graph, "on"))
+  else if (a->profile && a->graph)
     return mnt_usage_error("bench step",
                            "--profile waits before and after every op: not inside a --cuda-graph on step");
   return MNT_OK;
@@ -155,7 +162,7 @@ static int steps(mnt_resnet *r, const step_args *a, const int32_t *y, const mnt_
   *total = 0;
   *timed = 0;
   void *graph = NULL;
-  int st = MNT_OK, on = !strcmp(a->graph, "on");
+  int st = MNT_OK, on = a->graph;
   MNT_CHECK(mnt_be_copy(r->be, r->labels, y, (size_t)a->batch * sizeof *y, MNT_COPY_H2D)); /* once, as the input */
   for (int k = 0; (k < a->warmup + a->steps || (a->seconds > 0 && *total < a->seconds)) && st == MNT_OK; k++) {
     if (k == a->warmup) mnt_be_reorders(r->be, reorders); /* the timed steps' count: after minus before */
@@ -182,15 +189,12 @@ static int steps(mnt_resnet *r, const step_args *a, const int32_t *y, const mnt_
   return st;
 }
 
-/* what --device auto and --precision auto became and why (mnt_backend_create's rules), once */
-static void say_auto(const step_args *a, const mnt_backend *be) {
+/* what --device auto (device_why: mnt_device_auto's reason) and --precision auto became and why
+ * (mnt_backend_create's rule), once */
+static void say_auto(const step_args *a, const mnt_backend *be, const char *device_why) {
   int cuda = !strcmp(be->name, "cuda"), bf16 = be->precision == MNT_PREC_BF16;
-  if (!strcmp(a->device, "auto"))
-    printf("# --device auto: %s (%s)\n", be->name,
-           cuda                    ? "the CUDA module loaded and sees a GPU"
-           : MNT_HAVE_CUDA_BACKEND ? "no GPU the CUDA module can use"
-                                   : "this mntrain has no CUDA backend");
-  if (!strcmp(a->precision, "auto")) {
+  if (a->device == MNT_DEVICE_AUTO) printf("# --device auto: %s (%s)\n", be->name, device_why);
+  if (a->precision == MNT_PREC_AUTO) {
     if (cuda)
       printf("# --precision auto: %s (the GPU is %s)\n", mnt_precision_name(be->precision),
              bf16 ? "Ampere or newer: bf16 tensor cores" : "older than Ampere: no bf16 tensor cores");
@@ -204,9 +208,9 @@ static void say_auto(const step_args *a, const mnt_backend *be) {
 int mnt_bench_step_main(mnt_world *w, int argc, char **argv) {
   (void)w; /* one process: no world */
   step_args a = {.arch = "resnet50",
-                 .device = "cpu",
-                 .precision = "fp32",
-                 .graph = "off",
+                 .device = MNT_DEVICE_CPU,
+                 .precision = MNT_PREC_FP32,
+                 .graph = 0,
                  .size = 224,
                  .batch = 16,
                  .steps = 5,
@@ -215,8 +219,7 @@ int mnt_bench_step_main(mnt_world *w, int argc, char **argv) {
                  .seed = 1};
   int help = 0, st = parse_options(&a, argc, argv, &help);
   if (st || help) return st;
-  mnt_backend_opts bo = {.device = -1};
-  mnt_precision_parse(a.precision, &bo.precision); /* a choice of the table: the parser checked it */
+  mnt_backend_opts bo = {.device = -1, .precision = (mnt_precision)a.precision};
   if (a.threads > 0) omp_set_num_threads(a.threads);
   int threads = a.threads > 0 ? a.threads : omp_get_max_threads();
   mnt_backend *be;
@@ -224,8 +227,11 @@ int mnt_bench_step_main(mnt_world *w, int argc, char **argv) {
   size_t need, nx = (size_t)a.batch * 3 * (size_t)a.size * (size_t)a.size;
   char what[160];
   snprintf(what, sizeof what, "--arch %s at --size %d with --batch %d", a.arch, a.size, a.batch);
-  MNT_CHECK(mnt_backend_create(a.device, &bo, &be)); /* first: the precision auto resolves to sizes the plan */
-  say_auto(&a, be);
+  const char *device_why = "";
+  mnt_device dev = a.device == MNT_DEVICE_AUTO ? mnt_device_auto(&device_why, 1) : (mnt_device)a.device;
+  MNT_CHECK(
+      mnt_backend_create(mnt_device_names[dev], &bo, &be)); /* first: the precision auto resolves to sizes the plan */
+  say_auto(&a, be, device_why);
   if ((st = mnt_resnet_plan_bytes(a.arch, a.classes, a.size, a.batch, a.batch, be->act_bytes, &need)) == MNT_OK &&
       !strcmp(be->name, "cpu"))
     st = mnt_mem_check(need + nx * sizeof(float), what, 1);

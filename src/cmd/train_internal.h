@@ -1,12 +1,16 @@
 /* train_internal.h — what the files of `mntrain train` share; not an interface outside the
  * command. cmd/train.c holds the options and the step loop, cmd/train_setup.c what comes before
- * the first step, cmd/train_outputs.c what the run writes (cmd/train_signals.h: the signals).
+ * the first step, cmd/train_outputs.c what the run writes, cmd/train_recover.c the recovery from a
+ * lost rank (cmd/train_signals.h: the signals).
  * defines: opts (the command line), train_run (the run: its trainer, writer and rank 0's logs), loop
- *          (what the step loop measures); from cmd/train_setup.c: mnt_train_place,
+ *          (what the step loop measures); from cmd/train.c: mnt_train_evaluate,
+ *          mnt_train_check_target; from cmd/train_recover.c: mnt_train_leave_pmix,
+ *          mnt_train_recover_from; from cmd/train_setup.c: mnt_train_place,
  *          mnt_train_negotiate_resume, mnt_train_start_trainer, mnt_train_open_outputs; from
  *          cmd/train_outputs.c: mnt_train_config_json, mnt_train_metric, mnt_train_progress_stamp,
  *          mnt_train_checkpoint_begin, mnt_train_checkpoint_finish, mnt_train_report_preempted,
- *          mnt_train_finish_run, mnt_train_resumed_complete, mnt_train_reopen_metrics */
+ *          mnt_train_finish_run, mnt_train_resumed_complete, mnt_train_reopen_metrics,
+ *          mnt_train_losses_resumed, mnt_train_fence_writer, mnt_train_locks_held */
 #ifndef MNT_TRAIN_INTERNAL_H
 #define MNT_TRAIN_INTERNAL_H
 
@@ -22,15 +26,18 @@
 #include "src/train/trainer.h"
 #include "src/world.h"
 
-/* the command line: the trainer's configuration and the command's own options */
+/* --on-rank-loss, by value as it is spelled (mnt_train_loss_names: the one place) */
+enum { MNT_LOSS_ABORT = 0, MNT_LOSS_SHRINK = 1, MNT_NLOSS };
+extern const char *const mnt_train_loss_names[MNT_NLOSS];
+
+/* the command line: the trainer's configuration (its choices typed: an MNT_OPT_ENUM writes each)
+ * and the command's own options */
 typedef struct opts {
   mnt_train_cfg t;
-  /* the command line's words, parsed by validate into t's enums */
-  const char *schedule, *optimizer, *topology, *grad_dtype, *precision, *bn_eval, *cuda_graph;
-  const char *rmsprop_warmup;          /* --rmsprop-warmup C:P (epochs) */
-  const char *device, *out, *export_path, *ckpt_dir, *resume, *init;
+  const char *rmsprop_warmup; /* --rmsprop-warmup C:P (epochs), parsed into t */
+  const char *out, *export_path, *ckpt_dir, *resume, *init;
   const char *trace_dir, *trace_steps; /* --trace DIR (or MNT_TRACE), --trace-steps A:B */
-  const char *on_rank_loss;            /* --on-rank-loss abort|shrink (or MNT_ON_RANK_LOSS) */
+  int on_rank_loss;                    /* --on-rank-loss (or MNT_ON_RANK_LOSS): MNT_LOSS_* */
   int min_ranks;                       /* --min-ranks (0: half the ranks at the start) */
   int64_t trace_first, trace_last;     /* the steps given, or 0 0: the three after warm-up */
   int threads, log_every, force, ckpt_steps, keep, no_verify, stop_after, sample_log;
@@ -85,6 +92,33 @@ typedef struct loop {
   int64_t eval_open;   /* the step whose evaluation is under way (-1: none): a loss in it re-runs it */
   int64_t val_written; /* rank 0: the step of the last validation line written (-1: none) */
 } loop;
+
+/* ---- cmd/train_options.c: the command line ------------------------------------------------- */
+
+/* the defaults of every option */
+void mnt_train_defaults(opts *o);
+/* argv parsed into o (the option table), --help printed (*help set; quiet: ranks other than 0),
+ * the options checked against each other and the defaults that follow from others filled in;
+ * *ckpt_on: checkpoints wanted. A usage error (MNT_EARG, exit 2) names the flag. */
+int mnt_train_options(opts *o, int argc, char **argv, int quiet, int *help, int *ckpt_on);
+
+/* ---- cmd/train.c: the step loop's parts the recovery uses too ------------------------------ */
+
+/* every rank (collective), --val: the validation set evaluated; rank 0's line and metrics.jsonl line
+ * (once per step: rank 0 may have finished an evaluation another rank was lost in) */
+int mnt_train_evaluate(train_run *r, loop *l, int64_t step, double epoch_f);
+/* after an evaluation, --target-top1: reached, the step and time recorded; the run ends there */
+int mnt_train_check_target(train_run *r, loop *l, int64_t step, double epoch_f);
+
+/* ---- cmd/train_recover.c: --on-rank-loss shrink ------------------------------------------- */
+
+/* every rank, the first step of this job done, on several ranks: every rank's control address
+ * kept, then PMIx left (a rank that dies from here dies alone) */
+int mnt_train_leave_pmix(train_run *r);
+/* after a failure *st: a lost rank recovered from (again, if the recovery itself loses one, up to
+ * 8 times); 1 when the survivors go on (*st MNT_OK), 0 otherwise (*st: the failure, MNT_EFENCED for
+ * a rank left out or a group without quorum, MNT_EPREEMPT below --min-ranks) */
+int mnt_train_recover_from(train_run *r, loop *l, int *st);
 
 /* ---- cmd/train_setup.c: before the first step --------------------------------------------- */
 

@@ -13,6 +13,7 @@
 
 #include "src/check.h"
 #include "src/cmd/train_internal.h"
+#include "src/cmd/train_runkeys.h"
 #include "src/cmd/train_signals.h"
 #include "src/comm/comm.h"
 #include "io/ckpt/export.h"
@@ -23,39 +24,29 @@
 
 /* ---- config.json, metrics.jsonl's lines --------------------------------------------------- */
 
-static const char *const flag_dtype[] = {"fp32", "bf16", "fp16"}; /* by mnt_dtype, as --grad-dtype spells them */
-
 /* the effective configuration: config.json, and every checkpoint's "config" */
 json_t *mnt_train_config_json(const opts *o, const mnt_trainer *t) {
   const mnt_train_cfg *c = &t->cfg;
   const mnt_world *w = t->w;
-  json_t *j = json_pack("{s:s, s:s?, s:s, s:i, s:i, s:I, s:i, s:I, s:o, s:o, s:s, s:o, s:o, s:b, s:b, s:o, s:s, s:s,"
-                        " s:s, s:s, s:o, s:i, s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:s, s:i, s:o, s:o, s:i, s:s}",
-                        "data", c->data, "val", c->val, "arch", c->arch, "size", c->size, "batch_per_rank", c->batch,
-                        "global_batch", (json_int_t)t->s.global_batch, "epochs", c->epochs, "steps",
-                        (json_int_t)t->total, "lr", mnt_json_num(c->lr), "warmup_epochs",
-                        mnt_json_num(c->warmup_epochs), "schedule", mnt_sched_name(c->schedule), "momentum", mnt_json_num(c->momentum),
-                        "wd", mnt_json_num(c->wd), "no_bn_decay", c->no_bn_decay, "zero_init_residual", c->zero_init,
-                        "min_crop", mnt_json_num(c->min_scale), "device", t->be->name, "comm", t->c->ops->name, "topology",
-                        mnt_topology_name(t->c->topology), "grad_dtype", flag_dtype[c->grad_dtype], "bucket_mb",
-                        mnt_json_num(c->bucket_mb), "threads", o->threads > 0 ? o->threads : omp_get_max_threads(),
-                        "loader_threads", c->loader_threads, "seed", c->seed, "out", o->out, "ranks", w->size, "nodes",
-                        w->nnodes, "log_every", o->log_every, "skip_nonfinite", c->skip_nonfinite, "version",
-                        MNT_VERSION, "pad_crop", c->pad_crop, "val_crop", mnt_json_num(c->val_crop), "label_smoothing",
-                        mnt_json_num(c->smoothing), "bn_batch", (int)t->s.bn_group, "data_fingerprint",
-                        t->train.fingerprint);
+  /* how it runs (a resume may change these) */
+  json_t *j = json_pack(
+      "{s:s, s:s?, s:i, s:i, s:s, s:s, s:s, s:s, s:o, s:i, s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:o,"
+      " s:s, s:o}",
+      "data", c->data, "val", c->val, "batch_per_rank", c->batch, "epochs", c->epochs, "device", t->be->name, "comm",
+      t->c->ops->name, "topology", mnt_topology_name(t->c->topology), "grad_dtype", mnt_grad_dtype_names[c->grad_dtype],
+      "bucket_mb", mnt_json_num(c->bucket_mb), "threads", o->threads > 0 ? o->threads : omp_get_max_threads(),
+      "loader_threads", c->loader_threads, "ranks", w->size, "out", o->out, "nodes", w->nnodes, "log_every",
+      o->log_every, "skip_nonfinite", c->skip_nonfinite, "bn_batch", (int)t->s.bn_group, "val_crop",
+      mnt_json_num(c->val_crop), "version", MNT_VERSION, "eval_every", mnt_json_num(o->eval_every));
   if (j) json_object_set_new(j, "precision", json_string(mnt_precision_name(t->be->precision)));
-  if (j) json_object_set_new(j, "optimizer", json_string(mnt_optim_name(c->optimizer)));
-  if (j) json_object_set_new(j, "eval_every", mnt_json_num(o->eval_every));
-  if (j && o->target_top1 > 0) json_object_set_new(j, "target_top1", mnt_json_num(o->target_top1));
-  if (j && t->opt.optimizer == MNT_OPTIM_LARS) json_object_set_new(j, "lars_eta", mnt_json_num(c->lars_eta));
-  if (j && t->opt.optimizer == MNT_OPTIM_RMSPROP_WARMUP) { /* the blend as the run applies it (epochs) */
-    json_object_set_new(j, "rmsprop_warmup", json_pack("[o, o]", mnt_json_num(t->opt.rms_center),
-                                                       mnt_json_num(t->opt.rms_period)));
-    json_object_set_new(j, "rmsprop_lr", mnt_json_num(c->rms_lr));
+    /* what defines the run (train_runkeys.h: the resume compares these) */
+#define SET_RUN_KEY(key, when, value)                           \
+  if (j && (when) && json_object_set_new(j, key, value) != 0) { \
+    json_decref(j);                                             \
+    j = NULL;                                                   \
   }
-  if (j) json_object_set_new(j, "bn_eval", json_string(mnt_bn_eval_name(c->bn_eval)));
-  if (j && c->bn_eval == MNT_BN_EVAL_RECOMPUTE) json_object_set_new(j, "bn_recompute_batches", json_integer(c->bn_batches));
+  MNT_TRAIN_RUN_KEYS(SET_RUN_KEY)
+#undef SET_RUN_KEY
   if (j && o->ckpt_dir) {
     json_object_set_new(j, "ckpt_dir", json_string(o->ckpt_dir));
     json_object_set_new(j, "ckpt_every_steps", json_integer(o->ckpt_steps));
@@ -259,7 +250,8 @@ static int write_summary(train_run *r, const loop *l, const timing *tm) {
   if (sm) { /* --on-rank-loss shrink: the ranks lost and the ranks at the end */
     json_object_set_new(sm, "rank_losses", r->losses ? json_incref(r->losses) : json_array());
     json_object_set_new(sm, "final_ranks", json_integer(w->size));
-    json_object_set_new(sm, "on_rank_loss", json_string(r->shrink ? "shrink" : "abort"));
+    json_object_set_new(sm, "on_rank_loss",
+                        json_string(mnt_train_loss_names[r->shrink ? MNT_LOSS_SHRINK : MNT_LOSS_ABORT]));
     json_object_set_new(sm, "membership_epoch", json_integer(w->epoch));
   }
   if (sm && r->ncheckpoints) {

@@ -14,6 +14,7 @@
 
 #include "src/check.h"
 #include "src/cmd/train_internal.h"
+#include "src/cmd/train_runkeys.h"
 #include "src/cmd/train_signals.h"
 #include "io/rundir/rundir.h"
 #include "src/safefs.h"
@@ -155,16 +156,11 @@ int mnt_train_negotiate_resume(train_run *r, mnt_ckpt *ck, mnt_train_state *rs, 
 /* rank 0, once: what each "auto" of --device, --comm and --precision became and why (the rules of
  * mnt_trainer_create and mnt_backend_create, said where their choice is known) */
 static void say_auto(const opts *o, const mnt_trainer *t) {
-  const char *dev = t->be->name, *comm = o->t.comm ? o->t.comm : "auto";
-  int cuda = !strcmp(dev, "cuda");
-  if (!o->device || !strcmp(o->device, "auto")) {
-    const char *why = cuda                    ? "--comm nccl works on GPU buffers"
-                      : strcmp(comm, "auto")  ? "--comm cpu works on host buffers"
-                      : MNT_HAVE_CUDA_BACKEND ? "auto is cuda only with --comm nccl; --device cuda trains on GPUs"
-                                              : "this mntrain has no CUDA backend";
-    printf("mntrain train: --device auto: %s (%s)\n", dev, why);
-  }
-  if (!strcmp(comm, "auto")) printf("mntrain train: --comm auto: %s (device %s)\n", cuda ? "nccl" : "cpu", dev);
+  const char *dev = t->be->name;
+  int cuda = t->cfg.device == MNT_DEVICE_CUDA;
+  if (o->t.device == MNT_DEVICE_AUTO) printf("mntrain train: --device auto: %s (%s)\n", dev, t->device_why);
+  if (o->t.comm == MNT_COMM_AUTO)
+    printf("mntrain train: --comm auto: %s (device %s)\n", mnt_comm_names[t->cfg.comm], dev);
   if (o->t.precision == MNT_PREC_AUTO) {
     int bf16 = t->be->precision == MNT_PREC_BF16;
     if (cuda)
@@ -189,7 +185,10 @@ int mnt_train_start_trainer(train_run *r, mnt_ckpt *ck, const mnt_train_state *r
   if (w->rank == 0) {
     if (found) {
       st = mnt_trainer_load(t, ck);
-      if (st == MNT_OK) st = mnt_rundir_same_run(json_object_get(ck->manifest, "config"), r->config, ck->dir);
+      static const char *const run_keys[] = MNT_TRAIN_RUN_KEY_NAMES; /* what defines the run */
+      if (st == MNT_OK)
+        st = mnt_rundir_same_run(json_object_get(ck->manifest, "config"), r->config, ck->dir, run_keys,
+                                 MNT_TRAIN_NRUN_KEYS);
       char p[MNT_PATH_MAX];
       snprintf(p, sizeof p, "%s/summary.json", o->out); /* resumed and unfinished: the run has no summary
                                                          * (one ended at its target is finished: it keeps it) */

@@ -10,14 +10,19 @@
 #include "src/check.h"
 #include "src/log.h"
 
+const char *const mnt_topology_names[MNT_NTOPO] = {"flat", "hier"};
+const char *const mnt_comm_names[MNT_NCOMM] = {"auto", "cpu", "nccl"};
+
 int mnt_topology_parse(const char *s, mnt_topology *t) {
-  if (!strcasecmp(s, "flat")) *t = MNT_TOPO_FLAT;
-  else if (!strcasecmp(s, "hier")) *t = MNT_TOPO_HIER;
-  else return -1;
-  return 0;
+  for (int i = 0; i < MNT_NTOPO; i++)
+    if (!strcasecmp(s, mnt_topology_names[i])) {
+      *t = (mnt_topology)i;
+      return 0;
+    }
+  return -1;
 }
 
-const char *mnt_topology_name(mnt_topology t) { return t == MNT_TOPO_HIER ? "hier" : "flat"; }
+const char *mnt_topology_name(mnt_topology t) { return t >= 0 && t < MNT_NTOPO ? mnt_topology_names[t] : "?"; }
 
 int mnt_comm_create(mnt_world *w, const char *backend, mnt_topology topo, mnt_comm **out) {
   *out = NULL;
@@ -59,7 +64,7 @@ int mnt_comm_agree(void *ctx, int status) {
 
 int mnt_comm_enable_shrink(mnt_comm *c) {
   if (!c->ops->enable_shrink) {
-    MNT_ERR("--on-rank-loss shrink: the %s communicator cannot shrink yet (the cpu one can); use abort", c->ops->name);
+    MNT_ERR("--on-rank-loss shrink: the %s communicator cannot shrink; use abort", c->ops->name);
     return MNT_EARG;
   }
   return c->ops->enable_shrink(c);

@@ -1,6 +1,7 @@
 /* comm.h — the communicator: collectives over all ranks of the world, one backend at a time.
- * defines: mnt_comm, mnt_comm_ops, mnt_comm_req, mnt_topology, mnt_comm_create,
- *          mnt_comm_destroy, mnt_topology_parse/name, mnt_busbw_factor and inline wrappers
+ * defines: mnt_comm, mnt_comm_ops, mnt_comm_req, mnt_topology (and its names), mnt_comm_kind (and
+ *          its names: --comm), mnt_comm_create, mnt_comm_destroy, mnt_comm_shrink, mnt_comm_quorum,
+ *          mnt_topology_parse/name, mnt_busbw_factor and inline wrappers
  *          mnt_allreduce, ...
  * Every call is in place, collective (all ranks, same order, same sizes) and has a deadline:
  * MNT_COMM_TIMEOUT seconds (default 600) without progress fail the call, naming the peer that
@@ -22,7 +23,11 @@
  * this rule is written (bench allreduce, train's summary, the performance model). */
 static inline double mnt_busbw_factor(int n) { return n > 1 ? 2.0 * (n - 1) / n : 0.0; }
 
-typedef enum { MNT_TOPO_FLAT = 0, MNT_TOPO_HIER = 1 } mnt_topology;
+typedef enum { MNT_TOPO_FLAT = 0, MNT_TOPO_HIER = 1, MNT_NTOPO } mnt_topology;
+extern const char *const mnt_topology_names[MNT_NTOPO]; /* as --topology spells them, by value */
+/* --comm: a communicator, or auto (the device's: nccl with cuda, else cpu); by value as --comm spells them */
+typedef enum { MNT_COMM_AUTO = 0, MNT_COMM_CPU = 1, MNT_COMM_NCCL = 2, MNT_NCOMM } mnt_comm_kind;
+extern const char *const mnt_comm_names[MNT_NCOMM];
 int mnt_topology_parse(const char *s, mnt_topology *t);
 const char *mnt_topology_name(mnt_topology t);
 
@@ -110,13 +115,16 @@ int mnt_comm_shrink(mnt_comm *c, int64_t step, mnt_rank_loss *lost, int max, int
  * of a split evaluates alike, so that at most one goes on); 0: the group is fenced. why: the rule
  * that decided, in words for the log. */
 int mnt_comm_quorum(int before, int n, int holds_rank0, char *why, size_t len);
-/* 1 when another rank said a rank was lost since the last shrink (--on-rank-loss shrink) */
+/* a started allreduce completed on the stream where the backend can (mnt_comm_ops' join: nccl),
+ * else waited for by the host */
 static inline int mnt_comm_join(mnt_comm *c, mnt_comm_req *req, mnt_stream *stream) {
   return c->ops->join ? c->ops->join(c, req, stream) : c->ops->wait(c, req);
 }
+/* the host waits for the work queued on the stream (mnt_comm_ops' settle); MNT_OK where nothing is queued */
 static inline int mnt_comm_settle(mnt_comm *c, mnt_stream *stream) {
   return c->ops->settle ? c->ops->settle(c, stream) : 0;
 }
+/* 1 when another rank said a rank was lost since the last shrink (--on-rank-loss shrink) */
 static inline int mnt_comm_interrupted(mnt_comm *c) { return c->ops->interrupted && c->ops->interrupted(c); }
 /* mnt_world_leave's agreement over a communicator (ctx): every rank's status, the first failure by rank
  * order returned on all (MNT_OK when none); the exchange's own failure when it fails */

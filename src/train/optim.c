@@ -11,14 +11,7 @@
 
 #include "src/backend/backend.h"
 
-int mnt_sched_parse(const char *s, mnt_sched *out) {
-  if (!strcasecmp(s, "step")) *out = MNT_SCHED_STEP;
-  else if (!strcasecmp(s, "cosine")) *out = MNT_SCHED_COSINE;
-  else if (!strcasecmp(s, "poly")) *out = MNT_SCHED_POLY;
-  else if (!strcasecmp(s, "slow-start")) *out = MNT_SCHED_SLOW_START;
-  else return -1;
-  return 0;
-}
+const char *const mnt_sched_names[MNT_NSCHED] = {"step", "cosine", "poly", "slow-start"};
 
 const mnt_optim_desc mnt_optims[MNT_NOPTIM] = {
     {MNT_OPTIM_SGD, "sgd", "momentum SGD (PyTorch)", 1, {"momentum"}, mnt_sgd_update},
@@ -31,15 +24,6 @@ const mnt_optim_desc mnt_optims[MNT_NOPTIM] = {
      "biases and BN parameters without decay",
      2, {"momentum", "second_moment"}, mnt_rmsw_update},
 };
-
-int mnt_optim_parse(const char *s, mnt_optim *out) {
-  for (int i = 0; i < MNT_NOPTIM; i++)
-    if (!strcasecmp(s, mnt_optims[i].name)) {
-      *out = mnt_optims[i].id;
-      return 0;
-    }
-  return -1;
-}
 
 /* "a|b|c" or "a: help; b: help" from the table, made once */
 static const char *joined(char *buf, size_t n, int help) {
@@ -61,9 +45,7 @@ const char *mnt_optim_help(void) {
   return joined(buf, sizeof buf, 1);
 }
 
-const char *mnt_sched_name(mnt_sched s) {
-  return s == MNT_SCHED_COSINE ? "cosine" : s == MNT_SCHED_POLY ? "poly" : s == MNT_SCHED_SLOW_START ? "slow-start" : "step";
-}
+const char *mnt_sched_name(mnt_sched s) { return s >= 0 && s < MNT_NSCHED ? mnt_sched_names[s] : "?"; }
 const char *mnt_optim_name(mnt_optim o) { return o >= 0 && o < MNT_NOPTIM ? mnt_optims[o].name : "?"; }
 
 double mnt_lr_at(const mnt_optim_cfg *c, double epoch) {

@@ -32,7 +32,15 @@
 
 #include "src/model/resnet.h"
 
-typedef enum { MNT_SCHED_STEP = 0, MNT_SCHED_COSINE = 1, MNT_SCHED_POLY = 2, MNT_SCHED_SLOW_START = 3 } mnt_sched;
+typedef enum {
+  MNT_SCHED_STEP = 0,
+  MNT_SCHED_COSINE = 1,
+  MNT_SCHED_POLY = 2,
+  MNT_SCHED_SLOW_START = 3,
+  MNT_NSCHED
+} mnt_sched;
+/* the schedules as --schedule spells them, by value: the one place they are named */
+extern const char *const mnt_sched_names[MNT_NSCHED];
 typedef enum { MNT_OPTIM_SGD = 0, MNT_OPTIM_LARS = 1, MNT_OPTIM_RMSPROP_WARMUP = 2, MNT_NOPTIM } mnt_optim;
 
 /* what the optimizers and the schedule read */
@@ -70,8 +78,6 @@ typedef struct mnt_optim_desc {
 } mnt_optim_desc;
 extern const mnt_optim_desc mnt_optims[MNT_NOPTIM];
 
-int mnt_sched_parse(const char *s, mnt_sched *out);   /* step|cosine|poly|slow-start; -1 otherwise */
-int mnt_optim_parse(const char *s, mnt_optim *out);   /* a name of the table (any case); -1 otherwise */
 const char *mnt_optim_choices(void);                  /* "sgd|lars": the names, for --optimizer */
 const char *mnt_optim_help(void);                     /* each name and its help, for --optimizer */
 const char *mnt_sched_name(mnt_sched s);              /* as --schedule spells it */

@@ -8,13 +8,13 @@
  * the backend and are read at log time. */
 #include "src/train/trainer.h"
 
-#include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "io/ckpt/export.h"
 #include "src/check.h"
 #include "src/env.h"
 #include "src/log.h"
@@ -64,10 +64,11 @@ int mnt_train_state_parse(json_t *o, mnt_train_state *s, char *why, size_t n) {
 
 /* ---- create / destroy --------------------------------------------------------------------- */
 
-/* what the run will hold in memory per rank on the CPU, from the model plan and the loader's buffers */
-static int check_memory(const mnt_train_cfg *o, const mnt_dataset *train, int have_val, int bn, int local_size) {
+/* what the run will hold in memory per rank on the CPU, from the model plan at the backend's
+ * precision p and the loader's buffers */
+static int check_memory(const mnt_train_cfg *o, mnt_precision p, const mnt_dataset *train, int have_val, int bn,
+                        int local_size) {
   size_t model;
-  mnt_precision p = o->precision == MNT_PREC_AUTO ? mnt_cpu_auto_precision() : o->precision;
   MNT_CHECK(mnt_resnet_plan_bytes(o->arch, train->nclasses, o->size, o->batch, bn, p == MNT_PREC_BF16 ? 2 : 4, &model));
   double img = 3.0 * o->size * o->size * sizeof(float) * o->batch; /* one batch of network input */
   double need = (double)model + img * (2.0 * o->loader_threads + 1 + have_val) + 2.0 * 8 * (double)train->total;
@@ -86,9 +87,11 @@ static int same_algorithms(mnt_world *w, mnt_resnet *m) {
   MNT_CHECK(mnt_resnet_conv_algos(m, NULL, &n, 0));
   int *a = malloc(((size_t)n * 3 + 1) * sizeof *a);
   if (!a) return MNT_ENOMEM;
-  int st = mnt_resnet_conv_algos(m, a, &n, 0);
-  if (st == MNT_OK) st = mnt_world_bcast(w, a, (size_t)n * 3 * sizeof *a, 0);
-  if (st == MNT_OK && w->rank != 0) st = mnt_resnet_conv_algos(m, a, &n, 1);
+  int st = MNT_OK;
+  MNT_CHECK_GOTO(mnt_resnet_conv_algos(m, a, &n, 0), st, out);
+  MNT_CHECK_GOTO(mnt_world_bcast(w, a, (size_t)n * 3 * sizeof *a, 0), st, out);
+  if (w->rank != 0) MNT_CHECK_GOTO(mnt_resnet_conv_algos(m, a, &n, 1), st, out);
+out:
   free(a);
   return st;
 }
@@ -111,12 +114,13 @@ static int trace_clock(mnt_world *w, mnt_comm *c) {
   uint64_t *all = malloc((size_t)w->size * sizeof *all);
   if (!all) return MNT_ENOMEM;
   int st = MNT_OK;
-  for (int k = 0; k < ROUNDS && st == MNT_OK; k++) {
-    st = mnt_barrier(c);
+  for (int k = 0; k < ROUNDS; k++) {
+    MNT_CHECK_GOTO(mnt_barrier(c), st, out);
     uint64_t mine = mnt_trace_now();
-    if (st == MNT_OK) st = mnt_allgather(c, &mine, all, sizeof mine);
+    MNT_CHECK_GOTO(mnt_allgather(c, &mine, all, sizeof mine), st, out);
     off[k] = (int64_t)all[0] - (int64_t)mine;
   }
+out:
   free(all);
   MNT_CHECK(st);
   qsort(off, ROUNDS, sizeof *off, cmp_i64);
@@ -158,20 +162,162 @@ static void lanes_free(mnt_trainer *t) {
   }
 }
 
+/* (a failure leaves what was allocated to lanes_free) */
 static int lanes_alloc(mnt_trainer *t, size_t nb) {
-  int side, ch, st = MNT_OK; /* format 1/2: the stored squares; format 3: the CPU's crops at the output size */
+  int side, ch; /* format 1/2: the stored squares; format 3: the CPU's crops at the output size */
   mnt_loader_raw_shape(&t->train, t->cfg.size, &side, &ch);
   size_t px = (size_t)side * side * ch;
-  for (int i = 0; i < 2 && st == MNT_OK; i++) {
+  for (int i = 0; i < 2; i++) {
     struct mnt_up_lane *L = &t->lane[i];
-    st = mnt_be_alloc(t->be, nb * px, (void **)&L->raw_dev);
-    if (st == MNT_OK) st = mnt_be_alloc(t->be, nb * MNT_BOX_FLOATS * sizeof(float), (void **)&L->box_dev);
-    if (st == MNT_OK) st = mnt_be_alloc(t->be, nb * sizeof(int32_t), (void **)&L->lab_dev);
-    if (st == MNT_OK) st = mnt_be_host_alloc(t->be, nb * MNT_BOX_FLOATS * sizeof(float), (void **)&L->box_host);
-    if (st == MNT_OK) st = mnt_be_host_alloc(t->be, nb * sizeof(int32_t), (void **)&L->lab_host);
-    if (st == MNT_OK && !(L->ids = malloc(nb * sizeof *L->ids))) st = MNT_ENOMEM;
+    MNT_CHECK(mnt_be_alloc(t->be, nb * px, (void **)&L->raw_dev));
+    MNT_CHECK(mnt_be_alloc(t->be, nb * MNT_BOX_FLOATS * sizeof(float), (void **)&L->box_dev));
+    MNT_CHECK(mnt_be_alloc(t->be, nb * sizeof(int32_t), (void **)&L->lab_dev));
+    MNT_CHECK(mnt_be_host_alloc(t->be, nb * MNT_BOX_FLOATS * sizeof(float), (void **)&L->box_host));
+    MNT_CHECK(mnt_be_host_alloc(t->be, nb * sizeof(int32_t), (void **)&L->lab_host));
+    if (!(L->ids = malloc(nb * sizeof *L->ids))) return MNT_ENOMEM;
   }
+  return MNT_OK;
+}
+
+/* a model at `batch` images per rank in BN groups of bn, with its optimizer state and the trainer's
+ * settings and hooks: create's, and regroup's at the survivors' batch (it copies the state in) */
+static int make_model(mnt_trainer *t, int batch, int bn, mnt_resnet **out) {
+  const mnt_train_cfg *o = &t->cfg;
+  mnt_resnet *m;
+  int st;
+  MNT_CHECK(
+      mnt_resnet_create_ex(t->be, o->arch, t->train.nclasses, o->size, batch, bn, (uint64_t)o->seed, o->zero_init, &m));
+  MNT_CHECK_GOTO(mnt_resnet_optim_state(m, mnt_optims[o->optimizer].nstate), st, fail);
+  m->label_smoothing = (float)o->smoothing;
+  if (o->bn_eval == MNT_BN_EVAL_LAST) m->bn_momentum = 1.0f; /* the last batch's */
+  m->grad_ready = grad_hook;                                 /* this rank's own non-finite values, then the reducer */
+  m->grad_ctx = t;
+  *out = m;
+  return MNT_OK;
+fail:
+  mnt_resnet_destroy(m);
   return st;
+}
+
+/* what feeds and reduces a step at `batch` images per rank: the upload lanes (a backend that
+ * augments), the loader at the state's position (uneven: a share of the global batch that need not
+ * divide, after a loss) and the gradient reducer; create's, and regroup's after a shrink */
+static int make_feed(mnt_trainer *t, int batch, int uneven) {
+  const mnt_train_cfg *o = &t->cfg;
+  mnt_loader_cfg lc;
+  if (t->raw) MNT_CHECK(lanes_alloc(t, (size_t)batch));
+  loader_cfg(t, (int)t->s.global_batch, uneven, &lc);
+  MNT_CHECK(mnt_loader_open(&t->ld, &t->train, &lc, t->s.epoch, t->s.cursor));
+  return mnt_reducer_create(t->c, t->be, t->m->g, t->m->nw, o->grad_dtype, (size_t)(o->bucket_mb * 1e6 / 4), &t->red);
+}
+
+/* --device and --comm, auto resolved: the one place (t->cfg holds what they became). A device given
+ * or auto (mnt_device_auto: a GPU where there is one), except that --comm cpu or nccl decides an
+ * auto device; the communicator follows the device. A device and a communicator that cannot work
+ * together are refused. */
+static int choose_device(mnt_trainer *t) {
+  mnt_train_cfg *o = &t->cfg;
+  const char *why = "";
+  if (o->device == MNT_DEVICE_AUTO) {
+    o->device = o->comm == MNT_COMM_NCCL  ? MNT_DEVICE_CUDA
+                : o->comm == MNT_COMM_CPU ? MNT_DEVICE_CPU
+                                          : mnt_device_auto(&why, 0); /* the set-up line says why */
+    snprintf(t->device_why, sizeof t->device_why, "%s",
+             o->comm == MNT_COMM_AUTO   ? why
+             : o->comm == MNT_COMM_NCCL ? "--comm nccl works on GPU buffers"
+                                        : "--comm cpu works on host buffers");
+  }
+  if (o->comm == MNT_COMM_AUTO) o->comm = o->device == MNT_DEVICE_CUDA ? MNT_COMM_NCCL : MNT_COMM_CPU;
+  if ((o->device == MNT_DEVICE_CUDA) != (o->comm == MNT_COMM_NCCL)) {
+    MNT_ERR("--device %s with --comm %s: GPU buffers need the nccl communicator and host buffers the cpu one",
+            mnt_device_names[o->device], mnt_comm_names[o->comm]);
+    return MNT_EARG;
+  }
+  return MNT_OK;
+}
+
+/* this rank, before anything collective: the data sets, the device and communicator */
+static int prepare(mnt_trainer *t) {
+  const mnt_train_cfg *o = &t->cfg;
+  MNT_CHECK(mnt_dataset_open(o->data, &t->train));
+  t->have_train = 1;
+  if (o->val) {
+    MNT_CHECK(mnt_dataset_open(o->val, &t->val));
+    t->have_val = 1;
+  }
+  if (t->have_val && t->val.nclasses != t->train.nclasses) {
+    MNT_ERR("--val %s has %d classes, --data %s has %d", o->val, t->val.nclasses, o->data, t->train.nclasses);
+    return MNT_EARG;
+  }
+  return choose_device(t);
+}
+
+/* once per node: the layers that run a reference implementation (nodes of a job may differ in their CPUs) */
+static void warn_slow_layers(const mnt_trainer *t) {
+  static char slow[4096];
+  int n = mnt_resnet_slow_layers(t->m, slow, sizeof slow);
+  if (n)
+    MNT_WARN("%d layers of %s run a reference implementation (100x slower than the tuned ones) on %s: %s", n,
+             t->cfg.arch, !strcmp(t->be->name, "cpu") ? mnt_cpu_isa_name() : t->be->name, slow);
+}
+
+/* this rank's parts of the trainer: the communicator first (on nccl it binds this process to its
+ * GPU, where the backend then runs), the backend (its precision: --precision auto resolved), on the
+ * CPU whether the run fits in memory, the model, the feed and the step's small buffers */
+static int build(mnt_trainer *t) {
+  const mnt_train_cfg *o = &t->cfg;
+  mnt_backend_opts bo = {.precision = o->precision, .device = -1};
+  MNT_CHECK(mnt_comm_create(t->w, mnt_comm_names[o->comm], o->topology, &t->c));
+  MNT_CHECK(mnt_backend_create(mnt_device_names[o->device], &bo, &t->be));
+  if (o->device == MNT_DEVICE_CPU)
+    MNT_CHECK(check_memory(o, t->be->precision, &t->train, t->have_val, (int)t->s.bn_group, t->w->local_size));
+  MNT_CHECK(make_model(t, o->batch, (int)t->s.bn_group, &t->m));
+  if (t->w->local_rank == 0) warn_slow_layers(t);
+  /* a backend that augments (the GPU) gets the stored pixels in page-locked buffers and each
+   * sample's box: the CPU only reads and decodes */
+  if (t->be->ops->augment_u8) {
+    const char *ov = mnt_env_copy_overlap(); /* on|off, any case (env.c checked it) */
+    t->raw = 1;
+    t->overlap = mnt_be_has_upload(t->be) && (!ov || strcasecmp(ov, "off"));
+  }
+  MNT_CHECK(make_feed(t, o->batch, 0));
+  MNT_CHECK(mnt_be_alloc(t->be, 4 * sizeof(float), (void **)&t->iv_dev));
+  MNT_CHECK(mnt_be_alloc(t->be, sizeof *t->hp_dev, (void **)&t->hp_dev));
+  MNT_CHECK(mnt_be_alloc(t->be, (t->m->nbn + 1) * sizeof(float), (void **)&t->bn_prev));
+  MNT_CHECK(mnt_be_alloc(t->be, 2 * sizeof(int32_t), (void **)&t->own_flag));
+  MNT_CHECK(mnt_be_alloc(t->be, 3 * sizeof(int32_t), (void **)&t->state_flag));
+  if (!t->be->host_visible &&
+      (!(t->hw = malloc(t->m->nw * sizeof(float))) || !(t->hm = malloc(t->m->nw * t->m->nstate * sizeof(float))) ||
+       !(t->hbn = malloc((t->m->nbn + 1) * sizeof(float)))))
+    return MNT_ENOMEM;
+  if (o->cuda_graph && mnt_be_can_replay(t->be) && !t->c->ops->join) {
+    MNT_ERR("--cuda-graph on: the %s communicator cannot join a captured step (--comm nccl can)", t->c->ops->name);
+    return MNT_EARG;
+  }
+  return MNT_OK;
+}
+
+/* the run's length and its optimizer's schedule, from the loader's epoch */
+static void schedule(mnt_trainer *t) {
+  const mnt_train_cfg *o = &t->cfg;
+  t->per_epoch = mnt_loader_batches_per_epoch(t->ld);
+  t->total = o->steps ? o->steps : t->per_epoch * o->epochs;
+  t->opt = (mnt_optim_cfg){.base_lr = o->lr,
+                           .global_batch = (int)t->s.global_batch,
+                           .warmup_epochs = o->warmup_epochs,
+                           .epochs = (double)t->total / t->per_epoch,
+                           .schedule = o->schedule,
+                           .momentum = o->momentum,
+                           .weight_decay = o->wd,
+                           .no_bn_bias_decay = o->no_bn_decay,
+                           .optimizer = o->optimizer,
+                           .lars_eta = o->lars_eta,
+                           .rms_lr = o->rms_lr,
+                           .rms_mu2 = 0.99,
+                           .rms_eps = 1e-8};
+  double E = t->opt.epochs; /* RMSprop warm-up's C:P: the paper's 10 and 5 of 90 epochs unless given */
+  t->opt.rms_center = o->rms_center >= 0 ? o->rms_center : E * 10.0 / 90.0;
+  t->opt.rms_period = o->rms_period > 0 ? o->rms_period : E * 5.0 / 90.0;
 }
 
 int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_state *state, mnt_trainer **out) {
@@ -180,94 +326,23 @@ int mnt_trainer_create(mnt_world *w, const mnt_train_cfg *cfg, const mnt_train_s
   if (!t) return MNT_ENOMEM;
   t->cfg = *cfg;
   t->w = w;
-  const mnt_train_cfg *o = &t->cfg;
-  int bn = o->bn_batch ? o->bn_batch : o->batch;
-  int64_t B = (int64_t)o->batch * w->size;
   if (state) t->s = *state;
   if (state && w->rank != 0) t->s.iv_loss = t->s.iv_top1 = t->s.iv_n = 0; /* the saved sums are global: rank 0's */
-  t->s.global_batch = B;
-  t->s.bn_group = bn;
-  int st = mnt_dataset_open(o->data, &t->train);
-  t->have_train = st == MNT_OK;
-  if (st == MNT_OK && o->val && (st = mnt_dataset_open(o->val, &t->val)) == MNT_OK) t->have_val = 1;
-  if (st == MNT_OK && t->have_val && t->val.nclasses != t->train.nclasses) {
-    MNT_ERR("--val %s has %d classes, --data %s has %d", o->val, t->val.nclasses, o->data, t->train.nclasses);
-    st = MNT_EARG;
-  }
-  mnt_backend_opts bo = {.precision = o->precision, .device = -1};
-  const char *dev = o->device ? o->device : "auto", *comm = o->comm ? o->comm : "auto";
-  if (st == MNT_OK && !strcmp(dev, "auto")) dev = !strcmp(comm, "nccl") ? "cuda" : "cpu";
-  if (st == MNT_OK && !strcmp(comm, "auto")) comm = !strcmp(dev, "cuda") ? "nccl" : "cpu";
-  if (st == MNT_OK && (!strcmp(dev, "cuda")) != (!strcmp(comm, "nccl"))) {
-    MNT_ERR("--device %s with --comm %s: GPU buffers need the nccl communicator and host buffers the cpu one", dev,
-            comm);
-    st = MNT_EARG;
-  }
-  if (st == MNT_OK && !strcmp(dev, "cpu")) st = check_memory(o, &t->train, t->have_val, bn, w->local_size);
-  /* the communicator first: on nccl it binds this process to its GPU, where the backend then runs */
-  if ((st = mnt_world_agree(w, st)) == MNT_OK) st = mnt_comm_create(w, comm, o->topology, &t->c);
-  if (st == MNT_OK) st = mnt_backend_create(dev, &bo, &t->be);
-  if (st == MNT_OK)
-    st = mnt_resnet_create_ex(t->be, o->arch, t->train.nclasses, o->size, o->batch, bn, (uint64_t)o->seed, o->zero_init,
-                              &t->m);
-  if (st == MNT_OK) st = mnt_resnet_optim_state(t->m, mnt_optims[o->optimizer].nstate);
-  if (st == MNT_OK && o->bn_eval == MNT_BN_EVAL_LAST) t->m->bn_momentum = 1.0f; /* the last batch's */
-  if (st == MNT_OK && w->local_rank == 0) { /* once per node: nodes of a job may differ in their CPUs */
-    static char slow[4096];
-    int n = mnt_resnet_slow_layers(t->m, slow, sizeof slow);
-    int cpu = !strcmp(t->be->name, "cpu");
-    if (n)
-      MNT_WARN("%d layers of %s run a reference implementation (100x slower than the tuned ones) on %s: %s", n,
-               o->arch, cpu ? mnt_cpu_isa_name() : t->be->name, slow);
-  }
-  mnt_loader_cfg lc;
-  /* a backend that augments (the GPU) gets the stored pixels in page-locked buffers and each
-   * sample's box: the CPU only reads and decodes */
-  int raw = st == MNT_OK && t->be->ops->augment_u8 != NULL;
-  if (raw) {
-    const char *ov = mnt_env_copy_overlap(); /* on|off, any case (env.c checked it) */
-    t->raw = 1;
-    t->overlap = mnt_be_has_upload(t->be) && (!ov || strcasecmp(ov, "off"));
-    st = lanes_alloc(t, (size_t)o->batch);
-  }
-  loader_cfg(t, (int)B, 0, &lc);
-  if (st == MNT_OK) st = mnt_loader_open(&t->ld, &t->train, &lc, t->s.epoch, t->s.cursor);
-  if (st == MNT_OK)
-    st = mnt_reducer_create(t->c, t->be, t->m->g, t->m->nw, o->grad_dtype, (size_t)(o->bucket_mb * 1e6 / 4), &t->red);
-  if (st == MNT_OK) st = mnt_be_alloc(t->be, 4 * sizeof(float), (void **)&t->iv_dev);
-  if (st == MNT_OK) st = mnt_be_alloc(t->be, sizeof *t->hp_dev, (void **)&t->hp_dev);
-  if (st == MNT_OK) st = mnt_be_alloc(t->be, (t->m->nbn + 1) * sizeof(float), (void **)&t->bn_prev);
-  if (st == MNT_OK) st = mnt_be_alloc(t->be, 2 * sizeof(int32_t), (void **)&t->own_flag);
-  if (st == MNT_OK) st = mnt_be_alloc(t->be, 3 * sizeof(int32_t), (void **)&t->state_flag);
-  if (st == MNT_OK && !t->be->host_visible &&
-      (!(t->hw = malloc(t->m->nw * sizeof(float))) || !(t->hm = malloc(t->m->nw * t->m->nstate * sizeof(float))) ||
-       !(t->hbn = malloc((t->m->nbn + 1) * sizeof(float)))))
-    st = MNT_ENOMEM;
-  if (st == MNT_OK && o->cuda_graph && mnt_be_can_replay(t->be) && !t->c->ops->join) {
-    MNT_ERR("--cuda-graph on: the %s communicator cannot join a captured step (--comm nccl can)", t->c->ops->name);
-    st = MNT_EARG;
-  }
-  if ((st = mnt_world_agree(w, st)) == MNT_OK) st = same_algorithms(w, t->m);
-  if (st == MNT_OK && mnt_trace_on()) st = trace_clock(w, t->c);
-  if (st != MNT_OK) {
-    mnt_trainer_destroy(t);
-    return st;
-  }
-  t->m->label_smoothing = (float)o->smoothing;
-  t->per_epoch = mnt_loader_batches_per_epoch(t->ld);
-  t->total = o->steps ? o->steps : t->per_epoch * o->epochs;
-  t->opt = (mnt_optim_cfg){.base_lr = o->lr, .global_batch = (int)B, .warmup_epochs = o->warmup_epochs,
-                         .epochs = (double)t->total / t->per_epoch, .schedule = o->schedule, .momentum = o->momentum,
-                         .weight_decay = o->wd, .no_bn_bias_decay = o->no_bn_decay, .optimizer = o->optimizer,
-                         .lars_eta = o->lars_eta, .rms_lr = o->rms_lr, .rms_mu2 = 0.99, .rms_eps = 1e-8};
-  double E = t->opt.epochs; /* RMSprop warm-up's C:P: the paper's 10 and 5 of 90 epochs unless given */
-  t->opt.rms_center = o->rms_center >= 0 ? o->rms_center : E * 10.0 / 90.0;
-  t->opt.rms_period = o->rms_period > 0 ? o->rms_period : E * 5.0 / 90.0;
+  t->s.global_batch = (int64_t)cfg->batch * w->size;
+  t->s.bn_group = cfg->bn_batch ? cfg->bn_batch : cfg->batch;
   t->grad_weight = 1.0f;
-  t->m->grad_ready = grad_hook; /* this rank's own non-finite values, then the reducer */
-  t->m->grad_ctx = t;
+  int st;
+  /* each part agreed by every rank before the next collective one: a failure on one is every rank's */
+  MNT_CHECK_GOTO(mnt_world_agree(w, prepare(t)), st, fail);
+  MNT_CHECK_GOTO(mnt_world_agree(w, build(t)), st, fail);
+  MNT_CHECK_GOTO(same_algorithms(w, t->m), st, fail);
+  if (mnt_trace_on()) MNT_CHECK_GOTO(trace_clock(w, t->c), st, fail);
+  schedule(t);
   *out = t;
   return MNT_OK;
+fail:
+  mnt_trainer_destroy(t);
+  return st;
 }
 
 static void graphs_free(mnt_trainer *t);
@@ -302,6 +377,23 @@ int mnt_trainer_sync(mnt_trainer *t) {
   MNT_CHECK(mnt_broadcast(t->c, m->w, m->nw * sizeof(float), 0));
   MNT_CHECK(mnt_broadcast(t->c, m->m, m->nw * m->nstate * sizeof(float), 0));
   return mnt_broadcast(t->c, m->bn, m->nbn * sizeof(float), 0);
+}
+
+/* the model at n images per rank (regroup), the state copied into it from the old one */
+static int rebatch(mnt_trainer *t, int n, int bn) {
+  mnt_resnet *m = t->m, *m2;
+  int st;
+  MNT_CHECK(make_model(t, n, bn, &m2));
+  MNT_CHECK_GOTO(mnt_be_copy(t->be, m2->w, m->w, m->nw * sizeof(float), MNT_COPY_D2D), st, fail);
+  MNT_CHECK_GOTO(mnt_be_copy(t->be, m2->m, m->m, m->nw * m->nstate * sizeof(float), MNT_COPY_D2D), st, fail);
+  if (m->nbn) MNT_CHECK_GOTO(mnt_be_copy(t->be, m2->bn, m->bn, m->nbn * sizeof(float), MNT_COPY_D2D), st, fail);
+  mnt_resnet_destroy(m);
+  t->m = m2;
+  t->cfg.batch = n;
+  return MNT_OK;
+fail:
+  mnt_resnet_destroy(m2);
+  return st;
 }
 
 int mnt_trainer_regroup(mnt_trainer *t, char *why, size_t why_n) {
@@ -341,34 +433,14 @@ int mnt_trainer_regroup(mnt_trainer *t, char *why, size_t why_n) {
   if (st == MNT_OK && n != t->m->batch && !strcmp(t->be->name, "cpu")) { /* the host's memory (cuda: its own) */
     mnt_train_cfg grown = *o;
     grown.batch = n;
-    st = check_memory(&grown, &t->train, t->have_val, bn, w->local_size);
+    st = check_memory(&grown, t->be->precision, &t->train, t->have_val, bn, w->local_size);
     if (st != MNT_OK) snprintf(why, why_n, "%d images per rank do not fit in this node's memory", n);
   }
   if ((st = mnt_world_agree(w, st)) != MNT_OK) {
     if (!why[0]) snprintf(why, why_n, "another rank cannot take its larger share of the global batch");
     return st;
   }
-  if (n != t->m->batch) { /* the model at the new batch, the state copied into it */
-    mnt_resnet *m2;
-    MNT_CHECK(mnt_resnet_create_ex(t->be, o->arch, t->train.nclasses, o->size, n, bn, (uint64_t)o->seed, o->zero_init,
-                                   &m2));
-    mnt_resnet *m = t->m;
-    st = mnt_resnet_optim_state(m2, m->nstate);
-    if (st == MNT_OK) st = mnt_be_copy(t->be, m2->w, m->w, m->nw * sizeof(float), MNT_COPY_D2D);
-    if (st == MNT_OK) st = mnt_be_copy(t->be, m2->m, m->m, m->nw * m->nstate * sizeof(float), MNT_COPY_D2D);
-    if (st == MNT_OK && m->nbn) st = mnt_be_copy(t->be, m2->bn, m->bn, m->nbn * sizeof(float), MNT_COPY_D2D);
-    if (st != MNT_OK) {
-      mnt_resnet_destroy(m2);
-      return st;
-    }
-    m2->label_smoothing = m->label_smoothing;
-    m2->bn_momentum = m->bn_momentum;
-    m2->grad_ready = grad_hook;
-    m2->grad_ctx = t;
-    mnt_resnet_destroy(m);
-    t->m = m2;
-    o->batch = n;
-  }
+  if (n != t->m->batch) MNT_CHECK(rebatch(t, n, bn));
   /* this rank's gradient is the mean over its n images: weighted n R / B, the allreduce's mean over
    * R ranks is the mean over the global batch */
   t->grad_weight = (float)((double)n * w->size / (double)t->s.global_batch);
@@ -378,11 +450,7 @@ int mnt_trainer_regroup(mnt_trainer *t, char *why, size_t why_n) {
   }
   mnt_loader_close(t->ld);
   t->ld = NULL;
-  if (t->raw) MNT_CHECK(lanes_alloc(t, (size_t)n));
-  mnt_loader_cfg lc;
-  loader_cfg(t, (int)t->s.global_batch, 1, &lc);
-  MNT_CHECK(mnt_loader_open(&t->ld, &t->train, &lc, t->s.epoch, t->s.cursor));
-  return mnt_reducer_create(t->c, t->be, t->m->g, t->m->nw, o->grad_dtype, (size_t)(o->bucket_mb * 1e6 / 4), &t->red);
+  return make_feed(t, n, 1);
 }
 
 int mnt_trainer_host_model(mnt_trainer *t, float **w, float **m, float **bn) {
@@ -573,20 +641,37 @@ static int data_phase(mnt_trainer *t, const mnt_batch **out) {
 /* the step's work from the BN statistics' copy to the update, as one graph can hold it (graph: its
  * waits on the backend's stream, not the host; no host time taken). tt: when the forward, backward
  * and exposed communication ended (eager only) */
-static int step_body(mnt_trainer *t, const mnt_batch *b, int graph, double tt[3]) {
+/* step_body's forward pass and loss, and this rank's own non-finite checks */
+static int forward_part(mnt_trainer *t, const mnt_batch *b, int graph) {
   mnt_resnet *m = t->m;
   mnt_backend *be = t->be;
-  mnt_trace_push("forward", 0);
   /* the BN statistics before the forward moves them: a step not applied leaves them as they were */
-  int st = m->nbn ? mnt_be_copy(be, t->bn_prev, m->bn, m->nbn * sizeof(float), MNT_COPY_D2D) : MNT_OK;
-  if (st == MNT_OK) st = mnt_resnet_forward(m, NULL, 1); /* the input is in place (step_inputs) */
-  if (st == MNT_OK) st = mnt_resnet_loss_dev(m, t->raw ? t->lane[t->cur_lane].lab_dev : m->labels, b->n, 1);
+  if (m->nbn) MNT_CHECK(mnt_be_copy(be, t->bn_prev, m->bn, m->nbn * sizeof(float), MNT_COPY_D2D));
+  MNT_CHECK(mnt_resnet_forward(m, NULL, 1)); /* the input is in place (step_inputs) */
+  MNT_CHECK(mnt_resnet_loss_dev(m, t->raw ? t->lane[t->cur_lane].lab_dev : m->labels, b->n, 1));
   /* the lane's buffers are free after the loss (a graph: after the step, step_graph) */
-  if (st == MNT_OK && t->raw && !graph && mnt_be_has_upload(be)) st = mnt_upload_release(be, t->cur_lane);
+  if (t->raw && !graph && mnt_be_has_upload(be)) MNT_CHECK(mnt_upload_release(be, t->cur_lane));
   /* this rank's own: its BN statistics and its loss, checked where they are; the gradient hook takes
    * the flags into the allreduce, so that every rank finds the averaged gradients non-finite */
-  if (st == MNT_OK && m->nbn) st = mnt_nonfinite(be, m->bn, m->nbn, t->own_flag);
-  if (st == MNT_OK) st = mnt_nonfinite(be, m->out3, 1, t->own_flag + 1);
+  if (m->nbn) MNT_CHECK(mnt_nonfinite(be, m->bn, m->nbn, t->own_flag));
+  return mnt_nonfinite(be, m->out3, 1, t->own_flag + 1);
+}
+
+/* step_body's update: the non-finite check of the averaged gradients, the optimizer and the
+ * interval's sums, each reading the flag where it runs */
+static int update_part(mnt_trainer *t) {
+  mnt_resnet *m = t->m;
+  mnt_backend *be = t->be;
+  MNT_CHECK(mnt_nonfinite(be, m->g, m->nw, m->flag));
+  MNT_CHECK(mnt_optim_update(m, &t->opt, t->hp_dev, t->s.step == 0, m->flag));
+  /* a skipped step's non-finite loss would poison the interval (and a checkpoint) */
+  return mnt_f32_acc_unless(be, t->iv_dev, m->out3, 2, m->flag);
+}
+
+static int step_body(mnt_trainer *t, const mnt_batch *b, int graph, double tt[3]) {
+  mnt_resnet *m = t->m;
+  mnt_trace_push("forward", 0);
+  int st = forward_part(t, b, graph);
   mnt_trace_pop();
   MNT_CHECK(st);
   if (!graph) tt[0] = mnt_now();
@@ -594,8 +679,8 @@ static int step_body(mnt_trainer *t, const mnt_batch *b, int graph, double tt[3]
   t->poison_due = 1;
   t->hook_st = MNT_OK;
   st = mnt_resnet_backward(m); /* every parameter's range is reported to the hook: the first is poisoned */
-  if (st == MNT_OK) st = t->hook_st;
   mnt_trace_pop();
+  if (st == MNT_OK) st = t->hook_st; /* the hook's own failure (it returns nothing) */
   if (st != MNT_OK) { /* buckets already started must finish (or time out) before anything is freed */
     (void)(graph ? mnt_reducer_join(t->red) : mnt_reducer_finish(t->red));
     return st;
@@ -613,10 +698,7 @@ static int step_body(mnt_trainer *t, const mnt_batch *b, int graph, double tt[3]
    * interval's sums read the non-finite flag where they run (on a GPU: no round trip to the host
    * between the allreduce and the update) */
   mnt_trace_push("optimizer", 0);
-  st = mnt_nonfinite(be, m->g, m->nw, m->flag);
-  if (st == MNT_OK) st = mnt_optim_update(m, &t->opt, t->hp_dev, t->s.step == 0, m->flag);
-  /* a skipped step's non-finite loss would poison the interval (and a checkpoint) */
-  if (st == MNT_OK) st = mnt_f32_acc_unless(be, t->iv_dev, m->out3, 2, m->flag);
+  st = update_part(t);
   mnt_trace_pop();
   return st;
 }
@@ -664,14 +746,19 @@ static int step_graph(mnt_trainer *t, const mnt_batch *b) {
   return mnt_comm_settle(t->c, be->stream);
 }
 
+/* the step's data phase: the next batch, and the step's inputs in place */
+static int data_part(mnt_trainer *t, const mnt_batch **b) {
+  MNT_CHECK(data_phase(t, b));
+  return step_inputs(t, *b);
+}
+
 static int step_phases(mnt_trainer *t, mnt_step_out *out) {
   mnt_resnet *m = t->m;
   mnt_backend *be = t->be;
   double t0 = mnt_now();
   const mnt_batch *b = NULL;
   mnt_trace_push("data", 0);
-  int st = data_phase(t, &b);
-  if (st == MNT_OK) st = step_inputs(t, b);
+  int st = data_part(t, &b);
   mnt_trace_pop();
   MNT_CHECK(st);
   double t1 = mnt_now(), tt[3];
@@ -740,18 +827,9 @@ int mnt_trainer_interval(mnt_trainer *t, double *loss, double *top1, double *ima
 
 /* ---- batch-norm statistics for evaluation (mnt_bn_eval) -------------------------------------- */
 
-int mnt_bn_eval_parse(const char *s, mnt_bn_eval *out) {
-  for (int e = 0; e < 3; e++)
-    if (!strcasecmp(s, mnt_bn_eval_name((mnt_bn_eval)e))) {
-      *out = (mnt_bn_eval)e;
-      return 0;
-    }
-  return -1;
-}
+const char *const mnt_bn_eval_names[MNT_NBN_EVAL] = {"running", "last", "recompute"};
 
-const char *mnt_bn_eval_name(mnt_bn_eval e) {
-  return e == MNT_BN_EVAL_LAST ? "last" : e == MNT_BN_EVAL_RECOMPUTE ? "recompute" : "running";
-}
+const char *mnt_bn_eval_name(mnt_bn_eval e) { return e >= 0 && e < MNT_NBN_EVAL ? mnt_bn_eval_names[e] : "?"; }
 
 /* --bn-eval recompute, this rank: the BN statistics become the mean, over the training batches of
  * the last N steps (this rank's shares, augmented as they were trained; the first N steps' before
@@ -759,6 +837,22 @@ const char *mnt_bn_eval_name(mnt_bn_eval e) {
  * with momentum 1/(k+1). Its own loader, started at step s0's position (epoch s0 / per_epoch, cursor
  * (s0 mod per_epoch) global batches: the order is the same on any rank count), augmenting on the host
  * on every backend; the training's loader is not touched. */
+/* bn_recompute's N forward passes in training mode, the k-th with momentum 1/(k+1) */
+static int bn_passes(mnt_trainer *t, mnt_loader *ld, int N) {
+  mnt_resnet *m = t->m;
+  for (int k = 0; k < N; k++) {
+    const mnt_batch *b = NULL;
+    MNT_CHECK(mnt_loader_next(ld, &b));
+    if (b->n != m->batch) {
+      MNT_ERR("internal: a batch of %d images for BN statistics, the model takes %d", b->n, m->batch);
+      return MNT_EARG;
+    }
+    m->bn_momentum = 1.0f / (float)(k + 1);
+    MNT_CHECK(mnt_resnet_forward(m, b->images, 1));
+  }
+  return MNT_OK;
+}
+
 static int bn_recompute(mnt_trainer *t) {
   graphs_free(t); /* forward passes of their own between two steps: the graphs are captured again after */
   mnt_resnet *m = t->m;
@@ -770,33 +864,63 @@ static int bn_recompute(mnt_trainer *t) {
   mnt_loader *ld = NULL;
   MNT_CHECK(mnt_loader_open(&ld, &t->train, &lc, s0 / t->per_epoch, (s0 % t->per_epoch) * t->s.global_batch));
   float keep = m->bn_momentum;
-  int st = MNT_OK;
-  for (int k = 0; k < N && st == MNT_OK; k++) {
-    const mnt_batch *b = NULL;
-    st = mnt_loader_next(ld, &b);
-    if (st == MNT_OK && b->n != m->batch) {
-      MNT_ERR("internal: a batch of %d images for BN statistics, the model takes %d", b->n, m->batch);
-      st = MNT_EARG;
-    }
-    m->bn_momentum = 1.0f / (float)(k + 1);
-    if (st == MNT_OK) st = mnt_resnet_forward(m, b->images, 1);
-  }
+  int st = bn_passes(t, ld, N);
   m->bn_momentum = keep;
-  if (st == MNT_OK) st = mnt_be_sync(t->be);
   mnt_loader_close(ld);
-  return st;
+  MNT_CHECK(st);
+  return mnt_be_sync(t->be);
 }
 
 int mnt_trainer_bn_final(mnt_trainer *t) {
   return t->cfg.bn_eval == MNT_BN_EVAL_RECOMPUTE && t->m->nbn ? bn_recompute(t) : MNT_OK;
 }
 
+/* this rank's validation samples r, r+R, ... in batches of the model's: the sums of loss, top-1 and
+ * top-5, and the count, into sums[4] */
+static int eval_batches(mnt_trainer *t, float *x, int32_t *y, mnt_sample_ws *ws, double sums[4]) {
+  mnt_resnet *m = t->m;
+  mnt_dataset *val = &t->val;
+  const mnt_world *w = t->w;
+  int B = m->batch, size = t->cfg.size;
+  size_t per = (size_t)3 * size * size;
+  for (int64_t g0 = w->rank; g0 < val->total; g0 += (int64_t)B * w->size) {
+    int n = 0;
+    for (int64_t g = g0; g < val->total && n < B; g += w->size, n++)
+      MNT_CHECK(mnt_loader_val_sample_ws(val, g, size, 3, t->cfg.val_crop, ws, x + (size_t)n * per, &y[n]));
+    for (int i = n; i < B; i++) { /* pad the last batch; padded samples are not counted */
+      memcpy(x + (size_t)i * per, x, per * sizeof(float));
+      y[i] = y[0];
+    }
+    float l3[3];
+    MNT_CHECK(mnt_resnet_forward(m, x, 0));
+    MNT_CHECK(mnt_resnet_loss(m, y, n, 0)); /* plain loss for validation */
+    MNT_CHECK(mnt_resnet_read_loss(m, l3));
+    sums[0] += l3[0];
+    sums[1] += l3[1];
+    sums[2] += l3[2];
+    sums[3] += n;
+  }
+  return MNT_OK;
+}
+
+/* eval_batches with its buffers (the batch's images and labels, the read and decode workspace) */
+static int eval_sums(mnt_trainer *t, double sums[4]) {
+  size_t B = (size_t)t->m->batch, per = (size_t)3 * t->cfg.size * t->cfg.size;
+  float *x = calloc(B * per, sizeof(float));
+  int32_t *y = calloc(B, sizeof *y);
+  mnt_sample_ws *ws = NULL; /* kept across samples */
+  int st = x && y ? mnt_sample_ws_create(&ws) : MNT_ENOMEM;
+  if (st == MNT_OK) st = eval_batches(t, x, y, ws, sums);
+  free(x);
+  free(y);
+  mnt_sample_ws_destroy(ws);
+  return st;
+}
+
 /* exact multi-node evaluation: rank r takes samples r, r+R, ...; sums and counts are reduced */
 int mnt_trainer_evaluate(mnt_trainer *t, double *loss, double *top1, double *top5) {
   graphs_free(t); /* evaluation's own passes may grow scratch a graph holds: captured again after */
   mnt_resnet *m = t->m;
-  mnt_dataset *val = &t->val;
-  mnt_world *w = t->w;
   int recompute = t->cfg.bn_eval == MNT_BN_EVAL_RECOMPUTE && m->nbn;
   if (recompute) { /* the running statistics put back after (bn_prev is free between steps) */
     MNT_CHECK(mnt_be_copy(t->be, t->bn_prev, m->bn, m->nbn * sizeof(float), MNT_COPY_D2D));
@@ -804,44 +928,15 @@ int mnt_trainer_evaluate(mnt_trainer *t, double *loss, double *top1, double *top
   }
   MNT_CHECK(mnt_be_sync(t->be)); /* blocking collectives start after the caller's work */
   MNT_CHECK(mnt_allreduce(t->c, m->bn, m->nbn, MNT_FP32, MNT_AVG)); /* BN statistics agree before evaluation */
-  int B = m->batch, size = t->cfg.size;
-  size_t per = (size_t)3 * size * size;
-  float *x = calloc((size_t)B * per, sizeof(float));
-  int32_t *y = calloc((size_t)B, sizeof *y);
-  double sums[4] = {0, 0, 0, 0}; /* loss sum, top-1, top-5, count */
-  mnt_sample_ws *ws = NULL; /* the read and decode buffers, kept across samples */
-  int st = x && y ? mnt_sample_ws_create(&ws) : MNT_ENOMEM;
-  for (int64_t g0 = w->rank; g0 < val->total && st == MNT_OK; g0 += (int64_t)B * w->size) {
-    int n = 0;
-    for (int64_t g = g0; g < val->total && n < B; g += w->size, n++)
-      if ((st = mnt_loader_val_sample_ws(val, g, size, 3, t->cfg.val_crop, ws, x + (size_t)n * per, &y[n])) != MNT_OK)
-        break;
-    if (st) break;
-    for (int i = n; i < B; i++) { /* pad the last batch; padded samples are not counted */
-      memcpy(x + (size_t)i * per, x, per * sizeof(float));
-      y[i] = y[0];
-    }
-    float l3[3];
-    if ((st = mnt_resnet_forward(m, x, 0)) != MNT_OK || (st = mnt_resnet_loss(m, y, n, 0)) != MNT_OK ||
-        (st = mnt_resnet_read_loss(m, l3)) != MNT_OK) /* plain loss for validation */
-      break;
-    sums[0] += l3[0];
-    sums[1] += l3[1];
-    sums[2] += l3[2];
-    sums[3] += n;
-  }
+  double sums[4] = {0, 0, 0, 0};                                    /* loss sum, top-1, top-5, count */
+  MNT_CHECK(eval_sums(t, sums));
   float f[4] = {(float)sums[0], (float)sums[1], (float)sums[2], (float)sums[3]};
-  if (st == MNT_OK) st = mnt_allreduce(t->c, f, 4, MNT_FP32, MNT_SUM);
-  free(x);
-  free(y);
-  mnt_sample_ws_destroy(ws);
-  if (st == MNT_OK && recompute) st = mnt_be_copy(t->be, m->bn, t->bn_prev, m->nbn * sizeof(float), MNT_COPY_D2D);
-  if (st == MNT_OK) {
-    *loss = f[0] / f[3];
-    *top1 = f[1] / f[3];
-    *top5 = f[2] / f[3];
-  }
-  return st;
+  MNT_CHECK(mnt_allreduce(t->c, f, 4, MNT_FP32, MNT_SUM));
+  if (recompute) MNT_CHECK(mnt_be_copy(t->be, m->bn, t->bn_prev, m->nbn * sizeof(float), MNT_COPY_D2D));
+  *loss = f[0] / f[3];
+  *top1 = f[1] / f[3];
+  *top5 = f[2] / f[3];
+  return MNT_OK;
 }
 
 /* ---- checkpoints -------------------------------------------------------------------------- */
@@ -924,57 +1019,9 @@ int mnt_trainer_load(mnt_trainer *t, const mnt_ckpt *ck) {
   return st == MNT_OK ? mnt_trainer_upload(t) : st;
 }
 
-/* one float32 dataset of f into dst, checked against the expected shape */
-static int read_named(hid_t f, const char *path, const char *name, float *dst, int ndims, const int *dims) {
-  if (H5Lexists(f, name, H5P_DEFAULT) <= 0) {
-    MNT_ERR("--init %s: no dataset %s (is it a mntrain export or checkpoint of this --arch?)", path, name);
-    return MNT_EARG;
-  }
-  hid_t ds = H5Dopen2(f, name, H5P_DEFAULT), sp = ds >= 0 ? H5Dget_space(ds) : -1;
-  hsize_t d[8] = {0};
-  int nd = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1, same = nd == ndims;
-  if (same) H5Sget_simple_extent_dims(sp, d, NULL);
-  for (int k = 0; k < ndims && same; k++) same = d[k] == (hsize_t)dims[k];
-  int st = MNT_OK;
-  if (!same) {
-    MNT_ERR("--init %s: %s has %d dimensions (%llu x %llu ...), the model's has %d (%d x %d ...)", path, name, nd,
-            (unsigned long long)d[0], (unsigned long long)d[1], ndims, dims[0], ndims > 1 ? dims[1] : 1);
-    st = MNT_EARG;
-  } else if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0) {
-    MNT_ERR("--init %s: reading %s failed", path, name);
-    st = MNT_EDATA;
-  } else {
-    size_t n = 1;
-    for (int k = 0; k < ndims; k++) n *= (size_t)dims[k];
-    if (mnt_vec_nonfinite(dst, n)) {
-      MNT_ERR("--init %s: %s holds NaN or Inf (weights of a run that had diverged): not a start", path, name);
-      st = MNT_EARG;
-    }
-  }
-  if (sp >= 0) H5Sclose(sp);
-  if (ds >= 0) H5Dclose(ds);
-  return st;
-}
-
 int mnt_trainer_init_from(mnt_trainer *t, const char *path) {
-  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) {
-    MNT_ERR("--init %s: not an HDF5 file that can be read", path);
-    return MNT_EARG;
-  }
-  mnt_resnet *m = t->m;
-  char name[200];
   float *hw, *hm, *hbn;
-  int st = mnt_trainer_host_model(t, &hw, &hm, &hbn);
-  for (int i = 0; i < m->nparams && st == MNT_OK; i++) {
-    snprintf(name, sizeof name, "/model/%s", m->params[i].name);
-    st = read_named(f, path, name, hw + m->params[i].off, m->params[i].ndims, m->params[i].dims);
-  }
-  for (int i = 0; i < m->nstats && st == MNT_OK; i++) {
-    snprintf(name, sizeof name, "/bn/%s", m->stats[i].name);
-    int dim = (int)m->stats[i].n;
-    st = read_named(f, path, name, hbn + m->stats[i].off, 1, &dim);
-  }
-  H5Fclose(f);
-  return st == MNT_OK ? mnt_trainer_upload(t) : st;
+  MNT_CHECK(mnt_trainer_host_model(t, &hw, &hm, &hbn));
+  MNT_CHECK(mnt_import_h5(t->m, path, hw, hbn));
+  return mnt_trainer_upload(t);
 }

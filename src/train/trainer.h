@@ -35,17 +35,19 @@
  * use from the batches of the last bn_batches steps through the current weights (each rank's share;
  * the mean of the batches' means and of their variances, "precise BN"). Either way averaged over the
  * ranks where they are used. */
-typedef enum { MNT_BN_EVAL_RUNNING = 0, MNT_BN_EVAL_LAST = 1, MNT_BN_EVAL_RECOMPUTE = 2 } mnt_bn_eval;
-int mnt_bn_eval_parse(const char *s, mnt_bn_eval *out); /* running|last|recompute; -1 otherwise */
+typedef enum { MNT_BN_EVAL_RUNNING = 0, MNT_BN_EVAL_LAST = 1, MNT_BN_EVAL_RECOMPUTE = 2, MNT_NBN_EVAL } mnt_bn_eval;
+extern const char *const mnt_bn_eval_names[MNT_NBN_EVAL]; /* as --bn-eval spells them, by value */
 const char *mnt_bn_eval_name(mnt_bn_eval e);
 
 typedef struct mnt_train_cfg {
-  const char *data, *val, *arch, *comm, *device; /* comm, device: a name or "auto" */
+  const char *data, *val, *arch;
+  mnt_device device;  /* MNT_DEVICE_AUTO: resolved once, by mnt_trainer_create (t->be is what it became) */
+  mnt_comm_kind comm; /* MNT_COMM_AUTO: the device's (nccl with cuda, else cpu) */
   mnt_sched schedule;
   mnt_optim optimizer;
   mnt_topology topology;
   mnt_dtype grad_dtype;     /* of the gradients handed to the allreduce */
-  mnt_precision precision;  /* MNT_PREC_AUTO: the backend's choice (backend.h) */
+  mnt_precision precision;  /* MNT_PREC_AUTO: the backend's choice (backend.h); t->be->precision is what it became */
   int size, batch, bn_batch, epochs, steps, loader_threads, seed, skip_nonfinite, zero_init, no_bn_decay, pad_crop;
   double lr, warmup_epochs, bucket_mb, momentum, wd, min_scale, val_crop, smoothing, lars_eta;
   double rms_center, rms_period, rms_lr; /* rmsprop-warmup (train/optim.h); C, P < 0: the paper's 10:5 of 90 */
@@ -77,6 +79,7 @@ typedef struct mnt_step_out {
 
 typedef struct mnt_trainer {
   mnt_train_cfg cfg;     /* effective: on resume the batch per rank is derived from the global batch */
+  char device_why[160];  /* --device auto: why it became what it did (the set-up says so) */
   mnt_world *w;
   mnt_comm *c;
   mnt_backend *be;

@@ -918,8 +918,11 @@ static int choose_layout(cpu_impl *c, mnt_backend *b) {
 
 int mnt_backend_cpu_create(const mnt_backend_opts *o, mnt_backend **out) {
   *out = NULL;
-  mnt_precision prec = o ? o->precision : MNT_PREC_FP32;
-  if (prec == MNT_PREC_AUTO) prec = mnt_cpu_auto_precision();
+  mnt_precision prec = o ? o->precision : MNT_PREC_FP32; /* auto: resolved by mnt_backend_create */
+  if (prec == MNT_PREC_AUTO) {
+    MNT_ERR("internal: --precision auto reached the CPU backend unresolved (mnt_backend_create resolves it)");
+    return MNT_EARG;
+  }
   if (prec == MNT_PREC_BF16 && cpu_bf16_kind() == BF16_NONE) {
     MNT_ERR("--precision bf16 on the CPU needs AVX-512 (oneDNN has no bf16 kernels for %s, the instruction set it "
             "runs here%s): use --precision fp32 or auto", mnt_cpu_isa_name(),
