@@ -290,19 +290,26 @@ int mnt_bench_allreduce_main(mnt_world *w, int argc, char **argv) {
   size_t minb = 1024, maxb = 64u << 20;
   double factor = 4, min_busbw = 0;
   int iters = 20, warmup = 5, check = 1, help = 0;
-  const char *dts = "float", *ops = "sum", *topos = "flat", *backend = "auto";
+  const char *dts = "float", *ops = "sum";
+  int topo = MNT_TOPO_FLAT, comm = MNT_COMM_AUTO;
+  char topos[64], comms[64]; /* the choices' words from their name tables (comm.h) */
+  mnt_choices(topos, sizeof topos, mnt_topology_names, MNT_NTOPO);
+  mnt_choices(comms, sizeof comms, mnt_comm_names, MNT_NCOMM);
   const mnt_opt opts[] = {
-      {"minbytes", 'b', MNT_OPT_SIZE, &minb, "SIZE", "smallest message in bytes (default 1K)", MNT_RANGE(1, 1ull << 40)},
-      {"maxbytes", 'e', MNT_OPT_SIZE, &maxb, "SIZE", "largest message in bytes (default 64M)", MNT_RANGE(1, 1ull << 40)},
-      {"stepfactor", 'f', MNT_OPT_DOUBLE, &factor, "F", "multiply the size by F each row (default 4)", MNT_RANGE(1.01, 1024)},
+      {"minbytes", 'b', MNT_OPT_SIZE, &minb, "SIZE", "smallest message in bytes (default 1K)",
+       MNT_RANGE(1, 1ull << 40)},
+      {"maxbytes", 'e', MNT_OPT_SIZE, &maxb, "SIZE", "largest message in bytes (default 64M)",
+       MNT_RANGE(1, 1ull << 40)},
+      {"stepfactor", 'f', MNT_OPT_DOUBLE, &factor, "F", "multiply the size by F each row (default 4)",
+       MNT_RANGE(1.01, 1024)},
       {"iters", 'n', MNT_OPT_INT, &iters, "N", "timed iterations per size (default 20)", MNT_RANGE(1, 1e7)},
       {"warmup_iters", 'w', MNT_OPT_INT, &warmup, "N", "untimed warm-up iterations (default 5)", MNT_RANGE(0, 1e7)},
       {"datatype", 'd', MNT_OPT_STRING, &dts, "T",
        "float, double, bfloat16 or half (also fp32, fp64, bf16, fp16; default float)", 0, 0},
       {"op", 'o', MNT_OPT_STRING, &ops, "OP", "sum or avg (default sum)", 0, 0},
       {"check", 'c', MNT_OPT_INT, &check, "0|1", "check results (default 1; 0 prints N/A for #wrong)", MNT_RANGE(0, 1)},
-      {"topology", 0, MNT_OPT_STRING, &topos, "T", "flat or hier (default flat)", 0, 0},
-      {"comm", 0, MNT_OPT_CHOICE, &backend, "auto|cpu|nccl", "communicator backend (nccl: GPU buffers; default auto: cpu)", 0, 0},
+      {"topology", 0, MNT_OPT_ENUM, &topo, topos, "allreduce topology (default flat)", 0, 0},
+      {"comm", 0, MNT_OPT_ENUM, &comm, comms, "communicator backend (nccl: GPU buffers; default auto: cpu)", 0, 0},
       {"min-busbw", 0, MNT_OPT_DOUBLE, &min_busbw, "GB/s",
        "fail when the average busbw is lower (then OK or FAILED follows it, as with nccl-tests' NCCL_TESTS_MIN_BW)",
        MNT_RANGE(0, 1e6)},
@@ -324,15 +331,13 @@ int mnt_bench_allreduce_main(mnt_world *w, int argc, char **argv) {
     return MNT_OK;
   }
   bench b = {.gpu = 0};
-  mnt_topology topo;
   const char *bad = NULL;
   if (mnt_dtype_parse_comm(dts, &b.t)) bad = "--datatype (float, double, bfloat16, half)";
   else if (mnt_redop_parse(ops, &b.op)) bad = "--op (sum, avg)";
-  else if (mnt_topology_parse(topos, &topo)) bad = "--topology (flat, hier)";
   else if (maxb < minb) bad = "-b/-e (need minbytes <= maxbytes)";
   if (bad) return mnt_usage_error("bench allreduce", "bad value for %s", bad);
   MNT_CHECK(mnt_world_init(w));
-  MNT_CHECK(mnt_comm_create(w, backend, topo, &b.c));
+  MNT_CHECK(mnt_comm_create(w, mnt_comm_names[comm], (mnt_topology)topo, &b.c));
   b.rank = w->rank;
   b.size = w->size;
   size_t es = mnt_dtype_size(b.t);

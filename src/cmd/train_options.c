@@ -126,8 +126,7 @@ static int run_rows(opts *o, mnt_opt *table, int n) {
        "replayed, the host waiting once per step; with --device cpu run as a graph would hold it, its rules checked "
        "(the same results as off; default off)",
        0, 0},
-      {"comm", 0, MNT_OPT_ENUM, &c->comm, mv.comm, "communicator (default auto: nccl with --device cuda)", 0,
-       0},
+      {"comm", 0, MNT_OPT_ENUM, &c->comm, mv.comm, "communicator (default auto: nccl with --device cuda)", 0, 0},
       {"topology", 0, MNT_OPT_ENUM, &c->topology, mv.topo, "allreduce topology (default flat)", 0, 0},
       {"grad-dtype", 0, MNT_OPT_ENUM, &c->grad_dtype, mv.gdt,
        "allreduce precision (default fp32; bf16 halves the bytes, but its partial sums are rounded at every ring step: "
@@ -251,13 +250,15 @@ void mnt_train_defaults(opts *o) {
 static int validate(opts *o, int *ckpt_on) {
   mnt_train_cfg *c = &o->t;
   const char *bad = NULL;
-  *ckpt_on = o->ckpt_dir || o->ckpt_steps || o->ckpt_minutes > 0 || o->stop_after || (o->resume && strcmp(o->resume, "none"));
+  *ckpt_on =
+      o->ckpt_dir || o->ckpt_steps || o->ckpt_minutes > 0 || o->stop_after || (o->resume && strcmp(o->resume, "none"));
   if (!c->data) bad = "--data DIR is required";
   else if (!mnt_resnet_known(c->arch))
     return mnt_usage_error("train", "--arch: one of %s, not '%s'", mnt_resnet_arch_names(), c->arch);
   else if (c->pad_crop >= c->size) bad = "--pad-crop must be smaller than --size";
   else if (c->bn_batch && c->batch && c->batch % c->bn_batch) bad = "--bn-batch must divide --batch-per-rank";
-  else if (o->target_top1 == 0) bad = "--target-top1: a fraction above 0 and at most 1 (0.759): every evaluation reaches 0";
+  else if (o->target_top1 == 0)
+    bad = "--target-top1: a fraction above 0 and at most 1 (0.759): every evaluation reaches 0";
   else if (o->target_top1 > 0 && !c->val) bad = "--target-top1 needs --val DIR (the set it is measured on)";
   else if (o->force && o->resume && strcmp(o->resume, "none"))
     bad = "--force starts the run over: it cannot be combined with --resume auto|PATH";
@@ -274,8 +275,7 @@ static int validate(opts *o, int *ckpt_on) {
     char tail = 0;
     if (sscanf(o->rmsprop_warmup, "%lf:%lf%c", &a, &b, &tail) != 2 || !(a >= 0) || !(b > 0) || a > 1e6 || b > 1e6)
       bad = "--rmsprop-warmup: C:P in epochs, C >= 0 and P > 0 (10:5 is the paper's for 90 epochs)";
-    else
-      c->rms_center = a, c->rms_period = b;
+    else c->rms_center = a, c->rms_period = b;
   }
   if (!bad && o->rmsprop_warmup && c->optimizer != MNT_OPTIM_RMSPROP_WARMUP)
     bad = "--rmsprop-warmup goes with --optimizer rmsprop-warmup";
@@ -286,24 +286,24 @@ static int validate(opts *o, int *ckpt_on) {
     char tail = 0;
     if (sscanf(o->trace_steps, "%lld:%lld%c", &a, &b, &tail) != 2 || a < 1 || b < a)
       bad = "--trace-steps: A:B, the first and the last step traced (1 <= A <= B)";
-    else if (b - a >= 10000)
-      bad = "--trace-steps: at most 10000 steps (a trace is for a window, not a run)";
-    else
-      o->trace_first = a, o->trace_last = b;
+    else if (b - a >= 10000) bad = "--trace-steps: at most 10000 steps (a trace is for a window, not a run)";
+    else o->trace_first = a, o->trace_last = b;
     if (!bad && !o->trace_dir) bad = "--trace-steps needs --trace DIR (or MNT_TRACE)";
   }
   if (bad) return mnt_usage_error("train", "%s (see mntrain train --help)", bad);
   /* the paths config.json and the checkpoints record: JSON text is UTF-8 */
-  const struct { const char *flag, *v; } paths[] = {{"--data", c->data},       {"--val", c->val},
-                                                    {"--out", o->out},         {"--ckpt-dir", o->ckpt_dir},
-                                                    {"--export", o->export_path}, {"--init", o->init},
-                                                    {"--resume", o->resume},   {"--trace", o->trace_dir}};
+  const struct {
+    const char *flag, *v;
+  } paths[] = {{"--data", c->data},          {"--val", c->val},   {"--out", o->out},       {"--ckpt-dir", o->ckpt_dir},
+               {"--export", o->export_path}, {"--init", o->init}, {"--resume", o->resume}, {"--trace", o->trace_dir}};
   for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
     json_t *j = paths[i].v ? json_string(paths[i].v) : NULL;
     json_decref(j);
     if (paths[i].v && !j)
-      return mnt_usage_error("train", "%s: the path is not UTF-8 (config.json, which records it, is JSON text): "
-                             "rename it, or reach it through a link whose name is UTF-8", paths[i].flag);
+      return mnt_usage_error("train",
+                             "%s: the path is not UTF-8 (config.json, which records it, is JSON text): "
+                             "rename it, or reach it through a link whose name is UTF-8",
+                             paths[i].flag);
   }
   if (!o->resume) o->resume = *ckpt_on && !o->force ? "auto" : "none";
   if (*ckpt_on && !o->ckpt_dir) {
@@ -322,7 +322,8 @@ int mnt_train_options(opts *o, int argc, char **argv, int quiet, int *help, int 
   table[n] = (mnt_opt){NULL, 0, 0, NULL, NULL, NULL, 0, 0};
   MNT_CHECK(mnt_parse_opts("train", table, argc, argv, help, quiet));
   if (*help && !quiet)
-    mnt_print_help(stdout, "srun --mpi=pmix mntrain train --data DIR [--val DIR] --arch A --size S --batch-per-rank B ...",
+    mnt_print_help(stdout,
+                   "srun --mpi=pmix mntrain train --data DIR [--val DIR] --arch A --size S --batch-per-rank B ...",
                    "Data-parallel training over all ranks of the job (one process per CPU socket or GPU).\n"
                    "Writes OUT/config.json at the start, OUT/metrics.jsonl while it trains and OUT/summary.json\n"
                    "when it ends; an --out that holds an earlier run is refused unless --force or resumed.\n"

@@ -28,8 +28,10 @@ int mnt_train_leave_pmix(train_run *r) {
   MNT_CHECK(mnt_world_leave(w, mnt_comm_agree, r->t->c));
   if (w->rank == 0) {
     mnt_train_progress_stamp(r->o);
-    printf("mntrain train: --on-rank-loss shrink: the ranks left PMIx; a lost rank leaves the others going on "
-           "(at least %d ranks, --min-ranks)\n", r->min_ranks);
+    printf(
+        "mntrain train: --on-rank-loss shrink: the ranks left PMIx; a lost rank leaves the others going on "
+        "(at least %d ranks, --min-ranks)\n",
+        r->min_ranks);
     fflush(stdout);
   }
   return MNT_OK;
@@ -62,7 +64,8 @@ static int take_outputs(train_run *r) {
 static int say_loss(train_run *r, const recovery *v) {
   mnt_trainer *t = r->t;
   mnt_world *w = r->w;
-  double det = v->t_detect - r->last_step_end, rec = mnt_now() - v->t_detect; /* to the next step: checkpoint included */
+  double det = v->t_detect - r->last_step_end,
+         rec = mnt_now() - v->t_detect; /* to the next step: checkpoint included */
   char names[400] = "";
   json_t *lost_json = json_array(); /* metrics.jsonl's "lost": what a resumed job's summary.json keeps */
   for (int i = 0; i < v->nlost; i++) {
@@ -72,8 +75,8 @@ static int say_loss(train_run *r, const recovery *v) {
     json_array_append_new(r->losses, json_pack("{s:I, s:i, s:s, s:o, s:o}", "step", (json_int_t)v->step0, "rank",
                                                x->job_rank, "node", x->node, "detected_after_s", mnt_json_num(det),
                                                "recovered_after_s", mnt_json_num(rec)));
-    json_array_append_new(lost_json,
-                          json_pack("{s:i, s:s, s:I}", "rank", x->job_rank, "node", x->node, "step", (json_int_t)v->step0));
+    json_array_append_new(lost_json, json_pack("{s:i, s:s, s:I}", "rank", x->job_rank, "node", x->node, "step",
+                                               (json_int_t)v->step0));
   }
   int per = (int)(t->s.global_batch / w->size);
   char share[48];
@@ -90,12 +93,13 @@ static int say_loss(train_run *r, const recovery *v) {
     fflush(stdout);
   }
   /* the recovery's parts: agreement and rebuild, the state and the new split, the checkpoint */
-  return mnt_train_metric(
-      r, json_pack("{s:I, s:s, s:o, s:i, s:i, s:s, s:o, s:o, s:{s:o, s:o, s:o}}", "step", (json_int_t)t->s.step,
-                   "rank_lost", names, "lost", lost_json, "ranks", w->size, "ranks_before", v->size0, "quorum",
-                   v->quorum, "detected_after_s", mnt_json_num(det), "recovered_after_s", mnt_json_num(rec),
-                   "recovery_s", "agree", mnt_json_num(v->t_agreed - v->t_detect), "regroup",
-                   mnt_json_num(v->t_regrouped - v->t_agreed), "checkpoint", mnt_json_num(mnt_now() - v->t_ready)));
+  return mnt_train_metric(r, json_pack("{s:I, s:s, s:o, s:i, s:i, s:s, s:o, s:o, s:{s:o, s:o, s:o}}", "step",
+                                       (json_int_t)t->s.step, "rank_lost", names, "lost", lost_json, "ranks", w->size,
+                                       "ranks_before", v->size0, "quorum", v->quorum, "detected_after_s",
+                                       mnt_json_num(det), "recovered_after_s", mnt_json_num(rec), "recovery_s", "agree",
+                                       mnt_json_num(v->t_agreed - v->t_detect), "regroup",
+                                       mnt_json_num(v->t_regrouped - v->t_agreed), "checkpoint",
+                                       mnt_json_num(mnt_now() - v->t_ready)));
 }
 
 /* every survivor: the evaluation the loss cut short, run again (the same weights: the same figures,
@@ -105,7 +109,8 @@ static int rerun_evaluation(train_run *r, loop *l) {
   double epoch_f = (double)t->s.step / t->per_epoch;
   if (r->w->rank == 0) {
     mnt_train_progress_stamp(r->o);
-    printf("mntrain train: the evaluation after step %lld was cut short by the loss: run again\n", (long long)t->s.step);
+    printf("mntrain train: the evaluation after step %lld was cut short by the loss: run again\n",
+           (long long)t->s.step);
     fflush(stdout);
   }
   t->s.eval_due = 0;
@@ -137,7 +142,7 @@ static int recover(train_run *r, loop *l) {
     v.t_regrouped = mnt_now();
     if (st == MNT_ENOMEM && v.why[0]) v.policy = 1, st = MNT_OK;
   }
-  int rerun = 0; /* the evaluation of this step, cut short by the loss */
+  int rerun = 0;    /* the evaluation of this step, cut short by the loss */
   if (st == MNT_OK) /* mnt_comm_shrink let this group go on: the rule that did, for the log */
     mnt_comm_quorum(v.size0, w->size, w->job_of[0] == job0, v.quorum, sizeof v.quorum);
   if (st == MNT_OK && w->size < r->min_ranks) {
@@ -171,13 +176,16 @@ static int recover(train_run *r, loop *l) {
     MNT_CHECK(rerun_evaluation(r, l));
   if (!v.policy) return MNT_OK;
   if (w->rank == 0) {
-    printf("mntrain train: %s: stopping after the checkpoint of step %lld (exit 3); the template requeues the job at "
-           "full size and it resumes there\n", v.why, (long long)t->s.step);
+    printf(
+        "mntrain train: %s: stopping after the checkpoint of step %lld (exit 3); the template requeues the job at "
+        "full size and it resumes there\n",
+        v.why, (long long)t->s.step);
     fflush(stdout);
   }
   l->stopped = 1;
   /* the template's sign (srun's own status reports the lost task): stopped with a checkpoint, to requeue */
-  MNT_CHECK(mnt_train_metric(r, json_pack("{s:I, s:s, s:b}", "step", (json_int_t)t->s.step, "stopped", v.why, "requeue", 1)));
+  MNT_CHECK(
+      mnt_train_metric(r, json_pack("{s:I, s:s, s:b}", "step", (json_int_t)t->s.step, "stopped", v.why, "requeue", 1)));
   return mnt_world_agree(w, MNT_EPREEMPT);
 }
 
@@ -191,4 +199,3 @@ int mnt_train_recover_from(train_run *r, loop *l, int *st) {
   }
   return *st == MNT_OK && !l->stopped;
 }
-

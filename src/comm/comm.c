@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "src/cuda_module.h"
 #include "src/check.h"
@@ -12,15 +11,6 @@
 
 const char *const mnt_topology_names[MNT_NTOPO] = {"flat", "hier"};
 const char *const mnt_comm_names[MNT_NCOMM] = {"auto", "cpu", "nccl"};
-
-int mnt_topology_parse(const char *s, mnt_topology *t) {
-  for (int i = 0; i < MNT_NTOPO; i++)
-    if (!strcasecmp(s, mnt_topology_names[i])) {
-      *t = (mnt_topology)i;
-      return 0;
-    }
-  return -1;
-}
 
 const char *mnt_topology_name(mnt_topology t) { return t >= 0 && t < MNT_NTOPO ? mnt_topology_names[t] : "?"; }
 

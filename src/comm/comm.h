@@ -1,7 +1,7 @@
 /* comm.h — the communicator: collectives over all ranks of the world, one backend at a time.
  * defines: mnt_comm, mnt_comm_ops, mnt_comm_req, mnt_topology (and its names), mnt_comm_kind (and
  *          its names: --comm), mnt_comm_create, mnt_comm_destroy, mnt_comm_shrink, mnt_comm_quorum,
- *          mnt_topology_parse/name, mnt_busbw_factor and inline wrappers
+ *          mnt_topology_name, mnt_busbw_factor and inline wrappers
  *          mnt_allreduce, ...
  * Every call is in place, collective (all ranks, same order, same sizes) and has a deadline:
  * MNT_COMM_TIMEOUT seconds (default 600) without progress fail the call, naming the peer that
@@ -28,7 +28,6 @@ extern const char *const mnt_topology_names[MNT_NTOPO]; /* as --topology spells 
 /* --comm: a communicator, or auto (the device's: nccl with cuda, else cpu); by value as --comm spells them */
 typedef enum { MNT_COMM_AUTO = 0, MNT_COMM_CPU = 1, MNT_COMM_NCCL = 2, MNT_NCOMM } mnt_comm_kind;
 extern const char *const mnt_comm_names[MNT_NCOMM];
-int mnt_topology_parse(const char *s, mnt_topology *t);
 const char *mnt_topology_name(mnt_topology t);
 
 typedef struct mnt_comm mnt_comm;
