@@ -229,7 +229,7 @@ static int write_summary(train_run *r, const loop *l, const timing *tm) {
     mnt_resnet_impls(t->m, MNT_LAYER_BN, buf, sizeof buf);
     json_object_set_new(sm, "bn_mode", json_string(buf));
     json_object_set_new(sm, "reference_layers", json_integer(mnt_resnet_slow_layers(t->m, buf, sizeof buf)));
-    if (!strcmp(t->be->name, "cpu")) json_object_set_new(sm, "cpu_isa", json_string(mnt_cpu_isa_name()));
+    if (t->cfg.device == MNT_DEVICE_CPU) json_object_set_new(sm, "cpu_isa", json_string(mnt_cpu_isa_name()));
   }
   if (sm) /* not timed */
     json_object_set_new(sm, "warmup_steps", json_integer(timed < l->done ? (json_int_t)l->warm : 0));

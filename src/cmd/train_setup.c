@@ -226,7 +226,7 @@ int mnt_train_open_outputs(train_run *r, int found, const mnt_train_state *rs) {
     if (st == MNT_OK && !(r->metrics = mnt_rundir_open_log(r->mpath, found ? rs->step : -1, MNT_RUN_LOG_METRICS))) {
       st = MNT_SYSERR("%s: cannot open", r->mpath);
     }
-    int cpu = !strcmp(t->be->name, "cpu"); /* the CPU's ISA: rank 0's (a node's kernels are named at set-up) */
+    int cpu = t->cfg.device == MNT_DEVICE_CPU; /* the CPU's ISA: rank 0's (a node's kernels are named at set-up) */
     if (st == MNT_OK)
       printf("mntrain train: %s, %d ranks on %d nodes, global batch %lld (%d per rank), %lld steps (%lld per epoch), "
              "%.1f M parameters, %s %s%s%s%s\n",

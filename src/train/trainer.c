@@ -258,7 +258,7 @@ static void warn_slow_layers(const mnt_trainer *t) {
   int n = mnt_resnet_slow_layers(t->m, slow, sizeof slow);
   if (n)
     MNT_WARN("%d layers of %s run a reference implementation (100x slower than the tuned ones) on %s: %s", n,
-             t->cfg.arch, !strcmp(t->be->name, "cpu") ? mnt_cpu_isa_name() : t->be->name, slow);
+             t->cfg.arch, t->cfg.device == MNT_DEVICE_CPU ? mnt_cpu_isa_name() : t->be->name, slow);
 }
 
 /* this rank's parts of the trainer: the communicator first (on nccl it binds this process to its
@@ -430,7 +430,7 @@ int mnt_trainer_regroup(mnt_trainer *t, char *why, size_t why_n) {
     snprintf(why, why_n, "the %d images per rank the survivors need do not divide into --bn-batch %d", n, bn);
     st = MNT_ENOMEM;
   }
-  if (st == MNT_OK && n != t->m->batch && !strcmp(t->be->name, "cpu")) { /* the host's memory (cuda: its own) */
+  if (st == MNT_OK && n != t->m->batch && t->cfg.device == MNT_DEVICE_CPU) { /* the host's memory (cuda: its own) */
     mnt_train_cfg grown = *o;
     grown.batch = n;
     st = check_memory(&grown, t->be->precision, &t->train, t->have_val, bn, w->local_size);
