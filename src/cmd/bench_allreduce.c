@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "src/args.h"
@@ -290,8 +291,8 @@ int mnt_bench_allreduce_main(mnt_world *w, int argc, char **argv) {
   size_t minb = 1024, maxb = 64u << 20;
   double factor = 4, min_busbw = 0;
   int iters = 20, warmup = 5, check = 1, help = 0;
-  const char *dts = "float", *ops = "sum";
-  int topo = MNT_TOPO_FLAT, comm = MNT_COMM_AUTO;
+  const char *dts = "float", *ops = "sum", *topo_s = "flat"; /* topology: any case, as nccl-tests' words */
+  int topo = -1, comm = MNT_COMM_AUTO;
   char topos[64], comms[64]; /* the choices' words from their name tables (comm.h) */
   mnt_choices(topos, sizeof topos, mnt_topology_names, MNT_NTOPO);
   mnt_choices(comms, sizeof comms, mnt_comm_names, MNT_NCOMM);
@@ -308,7 +309,7 @@ int mnt_bench_allreduce_main(mnt_world *w, int argc, char **argv) {
        "float, double, bfloat16 or half (also fp32, fp64, bf16, fp16; default float)", 0, 0},
       {"op", 'o', MNT_OPT_STRING, &ops, "OP", "sum or avg (default sum)", 0, 0},
       {"check", 'c', MNT_OPT_INT, &check, "0|1", "check results (default 1; 0 prints N/A for #wrong)", MNT_RANGE(0, 1)},
-      {"topology", 0, MNT_OPT_ENUM, &topo, topos, "allreduce topology (default flat)", 0, 0},
+      {"topology", 0, MNT_OPT_STRING, &topo_s, topos, "allreduce topology (default flat)", 0, 0},
       {"comm", 0, MNT_OPT_ENUM, &comm, comms, "communicator backend (nccl: GPU buffers; default auto: cpu)", 0, 0},
       {"min-busbw", 0, MNT_OPT_DOUBLE, &min_busbw, "GB/s",
        "fail when the average busbw is lower (then OK or FAILED follows it, as with nccl-tests' NCCL_TESTS_MIN_BW)",
@@ -331,9 +332,12 @@ int mnt_bench_allreduce_main(mnt_world *w, int argc, char **argv) {
     return MNT_OK;
   }
   bench b = {.gpu = 0};
+  for (int i = 0; i < MNT_NTOPO; i++)
+    if (!strcasecmp(topo_s, mnt_topology_names[i])) topo = i;
   const char *bad = NULL;
   if (mnt_dtype_parse_comm(dts, &b.t)) bad = "--datatype (float, double, bfloat16, half)";
   else if (mnt_redop_parse(ops, &b.op)) bad = "--op (sum, avg)";
+  else if (topo < 0) bad = "--topology (flat, hier)";
   else if (maxb < minb) bad = "-b/-e (need minbytes <= maxbytes)";
   if (bad) return mnt_usage_error("bench allreduce", "bad value for %s", bad);
   MNT_CHECK(mnt_world_init(w));

@@ -668,19 +668,24 @@ static int update_part(mnt_trainer *t) {
   return mnt_f32_acc_unless(be, t->iv_dev, m->out3, 2, m->flag);
 }
 
+/* step_body's backward pass: every parameter's range is reported to the gradient hook (the first is
+ * poisoned, the buckets start); the hook's own failure, which it cannot return, after it */
+static int backward_part(mnt_trainer *t) {
+  t->poison_due = 1;
+  t->hook_st = MNT_OK;
+  MNT_CHECK(mnt_resnet_backward(t->m));
+  return t->hook_st;
+}
+
 static int step_body(mnt_trainer *t, const mnt_batch *b, int graph, double tt[3]) {
-  mnt_resnet *m = t->m;
   mnt_trace_push("forward", 0);
   int st = forward_part(t, b, graph);
   mnt_trace_pop();
   MNT_CHECK(st);
   if (!graph) tt[0] = mnt_now();
   mnt_trace_push("backward", 0);
-  t->poison_due = 1;
-  t->hook_st = MNT_OK;
-  st = mnt_resnet_backward(m); /* every parameter's range is reported to the hook: the first is poisoned */
+  st = backward_part(t);
   mnt_trace_pop();
-  if (st == MNT_OK) st = t->hook_st; /* the hook's own failure (it returns nothing) */
   if (st != MNT_OK) { /* buckets already started must finish (or time out) before anything is freed */
     (void)(graph ? mnt_reducer_join(t->red) : mnt_reducer_finish(t->red));
     return st;
@@ -909,8 +914,11 @@ static int eval_sums(mnt_trainer *t, double sums[4]) {
   float *x = calloc(B * per, sizeof(float));
   int32_t *y = calloc(B, sizeof *y);
   mnt_sample_ws *ws = NULL; /* kept across samples */
-  int st = x && y ? mnt_sample_ws_create(&ws) : MNT_ENOMEM;
-  if (st == MNT_OK) st = eval_batches(t, x, y, ws, sums);
+  int st = MNT_ENOMEM;
+  if (!x || !y) goto out;
+  MNT_CHECK_GOTO(mnt_sample_ws_create(&ws), st, out);
+  st = eval_batches(t, x, y, ws, sums);
+out:
   free(x);
   free(y);
   mnt_sample_ws_destroy(ws);
